@@ -1,0 +1,3 @@
+from anchorkit.cli import app
+
+app(prog_name="anchorkit")

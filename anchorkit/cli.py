@@ -1,0 +1,784 @@
+"""The `anchorkit` command line: a thin layer over the library modules.
+
+Conventions shared by every command:
+- exit code 0 = everything done, 1 = something failed (listed) or `--check` found differences,
+  2 = usage error (bad option, missing file);
+- `--json` prints one JSON object on stdout instead of the human summary;
+- human output goes to stdout through rich, warnings and errors to stderr;
+- secrets (API keys, AWS credentials) are never printed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from anchorkit import __version__
+
+app = typer.Typer(
+    name="anchorkit",
+    help="Anchor every chunk of your Redmine tickets to its ticket ID, publish them for RAG, and prove it.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+# soft_wrap: never break a long line (paths, keys) in two; scripts grep this output.
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
+
+
+def print_json(payload: Any) -> None:
+    """Machine-readable output: one JSON document on stdout, keys sorted for stable diffs."""
+    sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2, sort_keys=True) + "\n")
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        console.print(f"anchorkit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(
+        False, "--version", callback=version_callback, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """anchorkit: pull → transform → upload → stats → verify."""
+
+
+# Commands are defined below, one section per pipeline stage.
+
+
+# ------------------------------------------------------------------------------------------------
+# transform: snapshot → anchored Markdown (+ sidecars) (anchorkit.transform)
+
+from anchorkit import transform as transforming  # noqa: E402
+from anchorkit.document import LABELS, RenderOptions  # noqa: E402
+from anchorkit.sidecar import SCHEMAS  # noqa: E402
+from anchorkit.snapshot import SnapshotError  # noqa: E402
+from anchorkit.textformat import TEXT_FORMATS  # noqa: E402
+
+
+def transform_options(
+    lang: str,
+    label: str | None,
+    include_private: bool,
+    anchor_basic_info: bool,
+    max_gap_tokens: int | None,
+    text_format: str | None,
+    timezone: str,
+    sidecars: bool,
+    sidecar_schema: str,
+    layout: str,
+    max_text_bytes: int,
+) -> transforming.TransformOptions:
+    """Validate the transform flags (exit 2 with a clear message) and build the options."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    for name, value, allowed in (
+        ("--lang", lang, tuple(LABELS)),
+        ("--text-format", text_format, TEXT_FORMATS),
+        ("--sidecar-schema", sidecar_schema, SCHEMAS),
+        ("--layout", layout, transforming.LAYOUTS),
+    ):
+        if value is not None and value not in allowed:
+            err_console.print(f"[red]error:[/red] {name} must be one of {', '.join(allowed)}, not {value!r}")
+            raise typer.Exit(2)
+    try:
+        ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        err_console.print(f"[red]error:[/red] --timezone: unknown time zone {timezone!r} (use an IANA name such as Asia/Tokyo)")
+        raise typer.Exit(2) from None
+    render = RenderOptions(
+        lang=lang,
+        include_private=include_private,
+        anchor_basic_info=anchor_basic_info,
+        max_gap_tokens=max_gap_tokens,
+        timezone=timezone,
+        labels={"ticket": label} if label else {},
+    )
+    return transforming.TransformOptions(
+        render=render,
+        sidecars=sidecars,
+        sidecar_schema=sidecar_schema,
+        layout=layout,
+        text_format=text_format,
+        max_text_bytes=max_text_bytes,
+    )
+
+
+@app.command()
+def transform(
+    snapshot: Path = typer.Argument(..., help="Snapshot folder (issues/<id>.json, lookups.json, state.json), e.g. fixtures."),
+    out: Path = typer.Option(..., "--out", "-o", help="Output folder for <id>.md documents (created if missing)."),
+    sidecars: bool = typer.Option(False, "--sidecars", help="Also write Bedrock Knowledge Base <id>.md.metadata.json sidecars."),
+    sidecar_schema: str = typer.Option("simple", "--sidecar-schema", help="Sidecar attribute shape: simple (plain values) or typed (Bedrock's {value: {type, ...}, includeForEmbedding})."),
+    layout: str = typer.Option("flat", "--layout", help="flat: OUT/<id>.md; by-project: OUT/<project identifier>/<id>.md."),
+    lang: str = typer.Option("ja", "--lang", help="Document labels: ja (チケット, 基本情報, 説明, 対応履歴) or en (Ticket, Details, Description, History)."),
+    label: Optional[str] = typer.Option(None, "--label", help="Ticket label in titles and anchors, overriding --lang's (e.g. Issue)."),
+    include_private: bool = typer.Option(False, "--include-private", help="Include private issues and private notes (left out by default)."),
+    anchor_basic_info: bool = typer.Option(False, "--anchor-basic-info", help="Also anchor the basic-info section (for splitters that move headings into metadata)."),
+    max_gap_tokens: Optional[int] = typer.Option(None, "--max-gap-tokens", min=1, help="Also insert an anchor at the next block boundary once this many (approximate) tokens passed without one. Off by default."),
+    text_format: Optional[str] = typer.Option(None, "--text-format", help="Redmine text format of all texts: textile or common_mark. Default: the snapshot's setting (state.json text_format), else textile."),
+    timezone: str = typer.Option("UTC", "--timezone", help="Time zone for the dates shown in documents (IANA name, e.g. Asia/Tokyo). Sidecar timestamps are always UTC."),
+    max_text_bytes: int = typer.Option(transforming.DEFAULT_MAX_TEXT_BYTES, "--max-text-bytes", min=1, help="A description or note larger than this (UTF-8 bytes) fails its ticket instead of producing a huge document."),
+    check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 listing what would be created, changed or removed, 0 if OUT is up to date."),
+    json_output: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
+) -> None:
+    """Turn a snapshot into one anchored Markdown document per ticket (and optional sidecars).
+
+    Every section and every journal entry carries the anchor line `> チケット #ID: subject`, so any
+    chunk of the document names its ticket. Output is deterministic: unchanged files are not
+    rewritten, outputs of tickets no longer in the snapshot are removed, bad tickets are reported
+    (file and reason) while the others are still done; exit code 1 if any ticket failed.
+    """
+    options = transform_options(lang, label, include_private, anchor_basic_info, max_gap_tokens, text_format, timezone, sidecars, sidecar_schema, layout, max_text_bytes)
+    try:
+        report = transforming.transform_snapshot(snapshot, out, options, check=check)
+    except SnapshotError as exc:
+        err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    if json_output:
+        print_json({"check": check, "out": str(out), **report.as_dict()})
+    else:
+        print_transform_report(report, out, check)
+    if report.failed or (check and report.differs):
+        raise typer.Exit(1)
+
+
+def print_transform_report(report: transforming.TransformReport, out: Path, check: bool) -> None:
+    for warning in report.warnings:
+        err_console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, markup=True)
+    for failure in report.failed:
+        err_console.print(f"[red]failed:[/red] {failure.message}", highlight=False)
+    if check:
+        for verb, paths in (("would create", report.created), ("would change", report.changed), ("would remove", report.removed)):
+            for path in paths:
+                console.print(f"{verb} {out / path}", highlight=False, markup=False)
+        state = "differs from the snapshot" if report.differs else "is up to date"
+        console.print(f"check: {out} {state} ({report.tickets} tickets, {len(report.failed)} failed)", highlight=False)
+        return
+    console.print(
+        f"transform: {report.tickets} tickets → {out}: {len(report.created)} created, {len(report.changed)} changed, "
+        f"{report.unchanged} unchanged, {len(report.removed)} removed, {len(report.failed)} failed "
+        f"in {report.seconds:.2f} s",
+        highlight=False,
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# upload: publish OUT to s3://bucket/prefix or a folder, by content (anchorkit.publish)
+
+from pathlib import Path  # noqa: E402
+from typing import Annotated, Optional  # noqa: E402
+
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: E402
+
+from anchorkit import publish as publishing  # noqa: E402
+
+DeleteFlag = Annotated[
+    bool, typer.Option("--delete", help="Delete remote objects under the prefix that have no local counterpart.")
+]
+MaxDeleteOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--max-delete",
+        help="Refuse to delete more than this many objects: a count (25) or a percentage of the objects "
+        f"under the prefix (10%). Default {publishing.DEFAULT_MAX_DELETE}.",
+    ),
+]
+ForceFlag = Annotated[bool, typer.Option("--force", help="Delete even beyond --max-delete.")]
+DryRunFlag = Annotated[bool, typer.Option("--dry-run", help="Print the plan (counts, first keys); change nothing.")]
+ThreadsOption = Annotated[
+    Optional[int],
+    typer.Option("--threads", min=1, max=256, help=f"Parallel requests. Default {publishing.DEFAULT_THREADS}."),
+]
+EndpointOption = Annotated[
+    Optional[str], typer.Option("--endpoint-url", help="S3 endpoint for S3-compatible stores (e.g. SeaweedFS, MinIO).")
+]
+RegionOption = Annotated[Optional[str], typer.Option("--region", help="AWS region (else the credential chain's).")]
+ProfileOption = Annotated[Optional[str], typer.Option("--profile", help="AWS profile from ~/.aws/config.")]
+RetryModeOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--retry-mode",
+        help="botocore retry mode for throttling, 5xx and dropped connections: standard or adaptive "
+        "(adaptive also slows the client down when S3 throttles). Default standard.",
+    ),
+]
+MaxAttemptsOption = Annotated[
+    Optional[int],
+    typer.Option(
+        "--max-attempts", min=1, help=f"Attempts per request, first included. Default {publishing.DEFAULT_MAX_ATTEMPTS}."
+    ),
+]
+StartIngestionOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--start-ingestion",
+        metavar="KB_ID:DATA_SOURCE_ID",
+        help="After a fully successful upload, start a Bedrock Knowledge Base ingestion job for this data source.",
+    ),
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout instead of the summary.")]
+
+
+def usage_error(message: str) -> typer.Exit:
+    err_console.print(f"[red]error:[/red] {message}", markup=True, highlight=False)
+    return typer.Exit(2)
+
+
+def publish_with_progress(
+    local_objects: list[publishing.LocalObject],
+    local_failures: list[publishing.Failure],
+    target: publishing.Target,
+    settings: publishing.PublishSettings,
+    show_progress: bool,
+) -> publishing.PublishReport:
+    """Run `publishing.publish` with a rich progress bar (objects and bytes) on stderr."""
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} objects"),
+        TextColumn("{task.fields[done_bytes]:,}/{task.fields[total_bytes]:,} bytes"),
+        TimeElapsedColumn(),
+        console=err_console,
+        disable=not show_progress,
+        transient=False,
+    )
+    task = progress.add_task("publishing", total=None, done_bytes=0, total_bytes=0)
+    done_bytes = 0
+
+    def on_plan(plan: publishing.Plan) -> None:
+        progress.update(task, total=len(plan.uploads) + len(plan.deletes), total_bytes=plan.upload_bytes)
+
+    def on_result(result: publishing.OperationResult) -> None:
+        nonlocal done_bytes
+        done_bytes += result.bytes
+        progress.update(task, advance=1, done_bytes=done_bytes)
+
+    with progress:
+        return publishing.publish(
+            local_objects,
+            target,
+            settings=settings,
+            local_failures=local_failures,
+            on_plan=on_plan,
+            on_result=on_result,
+        )
+
+
+def print_publish_report(report: publishing.PublishReport, json_output: bool) -> None:
+    if json_output:
+        print_json(report.to_dict())
+        return
+    summary = report.to_dict()
+    planned = summary["planned"]
+    if report.dry_run:
+        console.print(
+            f"plan for {report.destination}: upload {planned['upload']} ({planned['upload_bytes']:,} bytes), "
+            f"skip {planned['skip']}, delete {planned['delete']}"
+            + (f", {planned['stale_kept']} stale kept (no --delete)" if planned["stale_kept"] else ""),
+            highlight=False,
+        )
+        for action in ("upload", "delete"):
+            for key in summary["first_keys"][action]:
+                console.print(f"  {action} {key}", highlight=False, markup=False)
+    else:
+        console.print(
+            f"{report.destination}: uploaded {summary['uploaded']}, skipped {summary['skipped']}, "
+            f"deleted {summary['deleted']}, failed {summary['failed']}, {summary['bytes']:,} bytes "
+            f"in {summary['seconds']:.1f} s",
+            highlight=False,
+        )
+        if planned["stale_kept"]:
+            console.print(f"{planned['stale_kept']} stale objects kept (pass --delete to remove them)")
+    if report.ingestion_job:
+        console.print(
+            f"ingestion job {report.ingestion_job['ingestion_job_id']} ({report.ingestion_job['status']})",
+            highlight=False,
+        )
+    if report.refused:
+        err_console.print(f"[red]refused:[/red] {report.refused}", highlight=False)
+    for failure in report.failures:
+        err_console.print(f"[red]failed:[/red] {failure.key}: {failure.error}", highlight=False)
+
+
+def publish_command_settings(
+    delete: bool,
+    max_delete: str | None,
+    force: bool,
+    dry_run: bool,
+    threads: int | None,
+    retry_mode: str | None,
+    max_attempts: int | None,
+) -> publishing.PublishSettings:
+    """PublishSettings from command-line values (None = default); PublishError on a bad value."""
+    return publishing.PublishSettings(
+        delete=delete,
+        max_delete=publishing.parse_max_delete(max_delete or publishing.DEFAULT_MAX_DELETE),
+        force=force,
+        dry_run=dry_run,
+        threads=threads or publishing.DEFAULT_THREADS,
+        retry_mode=publishing.parse_retry_mode(retry_mode or publishing.DEFAULT_RETRY_MODE),
+        max_attempts=max_attempts or publishing.DEFAULT_MAX_ATTEMPTS,
+    )
+
+
+def run_publish(
+    source: Path,
+    local_objects: list[publishing.LocalObject],
+    local_failures: list[publishing.Failure],
+    dest: str,
+    settings: publishing.PublishSettings,
+    aws: publishing.AwsSettings,
+    start_ingestion: str | None,
+    json_output: bool,
+) -> publishing.PublishReport:
+    """Shared by `upload` and `sync`: resolve the destination, publish, optionally ingest, print."""
+    try:
+        destination = publishing.parse_destination(dest)
+        ingestion = publishing.parse_ingestion_target(start_ingestion) if start_ingestion else None
+        if isinstance(destination, Path):
+            publishing.check_folders_apart(source, destination)
+        target, session = publishing.open_target(destination, aws, settings)
+    except publishing.PublishError as error:
+        raise usage_error(str(error)) from None
+    show_progress = not json_output and not settings.dry_run
+    report = publish_with_progress(local_objects, local_failures, target, settings, show_progress)
+    if ingestion is not None:
+        publishing.ingest_after(report, session.client("bedrock-agent"), *ingestion)
+    print_publish_report(report, json_output)
+    return report
+
+
+@app.command("upload")
+def upload_command(
+    out: Annotated[Path, typer.Argument(help="Folder to publish (transform's output: documents and sidecars).")],
+    dest: Annotated[str, typer.Argument(help="s3://bucket/prefix, or a local folder.")],
+    delete: DeleteFlag = False,
+    max_delete: MaxDeleteOption = None,
+    force: ForceFlag = False,
+    dry_run: DryRunFlag = False,
+    threads: ThreadsOption = None,
+    endpoint_url: EndpointOption = None,
+    region: RegionOption = None,
+    profile: ProfileOption = None,
+    retry_mode: RetryModeOption = None,
+    max_attempts: MaxAttemptsOption = None,
+    start_ingestion: StartIngestionOption = None,
+    json_output: JsonFlag = False,
+) -> None:
+    """Publish OUT to S3 (or a folder) by content: only new/changed objects are uploaded."""
+    if not out.is_dir():
+        raise usage_error(f"{out} is not a folder")
+    try:
+        settings = publish_command_settings(delete, max_delete, force, dry_run, threads, retry_mode, max_attempts)
+    except publishing.PublishError as error:
+        raise usage_error(str(error)) from None
+    local_objects, local_failures = publishing.scan_folder(out)
+    aws = publishing.AwsSettings(endpoint_url=endpoint_url, region=region, profile=profile)
+    report = run_publish(out, local_objects, local_failures, dest, settings, aws, start_ingestion, json_output)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------------------------------------
+# pull: fetch tickets from Redmine into a snapshot, incrementally (anchorkit.pull)
+
+import os  # noqa: E402
+
+from anchorkit import pull as pulling  # noqa: E402
+from anchorkit.redmine import RetryPolicy  # noqa: E402
+
+API_KEY_ENV = "REDMINE_API_KEY"
+
+
+def read_api_key(api_key_file: Path | None) -> str:
+    """The key from --api-key-file, else $REDMINE_API_KEY; a usage error (exit 2) when there is none."""
+    if api_key_file is not None:
+        try:
+            key = api_key_file.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as error:
+            raise usage_error(f"{api_key_file}: cannot read the API key file ({type(error).__name__})") from None
+        if not key:
+            raise usage_error(f"{api_key_file}: the API key file is empty")
+        return key
+    key = os.environ.get(API_KEY_ENV, "").strip()
+    if not key:
+        raise usage_error(f"no Redmine API key: set {API_KEY_ENV} or pass --api-key-file")
+    return key
+
+
+def pull_with_progress(show_progress: bool, **pull_arguments: Any) -> pulling.PullReport:
+    """Run `pulling.pull` with a rich progress bar of the issue fetches on stderr."""
+    progress = Progress(
+        TextColumn("pulling"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} issues"),
+        TimeElapsedColumn(),
+        console=err_console,
+        disable=not show_progress,
+    )
+    task = progress.add_task("pull", total=None)
+
+    def on_progress(done: int, total: int) -> None:
+        progress.update(task, completed=done, total=total)
+
+    with progress:
+        try:
+            return pulling.pull(progress=on_progress, **pull_arguments)
+        except pulling.PullError as error:
+            raise usage_error(str(error)) from None
+
+
+def print_pull_report(report: pulling.PullReport, json_output: bool) -> None:
+    if json_output:
+        print_json(report.to_json())
+        return
+    console.print(
+        f"{'full' if report.full else 'incremental'} pull: listed {report.listed}, fetched {report.fetched}, "
+        f"unchanged {report.unchanged}, removed {report.removed}, private skipped {report.skipped_private}, "
+        f"failed {len(report.failed)}; {report.requests} requests ({report.retries} retries) "
+        f"in {report.seconds:.1f} s",
+        highlight=False,
+    )
+    for warning in report.warnings:
+        err_console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+    for error in report.errors:
+        err_console.print(f"[red]error:[/red] {error}", highlight=False)
+    for failure in report.failed:
+        err_console.print(f"[red]failed:[/red] #{failure.issue_id}: {failure.reason}", highlight=False)
+    if report.failed:
+        err_console.print(f"failed issue ids: {' '.join(map(str, report.failed_ids))}", highlight=False)
+
+
+@app.command("pull")
+def pull_command(
+    url: Annotated[str, typer.Option("--url", help="Redmine base URL, e.g. https://redmine.example.com.")],
+    snapshot_dir: Annotated[
+        Path, typer.Option("--snapshot", help="Snapshot folder to create or update (issues/, lookups.json, state.json).")
+    ],
+    project: Annotated[
+        Optional[list[str]],
+        typer.Option("--project", help="Only this project (identifier or id; subprojects included). Repeatable."),
+    ] = None,
+    full: Annotated[
+        bool, typer.Option("--full", help="List every issue (removes deleted/hidden ones) and refresh the lookups.")
+    ] = False,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, max=64, help="Issues fetched at the same time.")
+    ] = pulling.DEFAULT_CONCURRENCY,
+    include_private: Annotated[
+        bool, typer.Option("--include-private", help="Keep private issues and private notes (left out by default).")
+    ] = False,
+    api_key_file: Annotated[
+        Optional[Path],
+        typer.Option("--api-key-file", help=f"File holding the API key (default: ${API_KEY_ENV})."),
+    ] = None,
+    full_every: Annotated[
+        int,
+        typer.Option("--full-every", min=0, help="Make every K-th run a full listing (0: only with --full)."),
+    ] = pulling.DEFAULT_FULL_EVERY,
+    overlap: Annotated[
+        float, typer.Option("--overlap", min=0, help="Seconds before the cursor that incremental runs list again.")
+    ] = pulling.DEFAULT_OVERLAP_S,
+    lookups_max_age: Annotated[
+        float, typer.Option("--lookups-max-age", min=0, help="Seconds before cached lookups.json is refreshed.")
+    ] = pulling.DEFAULT_LOOKUPS_MAX_AGE_S,
+    text_format: Annotated[
+        Optional[str],
+        typer.Option(
+            "--text-format",
+            help="Text format of the Redmine (textile or common_mark), recorded in a new snapshot's state.json "
+            "(default textile); an existing value is never overwritten.",
+        ),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.1, help="Read timeout per request, seconds.")
+    ] = RetryPolicy.read_timeout_s,
+    retries: Annotated[
+        int, typer.Option("--retries", min=1, help="Attempts per request, first included.")
+    ] = RetryPolicy.attempts,
+    json_output: JsonFlag = False,
+) -> None:
+    """Fetch new and changed issues (with journals) from Redmine into SNAPSHOT; exit 1 if any failed."""
+    if text_format is not None and text_format not in pulling.TEXT_FORMATS:
+        raise usage_error(f"--text-format must be one of {', '.join(pulling.TEXT_FORMATS)}")
+    report = pull_with_progress(
+        show_progress=not json_output,
+        url=url,
+        snapshot_dir=snapshot_dir,
+        api_key=read_api_key(api_key_file),
+        projects=project or None,
+        full=full,
+        concurrency=concurrency,
+        include_private=include_private,
+        full_every=full_every,
+        overlap_s=overlap,
+        lookups_max_age_s=lookups_max_age,
+        text_format=text_format,
+        policy=RetryPolicy(attempts=retries, read_timeout_s=timeout),
+    )
+    print_pull_report(report, json_output)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------------------------------------
+# verify / eval: only ticket ids and citations that come from what was retrieved (anchorkit.verify)
+
+import re  # noqa: E402
+
+from anchorkit import verify as verifying  # noqa: E402
+from anchorkit.files import write_atomic  # noqa: E402
+from anchorkit.report_html import render_report  # noqa: E402
+from anchorkit.verify_eval import EvalSummary, evaluate, load_cases  # noqa: E402
+from anchorkit.verify_shapes import InputError, load_answer, load_context, load_retrieval  # noqa: E402
+
+UriPatternOption = Annotated[
+    str,
+    typer.Option(
+        "--uri-pattern",
+        help="Regular expression with one group that takes the ticket id out of a chunk's source URI "
+        "(flat …/12345.md and by-project …/<project>/12345.md both match the default).",
+    ),
+]
+QuoteThresholdOption = Annotated[
+    float,
+    typer.Option(
+        "--quote-threshold",
+        min=0.0,
+        max=1.0,
+        help="quote_drift below this similarity (0-1) between a quoted span and its best-matching part of the cited chunk.",
+    ),
+]
+GroundingThresholdOption = Annotated[
+    float,
+    typer.Option(
+        "--grounding-threshold",
+        min=0.0,
+        max=1.0,
+        help="weak_grounding below this share (0-1) of a claim's tokens (CJK character bigrams, other words) found in its cited chunks.",
+    ),
+]
+OnEmptyOption = Annotated[
+    str,
+    typer.Option(
+        "--on-empty",
+        help="When no retrieved chunk carries a ticket id: pass (keep ids, report 'unchecked') or block (treat every id as phantom).",
+    ),
+]
+StrictFlag = Annotated[bool, typer.Option("--strict", help="Exit 1 if anything critical (phantom ticket ids or sources) was found.")]
+
+
+def verify_settings(
+    uri_pattern: str, quote_threshold: float, grounding_threshold: float, on_invalid: str, on_empty: str
+) -> verifying.VerifyOptions:
+    """Options checked up front: a bad pattern or mode is a usage error (exit 2), not a traceback."""
+    if on_invalid not in ("drop", "flag"):
+        raise usage_error("--on-invalid must be drop or flag")
+    if on_empty not in ("pass", "block"):
+        raise usage_error("--on-empty must be pass or block")
+    try:
+        pattern = verifying.compile_uri_pattern(uri_pattern)
+    except (re.error, ValueError) as exc:
+        raise usage_error(f"--uri-pattern: {exc}") from None
+    return verifying.VerifyOptions(pattern, quote_threshold, grounding_threshold, on_invalid, on_empty)  # type: ignore[arg-type]
+
+
+def read_verify_inputs(
+    retrieval: Path, answer: Path | None, contexts: list[Path]
+) -> tuple[list[verifying.Chunk], verifying.Answer, list[verifying.Chunk], list[str]]:
+    """All input files, or exit: 2 for a missing file, an unreadable file, malformed JSON or an unknown shape."""
+    try:
+        shape, chunks = load_retrieval(retrieval)
+        if answer is None and shape != "retrieve_and_generate":
+            raise usage_error("--answer is required unless --retrieval is a RetrieveAndGenerate response")
+        parsed_answer = load_answer(answer or retrieval)
+        context_chunks: list[verifying.Chunk] = []
+        context_texts: list[str] = []
+        for path in contexts:
+            more_chunks, text = load_context(path)
+            context_chunks += more_chunks
+            context_texts += [text] if text else []
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        raise usage_error(f"{exc.filename}: {exc.strerror}") from None
+    except InputError as exc:
+        raise usage_error(str(exc)) from None
+    return chunks, parsed_answer, context_chunks, context_texts
+
+
+def print_verify_report(report: verifying.VerifyReport) -> None:
+    """Human summary; untrusted text (answers, chunks) is printed with markup off."""
+    style = {"critical": "red", "warning": "yellow", "info": "cyan"}
+    for finding in report.findings:
+        console.print(f"[{style[finding.severity]}]{finding.severity}[/] {finding.kind}: ", end="", highlight=False)
+        console.print(finding.message, markup=False, highlight=False)
+    filtered = report.filtered_answer
+    if filtered["text"]:
+        console.print("answer (filtered):", highlight=False)
+        console.print(filtered["text"], markup=False, highlight=False)
+    for number, claim in enumerate(filtered["claims"], start=1):
+        sources = ", ".join(c["source_id"] for c in claim["citations"])
+        console.print(f"{number}. {claim['text']} [{sources}]", markup=False, highlight=False)
+    for result in filtered["results"]:
+        console.print(json.dumps(result, ensure_ascii=False, sort_keys=True), markup=False, highlight=False)
+    console.print(
+        f"verify: grounding score {report.grounding_score:.2f}, {report.critical} critical, {report.warnings} warnings, "
+        f"valid ids: {' '.join(f'#{i}' for i in sorted(report.valid_ids)) or 'none'}",
+        highlight=False,
+        markup=False,
+    )
+
+
+@app.command("verify")
+def verify_command(
+    retrieval: Annotated[
+        Path,
+        typer.Option(
+            "--retrieval", "-r", help="What was retrieved: a Bedrock Retrieve or RetrieveAndGenerate response, or a JSON list of {id, text, uri}."
+        ),
+    ],
+    answer: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--answer",
+            "-a",
+            help="The answer: structured claims, a list of {issue_id, ...} results, or plain text (any non-.json file). "
+            "Default: the --retrieval file when it is a RetrieveAndGenerate response.",
+        ),
+    ] = None,
+    context: Annotated[
+        Optional[list[Path]],
+        typer.Option(
+            "--context",
+            help="Later turns: the context message sent to the model (text file; its genuine anchors count) or an "
+            "earlier retrieval (.json, any retrieval shape). Its ticket ids are valid too. Repeatable.",
+        ),
+    ] = None,
+    uri_pattern: UriPatternOption = verifying.DEFAULT_URI_PATTERN,
+    quote_threshold: QuoteThresholdOption = verifying.DEFAULT_QUOTE_THRESHOLD,
+    grounding_threshold: GroundingThresholdOption = verifying.DEFAULT_GROUNDING_THRESHOLD,
+    on_invalid: Annotated[
+        str,
+        typer.Option(
+            "--on-invalid",
+            help="drop: remove phantom ids, citations and results from the filtered answer; flag: keep everything, only report.",
+        ),
+    ] = "drop",
+    on_empty: OnEmptyOption = "pass",
+    strict: StrictFlag = False,
+    html_file: Annotated[
+        Optional[Path],
+        typer.Option("--html", help="Also write the answer as a self-contained HTML page with numbered, flagged citations."),
+    ] = None,
+    json_output: JsonFlag = False,
+) -> None:
+    """Check an answer against the chunks retrieved for it; print the filtered answer and the findings.
+
+    Findings: phantom ticket ids and sources (critical), quote drift, weak grounding, wrong tickets.
+
+    Exit 0 (findings are reported, not fatal), 1 with --strict when something critical was found,
+    2 for a usage error or input that cannot be read (missing file, malformed JSON, unknown shape).
+    """
+    options = verify_settings(uri_pattern, quote_threshold, grounding_threshold, on_invalid, on_empty)
+    chunks, parsed_answer, context_chunks, context_texts = read_verify_inputs(retrieval, answer, context or [])
+    report = verifying.verify_citations(
+        parsed_answer,
+        chunks,
+        context=context_texts,
+        extra_valid_ids=verifying.valid_ids(context_chunks, options.uri_pattern),
+        options=options,
+    )
+    if html_file is not None:
+        write_atomic(html_file, render_report(report).encode("utf-8"))
+    if json_output:
+        print_json(report.to_json())
+    else:
+        print_verify_report(report)
+    if strict and report.critical:
+        raise typer.Exit(1)
+
+
+@app.command("eval")
+def eval_command(
+    cases_file: Annotated[
+        Path,
+        typer.Argument(
+            help="JSONL file, one case a line: {id?, query, retrieved, answer, expected_ids?, context?} "
+            "(retrieved and answer in any shape verify accepts)."
+        ),
+    ],
+    uri_pattern: UriPatternOption = verifying.DEFAULT_URI_PATTERN,
+    quote_threshold: QuoteThresholdOption = verifying.DEFAULT_QUOTE_THRESHOLD,
+    grounding_threshold: GroundingThresholdOption = verifying.DEFAULT_GROUNDING_THRESHOLD,
+    on_empty: OnEmptyOption = "pass",
+    strict: StrictFlag = False,
+    min_grounding: Annotated[
+        Optional[float],
+        typer.Option("--min-grounding", min=0.0, max=1.0, help="Exit 1 if the mean grounding score is below this."),
+    ] = None,
+    max_phantom_rate: Annotated[
+        Optional[float],
+        typer.Option("--max-phantom-rate", min=0.0, max=1.0, help="Exit 1 if the phantom rate is above this."),
+    ] = None,
+    json_output: JsonFlag = False,
+) -> None:
+    """Verify every case of an eval set (JSONL); print grounding, phantom rate, recall, precision.
+
+    Per-case findings are listed too.
+
+    Exit 1 if a case could not be read (the others are still evaluated), with --strict if any case has a
+    critical finding, or if --min-grounding / --max-phantom-rate are not met; 2 for a usage error.
+    """
+    options = verify_settings(uri_pattern, quote_threshold, grounding_threshold, "flag", on_empty)
+    try:
+        cases, errors = load_cases(cases_file)
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        raise usage_error(f"{exc.filename}: {exc.strerror}") from None
+    except InputError as exc:
+        raise usage_error(str(exc)) from None
+    summary = evaluate(cases, errors, options)
+    if json_output:
+        print_json(summary.to_json())
+    else:
+        print_eval_summary(summary)
+    failed_gates = (
+        bool(summary.errors)
+        or (strict and any(r.has_phantom for r in summary.results))
+        or (min_grounding is not None and (summary.mean_grounding or 0.0) < min_grounding)
+        or (max_phantom_rate is not None and (summary.phantom_rate or 0.0) > max_phantom_rate)
+    )
+    if failed_gates:
+        raise typer.Exit(1)
+
+
+def print_eval_summary(summary: EvalSummary) -> None:
+    for error in summary.errors:
+        err_console.print(f"[red]error:[/red] ", end="", highlight=False)
+        err_console.print(error, markup=False, highlight=False)
+    for result in summary.results:
+        kinds = ", ".join(sorted({f.kind for f in result.report.findings})) or "no findings"
+        console.print(
+            f"{result.case.case_id}: grounding {result.report.grounding_score:.2f}, cited "
+            f"{' '.join(f'#{i}' for i in sorted(result.report.cited_ids)) or '-'}: {kinds}",
+            markup=False,
+            highlight=False,
+        )
+
+    def shown(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.2f}"
+
+    console.print(
+        f"eval: {len(summary.results)} cases, {len(summary.errors)} unreadable; mean grounding {shown(summary.mean_grounding)}, "
+        f"phantom rate {shown(summary.phantom_rate)}, source recall {shown(summary.source_recall)}, "
+        f"citation precision {shown(summary.citation_precision)}",
+        highlight=False,
+        markup=False,
+    )

@@ -1,0 +1,424 @@
+"""Issue JSON + lookups → one anchored Markdown document. Pure: no I/O, no clock.
+
+Shape (Japanese labels by default, English with ``lang="en"``)::
+
+    # チケット #12345: VPN接続が不安定になる
+    ## 基本情報                 (no anchor unless anchor_basic_info: the title is in the same chunk)
+    - ステータス: 完了 …
+    ## 説明
+    > チケット #12345: VPN接続が不安定になる
+    …description (its own headings demoted to #### and below, each anchored)…
+    ## 対応履歴
+    > チケット #12345: VPN接続が不安定になる
+    ### [2026-03-15] 佐藤次郎
+    > チケット #12345: VPN接続が不安定になる
+    - ステータス: 対応中 → 完了
+    …notes…
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from anchorkit.anchors import anchor_line, insert_anchors, neutralize_forgeries, one_line, title_line
+from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks, top_level_blocks
+from anchorkit.textformat import to_markdown
+
+Lookups = dict[str, dict[str, dict[str, Any]]]
+
+# Content headings sit below the document's own levels (#, ##, ###).
+CONTENT_HEADING_SHIFT = 3
+
+LABELS: dict[str, dict[str, str]] = {
+    "ja": {
+        "ticket": "チケット",
+        "details": "基本情報",
+        "description": "説明",
+        "history": "対応履歴",
+        "project": "プロジェクト",
+        "tracker": "トラッカー",
+        "status": "ステータス",
+        "priority": "優先度",
+        "author": "作成者",
+        "assignee": "担当者",
+        "category": "カテゴリ",
+        "version": "対象バージョン",
+        "start_date": "開始日",
+        "due_date": "期日",
+        "created": "作成日",
+        "updated": "更新日",
+        "closed": "終了日",
+        "done_ratio": "進捗率",
+        "estimated_hours": "予定工数",
+        "parent": "親チケット",
+        "children": "子チケット",
+        "relations": "関連するチケット",
+        "attachments": "添付ファイル",
+        "subject": "題名",
+        "private": "プライベート",
+        "description_updated": "説明を更新",
+        "added": "追加",
+        "removed": "削除",
+        "relates": "関連している",
+        "duplicates": "次のチケットと重複",
+        "duplicated": "次のチケットに重複されている",
+        "blocks": "ブロック先",
+        "blocked": "ブロック元",
+        "precedes": "先行",
+        "follows": "後続",
+        "copied_to": "コピー先",
+        "copied_from": "コピー元",
+    },
+    "en": {
+        "ticket": "Ticket",
+        "details": "Details",
+        "description": "Description",
+        "history": "History",
+        "project": "Project",
+        "tracker": "Tracker",
+        "status": "Status",
+        "priority": "Priority",
+        "author": "Author",
+        "assignee": "Assignee",
+        "category": "Category",
+        "version": "Target version",
+        "start_date": "Start date",
+        "due_date": "Due date",
+        "created": "Created",
+        "updated": "Updated",
+        "closed": "Closed",
+        "done_ratio": "% Done",
+        "estimated_hours": "Estimated time",
+        "parent": "Parent task",
+        "children": "Subtasks",
+        "relations": "Related issues",
+        "attachments": "Files",
+        "subject": "Subject",
+        "private": "Private",
+        "description_updated": "Description updated",
+        "added": "added",
+        "removed": "removed",
+        "relates": "related to",
+        "duplicates": "duplicates",
+        "duplicated": "duplicated by",
+        "blocks": "blocks",
+        "blocked": "blocked by",
+        "precedes": "precedes",
+        "follows": "follows",
+        "copied_to": "copied to",
+        "copied_from": "copied from",
+    },
+}
+
+# Journal attribute → (label key, lookup table or None for plain values).
+_ATTRIBUTES: dict[str, tuple[str, str | None]] = {
+    "status_id": ("status", "statuses"),
+    "tracker_id": ("tracker", "trackers"),
+    "priority_id": ("priority", "priorities"),
+    "assigned_to_id": ("assignee", "users"),
+    "category_id": ("category", "categories"),
+    "fixed_version_id": ("version", "versions"),
+    "project_id": ("project", "projects"),
+    "author_id": ("author", "users"),
+    "parent_id": ("parent", None),
+    "subject": ("subject", None),
+    "start_date": ("start_date", None),
+    "due_date": ("due_date", None),
+    "done_ratio": ("done_ratio", None),
+    "estimated_hours": ("estimated_hours", None),
+    "is_private": ("private", None),
+}
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    lang: str = "ja"
+    include_private: bool = False
+    anchor_basic_info: bool = False
+    max_gap_tokens: int | None = None
+    # A single format, or [(since ISO timestamp, format), ...]: texts created before the first
+    # "since" are Textile (Redmine's historical default), later ones use the last format in force.
+    text_format: str | tuple[tuple[str, str], ...] = "textile"
+    timezone: str = "UTC"
+    labels: dict[str, str] = field(default_factory=dict)  # overrides of LABELS[lang]
+
+    def label(self, key: str) -> str:
+        return self.labels.get(key) or LABELS[self.lang][key]
+
+
+class DocumentError(ValueError):
+    """The issue cannot be rendered; the message says what is wrong."""
+
+
+def render_document(issue: dict[str, Any], lookups: Lookups, options: RenderOptions) -> str:
+    """The anchored Markdown document of one issue (byte-identical for identical input).
+
+    Section anchors are placed as the document is assembled, and each piece of ticket text is
+    anchored on its own (its headings, ``max_gap_tokens``), so no ticket pays for parsing the whole
+    document; ``anchors.insert_anchors`` over the result changes nothing (tested).
+    """
+    ticket_id, subject, label = issue["id"], issue["subject"], options.label("ticket")
+    anchor = anchor_line(ticket_id, subject, label)
+
+    def anchored(text: str) -> str:
+        return insert_anchors(text, ticket_id, subject, label, max_gap_tokens=options.max_gap_tokens)
+
+    parts = [title_line(ticket_id, subject, label), f"## {options.label('details')}"]
+    if options.anchor_basic_info:
+        parts.append(anchor)
+    parts.append(_details(issue, options))
+    description = (issue.get("description") or "").strip()
+    if description:
+        fmt = text_format_at(options.text_format, issue.get("created_on"))
+        parts += [f"## {options.label('description')}", anchor, anchored(content_markdown(description, fmt))]
+    journals = [j for j in sorted(_journals(issue), key=_journal_id) if options.include_private or not j.get("private_notes")]
+    entries = [entry for entry in (_journal_entry(j, issue, lookups, options) for j in journals) if entry]
+    if entries:
+        parts += [f"## {options.label('history')}", anchor]
+        for heading, body in entries:
+            parts += [heading, anchor, anchored(body)]
+    return "\n\n".join(part for part in parts if part) + "\n"
+
+
+def content_markdown(text: str, fmt: str) -> str:
+    """Ticket text (description or note) as Markdown that cannot alter the document around it.
+
+    Converted from Redmine's format; headings demoted below the document's levels; fences and
+    HTML blocks left open are closed; lines shaped like anchors or titles neutralised.
+    """
+    markdown = to_markdown(text, fmt).strip("\n")
+    if COMPLEX_LINE.search(markdown) or _ANY_HEADING.search(markdown):
+        markdown = _contain(markdown)
+    return neutralize_forgeries(markdown)
+
+
+def text_format_at(setting: str | tuple[tuple[str, str], ...], created_on: str | None) -> str:
+    """The text format in force when a text was created (Redmine never converts old texts)."""
+    if isinstance(setting, str):
+        return setting
+    fmt = "textile"
+    for since, later_format in setting:
+        if created_on is not None and created_on >= since:
+            fmt = later_format
+    return fmt
+
+
+# ---------------------------------------------------------------- containment of content
+
+
+# An ATX heading, also inside quotes and list items; setext headings are COMPLEX_LINEs.
+_ANY_HEADING = re.compile(r"^(?:[ \t]*(?:>|[-*+](?=[ \t])|\d{1,9}[.)](?=[ \t])))*[ \t]*#{1,6}(?:[ \t]|$)", re.M)
+_CONTAINER_PREFIX = re.compile(r"^(?:[ \t]*(?:>|[-*+](?=[ \t])|\d{1,9}[.)](?=[ \t]))[ \t]?)*[ \t]*")
+_HTML_BLOCK_CLOSERS = (
+    (re.compile(r"^ {0,3}<(pre|script|style|textarea)(?:\s|>|$)", re.I), None),
+    (re.compile(r"^ {0,3}<!--"), "-->"),
+    (re.compile(r"^ {0,3}<\?"), "?>"),
+    (re.compile(r"^ {0,3}<![A-Za-z]"), ">"),
+    (re.compile(r"^ {0,3}<!\[CDATA\["), "]]>"),
+)
+_SENTINEL = "anchorkit-end-of-content"
+
+
+def _contain(markdown: str) -> str:
+    lines = markdown.split("\n")
+    tokens = parse_blocks(markdown)
+    blocks = top_level_blocks(tokens)
+    closer = _closer(blocks[-1].kind, lines[blocks[-1].start : blocks[-1].end]) if blocks and blocks[-1].end >= len(lines) else ""
+    # Demote every heading, nested ones too (a chunker may strip the container prefix); bottom-up
+    # so that replacing a two-line setext heading by one ATX line keeps earlier line numbers valid.
+    for index in range(len(tokens) - 1, -1, -1):
+        token = tokens[index]
+        if token.type != "heading_open" or token.map is None:
+            continue
+        start, end = token.map
+        level = min(6, int(token.tag[1]) + CONTENT_HEADING_SHIFT)
+        text = " ".join(tokens[index + 1].content.split("\n"))
+        prefix = _CONTAINER_PREFIX.match(lines[start])[0] if token.level else ""  # type: ignore[index]
+        lines[start:end] = [prefix + "#" * level + (" " + text if text else "")]
+    markdown = "\n".join(lines) + closer
+    if closer and not _ends_cleanly(markdown):
+        # Last resort for anything the closers above do not know: an indented code block is inert.
+        markdown = "\n".join("    " + line if line else line for line in markdown.split("\n"))
+    return markdown
+
+
+def _closer(kind: str, block_lines: list[str]) -> str:
+    """What closes a top-level construct that runs to the end of the content (or "")."""
+    if kind == "fence":
+        fence = re.match(r" {0,3}(`{3,}|~{3,})", block_lines[0])
+        closing = block_lines[-1].strip()
+        closed = len(block_lines) > 1 and closing.startswith(fence[1]) and set(closing) == {fence[1][0]} if fence else True
+        if fence and not closed:
+            return "\n" + fence[1]
+    if kind == "html_block":
+        for pattern, closer in _HTML_BLOCK_CLOSERS:
+            match = pattern.match(block_lines[0])
+            if match:
+                return "\n" + (closer or f"</{match[1].lower()}>")
+    return ""
+
+
+def _ends_cleanly(markdown: str) -> bool:
+    """True when a heading placed after the content is parsed as a top-level heading."""
+    blocks = top_level_blocks(parse_blocks(markdown + f"\n\n## {_SENTINEL}\n"))
+    return bool(blocks) and blocks[-1].kind == "heading" and blocks[-1].text == _SENTINEL
+
+
+# ---------------------------------------------------------------- details and journals
+
+
+def _name(value: Any) -> str:
+    if isinstance(value, dict):
+        return one_line(str(value.get("name") or (f"#{value['id']}" if "id" in value else "")))
+    return "" if value is None else one_line(str(value))
+
+
+def _custom_field_value(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(one_line(str(v)) for v in value if v not in (None, ""))
+    return "" if value is None else one_line(str(value))
+
+
+def _local_date(timestamp: str | None, tz: str, with_time: bool = False) -> str:
+    if not timestamp:
+        return ""
+    try:
+        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return one_line(timestamp)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    moment = moment.astimezone(ZoneInfo(tz))
+    return moment.strftime("%Y-%m-%d %H:%M" if with_time else "%Y-%m-%d")
+
+
+def _details(issue: dict[str, Any], options: RenderOptions) -> str:
+    label = options.label
+    rows: list[tuple[str, str]] = [
+        (label("project"), _name(issue.get("project"))),
+        (label("tracker"), _name(issue.get("tracker"))),
+        (label("status"), _name(issue.get("status"))),
+        (label("priority"), _name(issue.get("priority"))),
+        (label("author"), _name(issue.get("author"))),
+        (label("assignee"), _name(issue.get("assigned_to"))),
+        (label("category"), _name(issue.get("category"))),
+        (label("version"), _name(issue.get("fixed_version"))),
+        (label("start_date"), _name(issue.get("start_date"))),
+        (label("due_date"), _name(issue.get("due_date"))),
+        (label("created"), _local_date(issue.get("created_on"), options.timezone, True)),
+        (label("updated"), _local_date(issue.get("updated_on"), options.timezone, True)),
+        (label("closed"), _local_date(issue.get("closed_on"), options.timezone, True)),
+        (label("done_ratio"), f"{issue['done_ratio']}%" if isinstance(issue.get("done_ratio"), int) else ""),
+    ]
+    for custom_field in issue.get("custom_fields") or []:
+        if isinstance(custom_field, dict):
+            rows.append((_name(custom_field.get("name")), _custom_field_value(custom_field.get("value"))))
+    parent = issue.get("parent")
+    if isinstance(parent, dict) and parent.get("id"):
+        rows.append((label("parent"), f"#{parent['id']}"))
+    children = [f"#{c['id']} {_name(c.get('subject'))}".strip() for c in issue.get("children") or [] if isinstance(c, dict) and "id" in c]
+    rows.append((label("children"), ", ".join(children)))
+    rows.append((label("relations"), ", ".join(_relation(r, issue["id"], options) for r in issue.get("relations") or [] if isinstance(r, dict))))
+    rows.append((label("attachments"), ", ".join(_name(a.get("filename")) for a in issue.get("attachments") or [] if isinstance(a, dict))))
+    return "\n".join(f"- {name}: {value}" for name, value in rows if name and value)
+
+
+_INVERSE_RELATION = {"duplicates": "duplicated", "blocks": "blocked", "precedes": "follows", "copied_to": "copied_from"}
+
+
+def _relation(relation: dict[str, Any], ticket_id: int, options: RenderOptions) -> str:
+    kind = str(relation.get("relation_type", "relates"))
+    other = relation.get("issue_to_id")
+    if other == ticket_id:
+        # Redmine lists a relation on both issues with the same direction; seen from the target it is the inverse.
+        other = relation.get("issue_id")
+        kind = _INVERSE_RELATION.get(kind, {v: k for k, v in _INVERSE_RELATION.items()}.get(kind, kind))
+    return f"{_relation_label(kind, options)} #{other}"
+
+
+_RELATION_KINDS = frozenset({"relates", "duplicates", "duplicated", "blocks", "blocked", "precedes", "follows", "copied_to", "copied_from"})
+
+
+def _relation_label(kind: str, options: RenderOptions) -> str:
+    return options.label(kind) if kind in _RELATION_KINDS else one_line(kind)
+
+
+def _journals(issue: dict[str, Any]) -> list[dict[str, Any]]:
+    return [j for j in issue.get("journals") or [] if isinstance(j, dict)]
+
+
+def _journal_id(journal: dict[str, Any]) -> int:
+    value = journal.get("id")
+    return value if isinstance(value, int) else 0
+
+
+# An empty old or new value of a change.
+EMPTY_VALUE = "—"
+
+
+def _lookup(lookups: Lookups, table: str, value: Any) -> str:
+    if value in (None, ""):
+        return EMPTY_VALUE
+    entry = lookups.get(table, {}).get(str(value))
+    return _name(entry) if entry else f"#{value}"
+
+
+def _change(detail: dict[str, Any], issue: dict[str, Any], lookups: Lookups, options: RenderOptions) -> str:
+    label = options.label
+    prop, name = detail.get("property"), str(detail.get("name", ""))
+    old, new = detail.get("old_value"), detail.get("new_value")
+    if prop == "attr":
+        if name == "description":
+            return label("description_updated")
+        key, table = _ATTRIBUTES.get(name, (None, None))
+        title = label(key) if key else one_line(name)
+        if table:
+            return f"{title}: {_lookup(lookups, table, old)} → {_lookup(lookups, table, new)}"
+        if name == "parent_id":
+            old, new = (f"#{v}" if v else None for v in (old, new))
+        return f"{title}: {_plain(old)} → {_plain(new)}"
+    if prop == "cf":
+        field_name = _custom_field_name(name, issue, lookups)
+        return f"{field_name}: {_plain(old)} → {_plain(new)}"
+    if prop == "attachment":
+        return f"{label('attachments')}: {_plain(new) if new else _plain(old)} ({label('added') if new else label('removed')})"
+    if prop == "relation":
+        return f"{label('relations')}: {_relation_label(name, options)} #{new or old} ({label('added') if new else label('removed')})"
+    return ""
+
+
+def _plain(value: Any) -> str:
+    text = one_line(str(value)) if value not in (None, "") else ""
+    return text or EMPTY_VALUE
+
+
+def _custom_field_name(field_id: str, issue: dict[str, Any], lookups: Lookups) -> str:
+    entry = lookups.get("custom_fields", {}).get(field_id)
+    if entry:
+        return _name(entry)
+    for custom_field in issue.get("custom_fields") or []:
+        if isinstance(custom_field, dict) and str(custom_field.get("id")) == field_id:
+            return _name(custom_field.get("name"))
+    return f"#{field_id}"
+
+
+def _journal_entry(journal: dict[str, Any], issue: dict[str, Any], lookups: Lookups, options: RenderOptions) -> tuple[str, str] | None:
+    """One history entry as (heading, body), or None when the journal carries nothing a reader cares about."""
+    details = [d for d in journal.get("details") or [] if isinstance(d, dict)]
+    changes = [change for change in (_change(d, issue, lookups, options) for d in details) if change]
+    notes = journal.get("notes") if isinstance(journal.get("notes"), str) else ""
+    notes = notes.strip()
+    if not changes and not notes:
+        return None
+    user = _name(journal.get("user")) or "?"
+    date = _local_date(journal.get("created_on"), options.timezone) or "?"
+    body = []
+    if changes:
+        body.append("\n".join(f"- {change}" for change in changes))
+    if notes:
+        body.append(content_markdown(notes, text_format_at(options.text_format, journal.get("created_on"))))
+    return f"### [{date}] {user}", "\n\n".join(body)

@@ -1,0 +1,768 @@
+"""Publish documents and sidecars to S3 (or a local directory) by content, safely.
+
+Two steps, so that what will happen can be shown before it happens (`--dry-run`):
+
+1. plan: list the destination and compare every object by content. For S3 the ETag of a single-part
+   upload is the MD5 of the bytes; where it is not (multipart `-N` ETags, SSE-KMS), the SHA-256 that
+   anchorkit stored in the object's metadata at upload (`x-amz-meta-anchorkit-sha256`) decides.
+   Modification times are never looked at: a regenerated folder with the same bytes uploads nothing.
+2. apply: upload and delete with a thread pool. A sidecar is settled before its document is written,
+   and a document is deleted before its sidecar, so an ingestion starting mid-run never sees a new
+   document without its metadata.
+
+Nothing outside the destination prefix is listed, written or deleted, and deletes happen only when
+asked for and within a limit (`--max-delete`).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import threading
+import time
+import unicodedata
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from anchorkit.files import write_atomic
+
+SIDECAR_SUFFIX = ".metadata.json"
+# Stored as the user metadata header `x-amz-meta-anchorkit-sha256`.
+CHECKSUM_METADATA_KEY = "anchorkit-sha256"
+DEFAULT_THREADS = 16
+DEFAULT_MAX_DELETE = "10%"
+DEFAULT_RETRY_MODE = "standard"
+DEFAULT_MAX_ATTEMPTS = 5
+RetryMode = Literal["standard", "adaptive"]
+
+CONTENT_TYPES = {
+    SIDECAR_SUFFIX: "application/json",
+    ".md": "text/markdown; charset=utf-8",
+}
+FALLBACK_CONTENT_TYPE = "application/octet-stream"
+
+
+class PublishError(Exception):
+    """A problem with the request itself (bad destination, bad option): nothing was changed."""
+
+
+class InvalidKey(ValueError):
+    """An object key that could escape the prefix or confuse a consumer."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Keys, destinations, content types
+
+
+def validate_key(key: str) -> None:
+    """Refuse keys with `..`/`.`/empty segments, a leading `/`, backslashes or control characters."""
+    if not key:
+        raise InvalidKey("empty key")
+    if key.startswith("/"):
+        raise InvalidKey(f"key {key!r} starts with '/'")
+    if "\\" in key:
+        raise InvalidKey(f"key {key!r} contains a backslash")
+    if any(unicodedata.category(char) == "Cc" for char in key):
+        raise InvalidKey(f"key {key!r} contains a control character")
+    if any(segment in {"", ".", ".."} for segment in key.split("/")):
+        raise InvalidKey(f"key {key!r} has an empty, '.' or '..' path segment")
+
+
+@dataclass(frozen=True)
+class S3Location:
+    bucket: str
+    prefix: str  # "" (whole bucket) or ends with "/"
+
+    def __str__(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}"
+
+
+def parse_destination(text: str) -> S3Location | Path:
+    """`s3://bucket/prefix` → S3Location (prefix normalised to end with `/`); anything else → a folder."""
+    if not text.startswith("s3://"):
+        return Path(text)
+    bucket, _, prefix = text[len("s3://") :].partition("/")
+    if len(bucket) < 3 or "/" in bucket:
+        raise PublishError(f"destination {text!r}: bucket name {bucket!r} is not valid")
+    prefix = prefix.strip("/")
+    if prefix:
+        try:
+            validate_key(prefix)
+        except InvalidKey as error:
+            raise PublishError(f"destination {text!r}: prefix is not valid: {error}") from None
+        prefix += "/"
+    return S3Location(bucket=bucket, prefix=prefix)
+
+
+def content_type_for(key: str) -> str:
+    for suffix, content_type in CONTENT_TYPES.items():
+        if key.endswith(suffix):
+            return content_type
+    return FALLBACK_CONTENT_TYPE
+
+
+def document_key_of(key: str) -> str:
+    """The document a key belongs to: a sidecar `X.metadata.json` belongs to `X`, a document to itself."""
+    return key[: -len(SIDECAR_SUFFIX)] if key.endswith(SIDECAR_SUFFIX) else key
+
+
+# --------------------------------------------------------------------------------------------------
+# Local side
+
+
+@dataclass(frozen=True)
+class Checksums:
+    size: int
+    md5: str  # hex
+    sha256: str  # hex
+
+    @classmethod
+    def of(cls, data: bytes) -> Checksums:
+        return cls(len(data), hashlib.md5(data).hexdigest(), hashlib.sha256(data).hexdigest())
+
+
+@dataclass(frozen=True)
+class LocalObject:
+    """One object to publish: its key relative to the destination and where its bytes come from."""
+
+    key: str
+    checksums: Checksums
+    source: Path | bytes
+
+    def read(self) -> bytes:
+        return self.source if isinstance(self.source, bytes) else self.source.read_bytes()
+
+
+@dataclass(frozen=True)
+class Failure:
+    key: str
+    error: str
+
+
+def scan_folder(folder: Path) -> tuple[list[LocalObject], list[Failure]]:
+    """Every visible file under `folder` as a LocalObject (key = relative path with `/`).
+
+    Hidden files and folders (leading `.`) are skipped: they are editor droppings and the temporary
+    files of interrupted atomic writes, never documents. Unreadable files and invalid names are
+    returned as failures, and their keys are protected from deletion by the plan.
+    """
+    objects: list[LocalObject] = []
+    failures: list[Failure] = []
+    for directory, subdirs, files in os.walk(folder):
+        subdirs[:] = sorted(name for name in subdirs if not name.startswith("."))
+        for name in sorted(files):
+            if name.startswith("."):
+                continue
+            path = Path(directory) / name
+            key = path.relative_to(folder).as_posix()
+            try:
+                validate_key(key)
+                data = path.read_bytes()
+            except (InvalidKey, OSError) as error:
+                failures.append(Failure(key, f"{path}: {error}"))
+                continue
+            objects.append(LocalObject(key, Checksums.of(data), path))
+    return objects, failures
+
+
+def objects_from_bytes(items: Mapping[str, bytes]) -> list[LocalObject]:
+    """LocalObjects for content held in memory (e.g. rendered by `sync` without an output folder)."""
+    objects = []
+    for key, data in sorted(items.items()):
+        validate_key(key)
+        objects.append(LocalObject(key, Checksums.of(data), data))
+    return objects
+
+
+# --------------------------------------------------------------------------------------------------
+# Destinations
+
+
+@dataclass(frozen=True)
+class RemoteObject:
+    key: str  # relative to the destination prefix
+    size: int
+    etag: str  # without quotes; for a local directory the MD5 of the file
+
+
+class Target(Protocol):
+    """A destination: S3 prefix or local directory. Keys are relative to the prefix/directory."""
+
+    def describe(self) -> str: ...
+
+    def list_objects(self) -> Iterator[RemoteObject]: ...
+
+    def stored_sha256(self, key: str) -> str | None: ...
+
+    def put(self, key: str, data: bytes, checksums: Checksums) -> None: ...
+
+    def delete(self, key: str) -> None: ...
+
+
+class S3Target:
+    """An S3 prefix. Every key is joined to the prefix here, so no operation can leave it."""
+
+    def __init__(self, client: Any, location: S3Location) -> None:
+        self.client = client
+        self.location = location
+
+    def describe(self) -> str:
+        return str(self.location)
+
+    def full_key(self, key: str) -> str:
+        validate_key(key)
+        return self.location.prefix + key
+
+    def list_objects(self) -> Iterator[RemoteObject]:
+        prefix = self.location.prefix
+        paginator = self.client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.location.bucket, Prefix=prefix):
+            for item in page.get("Contents", []):
+                full_key: str = item["Key"]
+                if not full_key.startswith(prefix) or full_key == prefix:
+                    continue  # a folder marker for the prefix itself, or a server ignoring Prefix
+                yield RemoteObject(full_key[len(prefix) :], item["Size"], item["ETag"].strip('"').lower())
+
+    def stored_sha256(self, key: str) -> str | None:
+        from botocore.exceptions import ClientError
+
+        try:
+            head = self.client.head_object(Bucket=self.location.bucket, Key=self.full_key(key))
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") in {"404", "NoSuchKey", "NotFound"}:
+                return None
+            raise
+        value: str | None = head.get("Metadata", {}).get(CHECKSUM_METADATA_KEY)
+        return value
+
+    def put(self, key: str, data: bytes, checksums: Checksums) -> None:
+        self.client.put_object(
+            Bucket=self.location.bucket,
+            Key=self.full_key(key),
+            Body=data,
+            ContentType=content_type_for(key),
+            # The server verifies the bytes it received against this digest.
+            ContentMD5=base64.b64encode(bytes.fromhex(checksums.md5)).decode("ascii"),
+            Metadata={CHECKSUM_METADATA_KEY: checksums.sha256},
+        )
+
+    def delete(self, key: str) -> None:
+        self.client.delete_object(Bucket=self.location.bucket, Key=self.full_key(key))
+
+
+class LocalDirTarget:
+    """A local directory with the same semantics as an S3 prefix; writes are atomic (temp + rename)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def describe(self) -> str:
+        return str(self.root)
+
+    def path_of(self, key: str) -> Path:
+        validate_key(key)
+        return self.root / key
+
+    def list_objects(self) -> Iterator[RemoteObject]:
+        if not self.root.exists():
+            return
+        objects, _unreadable = scan_folder(self.root)
+        for obj in objects:
+            yield RemoteObject(obj.key, obj.checksums.size, obj.checksums.md5)
+
+    def stored_sha256(self, key: str) -> str | None:
+        try:
+            return hashlib.sha256(self.path_of(key).read_bytes()).hexdigest()
+        except FileNotFoundError:
+            return None
+
+    def put(self, key: str, data: bytes, checksums: Checksums) -> None:
+        write_atomic(self.path_of(key), data)
+
+    def delete(self, key: str) -> None:
+        path = self.path_of(key)
+        path.unlink(missing_ok=True)
+        # Remove folders emptied by the delete (by-project layout), never the root itself.
+        parent = path.parent
+        while parent != self.root and parent.is_relative_to(self.root):
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+            parent = parent.parent
+
+
+# --------------------------------------------------------------------------------------------------
+# Plan
+
+
+@dataclass
+class Plan:
+    uploads: list[LocalObject] = field(default_factory=list)
+    skips: list[LocalObject] = field(default_factory=list)
+    # Remote objects with no local counterpart; deleted only with `delete=True`.
+    stale: list[RemoteObject] = field(default_factory=list)
+    delete: bool = False
+    remote_count: int = 0
+    # Problems found while planning (unreadable local files, remote keys that cannot be handled).
+    failures: list[Failure] = field(default_factory=list)
+
+    @property
+    def deletes(self) -> list[RemoteObject]:
+        return self.stale if self.delete else []
+
+    @property
+    def upload_bytes(self) -> int:
+        return sum(obj.checksums.size for obj in self.uploads)
+
+
+def needs_stored_checksum(local: LocalObject, remote: RemoteObject) -> bool:
+    """Same size but the ETag is not this MD5: multipart/SSE-KMS ETag, or really changed bytes."""
+    return local.checksums.size == remote.size and remote.etag != local.checksums.md5
+
+
+def diff(
+    local_objects: Iterable[LocalObject],
+    remote_objects: Iterable[RemoteObject],
+    stored_sha256: Mapping[str, str | None],
+    *,
+    delete: bool,
+    protected_keys: Iterable[str] = (),
+) -> Plan:
+    """Pure comparison. `stored_sha256` holds the metadata checksum of every ambiguous remote object.
+
+    `protected_keys` (local files that could not be read) are never planned for deletion.
+    """
+    remote = {obj.key: obj for obj in remote_objects}
+    plan = Plan(delete=delete, remote_count=len(remote))
+    local_keys = set(protected_keys)
+    for local in local_objects:
+        local_keys.add(local.key)
+        existing = remote.get(local.key)
+        if existing is None or existing.size != local.checksums.size:
+            plan.uploads.append(local)
+        elif existing.etag == local.checksums.md5 or stored_sha256.get(local.key) == local.checksums.sha256:
+            plan.skips.append(local)
+        else:
+            plan.uploads.append(local)
+    for key, obj in sorted(remote.items()):
+        if key in local_keys:
+            continue
+        try:
+            validate_key(key)
+        except InvalidKey as error:
+            if delete:
+                plan.failures.append(Failure(key, f"not deleted: {error}"))
+            continue
+        plan.stale.append(obj)
+    return plan
+
+
+def build_plan(
+    local_objects: list[LocalObject],
+    target: Target,
+    *,
+    delete: bool,
+    threads: int = DEFAULT_THREADS,
+    local_failures: Iterable[Failure] = (),
+) -> Plan:
+    """List the destination, fetch stored checksums where the ETag cannot decide, and diff."""
+    local_failures = list(local_failures)
+    remote = list(target.list_objects())
+    by_key = {obj.key: obj for obj in remote}
+    ambiguous = [
+        local.key
+        for local in local_objects
+        if local.key in by_key and needs_stored_checksum(local, by_key[local.key])
+    ]
+    stored: dict[str, str | None] = {}
+    if ambiguous:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            stored = dict(zip(ambiguous, pool.map(target.stored_sha256, ambiguous)))
+    plan = diff(
+        local_objects, remote, stored, delete=delete, protected_keys=(failure.key for failure in local_failures)
+    )
+    plan.failures[:0] = local_failures
+    return plan
+
+
+# --------------------------------------------------------------------------------------------------
+# Delete guard
+
+
+@dataclass(frozen=True)
+class DeleteLimit:
+    count: int | None = None
+    percent: float | None = None
+
+    def allowed(self, remote_count: int) -> float:
+        if self.count is not None:
+            return self.count
+        return (self.percent or 0.0) * remote_count / 100
+
+    def __str__(self) -> str:
+        return f"{self.count}" if self.count is not None else f"{self.percent:g}%"
+
+
+def parse_max_delete(text: str) -> DeleteLimit:
+    """`25` (objects) or `10%` (of the objects under the prefix before the run)."""
+    value = text.strip()
+    try:
+        if value.endswith("%"):
+            percent = float(value[:-1])
+            if not 0 <= percent <= 100:
+                raise ValueError
+            return DeleteLimit(percent=percent)
+        count = int(value)
+        if count < 0:
+            raise ValueError
+        return DeleteLimit(count=count)
+    except ValueError:
+        raise PublishError(
+            f"--max-delete {text!r}: expected a count (e.g. 25) or a percentage (e.g. 10%)"
+        ) from None
+
+
+def delete_refusal(plan: Plan, limit: DeleteLimit, force: bool) -> str | None:
+    """Why the planned deletes must not happen, or None when they may."""
+    count = len(plan.deletes)
+    if force or count == 0 or count <= limit.allowed(plan.remote_count):
+        return None
+    return (
+        f"refusing to delete {count} of {plan.remote_count} objects (limit --max-delete {limit}); "
+        "check the local folder, then raise --max-delete or pass --force"
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Apply
+
+
+@dataclass(frozen=True)
+class Operation:
+    action: Literal["upload", "delete"]
+    key: str
+    local: LocalObject | None = None
+
+
+@dataclass(frozen=True)
+class OperationResult:
+    operation: Operation
+    bytes: int = 0
+    error: str | None = None
+
+
+def ordered_groups(plan: Plan) -> list[list[Operation]]:
+    """Operations grouped per document, in the order that keeps documents and sidecars consistent.
+
+    Within a group: when the document is deleted it goes first (then its sidecar); otherwise the
+    sidecar is uploaded or deleted first and the document written after it. Groups run in parallel.
+    """
+    groups: dict[str, list[Operation]] = {}
+    for local in plan.uploads:
+        groups.setdefault(document_key_of(local.key), []).append(Operation("upload", local.key, local))
+    for remote in plan.deletes:
+        groups.setdefault(document_key_of(remote.key), []).append(Operation("delete", remote.key))
+
+    def position(document_key: str, operation: Operation) -> int:
+        is_document = operation.key == document_key
+        if operation.action == "delete" and is_document:
+            return 0
+        return 2 if is_document else 1
+
+    return [
+        sorted(operations, key=lambda operation: position(document_key, operation))
+        for document_key, operations in sorted(groups.items())
+    ]
+
+
+def run_group(target: Target, operations: list[Operation]) -> list[OperationResult]:
+    """Run one document's operations in order; after a failure the rest are not attempted."""
+    results: list[OperationResult] = []
+    for index, operation in enumerate(operations):
+        try:
+            if operation.action == "upload":
+                assert operation.local is not None
+                # Re-read and re-hash: the stored checksum must describe the bytes actually sent.
+                data = operation.local.read()
+                target.put(operation.key, data, Checksums.of(data))
+                results.append(OperationResult(operation, bytes=len(data)))
+            else:
+                target.delete(operation.key)
+                results.append(OperationResult(operation))
+        except Exception as error:  # one object's failure must not stop the batch: it is reported
+            results.append(OperationResult(operation, error=describe_error(error)))
+            results.extend(
+                OperationResult(later, error=f"not attempted: {operation.action} of {operation.key} failed first")
+                for later in operations[index + 1 :]
+            )
+            break
+    return results
+
+
+def describe_error(error: BaseException) -> str:
+    """A one-line error text; botocore messages name the operation and code, never credentials."""
+    return f"{type(error).__name__}: {error}"
+
+
+def apply_plan(
+    plan: Plan,
+    target: Target,
+    *,
+    threads: int = DEFAULT_THREADS,
+    on_result: Callable[[OperationResult], None] | None = None,
+) -> list[OperationResult]:
+    """Upload and delete what the plan says, `threads` documents at a time."""
+    results: list[OperationResult] = []
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        futures = [pool.submit(run_group, target, group) for group in ordered_groups(plan)]
+        for future in as_completed(futures):
+            for result in future.result():
+                results.append(result)
+                if on_result is not None:
+                    on_result(result)
+    return results
+
+
+# --------------------------------------------------------------------------------------------------
+# The whole run
+
+
+@dataclass
+class PublishReport:
+    destination: str
+    plan: Plan
+    dry_run: bool
+    refused: str | None = None
+    results: list[OperationResult] = field(default_factory=list)
+    seconds: float = 0.0
+    requests: dict[str, int] = field(default_factory=dict)
+    ingestion_job: dict[str, str] | None = None
+    ingestion_error: str | None = None
+
+    @property
+    def uploaded(self) -> list[str]:
+        return [r.operation.key for r in self.results if r.error is None and r.operation.action == "upload"]
+
+    @property
+    def deleted(self) -> list[str]:
+        return [r.operation.key for r in self.results if r.error is None and r.operation.action == "delete"]
+
+    @property
+    def failures(self) -> list[Failure]:
+        failures = self.plan.failures + [Failure(r.operation.key, r.error) for r in self.results if r.error is not None]
+        if self.ingestion_error is not None:
+            failures.append(Failure("--start-ingestion", self.ingestion_error))
+        return failures
+
+    @property
+    def bytes_uploaded(self) -> int:
+        return sum(r.bytes for r in self.results if r.error is None)
+
+    @property
+    def ok(self) -> bool:
+        return self.refused is None and not self.failures
+
+    def to_dict(self, sample_size: int = 10) -> dict[str, Any]:
+        plan = self.plan
+        return {
+            "destination": self.destination,
+            "dry_run": self.dry_run,
+            "planned": {
+                "upload": len(plan.uploads),
+                "skip": len(plan.skips),
+                "delete": len(plan.deletes),
+                "stale_kept": 0 if plan.delete else len(plan.stale),
+                "upload_bytes": plan.upload_bytes,
+            },
+            "first_keys": {
+                "upload": [obj.key for obj in plan.uploads[:sample_size]],
+                "delete": [obj.key for obj in plan.deletes[:sample_size]],
+            },
+            "refused": self.refused,
+            "uploaded": len(self.uploaded),
+            "skipped": len(plan.skips),
+            "deleted": len(self.deleted),
+            "failed": len(self.failures),
+            "failures": [{"key": f.key, "error": f.error} for f in self.failures],
+            "bytes": self.bytes_uploaded,
+            "seconds": round(self.seconds, 3),
+            "requests": dict(sorted(self.requests.items())),
+            "ingestion_job": self.ingestion_job,
+        }
+
+
+class RequestCounter:
+    """Counts HTTP requests per S3 operation (retries included) through botocore's event hooks."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def attach(self, client: Any) -> None:
+        client.meta.events.register("before-send.s3", self._count)
+
+    def detach(self, client: Any) -> None:
+        client.meta.events.unregister("before-send.s3", self._count)
+
+    def _count(self, event_name: str, **_: Any) -> None:
+        with self._lock:
+            self.counts[event_name.rsplit(".", 1)[-1]] += 1
+
+
+@dataclass(frozen=True)
+class PublishSettings:
+    delete: bool = False
+    max_delete: DeleteLimit = field(default_factory=lambda: parse_max_delete(DEFAULT_MAX_DELETE))
+    force: bool = False
+    dry_run: bool = False
+    threads: int = DEFAULT_THREADS
+    retry_mode: RetryMode = DEFAULT_RETRY_MODE
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+
+
+def publish(
+    local_objects: list[LocalObject],
+    target: Target,
+    *,
+    settings: PublishSettings = PublishSettings(),
+    local_failures: Iterable[Failure] = (),
+    on_plan: Callable[[Plan], None] | None = None,
+    on_result: Callable[[OperationResult], None] | None = None,
+) -> PublishReport:
+    """Plan, check the delete guard, then (unless dry-run or refused) apply. Never raises per object."""
+    started = time.monotonic()
+    counter = RequestCounter()
+    client = target.client if isinstance(target, S3Target) else None
+    if client is not None:
+        counter.attach(client)
+    try:
+        plan = build_plan(
+            local_objects, target, delete=settings.delete, threads=settings.threads, local_failures=local_failures
+        )
+        report = PublishReport(target.describe(), plan, settings.dry_run)
+        report.refused = delete_refusal(plan, settings.max_delete, settings.force)
+        if on_plan is not None:
+            on_plan(plan)
+        if not settings.dry_run and report.refused is None:
+            report.results = apply_plan(plan, target, threads=settings.threads, on_result=on_result)
+    finally:
+        if client is not None:
+            counter.detach(client)
+    report.requests = dict(counter.counts)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+# --------------------------------------------------------------------------------------------------
+# AWS clients and Bedrock ingestion
+
+
+@dataclass(frozen=True)
+class AwsSettings:
+    endpoint_url: str | None = None
+    region: str | None = None
+    profile: str | None = None
+
+
+def parse_retry_mode(text: str) -> RetryMode:
+    if text == "standard":
+        return "standard"
+    if text == "adaptive":
+        return "adaptive"
+    raise PublishError(f"--retry-mode {text!r}: expected standard or adaptive")
+
+
+def make_session(aws: AwsSettings) -> Any:
+    """A boto3 session with the normal credential chain (env, profile, SSO, instance role...)."""
+    import boto3
+    from botocore.exceptions import ProfileNotFound
+
+    try:
+        return boto3.session.Session(profile_name=aws.profile, region_name=aws.region)
+    except ProfileNotFound as error:
+        raise PublishError(str(error)) from None
+
+
+def make_s3_client(
+    session: Any,
+    *,
+    endpoint_url: str | None = None,
+    threads: int = DEFAULT_THREADS,
+    retry_mode: RetryMode = DEFAULT_RETRY_MODE,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+) -> Any:
+    """An S3 client sized for `threads` workers, retrying throttling, 5xx and dropped connections."""
+    from botocore.config import Config
+
+    config = Config(
+        max_pool_connections=threads,
+        # total_max_attempts counts the first attempt; the retries dict's "max_attempts" would not.
+        retries={"mode": retry_mode, "total_max_attempts": max_attempts},
+        connect_timeout=10,
+        read_timeout=60,
+        # We send Content-MD5 ourselves; an extra CRC32 per request is redundant CPU on small objects.
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
+    )
+    return session.client("s3", endpoint_url=endpoint_url, config=config)
+
+
+def open_target(destination: S3Location | Path, aws: AwsSettings, settings: PublishSettings) -> tuple[Target, Any]:
+    """The Target for a parsed destination, and the boto3 session (also used for Bedrock)."""
+    session = make_session(aws)
+    if isinstance(destination, Path):
+        return LocalDirTarget(destination), session
+    client = make_s3_client(
+        session,
+        endpoint_url=aws.endpoint_url,
+        threads=settings.threads,
+        retry_mode=settings.retry_mode,
+        max_attempts=settings.max_attempts,
+    )
+    return S3Target(client, destination), session
+
+
+def check_folders_apart(source: Path, destination: Path) -> None:
+    """A destination folder inside the source (or the reverse) would publish or delete itself."""
+    source, destination = source.resolve(), destination.resolve()
+    if source == destination or source.is_relative_to(destination) or destination.is_relative_to(source):
+        raise PublishError(f"destination {destination} overlaps the source folder {source}")
+
+
+def parse_ingestion_target(text: str) -> tuple[str, str]:
+    """`KB_ID:DATA_SOURCE_ID` → (knowledge base id, data source id)."""
+    knowledge_base_id, separator, data_source_id = text.partition(":")
+    if not separator or not knowledge_base_id or not data_source_id or ":" in data_source_id:
+        raise PublishError(f"--start-ingestion {text!r}: expected KB_ID:DATA_SOURCE_ID")
+    return knowledge_base_id, data_source_id
+
+
+def start_ingestion(bedrock_agent_client: Any, knowledge_base_id: str, data_source_id: str) -> dict[str, str]:
+    """Start a Bedrock Knowledge Base ingestion job (the KB's own sync); returns its id and status."""
+    response = bedrock_agent_client.start_ingestion_job(
+        knowledgeBaseId=knowledge_base_id,
+        dataSourceId=data_source_id,
+        description="anchorkit upload",
+    )
+    job = response["ingestionJob"]
+    return {"ingestion_job_id": job["ingestionJobId"], "status": job["status"]}
+
+
+def ingest_after(report: PublishReport, bedrock_agent_client: Any, knowledge_base_id: str, data_source_id: str) -> None:
+    """Start the ingestion once the upload fully succeeded; a failure to start is reported, not raised.
+
+    It starts even when nothing changed: a previous run may have uploaded and then died before
+    starting it, and an ingestion with nothing new is cheap (the Knowledge Base sync is incremental).
+    """
+    if report.dry_run or not report.ok:
+        return
+    try:
+        report.ingestion_job = start_ingestion(bedrock_agent_client, knowledge_base_id, data_source_id)
+    except Exception as error:  # reported in the summary and the exit code
+        report.ingestion_error = describe_error(error)

@@ -1,0 +1,580 @@
+"""pull: bring a snapshot up to date with a Redmine, incrementally, concurrently, and safely.
+
+One run:
+1. list issues (``/issues.json?status_id=*&sort=id``, keyset-paged by id), on incremental runs only those
+   with ``updated_on >= cursor - overlap``; a full listing (``--full``, the first run, every K-th run)
+   lists everything so deletions and visibility changes can be seen;
+2. fetch each listed issue whose ``updated_on`` differs from the stored copy, N at a time, with journals,
+   attachments, relations and children, and store it atomically (private issues and private notes left
+   out unless asked for);
+3. refresh ``lookups.json`` when it is stale (at most once a run; 403 tables degrade to names seen in
+   issues);
+4. after a complete full listing, remove stored issues that Redmine no longer shows;
+5. write ``state.json`` last: the cursor moves only once everything it covers is on disk, so a run killed
+   at any point is simply resumed by the next one, without refetching what was already stored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from anchorkit import snapshot
+from anchorkit.redmine import RedmineClient, RedmineError, RetryPolicy
+
+DEFAULT_CONCURRENCY = 4
+DEFAULT_FULL_EVERY = 10
+# Re-list issues updated this long before the cursor: covers commits that land out of order and
+# issues updated while a listing was under way (an incremental listing takes seconds).
+DEFAULT_OVERLAP_S = 120
+DEFAULT_LOOKUPS_MAX_AGE_S = 24 * 3600
+TEXT_FORMATS = ("textile", "common_mark")
+DEFAULT_TEXT_FORMAT = "textile"
+REDMINE_TIME = "%Y-%m-%dT%H:%M:%SZ"
+LOCK_FILE = ".pull.lock"
+
+ProgressCallback = Callable[[int, int], None]  # (issues fetched so far, issues to fetch so far)
+Names = dict[str, dict[str, dict[str, Any]]]  # table -> id -> {"name": ...}, the lookups.json shape
+
+
+class PullError(Exception):
+    """The run could not start (bad arguments, snapshot locked); nothing was changed."""
+
+
+@dataclass(frozen=True)
+class PullFailure:
+    issue_id: int
+    reason: str
+
+
+@dataclass
+class PullReport:
+    listed: int = 0
+    fetched: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    skipped_private: int = 0
+    failed: list[PullFailure] = field(default_factory=list)
+    requests: int = 0
+    requests_by_purpose: dict[str, int] = field(default_factory=dict)  # list, issues, lookups, key check
+    retries: int = 0
+    seconds: float = 0.0
+    full: bool = False
+    listing_complete: bool = True
+    lookups_refreshed: bool = False
+    cursor: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and not self.errors
+
+    @property
+    def failed_ids(self) -> list[int]:
+        return sorted(f.issue_id for f in self.failed)
+
+    def to_json(self) -> dict[str, Any]:
+        payload = asdict(self)
+        payload["failed_ids"] = self.failed_ids
+        payload["ok"] = self.ok
+        return payload
+
+
+@dataclass
+class IssueOutcome:
+    """What a worker did with one issue, and the names it saw (for degraded lookups)."""
+
+    issue_id: int
+    status: str  # "written", "unchanged", "private", "gone", "failed"
+    names: Names = field(default_factory=dict)
+    reason: str = ""
+
+
+def redact(text: str, secret: str) -> str:
+    """Belt and braces: whatever a message says, the API key is not in it."""
+    return text.replace(secret, "***") if secret else text
+
+
+def shift_time(stamp: str, seconds: float) -> str:
+    moment = datetime.strptime(stamp, REDMINE_TIME).replace(tzinfo=timezone.utc) + timedelta(seconds=seconds)
+    return moment.strftime(REDMINE_TIME)
+
+
+@contextlib.contextmanager
+def snapshot_lock(snapshot_dir: Path) -> Iterator[None]:
+    """One pull per snapshot at a time; the OS drops the lock when the process dies (kill -9 included)."""
+    with open(snapshot_dir / LOCK_FILE, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise PullError(f"{snapshot_dir}: another pull is running on this snapshot") from None
+        yield
+
+
+def without_private_notes(document: dict[str, Any]) -> dict[str, Any]:
+    """The issue minus journals marked ``private_notes`` (an admin key sees them all, so we filter)."""
+    issue = document["issue"]
+    journals = issue.get("journals")
+    if not isinstance(journals, list) or not any(j.get("private_notes") for j in journals if isinstance(j, dict)):
+        return document
+    public = [j for j in journals if not (isinstance(j, dict) and j.get("private_notes"))]
+    return {**document, "issue": {**issue, "journals": public}}
+
+
+def names_in_issue(issue: dict[str, Any]) -> Names:
+    """Every id -> name pair an issue reveals, per lookups table (the fallback when a table is forbidden)."""
+    names: Names = {}
+
+    def add(table: str, ref: Any, **extra: Any) -> None:
+        if isinstance(ref, dict) and ref.get("id") is not None and isinstance(ref.get("name"), str):
+            names.setdefault(table, {})[str(ref["id"])] = {"name": ref["name"], **extra}
+
+    status = issue.get("status")
+    add("statuses", status, **({"is_closed": status["is_closed"]} if isinstance(status, dict) and "is_closed" in status else {}))
+    add("trackers", issue.get("tracker"))
+    add("priorities", issue.get("priority"))
+    add("projects", issue.get("project"))
+    add("versions", issue.get("fixed_version"))
+    add("categories", issue.get("category"))
+    for role in ("author", "assigned_to"):
+        add("users", issue.get(role))
+    for journal in issue.get("journals") or []:
+        if isinstance(journal, dict):
+            add("users", journal.get("user"))
+    for custom_field in issue.get("custom_fields") or []:
+        add("custom_fields", custom_field)
+    return names
+
+
+def fill_missing(lookups: Names, seen: Names) -> None:
+    """Add names seen in issues for ids a table lacks; ids the API described are left as they are."""
+    for table, rows in seen.items():
+        target = lookups.setdefault(table, {})
+        for key, row in rows.items():
+            target.setdefault(key, row)
+
+
+Row = Callable[[dict[str, Any]], "dict[str, Any] | None"]  # API record -> lookups row (None: skip it)
+
+
+def user_row(record: dict[str, Any]) -> dict[str, Any]:
+    return {"name": f"{record.get('firstname', '')} {record.get('lastname', '')}".strip(), "login": record.get("login")}
+
+
+def project_row(record: dict[str, Any]) -> dict[str, Any]:
+    parent = record.get("parent") or {}
+    return {"name": record["name"], "identifier": record.get("identifier"), "parent_id": parent.get("id")}
+
+
+def custom_field_row(record: dict[str, Any]) -> dict[str, Any] | None:
+    if record.get("customized_type") != "issue":
+        return None
+    return {"name": record["name"], "field_format": record.get("field_format")}
+
+
+def name_row(record: dict[str, Any]) -> dict[str, Any]:
+    return {"name": record["name"]}
+
+
+def status_row(record: dict[str, Any]) -> dict[str, Any]:
+    return {"name": record["name"], "is_closed": bool(record.get("is_closed"))}
+
+
+def version_row(record: dict[str, Any]) -> dict[str, Any]:
+    return {"name": record["name"], "status": record.get("status")}
+
+
+# table -> (python-redmine manager, filter params, row shape); versions and categories are per project.
+GLOBAL_TABLES: dict[str, tuple[str, dict[str, Any], Row]] = {
+    "statuses": ("issue_status", {}, status_row),
+    "trackers": ("tracker", {}, name_row),
+    "priorities": ("enumeration", {"resource": "issue_priorities"}, name_row),
+    "custom_fields": ("custom_field", {}, custom_field_row),
+    "users": ("user", {}, user_row),
+    "projects": ("project", {}, project_row),
+}
+PROJECT_TABLES: dict[str, tuple[str, Row]] = {
+    "versions": ("version", version_row),
+    "categories": ("issue_category", name_row),
+}
+
+
+class LookupFetcher:
+    """Reads the lookup tables from Redmine; tables the key may not read are noted, not fatal."""
+
+    def __init__(self, client: RedmineClient) -> None:
+        self.client = client
+        self.forbidden: set[str] = set()
+        self.failed: set[str] = set()
+
+    def fetch(self, project_ids: list[int]) -> Names:
+        """Every table it could read completely; a forbidden or failed table is absent from the result."""
+        tables: Names = {}
+        for name, (manager, params, row) in GLOBAL_TABLES.items():
+            self._read_into(tables, name, manager, params, row)
+        for project_id in project_ids:
+            for name, (manager, row) in PROJECT_TABLES.items():
+                self._read_into(tables, name, manager, {"project_id": project_id}, row)
+        for name in self.forbidden | self.failed:
+            tables.pop(name, None)
+        return tables
+
+    def _read_into(self, tables: Names, name: str, manager: str, params: dict[str, Any], row: Row) -> None:
+        try:
+            records = self.client.all_of(manager, params)
+        except RedmineError as error:
+            (self.forbidden if error.status in (403, 404) else self.failed).add(name)
+            return
+        rows = tables.setdefault(name, {})
+        for record in records:
+            shaped = row(record)
+            if shaped is not None:
+                rows[str(record["id"])] = shaped
+
+
+def descendants(projects: dict[str, dict[str, Any]], roots: set[int]) -> set[int]:
+    """The given project ids and all their subprojects (a project's issue list includes subprojects)."""
+    found = set(roots)
+    grew = True
+    while grew:
+        grew = False
+        for key, row in projects.items():
+            if row.get("parent_id") in found and int(key) not in found:
+                found.add(int(key))
+                grew = True
+    return found
+
+
+def resolve_projects(projects: dict[str, dict[str, Any]], wanted: list[str]) -> set[int] | None:
+    """Ids for project identifiers (or numeric ids); None if one is unknown (then nothing is removed)."""
+    by_identifier = {row.get("identifier"): int(key) for key, row in projects.items()}
+    ids: set[int] = set()
+    for ident in wanted:
+        if ident.isdigit():
+            ids.add(int(ident))
+        elif ident in by_identifier:
+            ids.add(by_identifier[ident])
+        else:
+            return None
+    return ids
+
+
+class Puller:
+    """State of one run; :func:`pull` is the public entry point."""
+
+    def __init__(
+        self,
+        client: RedmineClient,
+        snapshot_dir: Path,
+        api_key: str,
+        include_private: bool,
+        refetch_all: bool,
+        progress: ProgressCallback | None,
+    ) -> None:
+        self.client = client
+        self.snapshot_dir = snapshot_dir
+        self.api_key = api_key
+        self.include_private = include_private
+        self.refetch_all = refetch_all
+        self.progress = progress
+        self.report = PullReport()
+        self.stored_ids = snapshot.stored_issue_ids(snapshot_dir)
+        self.visible_ids: set[int] = set()
+        self.listed_projects: set[int] = set()
+        self.listed_updated_on: dict[int, str] = {}
+        self.futures: list[Future[IssueOutcome]] = []
+        self.lock = threading.Lock()
+        self.done = 0
+
+    # -- listing ---------------------------------------------------------------------------------
+
+    def list_and_dispatch(self, executor: ThreadPoolExecutor, scopes: list[str | None], updated_since: str | None) -> None:
+        for scope in scopes:
+            after_id = 0
+            while True:
+                try:
+                    page = self.client.issue_page(after_id, scope, updated_since)
+                except RedmineError as error:
+                    self.report.listing_complete = False
+                    self.report.errors.append(redact(f"listing failed: {error}", self.api_key))
+                    return
+                for summary in page.issues:
+                    self.dispatch(executor, summary)
+                if not page.issues or len(page.issues) >= page.total_count:
+                    break
+                after_id = int(page.issues[-1]["id"])
+
+    def dispatch(self, executor: ThreadPoolExecutor, summary: dict[str, Any]) -> None:
+        issue_id = int(summary["id"])
+        if issue_id in self.listed_updated_on:  # listed twice (a project and its subproject)
+            return
+        updated_on = str(summary.get("updated_on") or "")
+        self.listed_updated_on[issue_id] = updated_on
+        self.visible_ids.add(issue_id)
+        self.report.listed += 1
+        if isinstance(summary.get("project"), dict) and isinstance(summary["project"].get("id"), int):
+            self.listed_projects.add(summary["project"]["id"])
+        if summary.get("is_private") and not self.include_private:
+            self.report.skipped_private += 1
+            if snapshot.remove_issue(self.snapshot_dir, issue_id):
+                self.report.removed += 1
+            return
+        if issue_id in self.stored_ids and not self.refetch_all:
+            stamp = snapshot.stored_stamp(self.snapshot_dir, issue_id)
+            if stamp is not None and stamp.updated_on == updated_on:
+                self.report.unchanged += 1
+                return
+        future = executor.submit(self.fetch_and_store, issue_id)
+        future.add_done_callback(self.tick)
+        self.futures.append(future)
+        if self.progress:
+            self.progress(self.done, len(self.futures))
+
+    def tick(self, _: Future[IssueOutcome]) -> None:
+        with self.lock:
+            self.done += 1
+            done, total = self.done, len(self.futures)
+        if self.progress:
+            self.progress(done, total)
+
+    # -- fetching (worker threads) ---------------------------------------------------------------
+
+    def fetch_and_store(self, issue_id: int) -> IssueOutcome:
+        try:
+            with self.client.stats.purpose("issues"):
+                document = self.client.issue(issue_id)
+        except RedmineError as error:
+            if error.status in (403, 404):  # deleted or hidden since it was listed
+                snapshot.remove_issue(self.snapshot_dir, issue_id)
+                return IssueOutcome(issue_id, "gone")
+            return IssueOutcome(issue_id, "failed", reason=redact(str(error), self.api_key))
+        except Exception as error:  # noqa: BLE001 - one bad issue must not stop the batch
+            return IssueOutcome(issue_id, "failed", reason=redact(f"{type(error).__name__}: {error}", self.api_key))
+        issue = document.get("issue")
+        if not isinstance(issue, dict) or issue.get("id") != issue_id:
+            return IssueOutcome(issue_id, "failed", reason=f"GET /issues/{issue_id}.json: unexpected response shape")
+        if issue.get("is_private") and not self.include_private:
+            snapshot.remove_issue(self.snapshot_dir, issue_id)
+            return IssueOutcome(issue_id, "private")
+        if not self.include_private:
+            document = without_private_notes(document)
+        try:
+            written = snapshot.write_issue(self.snapshot_dir, document)
+        except OSError as error:
+            return IssueOutcome(issue_id, "failed", reason=f"{snapshot.issue_path(self.snapshot_dir, issue_id)}: {error.strerror}")
+        return IssueOutcome(issue_id, "written" if written else "unchanged", names=names_in_issue(document["issue"]))
+
+    def collect(self) -> tuple[Names, list[str]]:
+        """Wait for the workers; returns the names seen and the ``updated_on`` of failed issues."""
+        seen: Names = {}
+        failed_stamps: list[str] = []
+        for future in self.futures:
+            outcome = future.result()
+            if outcome.status == "failed":
+                self.report.failed.append(PullFailure(outcome.issue_id, outcome.reason))
+                failed_stamps.append(self.listed_updated_on[outcome.issue_id])
+                continue
+            if outcome.status in ("written", "unchanged"):
+                self.report.fetched += 1
+                fill_missing(seen, outcome.names)
+            elif outcome.status == "private":
+                self.report.fetched += 1
+                self.report.skipped_private += 1
+                self.report.removed += int(outcome.issue_id in self.stored_ids)
+            else:  # gone
+                self.report.removed += int(outcome.issue_id in self.stored_ids)
+        return seen, failed_stamps
+
+    # -- deletions -------------------------------------------------------------------------------
+
+    def remove_unlisted(self, in_scope: Callable[[int], bool]) -> None:
+        """After a complete full listing: stored issues Redmine no longer shows us were deleted or hidden."""
+        unlisted = [i for i in sorted(self.stored_ids - self.visible_ids) if in_scope(i)]
+        if not unlisted:
+            return
+        # Redmine answers an unknown key as if anonymous, and anonymous sees little: a mistyped key must
+        # not empty the snapshot. One request, only when there is something to remove.
+        try:
+            with self.client.stats.purpose("key check"):
+                accepted = self.client.key_is_accepted()
+        except RedmineError as error:
+            self.report.errors.append(redact(f"cannot confirm the API key before removing issues: {error}", self.api_key))
+            return
+        if not accepted:
+            self.report.errors.append(
+                f"Redmine did not accept the API key (it answered as anonymous); {len(unlisted)} unlisted issues kept"
+            )
+            return
+        for issue_id in unlisted:
+            if snapshot.remove_issue(self.snapshot_dir, issue_id):
+                self.report.removed += 1
+
+
+def pull(
+    url: str,
+    snapshot_dir: Path,
+    api_key: str,
+    projects: list[str] | None = None,
+    full: bool = False,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    include_private: bool = False,
+    full_every: int = DEFAULT_FULL_EVERY,
+    overlap_s: float = DEFAULT_OVERLAP_S,
+    lookups_max_age_s: float = DEFAULT_LOOKUPS_MAX_AGE_S,
+    text_format: str | None = None,
+    policy: RetryPolicy | None = None,
+    progress: ProgressCallback | None = None,
+) -> PullReport:
+    """Bring ``snapshot_dir`` up to date with the Redmine at ``url``; see the module docstring.
+
+    ``full_every=K`` makes every K-th run a full listing (0: only ``full=True`` and the first run).
+    Raises :class:`PullError` for unusable arguments; everything that goes wrong with Redmine is in the
+    returned report (``report.ok``).
+    """
+    api_key = api_key.strip()
+    if not api_key:
+        raise PullError("no Redmine API key: set REDMINE_API_KEY or use --api-key-file")
+    if not api_key.isprintable():
+        raise PullError("the Redmine API key contains control characters (is the key file right?)")
+    if concurrency < 1:
+        raise PullError(f"concurrency must be at least 1, not {concurrency}")
+    if full_every < 0:
+        raise PullError(f"full_every must be 0 (never automatically) or more, not {full_every}")
+    if text_format is not None and text_format not in TEXT_FORMATS:
+        raise PullError(f"text format must be one of {', '.join(TEXT_FORMATS)}, not {text_format!r}")
+
+    started = time.monotonic()
+    snapshot_dir.mkdir(parents=True, exist_ok=True)
+    with snapshot_lock(snapshot_dir):
+        snapshot.remove_stale_temp_files(snapshot_dir)
+        try:
+            state = snapshot.load_state(snapshot_dir)
+            lookups = snapshot.load_lookups(snapshot_dir)
+        except snapshot.SnapshotError as error:
+            raise PullError(str(error)) from None
+        client = RedmineClient(url, api_key, policy)
+        try:
+            report = _run(client, snapshot_dir, api_key, state, lookups, projects, full, concurrency,
+                          include_private, full_every, overlap_s, lookups_max_age_s, text_format, progress)
+        finally:
+            client.close()
+        report.requests = client.stats.requests
+        report.retries = client.stats.retries
+        report.requests_by_purpose = dict(sorted(client.stats.by_purpose.items()))
+        report.seconds = round(time.monotonic() - started, 3)
+        return report
+
+
+def _run(
+    client: RedmineClient,
+    snapshot_dir: Path,
+    api_key: str,
+    state: dict[str, Any],
+    lookups: Names,
+    projects: list[str] | None,
+    full: bool,
+    concurrency: int,
+    include_private: bool,
+    full_every: int,
+    overlap_s: float,
+    lookups_max_age_s: float,
+    text_format: str | None,
+    progress: ProgressCallback | None,
+) -> PullReport:
+    cursor = state.get("cursor") if isinstance(state.get("cursor"), str) else None
+    runs_since_full = int(state.get("runs_since_full", 0))
+    # Switching --include-private either way changes what every stored issue must contain.
+    privacy_changed = "include_private" in state and bool(state["include_private"]) != include_private
+    is_full = full or cursor is None or privacy_changed or (full_every > 0 and runs_since_full + 1 >= full_every)
+    puller = Puller(client, snapshot_dir, api_key, include_private, privacy_changed, progress)
+    report = puller.report
+    report.full = is_full
+    scopes: list[str | None] = list(dict.fromkeys(projects)) if projects else [None]
+    updated_since = None if is_full else shift_time(cursor, -overlap_s)  # type: ignore[arg-type]
+
+    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="pull") as executor:
+        try:
+            with client.stats.purpose("list"):
+                puller.list_and_dispatch(executor, scopes, updated_since)
+            # Lookups are read while the workers fetch issues.
+            refreshed_at = time.time()
+            stale = (
+                full
+                or not lookups
+                or refreshed_at - float(state.get("lookups_refreshed_at", 0)) > lookups_max_age_s
+            )
+            covered = {int(p) for p in state.get("lookup_projects", [])}
+            lookup_projects = sorted(covered | puller.listed_projects)
+            fetcher = LookupFetcher(client)
+            with client.stats.purpose("lookups"):
+                fresh = fetcher.fetch(lookup_projects) if stale else {}
+            seen, failed_stamps = puller.collect()
+        except BaseException:
+            executor.shutdown(wait=True, cancel_futures=True)
+            raise
+
+    if stale:
+        report.lookups_refreshed = not fetcher.failed
+        if fetcher.forbidden:
+            report.warnings.append(
+                f"lookups: {', '.join(sorted(fetcher.forbidden))} not readable with this API key (HTTP 403/404); "
+                "using the names found in the issues instead"
+            )
+        if fetcher.failed:
+            report.warnings.append(f"lookups: could not read {', '.join(sorted(fetcher.failed))}; kept the previous names")
+        # A table read completely replaces the cached one; forbidden or failed ones keep what we had.
+        lookups = {**lookups, **fresh}
+    fill_missing(lookups, seen)
+
+    if is_full and report.listing_complete:
+        scope_ids = None if projects is None else _scope_project_ids(lookups, projects, puller.listed_projects)
+        if projects is not None and scope_ids is None:
+            report.warnings.append("a --project is unknown to the projects lookup; nothing was removed")
+        else:
+            puller.remove_unlisted(
+                lambda issue_id: scope_ids is None or _stored_project(snapshot_dir, issue_id) in scope_ids
+            )
+
+    snapshot.write_lookups(snapshot_dir, lookups)
+    new_state = dict(state)
+    if report.listing_complete:
+        candidates = [cursor] if cursor else []
+        candidates += [s for s in puller.listed_updated_on.values() if s]
+        new_cursor = max(candidates) if candidates else None
+        if failed_stamps and new_cursor is not None:
+            # The next run must list the failed issues again.
+            new_cursor = min([new_cursor, *failed_stamps])
+        if new_cursor is not None:
+            new_state["cursor"] = new_cursor
+        new_state["runs_since_full"] = 0 if is_full else runs_since_full + 1
+    if stale and report.lookups_refreshed:
+        new_state["lookups_refreshed_at"] = refreshed_at
+        new_state["lookup_projects"] = lookup_projects
+    new_state["include_private"] = include_private
+    if "text_format" not in state:
+        new_state["text_format"] = text_format or DEFAULT_TEXT_FORMAT
+    elif text_format is not None and state["text_format"] != text_format:
+        report.warnings.append(f"state.json already says text_format {state['text_format']!r}; left unchanged")
+    snapshot.write_state(snapshot_dir, new_state)
+    report.cursor = new_state.get("cursor")
+    return report
+
+
+def _scope_project_ids(lookups: Names, projects: list[str], listed: set[int]) -> set[int] | None:
+    project_table = lookups.get("projects", {})
+    roots = resolve_projects(project_table, projects)
+    return None if roots is None else descendants(project_table, roots) | listed
+
+
+def _stored_project(snapshot_dir: Path, issue_id: int) -> int | None:
+    stamp = snapshot.stored_stamp(snapshot_dir, issue_id)
+    return stamp.project_id if stamp else None

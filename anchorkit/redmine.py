@@ -1,0 +1,271 @@
+"""Talking to Redmine: python-redmine with an engine that really times out and retries.
+
+python-redmine 2.5.0 copies ``requests={'timeout': ...}`` onto the ``requests.Session`` object, where
+requests ignores it: a dead connection hangs forever. :class:`ResilientEngine` passes a (connect, read)
+timeout to every request and retries connection errors, timeouts, 5xx and 429 with exponential backoff
+(honouring ``Retry-After``). It also gives each worker thread its own session, since a
+``requests.Session`` is not guaranteed to be thread-safe.
+
+The API key travels only in the ``X-Redmine-API-Key`` header; error messages name the method, the path
+and the failure, never the key or the full URL (which could carry ``user:password@``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+from redminelib import Redmine, exceptions
+from redminelib.engines.sync import SyncEngine
+
+# Statuses worth another try: throttling and server-side trouble that usually passes.
+RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+TRANSPORT_ERRORS = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
+PAGE_SIZE = 100  # Redmine's maximum `limit`
+
+Sleeper = Callable[[float], None]
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long to wait for Redmine and how hard to insist."""
+
+    attempts: int = 5
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 30.0
+    retry_after_max_s: float = 300.0
+    connect_timeout_s: float = 10.0
+    read_timeout_s: float = 60.0
+
+    def backoff_s(self, attempt: int) -> float:
+        """Full-jitter exponential backoff: spreads the retries of concurrent workers apart."""
+        return random.uniform(0, min(self.backoff_max_s, self.backoff_base_s * 2**attempt))
+
+
+class RequestStats:
+    """HTTP requests actually sent (retries included), shared by all worker threads, counted per purpose.
+
+    A thread states what its requests are for with ``with stats.purpose("issues"): ...``; the report can
+    then show that a run cost list pages + issues + lookups and nothing else.
+    """
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.retries = 0
+        self.by_purpose: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._local = threading.local()
+
+    @contextlib.contextmanager
+    def purpose(self, name: str) -> Iterator[None]:
+        previous = getattr(self._local, "purpose", "other")
+        self._local.purpose = name
+        try:
+            yield
+        finally:
+            self._local.purpose = previous
+
+    def count(self, retry: bool) -> None:
+        with self._lock:
+            self.requests += 1
+            self.retries += int(retry)
+            self.by_purpose[getattr(self._local, "purpose", "other")] += 1
+
+
+class RedmineError(Exception):
+    """A request that failed for good. The message never contains the API key or the full URL."""
+
+    def __init__(self, method: str, path: str, reason: str, status: int | None = None) -> None:
+        super().__init__(f"{method.upper()} {path}: {reason}")
+        self.status = status
+
+
+def retry_after_s(response: requests.Response) -> float | None:
+    """Seconds asked for by a ``Retry-After`` header (delta-seconds or HTTP-date), if any."""
+    value = response.headers.get("Retry-After")
+    if not value:
+        return None
+    if value.strip().isdigit():
+        return float(value.strip())
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class ResilientEngine(SyncEngine):
+    """python-redmine engine with real timeouts, retries with backoff, per-thread sessions and counting."""
+
+    def __init__(
+        self, *, policy: RetryPolicy, stats: RequestStats, sleep: Sleeper = time.sleep, **options: Any
+    ) -> None:
+        self.policy = policy
+        self.stats = stats
+        self.sleep = sleep
+        self._local = threading.local()
+        self._sessions: list[requests.Session] = []
+        self._sessions_lock = threading.Lock()
+        super().__init__(**options)
+
+    @property  # type: ignore[override]
+    def session(self) -> requests.Session:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = self.create_session(**self.requests)
+            self._local.session = session
+            with self._sessions_lock:
+                self._sessions.append(session)
+        return session
+
+    @session.setter
+    def session(self, value: requests.Session) -> None:
+        # BaseEngine.__init__ assigns the creating thread's session; keep it for that thread only.
+        self._local.session = value
+        with self._sessions_lock:
+            self._sessions.append(value)
+
+    def close(self) -> None:
+        with self._sessions_lock:
+            for session in self._sessions:
+                session.close()
+            self._sessions.clear()
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        headers: dict[str, str] | None = None,
+        params: dict[str, Any] | None = None,
+        data: Any = None,
+    ) -> Any:
+        kwargs = self.construct_request_kwargs(method, headers, params, data)
+        timeout = (self.policy.connect_timeout_s, self.policy.read_timeout_s)
+        path = urlsplit(url).path
+        for attempt in range(self.policy.attempts):
+            last_try = attempt == self.policy.attempts - 1
+            self.stats.count(retry=attempt > 0)
+            try:
+                response = self.session.request(method, url, timeout=timeout, **kwargs)
+            except TRANSPORT_ERRORS as error:
+                if last_try:
+                    raise RedmineError(method, path, f"{type(error).__name__} after {attempt + 1} attempts") from None
+                self.sleep(self.policy.backoff_s(attempt))
+                continue
+            if response.status_code not in RETRYABLE_STATUSES:
+                try:
+                    return self.process_response(response)
+                except exceptions.JSONDecodeError:
+                    # A body cut short by a dropped connection: as transient as the drop itself.
+                    if last_try:
+                        raise
+                    self.sleep(self.policy.backoff_s(attempt))
+                    continue
+            if last_try:
+                raise RedmineError(
+                    method, path, f"HTTP {response.status_code} after {attempt + 1} attempts", response.status_code
+                )
+            asked = retry_after_s(response)
+            wait = min(asked, self.policy.retry_after_max_s) if asked is not None else self.policy.backoff_s(attempt)
+            self.sleep(wait)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+@contextlib.contextmanager
+def translated_errors(method: str, path: str) -> Iterator[None]:
+    """python-redmine's exceptions as :class:`RedmineError`, status code kept (callers tell 403/404 apart)."""
+    try:
+        yield
+    except exceptions.ForbiddenError:
+        raise RedmineError(method, path, "HTTP 403 Forbidden", 403) from None
+    except exceptions.ResourceNotFoundError:
+        raise RedmineError(method, path, "HTTP 404 Not Found", 404) from None
+    except exceptions.AuthError:
+        raise RedmineError(method, path, "HTTP 401 Unauthorized (check the API key)", 401) from None
+    except exceptions.JSONDecodeError:
+        raise RedmineError(method, path, "response is not valid JSON") from None
+    except exceptions.UnknownError as error:
+        raise RedmineError(method, path, f"HTTP {error.status_code}", error.status_code) from None
+    except exceptions.BaseRedmineError as error:
+        raise RedmineError(method, path, type(error).__name__) from None
+
+
+@dataclass(frozen=True)
+class IssuePage:
+    issues: list[dict[str, Any]]
+    total_count: int
+
+
+class RedmineClient:
+    """The calls pull needs, on top of python-redmine and :class:`ResilientEngine`."""
+
+    def __init__(self, url: str, api_key: str, policy: RetryPolicy | None = None, sleep: Sleeper = time.sleep) -> None:
+        self.url = url.rstrip("/")
+        self.stats = RequestStats()
+        self.redmine = Redmine(
+            self.url, key=api_key, engine=ResilientEngine, policy=policy or RetryPolicy(), stats=self.stats, sleep=sleep
+        )
+        self.engine: ResilientEngine = self.redmine.engine
+
+    def close(self) -> None:
+        self.engine.close()
+
+    def get_json(self, path: str, **params: Any) -> dict[str, Any]:
+        """GET ``path`` (e.g. ``/issues/5.json``) and return the decoded JSON object."""
+        with translated_errors("get", path):
+            body = self.engine.request("get", f"{self.url}{path}", params=params)
+        if not isinstance(body, dict):
+            raise RedmineError("get", path, "response is not a JSON object")
+        return body
+
+    def issue_page(
+        self, after_id: int, project: str | None = None, updated_since: str | None = None
+    ) -> IssuePage:
+        """One page of issues with ``id > after_id``, closed ones included, sorted by id.
+
+        Keyset paging (``issue_id=>=N``, offset always 0) instead of growing offsets: an issue that is
+        deleted, hidden or (on incremental runs) newly updated while we page cannot shift the rest of
+        the listing, so nothing is skipped.
+        """
+        params: dict[str, Any] = {
+            "status_id": "*",
+            "sort": "id",
+            "limit": PAGE_SIZE,
+            "offset": 0,
+            "issue_id": f">={after_id + 1}",
+        }
+        if project is not None:
+            params["project_id"] = project
+        if updated_since is not None:
+            params["updated_on"] = f">={updated_since}"
+        body = self.get_json("/issues.json", **params)
+        return IssuePage(issues=list(body.get("issues", [])), total_count=int(body.get("total_count", 0)))
+
+    def issue(self, issue_id: int) -> dict[str, Any]:
+        """``{"issue": {...}}`` with journals, attachments, relations and children, as Redmine returns it."""
+        return self.get_json(f"/issues/{issue_id}.json", include="journals,attachments,relations,children")
+
+    def key_is_accepted(self) -> bool:
+        """False when Redmine treats us as anonymous: it does that for an unknown key instead of refusing it."""
+        try:
+            self.get_json("/users/current.json")
+        except RedmineError as error:
+            if error.status == 401:
+                return False
+            raise
+        return True
+
+    def all_of(self, manager_name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every record of a python-redmine resource (it does the paging), as the raw JSON objects."""
+        manager = getattr(self.redmine, manager_name)
+        with translated_errors("get", manager_name):
+            return [record.raw() for record in (manager.filter(**params) if params else manager.all())]

@@ -1,0 +1,172 @@
+"""`verify --html`: the answer as one self-contained page with its citations and findings.
+
+Answers and chunks are untrusted text: every piece of them goes through ``html.escape`` (attributes
+included), and only ``http``/``https`` source URIs become links, so nothing in them can run or load.
+No external assets: the style sheet is inline.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Iterable
+
+from anchorkit.verify import Chunk, Finding, VerifyReport, mentioned_ids
+
+_STYLE = """
+body{font-family:system-ui,"Hiragino Sans","Noto Sans JP",sans-serif;max-width:54rem;margin:2rem auto;
+padding:0 1rem;line-height:1.6;color:#1d1d1f}
+h1{font-size:1.4rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ddd}
+.summary span{display:inline-block;margin-right:1.2rem}
+.claim{margin:.6rem 0}.text{white-space:pre-wrap}
+sup a{text-decoration:none;font-weight:600;padding:0 .1rem}
+.ok{color:#0b5cad}.drift{color:#a15c00}.phantom{color:#b00020}
+mark.phantom{background:#fde2e4;color:#b00020}
+.badge{font-size:.75rem;border-radius:.3rem;padding:0 .35rem;margin-left:.3rem;border:1px solid currentColor}
+.ref pre{white-space:pre-wrap;background:#f6f6f6;padding:.5rem;font-size:.85rem;max-height:12rem;overflow:auto}
+table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:.2rem .5rem;text-align:left;vertical-align:top}
+"""
+_EXCERPT_CHARS = 600
+_FLAG_RANK = {"ok": 0, "drift": 1, "phantom": 2}
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _marked_text(text: str, phantom_ids: set[int]) -> str:
+    """Escaped text with the mentions of phantom ticket ids highlighted."""
+    pieces: list[str] = []
+    position = 0
+    for mention in mentioned_ids(text):
+        if mention.ticket_id in phantom_ids:
+            pieces.append(_e(text[position : mention.start]))
+            pieces.append(f'<mark class="phantom" title="not retrieved">{_e(text[mention.start : mention.end])}</mark>')
+            position = mention.end
+    pieces.append(_e(text[position:]))
+    return "".join(pieces)
+
+
+def _source_link(chunk: Chunk) -> str:
+    if chunk.uri and chunk.uri.lower().startswith(("https://", "http://")):
+        return f'<a href="{_e(chunk.uri)}">{_e(chunk.uri)}</a>'
+    return f"<code>{_e(chunk.uri or '(no URI)')}</code>"
+
+
+class _References:
+    """Numbers sources in order of first citation: one number per distinct source id."""
+
+    def __init__(self) -> None:
+        self.numbers: dict[str, int] = {}
+        self.chunks: dict[str, list[Chunk]] = {}
+        self.flags: dict[str, str] = {}
+
+    def number(self, source_id: str, chunks: list[Chunk], flag: str) -> int:
+        if source_id not in self.numbers:
+            self.numbers[source_id] = len(self.numbers) + 1
+            self.chunks[source_id] = chunks
+        # A source cited several times shows its worst state.
+        self.flags[source_id] = max(self.flags.get(source_id, "ok"), flag, key=_FLAG_RANK.__getitem__)
+        return self.numbers[source_id]
+
+
+def _claims_html(report: VerifyReport, references: _References, phantom_ids: set[int]) -> list[str]:
+    by_claim: dict[int, list[Finding]] = {}
+    for finding in report.findings:
+        if finding.claim is not None:
+            by_claim.setdefault(finding.claim, []).append(finding)
+    parts: list[str] = []
+    for claim_index, claim in enumerate(report.answer.claims):
+        findings = by_claim.get(claim_index, [])
+        markers: list[str] = []
+        for citation_index, citation in enumerate(claim.citations):
+            kinds = {f.kind for f in findings if f.citation == citation_index}
+            flag = "phantom" if "phantom_source_id" in kinds else "drift" if "quote_drift" in kinds else "ok"
+            number = references.number(citation.source_id, report.citation_chunks.get((claim_index, citation_index), []), flag)
+            tooltip = citation.quoted_span or citation.source_id
+            label = {"phantom": " (phantom source)", "drift": " (quote drift)", "ok": ""}[flag]
+            markers.append(
+                f'<sup><a class="{flag}" href="#ref-{number}" title="{_e(tooltip)}">[{number}]{_e(label)}</a></sup>'
+            )
+        badges = "".join(
+            f'<span class="badge {"phantom" if f.severity == "critical" else "drift"}" title="{_e(f.message)}">'
+            f"{_e(f.kind)}</span>"
+            for f in findings
+            if f.citation is None
+        )
+        parts.append(f'<p class="claim">{_marked_text(claim.text, phantom_ids)}{"".join(markers)}{badges}</p>')
+    return parts
+
+
+def _results_html(report: VerifyReport) -> list[str]:
+    flagged = {f.result for f in report.findings if f.result is not None}
+    items: list[str] = []
+    for index, result in enumerate(report.answer.results):
+        css = "phantom" if index in flagged else "ok"
+        badge = '<span class="badge phantom">phantom_ticket_id</span>' if index in flagged else ""
+        details = json.dumps(dict(result), ensure_ascii=False, sort_keys=True)
+        items.append(f'<li class="{css}"><code>{_e(details)}</code>{badge}</li>')
+    return ["<ol>", *items, "</ol>"] if items else []
+
+
+def _references_html(references: _References) -> list[str]:
+    if not references.numbers:
+        return []
+    parts = ["<h2>References</h2>", '<ol class="refs">']
+    for source_id, number in references.numbers.items():
+        flag = references.flags[source_id]
+        chunks = references.chunks[source_id]
+        head = f'<li id="ref-{number}" class="ref {flag}"><strong>{_e(source_id)}</strong>'
+        if not chunks:
+            parts.append(f'{head} <span class="badge phantom">phantom source: not retrieved</span></li>')
+            continue
+        badge = '<span class="badge drift">quote drift</span>' if flag == "drift" else ""
+        bodies = "".join(
+            f"<div>{_source_link(c)}</div><pre>{_e(c.text[:_EXCERPT_CHARS])}"
+            f"{'…' if len(c.text) > _EXCERPT_CHARS else ''}</pre>"
+            for c in chunks
+        )
+        parts.append(f"{head} {badge}{bodies}</li>")
+    parts.append("</ol>")
+    return parts
+
+
+def _findings_html(findings: Iterable[Finding]) -> list[str]:
+    rows = [
+        f'<tr class="{"phantom" if f.severity == "critical" else "drift" if f.severity == "warning" else ""}">'
+        f"<td>{_e(f.severity)}</td><td>{_e(f.kind)}</td>"
+        f"<td>{_e('' if f.claim is None else f.claim + 1)}</td><td>{_e(f.message)}</td></tr>"
+        for f in findings
+    ]
+    if not rows:
+        return ["<h2>Findings</h2>", "<p>No findings.</p>"]
+    return ["<h2>Findings</h2>", "<table><tr><th>severity</th><th>kind</th><th>claim</th><th>message</th></tr>", *rows, "</table>"]
+
+
+def render_report(report: VerifyReport, title: str = "anchorkit verify") -> str:
+    """The whole page as a string (UTF-8 when written)."""
+    phantom_ids = {f.ticket_id for f in report.findings if f.kind == "phantom_ticket_id" and f.ticket_id is not None}
+    references = _References()
+    body: list[str] = [
+        f"<h1>{_e(title)}</h1>",
+        '<p class="summary">'
+        f"<span>grounding score <strong>{report.grounding_score:.2f}</strong></span>"
+        f"<span>critical <strong>{report.critical}</strong></span>"
+        f"<span>warnings <strong>{report.warnings}</strong></span>"
+        f"<span>valid ticket ids: {_e(', '.join(f'#{i}' for i in sorted(report.valid_ids)) or 'none')}</span></p>",
+        "<h2>Answer</h2>",
+    ]
+    # A RetrieveAndGenerate answer's claims are the cited parts of its text: show them instead.
+    if report.answer.text and not (report.answer.shape == "retrieve_and_generate" and report.answer.claims):
+        body.append(f'<p class="text">{_marked_text(report.answer.text, phantom_ids)}</p>')
+    body += _claims_html(report, references, phantom_ids)
+    body += _results_html(report)
+    body += _references_html(references)
+    body += _findings_html(report.findings)
+    return (
+        '<!DOCTYPE html>\n<html lang="ja">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{_e(title)}</title>\n<style>{_STYLE}</style>\n</head>\n<body>\n"
+        + "\n".join(body)
+        + "\n</body>\n</html>\n"
+    )

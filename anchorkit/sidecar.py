@@ -1,0 +1,147 @@
+"""Amazon Bedrock Knowledge Base metadata sidecars (``<id>.md.metadata.json``). Pure.
+
+Bedrock reads ``{"metadataAttributes": {...}}`` beside each document and lets queries filter on it.
+Dates are numbers (epoch seconds) so that ``greaterThan``/``lessThan`` filters work, and ISO
+strings for people. Bedrock's limits are enforced here: a ticket that would exceed them loses its
+least important attributes first (custom fields from the last one backwards, then the optional
+built-in ones), deterministically, with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from anchorkit.anchors import one_line
+
+Lookups = dict[str, dict[str, dict[str, Any]]]
+Value = str | int | float | bool | list[str]
+
+MAX_FILE_BYTES = 10 * 1024
+MAX_STRING_CHARS = 2048
+MAX_LIST_ITEMS = 10
+RESERVED_PREFIX = "x-amz-bedrock-kb-"
+SCHEMAS = ("simple", "typed")
+
+# Built-in attributes that may be dropped, most important first (ticket_id is never dropped).
+_OPTIONAL_ORDER = (
+    "project",
+    "status",
+    "is_closed",
+    "tracker",
+    "updated",
+    "updated_at",
+    "created",
+    "created_at",
+    "priority",
+    "assignee",
+    "closed",
+    "closed_at",
+    "category",
+    "version",
+    "author",
+)
+
+
+def build_sidecar(issue: dict[str, Any], lookups: Lookups, schema: str = "simple") -> tuple[bytes, list[str]]:
+    """The sidecar's bytes and the warnings about what had to be truncated or dropped."""
+    if schema not in SCHEMAS:
+        raise ValueError(f"unknown sidecar schema {schema!r} (expected one of {', '.join(SCHEMAS)})")
+    ticket = f"#{issue['id']}"
+    warnings: list[str] = []
+    attributes = {key: _fit(key, value, ticket, warnings) for key, value in _attributes(issue, lookups).items()}
+    droppable = [key for key in reversed(list(attributes)) if key.startswith("cf_")]
+    droppable += [key for key in reversed(_OPTIONAL_ORDER) if key in attributes]
+    while True:
+        data = _encode(attributes, schema)
+        if len(data) <= MAX_FILE_BYTES or not droppable:
+            break
+        dropped = droppable.pop(0)
+        del attributes[dropped]
+        warnings.append(f"{ticket}: sidecar over {MAX_FILE_BYTES} bytes, dropped attribute {dropped!r}")
+    return data, warnings
+
+
+def _attributes(issue: dict[str, Any], lookups: Lookups) -> dict[str, Value]:
+    project = issue.get("project") or {}
+    project_entry = lookups.get("projects", {}).get(str(project.get("id")), {})
+    candidates: dict[str, Value | None] = {
+        "ticket_id": issue["id"],
+        "project": project_entry.get("identifier") or _name(project),
+        "tracker": _name(issue.get("tracker")),
+        "status": _name(issue.get("status")),
+        "is_closed": _is_closed(issue, lookups),
+        "priority": _name(issue.get("priority")),
+        "author": _name(issue.get("author")),
+        "assignee": _name(issue.get("assigned_to")),
+        "category": _name(issue.get("category")),
+        "version": _name(issue.get("fixed_version")),
+    }
+    for key, source in (("created", "created_on"), ("updated", "updated_on"), ("closed", "closed_on")):
+        moment = _parse_time(issue.get(source))
+        if moment is not None:
+            candidates[key] = int(moment.timestamp())
+            candidates[f"{key}_at"] = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    for custom_field in issue.get("custom_fields") or []:
+        if isinstance(custom_field, dict) and custom_field.get("name"):
+            key = "cf_" + "_".join(one_line(str(custom_field["name"])).split(" "))
+            candidates[key] = _custom_value(custom_field.get("value"))
+    return {key: value for key, value in candidates.items() if value not in (None, "", []) and not key.startswith(RESERVED_PREFIX)}
+
+
+def _fit(key: str, value: Value, ticket: str, warnings: list[str]) -> Value:
+    if isinstance(value, str) and len(value) > MAX_STRING_CHARS:
+        warnings.append(f"{ticket}: sidecar attribute {key!r} truncated to {MAX_STRING_CHARS} characters")
+        return value[:MAX_STRING_CHARS]
+    if isinstance(value, list):
+        if len(value) > MAX_LIST_ITEMS:
+            warnings.append(f"{ticket}: sidecar attribute {key!r} cut to its first {MAX_LIST_ITEMS} values")
+            value = value[:MAX_LIST_ITEMS]
+        return [_fit(key, item, ticket, warnings) for item in value]  # type: ignore[misc]
+    return value
+
+
+def _encode(attributes: dict[str, Value], schema: str) -> bytes:
+    body = attributes if schema == "simple" else {key: _typed(value) for key, value in attributes.items()}
+    return (json.dumps({"metadataAttributes": body}, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+
+
+def _typed(value: Value) -> dict[str, Any]:
+    if isinstance(value, bool):
+        typed = {"type": "BOOLEAN", "booleanValue": value}
+    elif isinstance(value, (int, float)):
+        typed = {"type": "NUMBER", "numberValue": value}
+    elif isinstance(value, list):
+        typed = {"type": "STRING_LIST", "stringListValue": value}
+    else:
+        typed = {"type": "STRING", "stringValue": value}
+    return {"value": typed, "includeForEmbedding": False}
+
+
+def _name(value: Any) -> str:
+    return one_line(str(value.get("name") or "")) if isinstance(value, dict) else ""
+
+
+def _custom_value(value: Any) -> Value | None:
+    if isinstance(value, list):
+        return [one_line(str(v)) for v in value if v not in (None, "")]
+    return None if value is None else one_line(str(value))
+
+
+def _is_closed(issue: dict[str, Any], lookups: Lookups) -> bool:
+    status = issue.get("status") or {}
+    if isinstance(status.get("is_closed"), bool):  # Redmine >= 5.1 says so itself
+        return status["is_closed"]
+    known = lookups.get("statuses", {}).get(str(status.get("id")), {}).get("is_closed")
+    return known if isinstance(known, bool) else issue.get("closed_on") is not None
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)

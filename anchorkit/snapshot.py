@@ -1,0 +1,173 @@
+"""The snapshot on disk: ``issues/<id>.json``, ``lookups.json``, ``state.json`` (see DESIGN.md).
+
+Reading is strict and explains itself: every problem names the file and what is wrong with it,
+so a batch can report it and go on with the other tickets.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from anchorkit.files import write_if_changed
+
+ISSUES_DIR = "issues"
+LOOKUPS_FILE = "lookups.json"
+STATE_FILE = "state.json"
+
+
+class SnapshotError(Exception):
+    """A snapshot file that cannot be used; the message names the file and the problem."""
+
+
+def iter_issue_paths(snapshot_dir: Path) -> Iterator[Path]:
+    """The issue files of a snapshot, in ticket-id order (numeric names first, then the rest)."""
+    issues_dir = snapshot_dir / ISSUES_DIR
+    if not issues_dir.is_dir():
+        raise SnapshotError(f"{issues_dir}: not a snapshot (no {ISSUES_DIR}/ folder)")
+    paths = [p for p in issues_dir.iterdir() if p.suffix == ".json" and not p.name.startswith(".")]
+    yield from sorted(paths, key=lambda p: (not p.stem.isdigit(), int(p.stem) if p.stem.isdigit() else 0, p.name))
+
+
+def read_json(path: Path) -> Any:
+    """Parse a JSON file, turning every failure into a SnapshotError that names the file."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise SnapshotError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SnapshotError(f"{path}: invalid UTF-8 at byte {exc.start}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SnapshotError(f"{path}: malformed JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+
+
+def load_issue(path: Path) -> dict[str, Any]:
+    """One issue as Redmine returned it (the object inside ``{"issue": ...}``), shape-checked."""
+    document = read_json(path)
+    issue = document.get("issue") if isinstance(document, dict) else None
+    if not isinstance(issue, dict):
+        raise SnapshotError(f'{path}: expected an object {{"issue": {{...}}}}')
+    issue_id = issue.get("id")
+    if isinstance(issue_id, bool) or not isinstance(issue_id, int) or issue_id <= 0:
+        raise SnapshotError(f"{path}: missing or invalid issue id ({issue_id!r})")
+    subject = issue.get("subject")
+    if not isinstance(subject, str):
+        raise SnapshotError(f"{path}: ticket #{issue_id} has no subject string ({type(subject).__name__})")
+    if path.stem.isdigit() and int(path.stem) != issue_id:
+        raise SnapshotError(f"{path}: file name says #{path.stem} but the issue id is #{issue_id}")
+    for key in ("journals", "custom_fields", "attachments", "relations", "children"):
+        if key in issue and not isinstance(issue[key], list):
+            raise SnapshotError(f"{path}: ticket #{issue_id}: {key!r} must be a list, not {type(issue[key]).__name__}")
+    for key in ("description",):
+        if issue.get(key) is not None and not isinstance(issue[key], str):
+            raise SnapshotError(f"{path}: ticket #{issue_id}: {key!r} must be a string, not {type(issue[key]).__name__}")
+    return issue
+
+
+def load_lookups(snapshot_dir: Path) -> dict[str, dict[str, dict[str, Any]]]:
+    """``lookups.json`` (id → name tables); an absent file means no names are known."""
+    path = snapshot_dir / LOOKUPS_FILE
+    if not path.exists():
+        return {}
+    lookups = read_json(path)
+    if not isinstance(lookups, dict) or not all(isinstance(t, dict) for t in lookups.values()):
+        raise SnapshotError(f"{path}: expected an object of tables (id -> {{name: ...}})")
+    return lookups
+
+
+def load_state(snapshot_dir: Path) -> dict[str, Any]:
+    """``state.json`` (cursor, settings such as text_format); an absent file means a new snapshot."""
+    path = snapshot_dir / STATE_FILE
+    if not path.exists():
+        return {}
+    state = read_json(path)
+    if not isinstance(state, dict):
+        raise SnapshotError(f"{path}: expected a JSON object")
+    return state
+
+
+# ---------------------------------------------------------------------------------------------------
+# Writing (owned by pull): every write is atomic, so a crash leaves each file either old or new.
+
+
+class StoredStamp(NamedTuple):
+    """What pull needs to know about a stored issue: is it current, and which project is it in."""
+
+    updated_on: str | None
+    project_id: int | None
+
+
+def issue_path(snapshot_dir: Path, issue_id: int) -> Path:
+    return snapshot_dir / ISSUES_DIR / f"{issue_id}.json"
+
+
+def encode_json(payload: Any) -> bytes:
+    """The snapshot's byte form: UTF-8, indented, key order as given (Redmine's for issues)."""
+    return (json.dumps(payload, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+
+
+def write_issue(snapshot_dir: Path, document: dict[str, Any]) -> bool:
+    """Store ``{"issue": {...}}`` as ``issues/<id>.json``; True when the file was (re)written."""
+    return write_if_changed(issue_path(snapshot_dir, int(document["issue"]["id"])), encode_json(document))
+
+
+def remove_issue(snapshot_dir: Path, issue_id: int) -> bool:
+    try:
+        issue_path(snapshot_dir, issue_id).unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def stored_issue_ids(snapshot_dir: Path) -> set[int]:
+    """Ids of the issue files present (a cheap directory listing; no file is read)."""
+    issues_dir = snapshot_dir / ISSUES_DIR
+    if not issues_dir.is_dir():
+        return set()
+    return {int(p.stem) for p in issues_dir.iterdir() if p.suffix == ".json" and p.stem.isdigit()}
+
+
+def stored_stamp(snapshot_dir: Path, issue_id: int) -> StoredStamp | None:
+    """The stored copy's ``updated_on`` and project id; None when absent or unreadable (so it is refetched)."""
+    try:
+        issue = load_issue(issue_path(snapshot_dir, issue_id))
+    except SnapshotError:
+        return None
+    project = issue.get("project")
+    project_id = project.get("id") if isinstance(project, dict) else None
+    updated_on = issue.get("updated_on")
+    return StoredStamp(
+        updated_on if isinstance(updated_on, str) else None, project_id if isinstance(project_id, int) else None
+    )
+
+
+def remove_stale_temp_files(snapshot_dir: Path) -> int:
+    """Delete temporary files a killed writer left behind (``write_atomic`` names them ``.<name>.*.tmp``)."""
+    removed = 0
+    for folder in (snapshot_dir, snapshot_dir / ISSUES_DIR):
+        if folder.is_dir():
+            for leftover in folder.glob(".*.tmp"):
+                leftover.unlink(missing_ok=True)
+                removed += 1
+    return removed
+
+
+def write_lookups(snapshot_dir: Path, lookups: dict[str, dict[str, dict[str, Any]]]) -> bool:
+    """Store ``lookups.json`` with tables and ids sorted, so an unchanged lookup leaves the file untouched."""
+    ordered = {table: dict(sorted(rows.items(), key=_id_order)) for table, rows in sorted(lookups.items())}
+    return write_if_changed(snapshot_dir / LOOKUPS_FILE, encode_json(ordered))
+
+
+def write_state(snapshot_dir: Path, state: dict[str, Any]) -> bool:
+    return write_if_changed(snapshot_dir / STATE_FILE, encode_json(dict(sorted(state.items()))))
+
+
+def _id_order(item: tuple[str, Any]) -> tuple[bool, int, str]:
+    key = item[0]
+    return (not key.isdigit(), int(key) if key.isdigit() else 0, key)

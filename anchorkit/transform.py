@@ -1,0 +1,209 @@
+"""The transform stage: snapshot → ``out/<id>.md`` (+ ``.metadata.json`` sidecars).
+
+Streams the snapshot one ticket at a time (memory does not grow with the corpus), writes
+atomically, leaves unchanged files untouched, removes outputs of tickets that left the snapshot,
+and keeps going past bad tickets: each failure is reported with its file and reason, and the
+outputs a failed ticket had before are kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from anchorkit.document import Lookups, RenderOptions, render_document
+from anchorkit.files import write_atomic
+from anchorkit.sidecar import build_sidecar
+from anchorkit.snapshot import SnapshotError, iter_issue_paths, load_issue, load_lookups, load_state
+from anchorkit.textformat import TEXT_FORMATS
+
+LAYOUTS = ("flat", "by-project")
+SIDECAR_SUFFIX = ".metadata.json"
+DEFAULT_MAX_TEXT_BYTES = 1_000_000
+# Files this stage owns in the output folder (anything else there is left alone).
+_OUTPUT_NAME = re.compile(r"^\d+\.md(?:\.metadata\.json)?$")
+_TEMP_NAME = re.compile(r"^\.\d+\.md(?:\.metadata\.json)?\..*\.tmp$")
+_PROJECT_DIR = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+@dataclass(frozen=True)
+class TransformOptions:
+    render: RenderOptions = field(default_factory=RenderOptions)
+    sidecars: bool = False
+    sidecar_schema: str = "simple"
+    layout: str = "flat"
+    # None: use the snapshot's own setting (state.json "text_format"), else this format for all texts.
+    text_format: str | None = None
+    max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES
+
+
+@dataclass
+class RenderedTicket:
+    ticket_id: int
+    relpath: str  # "12345.md", or "helpdesk/12345.md" with the by-project layout
+    markdown: str
+    sidecar: bytes | None
+    warnings: list[str]
+
+
+@dataclass
+class TicketFailure:
+    source: str  # the snapshot file
+    ticket_id: int | None
+    message: str
+
+
+@dataclass
+class TransformReport:
+    tickets: int = 0
+    created: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    removed: list[str] = field(default_factory=list)
+    failed: list[TicketFailure] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def differs(self) -> bool:
+        return bool(self.created or self.changed or self.removed)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "tickets": self.tickets,
+            "created": self.created,
+            "changed": self.changed,
+            "unchanged": self.unchanged,
+            "removed": self.removed,
+            "failed": [dataclasses.asdict(f) for f in self.failed],
+            "warnings": self.warnings,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def resolve_render_options(snapshot_dir: Path, options: TransformOptions) -> RenderOptions:
+    """The render options with the text format settled (CLI override, else the snapshot's setting)."""
+    setting: Any = options.text_format or load_state(snapshot_dir).get("text_format", "textile")
+    if isinstance(setting, list):
+        try:
+            steps = tuple(sorted((str(step["since"]), str(step["format"])) for step in setting))
+        except (TypeError, KeyError):
+            raise SnapshotError(f"{snapshot_dir / 'state.json'}: text_format must be a format or a list of {{since, format}}") from None
+        formats = [fmt for _, fmt in steps]
+    else:
+        steps, formats = setting, [setting]
+    unknown = [fmt for fmt in formats if fmt not in TEXT_FORMATS]
+    if unknown:
+        raise SnapshotError(f"unknown text format {unknown[0]!r} (expected one of {', '.join(TEXT_FORMATS)})")
+    return dataclasses.replace(options.render, text_format=steps)
+
+
+def iter_documents(snapshot_dir: Path, options: TransformOptions) -> Iterator[RenderedTicket | TicketFailure]:
+    """Render every ticket of the snapshot, one at a time, in ticket-id order."""
+    render_options = resolve_render_options(snapshot_dir, options)
+    lookups = load_lookups(snapshot_dir)
+    for path in iter_issue_paths(snapshot_dir):
+        yield render_ticket(path, lookups, render_options, options)
+
+
+def render_ticket(path: Path, lookups: Lookups, render_options: RenderOptions, options: TransformOptions) -> RenderedTicket | TicketFailure:
+    ticket_id = int(path.stem) if path.stem.isdigit() else None
+    try:
+        issue = load_issue(path)
+        ticket_id = issue["id"]
+        if issue.get("is_private") and not render_options.include_private:
+            return TicketFailure(str(path), ticket_id, "private issue (skipped; use --include-private)")
+        _check_sizes(path, issue, options.max_text_bytes)
+        markdown = render_document(issue, lookups, render_options)
+        sidecar, warnings = build_sidecar(issue, lookups, options.sidecar_schema) if options.sidecars else (None, [])
+    except SnapshotError as exc:
+        return TicketFailure(str(path), ticket_id, str(exc))
+    except Exception as exc:  # noqa: BLE001 - one bad ticket must not stop the batch
+        return TicketFailure(str(path), ticket_id, f"{path}: ticket #{ticket_id}: cannot render ({type(exc).__name__}: {exc})")
+    return RenderedTicket(ticket_id, _relpath(issue, lookups, options.layout), markdown, sidecar, warnings)
+
+
+def _check_sizes(path: Path, issue: dict[str, Any], limit: int) -> None:
+    texts = [("description", issue.get("description"))]
+    texts += [(f"journal {j.get('id')} notes", j.get("notes")) for j in issue.get("journals") or [] if isinstance(j, dict)]
+    for what, text in texts:
+        if isinstance(text, str) and len(text) > limit // 4 and len(text.encode("utf-8")) > limit:
+            raise SnapshotError(
+                f"{path}: ticket #{issue['id']}: {what} is {len(text.encode('utf-8')):,} bytes, over the {limit:,}-byte limit (--max-text-bytes)"
+            )
+
+
+def _relpath(issue: dict[str, Any], lookups: Lookups, layout: str) -> str:
+    name = f"{issue['id']}.md"
+    if layout == "flat":
+        return name
+    project = issue.get("project") if isinstance(issue.get("project"), dict) else {}
+    identifier = lookups.get("projects", {}).get(str(project.get("id")), {}).get("identifier")
+    folder = _PROJECT_DIR.sub("-", str(identifier or f"project-{project.get('id', 'none')}")).strip("-") or "project"
+    return f"{folder}/{name}"
+
+
+def transform_snapshot(snapshot_dir: Path, out_dir: Path, options: TransformOptions, check: bool = False) -> TransformReport:
+    """Bring ``out_dir`` up to date with the snapshot (or, with ``check``, only say what would change)."""
+    if options.layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {options.layout!r} (expected one of {', '.join(LAYOUTS)})")
+    started = time.perf_counter()
+    report = TransformReport()
+    expected: set[str] = set()
+    keep_ids: set[int] = set()  # failed tickets keep whatever output they had
+    for result in iter_documents(snapshot_dir, options):
+        report.tickets += 1
+        if isinstance(result, TicketFailure):
+            if result.message.startswith("private issue"):
+                report.tickets -= 1
+                continue
+            report.failed.append(result)
+            if result.ticket_id is not None:
+                keep_ids.add(result.ticket_id)
+            continue
+        report.warnings.extend(result.warnings)
+        outputs = [(result.relpath, result.markdown.encode("utf-8"))]
+        if result.sidecar is not None:
+            outputs.insert(0, (result.relpath + SIDECAR_SUFFIX, result.sidecar))  # metadata before its document
+        for relpath, data in outputs:
+            expected.add(relpath)
+            _sync_file(out_dir / relpath, relpath, data, check, report)
+    for relpath in _stale_outputs(out_dir, expected, keep_ids):
+        report.removed.append(relpath)
+        if not check:
+            (out_dir / relpath).unlink()
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _sync_file(path: Path, relpath: str, data: bytes, check: bool, report: TransformReport) -> None:
+    try:
+        current: bytes | None = path.read_bytes()
+    except FileNotFoundError:
+        current = None
+    if current == data:
+        report.unchanged += 1
+        return
+    (report.created if current is None else report.changed).append(relpath)
+    if not check:
+        write_atomic(path, data)
+
+
+def _stale_outputs(out_dir: Path, expected: set[str], keep_ids: set[int]) -> list[str]:
+    if not out_dir.is_dir():
+        return []
+    stale = []
+    for path in sorted([*out_dir.glob("*"), *out_dir.glob("*/*")]):
+        if not path.is_file():
+            continue
+        relpath = path.relative_to(out_dir).as_posix()
+        if _TEMP_NAME.match(path.name):
+            stale.append(relpath)  # left behind by an interrupted run
+        elif _OUTPUT_NAME.match(path.name) and relpath not in expected and int(path.name.split(".")[0]) not in keep_ids:
+            stale.append(relpath)
+    return stale

@@ -1,0 +1,167 @@
+"""`anchorkit eval`: verify a set of recorded cases and measure the answers.
+
+A case (one JSON object per line of a ``.jsonl`` file)::
+
+    {"id": "vpn-1", "query": "VPNが切れる", "retrieved": <any retrieval shape>,
+     "answer": <any answer shape>, "expected_ids": [12345], "context": "<optional context message>"}
+
+Metrics: mean grounding score; phantom rate (share of cases with at least one phantom ticket id or
+phantom source); source recall (share of cases with expected ids whose answer cites at least one of
+them); citation precision (mean, over cases with expected ids that cite anything, of the share of
+cited ids that are expected).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from anchorkit.verify import CRITICAL_KINDS, Answer, Chunk, VerifyOptions, VerifyReport, parse_ticket_id, verify_citations
+from anchorkit.verify_shapes import InputError, read_answer, read_retrieval, read_text_file
+
+CASE_FIELDS = '{"id"?, "query", "retrieved", "answer", "expected_ids"?, "context"?}'
+
+
+@dataclass(frozen=True)
+class EvalCase:
+    case_id: str
+    query: str
+    chunks: list[Chunk]
+    answer: Answer
+    expected_ids: frozenset[int]
+    context: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    case: EvalCase
+    report: VerifyReport
+
+    @property
+    def has_phantom(self) -> bool:
+        return any(f.kind in CRITICAL_KINDS for f in self.report.findings)
+
+    @property
+    def hit(self) -> bool | None:
+        """Whether the answer cites an expected id; None when the case expects none."""
+        if not self.case.expected_ids:
+            return None
+        return bool(self.report.cited_ids & self.case.expected_ids)
+
+    @property
+    def precision(self) -> float | None:
+        """Share of cited ids that are expected; None without expected ids or without citations."""
+        if not self.case.expected_ids or not self.report.cited_ids:
+            return None
+        return len(self.report.cited_ids & self.case.expected_ids) / len(self.report.cited_ids)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.case.case_id,
+            "query": self.case.query,
+            "expected_ids": sorted(self.case.expected_ids),
+            "cited_ids": sorted(self.report.cited_ids),
+            "grounding_score": round(self.report.grounding_score, 4),
+            "phantom": self.has_phantom,
+            "hit": self.hit,
+            "precision": None if self.precision is None else round(self.precision, 4),
+            "findings": [f.to_json() for f in self.report.findings],
+        }
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+@dataclass(frozen=True)
+class EvalSummary:
+    results: list[CaseResult]
+    errors: list[str]
+
+    @property
+    def mean_grounding(self) -> float | None:
+        return _mean([r.report.grounding_score for r in self.results])
+
+    @property
+    def phantom_rate(self) -> float | None:
+        return _mean([float(r.has_phantom) for r in self.results])
+
+    @property
+    def source_recall(self) -> float | None:
+        return _mean([float(r.hit) for r in self.results if r.hit is not None])
+
+    @property
+    def citation_precision(self) -> float | None:
+        return _mean([r.precision for r in self.results if r.precision is not None])
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable ``eval --json`` schema (README, section verify)."""
+
+        def rounded(value: float | None) -> float | None:
+            return None if value is None else round(value, 4)
+
+        return {
+            "cases": len(self.results),
+            "errors": self.errors,
+            "metrics": {
+                "mean_grounding_score": rounded(self.mean_grounding),
+                "phantom_rate": rounded(self.phantom_rate),
+                "source_recall": rounded(self.source_recall),
+                "citation_precision": rounded(self.citation_precision),
+            },
+            "results": [r.to_json() for r in self.results],
+        }
+
+
+def read_case(data: Any, origin: str) -> EvalCase:
+    if not isinstance(data, Mapping) or "retrieved" not in data or "answer" not in data:
+        raise InputError(f"{origin}: a case must be an object {CASE_FIELDS}")
+    expected_raw = data.get("expected_ids", [])
+    expected = [parse_ticket_id(value) for value in expected_raw] if isinstance(expected_raw, list) else [None]
+    if None in expected:
+        raise InputError(f"{origin}: \"expected_ids\" must be a list of ticket ids (12345 or \"#12345\")")
+    context = data.get("context", [])
+    contexts = [context] if isinstance(context, str) else context
+    if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
+        raise InputError(f"{origin}: \"context\" must be a string or a list of strings")
+    query = data.get("query", "")
+    return EvalCase(
+        case_id=str(data.get("id", origin)),
+        query=query if isinstance(query, str) else json.dumps(query, ensure_ascii=False),
+        chunks=read_retrieval(data["retrieved"], f"{origin} retrieved")[1],
+        answer=read_answer(data["answer"], f"{origin} answer"),
+        expected_ids=frozenset(e for e in expected if e is not None),
+        context=tuple(contexts),
+    )
+
+
+def parse_cases(lines: Iterable[str], origin: str) -> tuple[list[EvalCase], list[str]]:
+    """Cases from JSONL lines (blank lines skipped); a bad line becomes an error and the rest go on."""
+    cases: list[EvalCase] = []
+    errors: list[str] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{origin}:{number}"
+        try:
+            cases.append(read_case(json.loads(line), where))
+        except json.JSONDecodeError as error:
+            errors.append(f"{where}: malformed JSON: {error.msg} at column {error.colno}")
+        except InputError as error:
+            errors.append(str(error))
+    return cases, errors
+
+
+def load_cases(path: Path) -> tuple[list[EvalCase], list[str]]:
+    return parse_cases(read_text_file(path).splitlines(), str(path))
+
+
+def evaluate(cases: Iterable[EvalCase], errors: list[str], options: VerifyOptions = VerifyOptions()) -> EvalSummary:
+    results = [
+        CaseResult(case, verify_citations(case.answer, case.chunks, context=case.context, options=options))
+        for case in cases
+    ]
+    return EvalSummary(results, list(errors))

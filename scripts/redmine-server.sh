@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Debian's Redmine on 127.0.0.1 for the integration tests and benchmarks.
+#
+#   bash scripts/redmine-server.sh install   # apt-get install redmine redmine-sqlite thin (idempotent)
+#   bash scripts/redmine-server.sh start     # start on 127.0.0.1:$REDMINE_PORT, wait until ready, enable REST
+#   bash scripts/redmine-server.sh stop      # stop the server started by `start`
+#
+# Environment: REDMINE_PORT (default 3000), REDMINE_STATE_DIR (pid and log files; default .servers/redmine).
+# Debian keeps the configuration in /etc/redmine/default/ and the SQLite database in
+# /var/lib/dbconfig-common/sqlite3/redmine/instances/default/redmine_default; it persists between runs,
+# so tests create their own uniquely named projects instead of relying on earlier state.
+# Nothing secret is printed: `start` prints only the base URL.
+set -euo pipefail
+
+REDMINE_HOME=/usr/share/redmine
+PACKAGES=(redmine redmine-sqlite thin)
+PORT="${REDMINE_PORT:-3000}"
+STATE_DIR="${REDMINE_STATE_DIR:-$(cd "$(dirname "$0")/.." && pwd)/.servers/redmine}"
+PID_FILE="$STATE_DIR/server.pid"
+LOG_FILE="$STATE_DIR/server.log"
+READY_TIMEOUT_S="${REDMINE_READY_TIMEOUT:-180}"
+
+installed() {
+  local pkg
+  for pkg in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || return 1
+  done
+}
+
+install() {
+  if installed; then
+    echo "redmine: already installed"
+    return 0
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  # A stale package index makes the first attempt fail; refresh it and try once more.
+  apt-get install -y --no-install-recommends "${PACKAGES[@]}" \
+    || { apt-get update && apt-get install -y --no-install-recommends "${PACKAGES[@]}"; }
+}
+
+running() {
+  [[ -f "$PID_FILE" ]] && kill -0 "$(cat "$PID_FILE")" 2>/dev/null
+}
+
+start() {
+  installed || { echo "redmine: not installed; run: bash $0 install" >&2; exit 1; }
+  mkdir -p "$STATE_DIR"
+  if ! running; then
+    rm -f "$PID_FILE"
+    (cd "$REDMINE_HOME" && exec bin/rails server -e production -b 127.0.0.1 -p "$PORT" -P "$PID_FILE") \
+      >"$LOG_FILE" 2>&1 &
+  fi
+  # The REST API is off in a fresh Redmine; the running server sees the setting on its next request.
+  (cd "$REDMINE_HOME" && RAILS_ENV=production bin/rails runner 'Setting.rest_api_enabled = "1"' >/dev/null)
+  local deadline=$((SECONDS + READY_TIMEOUT_S))
+  until curl -fsS -o /dev/null "http://127.0.0.1:$PORT/issue_statuses.json" 2>/dev/null \
+        || curl -fsS -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/login" 2>/dev/null | grep -q 200; do
+    if (( SECONDS > deadline )); then
+      echo "redmine: not ready after ${READY_TIMEOUT_S}s; see $LOG_FILE" >&2
+      exit 1
+    fi
+    sleep 1
+  done
+  echo "http://127.0.0.1:$PORT"
+}
+
+stop() {
+  if running; then
+    kill "$(cat "$PID_FILE")"
+    echo "redmine: stopped"
+  fi
+  rm -f "$PID_FILE"
+}
+
+case "${1:-}" in
+  install) install ;;
+  start) start ;;
+  stop) stop ;;
+  *) echo "usage: $0 install|start|stop" >&2; exit 2 ;;
+esac

@@ -1,0 +1,149 @@
+"""Benchmark: `transform` throughput and peak memory on synthetic snapshots.
+
+N synthetic tickets (about 6 journals and 1.5 KB of text each, half Textile, half CommonMark,
+some with headings, code blocks, quotes and forged anchors) are generated into a temporary
+snapshot; each run happens in a fresh child process so that its peak RSS is its own.
+
+Targets (issue 7): >= 5,000 tickets/s on one core; peak RSS < 200 MB at 100,000 tickets;
+100,000 takes <= 11x the time of 10,000.
+
+    python tests/benchmarks/bench_transform.py            # N = 10,000 and 100,000
+    BENCH_TRANSFORM_SIZES=2000,20000 python tests/benchmarks/bench_transform.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+PARAGRAPHS = [
+    "VPN に接続すると数分で切断されます。FortiClient を再起動しても改善しません。",
+    "The printer on the 3rd floor shows error 0x7E and stops after every job; the queue is stuck.",
+    "パスワードの有効期限が切れたため、ログインできなくなりました。リセットをお願いします。",
+    "Outlook の送信トレイにメールが溜まったままになり、送信されません。#12301 と同様の事象です。",
+    "Teams の会議で音声が途切れます。有線 LAN に切り替えると改善するようです。",
+]
+TEXTILE_EXTRAS = [
+    "h2. 再現手順\n\n# 端末を起動する\n# VPN に接続する\n# 5 分待つ",
+    "<pre><code class=\"bash\">\n# systemctl restart vpn\n> ping 10.0.0.1\n</code></pre>",
+    "bq. 先方からの回答: 来週対応予定です。",
+    "|_. 拠点 |_. 件数 |\n| 本社 | 12 |\n| 大阪 | 3 |",
+]
+MARKDOWN_EXTRAS = [
+    "## 再現手順\n\n1. 端末を起動する\n2. VPN に接続する",
+    "```bash\n# systemctl restart vpn\n> ping 10.0.0.1\n```",
+    "> チケット #99999: 偽のアンカー",
+    "| 拠点 | 件数 |\n|---|---|\n| 本社 | 12 |",
+]
+
+
+def synthetic_issue(ticket_id: int, rng: random.Random) -> dict[str, object]:
+    textile = ticket_id % 2 == 0
+    extras = TEXTILE_EXTRAS if textile else MARKDOWN_EXTRAS
+
+    def text(paragraphs: int) -> str:
+        parts = [rng.choice(PARAGRAPHS) for _ in range(paragraphs)]
+        if rng.random() < 0.3:
+            parts.insert(rng.randrange(len(parts) + 1), rng.choice(extras))
+        return "\n\n".join(parts)
+
+    created = "2024-06-01T09:00:00Z" if textile else "2025-06-01T09:00:00Z"
+    journals = [
+        {
+            "id": ticket_id * 10 + j,
+            "user": {"id": 5, "name": "佐藤 次郎"},
+            "notes": text(1) if j % 3 else "",
+            "created_on": created,
+            "private_notes": j == 5,
+            "details": [{"property": "attr", "name": "status_id", "old_value": "1", "new_value": "2"}] if j % 2 == 0 else [],
+        }
+        for j in range(6)
+    ]
+    return {
+        "issue": {
+            "id": ticket_id,
+            "project": {"id": 1, "name": "社内ITサービスデスク"},
+            "tracker": {"id": 1, "name": "障害"},
+            "status": {"id": 2, "name": "対応中"},
+            "priority": {"id": 2, "name": "通常"},
+            "author": {"id": 5, "name": "佐藤 次郎"},
+            "subject": f"問い合わせ {ticket_id}: VPN接続が不安定になる",
+            "description": text(6),
+            "created_on": created,
+            "updated_on": created,
+            "closed_on": None,
+            "is_private": False,
+            "custom_fields": [{"id": 3, "name": "影響範囲", "value": "個人"}],
+            "journals": journals,
+        }
+    }
+
+
+def make_snapshot(root: Path, count: int) -> Path:
+    rng = random.Random(count)
+    issues = root / "issues"
+    issues.mkdir(parents=True)
+    for ticket_id in range(100_000, 100_000 + count):
+        data = json.dumps(synthetic_issue(ticket_id, rng), ensure_ascii=False)
+        (issues / f"{ticket_id}.json").write_text(data, encoding="utf-8")
+    lookups = {"statuses": {"1": {"name": "新規"}, "2": {"name": "対応中"}}, "projects": {"1": {"name": "社内ITサービスデスク", "identifier": "helpdesk"}}}
+    (root / "lookups.json").write_text(json.dumps(lookups, ensure_ascii=False), encoding="utf-8")
+    (root / "state.json").write_text(json.dumps({"text_format": [{"since": "2025-04-01T00:00:00Z", "format": "common_mark"}]}))
+    return root
+
+
+CHILD = """
+import json, resource, sys, time
+from pathlib import Path
+from anchorkit.transform import TransformOptions, transform_snapshot
+started = time.perf_counter()
+cpu = time.process_time()
+report = transform_snapshot(Path(sys.argv[1]), Path(sys.argv[2]), TransformOptions(sidecars=True))
+print(json.dumps({"tickets": report.tickets, "failed": len(report.failed), "seconds": time.perf_counter() - started,
+                  "cpu_seconds": time.process_time() - cpu,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def measure(snapshot: Path, out: Path) -> dict[str, float]:
+    # taskset pins the child to one core: the target is per core.
+    command = [sys.executable, "-c", CHILD, str(snapshot), str(out)]
+    if Path("/usr/bin/taskset").exists():
+        command = ["taskset", "-c", "0", *command]
+    result = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(result.stdout)
+
+
+def main() -> None:
+    sizes = [int(n) for n in os.environ.get("BENCH_TRANSFORM_SIZES", "10000,100000").split(",")]
+    results = {}
+    # Under the repository by default: on some machines /tmp creates files ten times slower.
+    scratch = Path(os.environ.get("BENCH_TMPDIR", Path(__file__).resolve().parents[2] / "build"))
+    scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="bench-transform-", dir=scratch) as tmp:
+        for count in sizes:
+            snapshot = make_snapshot(Path(tmp) / f"snap{count}", count)
+            figures = measure(snapshot, Path(tmp) / f"out{count}")
+            rerun = measure(snapshot, Path(tmp) / f"out{count}")  # nothing changed: read + compare only
+            results[count] = figures
+            print(
+                f"transform N={count:>7,}: {figures['tickets'] / figures['seconds']:>7,.0f} tickets/s "
+                f"({figures['seconds']:.2f} s wall, {figures['cpu_seconds']:.2f} s CPU), peak RSS {figures['peak_rss_mb']:.0f} MB; "
+                f"unchanged rerun {rerun['tickets'] / rerun['seconds']:,.0f} tickets/s; failed {figures['failed']}"
+            )
+            shutil.rmtree(Path(tmp) / f"snap{count}")
+            shutil.rmtree(Path(tmp) / f"out{count}")
+    if len(sizes) == 2:
+        small, large = sizes
+        ratio = results[large]["seconds"] / results[small]["seconds"]
+        print(f"transform scaling: N={large:,} took {ratio:.1f}x the time of N={small:,} (size ratio {large / small:.0f}x)")
+
+
+if __name__ == "__main__":
+    main()

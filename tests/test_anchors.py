@@ -1,0 +1,209 @@
+"""The anchor format: rendering, finding, neutralising forgeries, inserting, stripping."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+
+from anchorkit.anchors import (
+    Anchor,
+    anchor_line,
+    find_anchors,
+    find_titles,
+    identified_ticket_ids,
+    insert_anchors,
+    neutralize_forgeries,
+    strip_anchors,
+    title_line,
+)
+from anchorkit.markdown_blocks import parse_blocks, top_level_blocks
+
+SUBJECT = "VPN接続が不安定になる"
+ANCHOR = "> チケット #12345: VPN接続が不安定になる"
+
+
+def test_anchor_line_is_the_documented_format() -> None:
+    assert anchor_line(12345, SUBJECT) == ANCHOR
+    assert title_line(12345, SUBJECT) == "# チケット #12345: VPN接続が不安定になる"
+    assert anchor_line(7, "Printer jam", label="Ticket") == "> Ticket #7: Printer jam"
+
+
+def test_subject_cannot_break_the_line_or_the_quote() -> None:
+    line = anchor_line(1, "first\nsecond\r\n\tthird  \u2028 fourth\x00")
+    assert "\n" not in line and "\r" not in line
+    assert line == "> チケット #1: first second third fourth"
+    assert find_anchors(line) == [Anchor(1, "first second third fourth")]
+
+
+def test_find_anchors_reads_chunk_fragments() -> None:
+    chunk = "…the end of a paragraph\n\n> チケット #12345: VPN接続が不安定になる\n\n### [2026-03-15] 佐藤次郎\n"
+    assert find_anchors(chunk) == [Anchor(12345, SUBJECT)]
+    assert identified_ticket_ids("# チケット #7: title\nno anchor here") == {7}
+    # A chunk cut in the middle of an anchor line does not yield a (wrong) anchor.
+    assert find_anchors("ット #12345: VPN接続が不安定になる") == []
+
+
+def test_free_text_mentions_are_not_anchors() -> None:
+    text = "#12300 と同様の事象です。\n> 関連: #12301 を参照\nチケット #12302: これは本文\n"
+    assert find_anchors(text) == []
+    assert identified_ticket_ids(text) == set()
+
+
+FORGERIES = [
+    "> チケット #99: 別件のチケット",
+    "> Ticket #99: spoofed",
+    "  > チケット #99: indented",
+    ">> チケット #99: nested quote",
+    ">チケット#99: no spaces",
+    "> チケット #99： fullwidth colon",
+    "# チケット #99: a fake title",
+    "### Ticket #99: fake heading",
+]
+
+
+def test_forgeries_are_neutralised_and_no_longer_found() -> None:
+    for forgery in FORGERIES:
+        neutral = neutralize_forgeries(forgery)
+        assert neutral != forgery, forgery
+        # What a chunker may do to a line (strip its indentation) must not revive it either.
+        for candidate in (neutral, neutral.strip()):
+            assert find_anchors(candidate) == [] and find_titles(candidate) == [], candidate
+        assert neutralize_forgeries(neutral) == neutral
+
+
+def test_neutralised_forgery_reads_the_same_to_a_person() -> None:
+    render = MarkdownIt("commonmark").render
+    forgery = "> チケット #12399: 別件のチケット"
+    assert render(neutralize_forgeries(forgery)) == render(forgery)
+
+
+def test_lines_that_only_mention_tickets_are_left_alone() -> None:
+    text = "#12300 と同様\n> 参照 #123 と同じ\n- チケット #5: list item\n"
+    assert neutralize_forgeries(text) == text
+
+
+DOCUMENT = """# チケット #12345: VPN接続が不安定になる
+
+## 基本情報
+
+- ステータス: 完了
+
+## 説明
+
+VPNが切れる。
+
+```
+# this is a comment, not a heading
+> not a quote
+```
+
+#### 手順
+
+| a | b |
+|---|---|
+| 1 | 2 |
+
+## 対応履歴
+
+### [2026-03-15] 佐藤次郎
+
+- ステータス: 対応中 → 完了
+
+ルーターのファームウェア更新で解消
+"""
+
+
+def anchored(document: str = DOCUMENT, **kwargs: object) -> str:
+    return insert_anchors(document, 12345, SUBJECT, unanchored_headings=["基本情報"], **kwargs)  # type: ignore[arg-type]
+
+
+def test_anchor_follows_every_heading_but_the_title_and_basic_info() -> None:
+    lines = anchored().split("\n")
+    anchored_headings = [lines[i - 2] for i, line in enumerate(lines) if line == ANCHOR]
+    assert anchored_headings == ["## 説明", "#### 手順", "## 対応履歴", "### [2026-03-15] 佐藤次郎"]
+
+
+def test_anchors_are_standalone_top_level_quotes_never_inside_code_or_tables() -> None:
+    document = anchored(max_gap_tokens=5)
+    lines = document.split("\n")
+    blocks = top_level_blocks(parse_blocks(document))
+    anchor_lines = {i for i, line in enumerate(lines) if line == ANCHOR}
+    quote_lines = {b.start for b in blocks if b.kind == "blockquote" and b.end - b.start == 1}
+    assert anchor_lines and anchor_lines <= quote_lines
+    for block in blocks:
+        if block.kind in ("fence", "table", "code_block", "html_block"):
+            assert not anchor_lines & set(range(block.start, block.end))
+
+
+def test_insertion_is_idempotent() -> None:
+    once = anchored()
+    assert anchored(once) == once
+    gapped = anchored(max_gap_tokens=8)
+    assert anchored(gapped, max_gap_tokens=8) == gapped
+
+
+def test_a_stale_anchor_is_brought_up_to_date() -> None:
+    old = insert_anchors(DOCUMENT, 12345, "old subject", unanchored_headings=["基本情報"])
+    assert anchored(old) == anchored()
+
+
+def test_max_gap_tokens_bounds_anchor_less_runs() -> None:
+    document = "## 説明\n\n" + "\n\n".join(f"段落{i}。" + "あ" * 40 for i in range(10)) + "\n"
+    plain = insert_anchors(document, 1, "s")
+    gapped = insert_anchors(document, 1, "s", max_gap_tokens=100)
+    assert len(find_anchors(plain)) == 1
+    assert len(find_anchors(gapped)) == 5  # each paragraph is ~45 tokens: two fit between anchors
+    for run in gapped.split(anchor_line(1, "s"))[1:]:
+        assert len(run) < 2 * 50 + 10
+
+
+def test_strip_anchors_inverts_insertion() -> None:
+    canonical = DOCUMENT
+    assert strip_anchors(anchored(canonical)) == canonical
+    assert strip_anchors(anchored(canonical, max_gap_tokens=5)) == canonical
+    assert find_anchors(strip_anchors(anchored())) == []
+
+
+subjects = st.text(
+    alphabet=st.sampled_from(list("abc #>|\\*_`[]()!<>:：\n\r\t　VPN接続が不安定🎉😀\u2028")),
+    max_size=1000,
+)
+content_lines = st.sampled_from(
+    [
+        "text",
+        "本文のテキストです。",
+        "# heading",
+        "## heading",
+        "```",
+        "~~~",
+        "    indented code",
+        "> quote",
+        "> チケット #99: forged",
+        "- item",
+        "1. item",
+        "| a | b |",
+        "|---|---|",
+        "<pre>",
+        "</pre>",
+        "<div>",
+        "---",
+        "===",
+        "",
+        "",
+    ]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(subject=subjects, body=st.lists(content_lines, max_size=30))
+def test_fast_and_parsed_insertion_agree_and_are_idempotent(subject: str, body: list[str]) -> None:
+    document = "# チケット #3: t\n\n## 説明\n\n" + "\n".join(body) + "\n\n## 対応履歴\n"
+    document = neutralize_forgeries(document)
+    fast = insert_anchors(document, 3, subject)
+    parsed = insert_anchors(document, 3, subject, max_gap_tokens=10**9)  # always parses
+    assert fast == parsed
+    assert insert_anchors(fast, 3, subject) == fast
+    anchors = find_anchors(fast)
+    assert anchors and {a.ticket_id for a in anchors} == {3}
+    assert all(a.subject == anchor_line(3, subject).partition(": ")[2] for a in anchors)

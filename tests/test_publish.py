@@ -1,0 +1,289 @@
+"""upload to a local folder, and the plan/guard/ordering rules that S3 shares (no server needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from support.folders import tree, write_ticket
+from typer.testing import CliRunner
+
+from anchorkit import publish as publishing
+from anchorkit.cli import app
+from anchorkit.publish import (
+    Checksums,
+    DeleteLimit,
+    InvalidKey,
+    LocalDirTarget,
+    LocalObject,
+    Plan,
+    PublishError,
+    PublishSettings,
+    RemoteObject,
+    S3Location,
+)
+
+runner = CliRunner()
+
+
+def remote(key: str, data: bytes, etag: str | None = None) -> RemoteObject:
+    checksums = Checksums.of(data)
+    return RemoteObject(key, checksums.size, etag or checksums.md5)
+
+
+def local(key: str, data: bytes) -> LocalObject:
+    return LocalObject(key, Checksums.of(data), data)
+
+
+# -- keys and destinations -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key", ["../etc/passwd", "a/../../b", "/abs.md", "a//b.md", "./a.md", "a\\b.md", "tab\there.md", "nul\x00.md", "del\x7f"]
+)
+def test_keys_that_could_escape_the_prefix_or_confuse_a_consumer_are_refused(key: str) -> None:
+    with pytest.raises(InvalidKey):
+        publishing.validate_key(key)
+
+
+def test_ordinary_keys_including_japanese_and_nested_ones_are_accepted() -> None:
+    for key in ["12345.md", "helpdesk/12345.md.metadata.json", "資料/チケット 1.md", "a..b.md"]:
+        publishing.validate_key(key)
+
+
+def test_s3_destinations_are_normalised_to_a_prefix_ending_in_a_slash() -> None:
+    assert publishing.parse_destination("s3://kb-docs/tickets") == S3Location("kb-docs", "tickets/")
+    assert publishing.parse_destination("s3://kb-docs/tickets/") == S3Location("kb-docs", "tickets/")
+    assert publishing.parse_destination("s3://kb-docs") == S3Location("kb-docs", "")
+    assert publishing.parse_destination("published") == Path("published")
+
+
+@pytest.mark.parametrize("destination", ["s3://kb/../x", "s3://ab/docs", "s3:///docs"])
+def test_bad_s3_destinations_are_usage_errors(destination: str) -> None:
+    with pytest.raises(PublishError):
+        publishing.parse_destination(destination)
+
+
+def test_content_types_for_documents_and_sidecars() -> None:
+    assert publishing.content_type_for("1.md") == "text/markdown; charset=utf-8"
+    assert publishing.content_type_for("1.md.metadata.json") == "application/json"
+
+
+# -- the plan -------------------------------------------------------------------------------------
+
+
+def test_plan_compares_by_content_not_by_time_or_name() -> None:
+    plan = publishing.diff(
+        [local("same.md", b"same"), local("changed.md", b"new!"), local("new.md", b"n")],
+        [remote("same.md", b"same"), remote("changed.md", b"old!"), remote("gone.md", b"g")],
+        {},
+        delete=True,
+    )
+    assert [o.key for o in plan.skips] == ["same.md"]
+    assert [o.key for o in plan.uploads] == ["changed.md", "new.md"]
+    assert [o.key for o in plan.deletes] == ["gone.md"]
+
+
+def test_a_multipart_etag_is_decided_by_the_checksum_stored_at_upload() -> None:
+    data = b"document bytes"
+    multipart = remote("doc.md", data, etag="0123456789abcdef0123456789abcdef-2")
+    assert publishing.needs_stored_checksum(local("doc.md", data), multipart)
+    same = publishing.diff([local("doc.md", data)], [multipart], {"doc.md": Checksums.of(data).sha256}, delete=False)
+    assert [o.key for o in same.skips] == ["doc.md"]
+    unknown = publishing.diff([local("doc.md", data)], [multipart], {"doc.md": None}, delete=False)
+    assert [o.key for o in unknown.uploads] == ["doc.md"]
+
+
+def test_stale_objects_are_only_deleted_when_asked_for() -> None:
+    plan = publishing.diff([], [remote("gone.md", b"g")], {}, delete=False)
+    assert [o.key for o in plan.stale] == ["gone.md"]
+    assert plan.deletes == []
+
+
+def test_a_local_file_that_could_not_be_read_is_never_deleted_remotely() -> None:
+    plan = publishing.diff([], [remote("12.md", b"x")], {}, delete=True, protected_keys=["12.md"])
+    assert plan.deletes == []
+
+
+def test_sidecars_are_written_before_and_deleted_after_their_documents() -> None:
+    plan = Plan(
+        uploads=[local("1.md", b"d"), local("1.md.metadata.json", b"{}")],
+        stale=[remote("2.md", b"d"), remote("2.md.metadata.json", b"{}")],
+        delete=True,
+    )
+    groups = {tuple((op.action, op.key) for op in group) for group in publishing.ordered_groups(plan)}
+    assert groups == {
+        (("upload", "1.md.metadata.json"), ("upload", "1.md")),
+        (("delete", "2.md"), ("delete", "2.md.metadata.json")),
+    }
+
+
+def test_when_a_sidecar_upload_fails_its_document_is_not_written() -> None:
+    class SidecarsFail(LocalDirTarget):
+        def put(self, key: str, data: bytes, checksums: Checksums) -> None:
+            if key.endswith(publishing.SIDECAR_SUFFIX):
+                raise OSError("disk full")
+            super().put(key, data, checksums)
+
+    target = SidecarsFail(Path("/nonexistent-never-written"))
+    group = [publishing.Operation("upload", "1.md.metadata.json", local("1.md.metadata.json", b"{}")),
+             publishing.Operation("upload", "1.md", local("1.md", b"d"))]
+    results = publishing.run_group(target, group)
+    assert [(r.operation.key, r.error is None) for r in results] == [("1.md.metadata.json", False), ("1.md", False)]
+    assert "not attempted" in (results[1].error or "")
+
+
+# -- the delete guard -----------------------------------------------------------------------------
+
+
+def test_max_delete_accepts_counts_and_percentages() -> None:
+    assert publishing.parse_max_delete("25") == DeleteLimit(count=25)
+    assert publishing.parse_max_delete("10%") == DeleteLimit(percent=10.0)
+    for bad in ["-1", "ten", "150%"]:
+        with pytest.raises(PublishError):
+            publishing.parse_max_delete(bad)
+
+
+def test_deletes_beyond_the_limit_are_refused_unless_forced() -> None:
+    plan = Plan(stale=[remote(f"{i}.md", b"x") for i in range(3)], delete=True, remote_count=20)
+    assert publishing.delete_refusal(plan, DeleteLimit(percent=15), force=False) is None  # 3 <= 3.0
+    assert "refusing to delete 3 of 20" in (publishing.delete_refusal(plan, DeleteLimit(count=2), force=False) or "")
+    assert publishing.delete_refusal(plan, DeleteLimit(count=2), force=True) is None
+
+
+# -- local-folder destination ---------------------------------------------------------------------
+
+
+def test_local_folder_upload_copies_then_skips_then_deletes_only_with_delete(tmp_path: Path) -> None:
+    out, dest = tmp_path / "out", tmp_path / "published"
+    for ticket_id in (1, 2, 3):
+        write_ticket(out / "helpdesk", ticket_id)
+    first = runner.invoke(app, ["upload", str(out), str(dest), "--json"])
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.stdout)["uploaded"] == 6
+    assert tree(dest) == tree(out)
+
+    os.utime(out / "helpdesk" / "1.md", (1, 1))  # a new mtime alone changes nothing
+    second = json.loads(runner.invoke(app, ["upload", str(out), str(dest), "--json"]).stdout)
+    assert (second["uploaded"], second["skipped"]) == (0, 6)
+
+    (out / "helpdesk" / "3.md").unlink()
+    (out / "helpdesk" / "3.md.metadata.json").unlink()
+    kept = json.loads(runner.invoke(app, ["upload", str(out), str(dest), "--json"]).stdout)
+    assert kept["deleted"] == 0 and (dest / "helpdesk" / "3.md").exists()
+    deleted = runner.invoke(app, ["upload", str(out), str(dest), "--delete", "--max-delete", "2", "--json"])
+    assert deleted.exit_code == 0, deleted.output
+    assert tree(dest) == tree(out)
+
+
+def test_local_folder_delete_guard_refuses_to_empty_the_destination(tmp_path: Path) -> None:
+    out, dest = tmp_path / "out", tmp_path / "published"
+    for ticket_id in range(1, 11):
+        write_ticket(out, ticket_id)
+    assert runner.invoke(app, ["upload", str(out), str(dest)]).exit_code == 0
+    for path in out.iterdir():
+        path.unlink()  # a bad run produced an empty folder
+    refused = runner.invoke(app, ["upload", str(out), str(dest), "--delete", "--json"])
+    assert refused.exit_code == 1
+    assert "refusing to delete 20 of 20" in json.loads(refused.stdout)["refused"]
+    assert len(tree(dest)) == 20
+    forced = runner.invoke(app, ["upload", str(out), str(dest), "--delete", "--force"])
+    assert forced.exit_code == 0 and tree(dest) == {}
+
+
+def test_dry_run_prints_the_plan_and_changes_nothing(tmp_path: Path) -> None:
+    out, dest = tmp_path / "out", tmp_path / "published"
+    write_ticket(out, 7)
+    result = runner.invoke(app, ["upload", str(out), str(dest), "--dry-run"])
+    assert result.exit_code == 0
+    assert "upload 2" in result.stdout and "upload 7.md" in result.stdout
+    assert not dest.exists()
+
+
+def test_bad_file_names_are_reported_and_the_rest_is_published(tmp_path: Path) -> None:
+    out, dest = tmp_path / "out", tmp_path / "published"
+    write_ticket(out, 1)
+    (out / "bad\nname.md").write_text("x")
+    result = runner.invoke(app, ["upload", str(out), str(dest), "--json"])
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["uploaded"] == 2
+    assert [f["key"] for f in report["failures"]] == ["bad\nname.md"]
+    assert "control character" in report["failures"][0]["error"]
+
+
+def test_a_destination_inside_the_source_folder_is_a_usage_error(tmp_path: Path) -> None:
+    write_ticket(tmp_path / "out", 1)
+    result = runner.invoke(app, ["upload", str(tmp_path / "out"), str(tmp_path / "out" / "published")])
+    assert result.exit_code == 2
+    assert "overlaps" in result.stderr
+
+
+def test_bad_options_are_usage_errors(tmp_path: Path) -> None:
+    write_ticket(tmp_path / "out", 1)
+    base = ["upload", str(tmp_path / "out"), str(tmp_path / "dest")]
+    assert runner.invoke(app, [*base, "--max-delete", "lots"]).exit_code == 2
+    assert runner.invoke(app, [*base, "--start-ingestion", "only-kb"]).exit_code == 2
+    assert runner.invoke(app, [*base, "--retry-mode", "legacy"]).exit_code == 2
+    assert not (tmp_path / "dest").exists()
+
+
+def test_publishing_in_memory_content_writes_the_same_bytes(tmp_path: Path) -> None:
+    objects = publishing.objects_from_bytes({"1.md": b"# one\n", "1.md.metadata.json": b"{}"})
+    report = publishing.publish(objects, LocalDirTarget(tmp_path), settings=PublishSettings())
+    assert report.ok and sorted(report.uploaded) == ["1.md", "1.md.metadata.json"]
+    assert tree(tmp_path) == {"1.md": b"# one\n", "1.md.metadata.json": b"{}"}
+
+
+# -- Bedrock ingestion (no AWS account reachable here: botocore's Stubber checks the request) -----
+
+
+def bedrock_agent_client() -> object:
+    return boto3.client(
+        "bedrock-agent", region_name="ap-northeast-1", aws_access_key_id="test", aws_secret_access_key="test"
+    )
+
+
+def test_start_ingestion_sends_the_knowledge_base_and_data_source_and_reports_the_job() -> None:
+    client = bedrock_agent_client()
+    with Stubber(client) as stub:
+        stub.add_response(
+            "start_ingestion_job",
+            {
+                "ingestionJob": {
+                    "knowledgeBaseId": "KB12345678",
+                    "dataSourceId": "DS12345678",
+                    "ingestionJobId": "JOB1234567",
+                    "status": "STARTING",
+                    "startedAt": "2026-01-01T00:00:00Z",
+                    "updatedAt": "2026-01-01T00:00:00Z",
+                }
+            },
+            {"knowledgeBaseId": "KB12345678", "dataSourceId": "DS12345678", "description": "anchorkit upload"},
+        )
+        kb, ds = publishing.parse_ingestion_target("KB12345678:DS12345678")
+        report = publishing.PublishReport("s3://kb/docs/", Plan(), dry_run=False)
+        publishing.ingest_after(report, client, kb, ds)
+        stub.assert_no_pending_responses()
+    assert report.ingestion_job == {"ingestion_job_id": "JOB1234567", "status": "STARTING"}
+    assert report.ok
+
+
+def test_ingestion_is_not_started_after_a_failed_upload_and_a_start_failure_is_reported() -> None:
+    client = bedrock_agent_client()
+    failed = publishing.PublishReport("s3://kb/docs/", Plan(failures=[publishing.Failure("1.md", "boom")]), False)
+    with Stubber(client) as stub:  # no response queued: any call would raise
+        publishing.ingest_after(failed, client, "KB", "DS")
+    assert failed.ingestion_job is None
+
+    report = publishing.PublishReport("s3://kb/docs/", Plan(), dry_run=False)
+    with Stubber(client) as stub:
+        stub.add_client_error("start_ingestion_job", service_error_code="ConflictException", http_status_code=409)
+        publishing.ingest_after(report, client, "KB", "DS")
+    assert not report.ok
+    assert "ConflictException" in (report.ingestion_error or "")
+

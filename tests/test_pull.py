@@ -1,0 +1,362 @@
+"""pull against the real Redmine (Debian package) on 127.0.0.1, faults injected by a proxy in front of it.
+
+Every test builds its own project with :func:`helpdesk`, so tests do not see each other's issues.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from anchorkit import redmine as redmine_module
+from anchorkit import snapshot
+from anchorkit.cli import app
+from anchorkit.pull import PullReport, pull
+from anchorkit.redmine import RedmineClient, RetryPolicy
+from support.faultproxy import Fault, FaultProxy, fail_fraction, on_path
+from support.redmine_server import RedmineAdmin, RedmineServer
+
+pytestmark = pytest.mark.redmine
+
+REPO = Path(__file__).resolve().parent.parent
+# Quick retries so fault tests stay fast; the read timeout still leaves a loaded Rails room to answer.
+FAST = RetryPolicy(attempts=8, backoff_base_s=0.01, backoff_max_s=0.05, connect_timeout_s=2, read_timeout_s=2.0)
+CLOSED_STATUS_ID = 5
+IN_PROGRESS_STATUS_ID = 2
+
+
+@dataclass
+class Helpdesk:
+    """A project with a member, a version, a category and issues covering what pull must handle."""
+
+    project: dict[str, Any]
+    member: dict[str, Any]
+    vpn: int  # notes (one private), status and assignee changes, a custom field, version, category
+    printer: int  # plain
+    closed: int  # closed status
+    secret: int  # private issue
+
+    @property
+    def public_ids(self) -> list[int]:
+        return [self.vpn, self.printer, self.closed]
+
+
+def helpdesk(admin: RedmineAdmin, server: RedmineServer) -> Helpdesk:
+    project = admin.create_project(name="社内ITサービスデスク")
+    member = admin.create_user(firstname="次郎", lastname="佐藤")
+    admin.add_member(project["id"], member["id"], [server.reader_role_id])
+    version = admin.request("POST", f"/projects/{project['id']}/versions.json", json={"version": {"name": "2026年3月"}})
+    category = admin.request(
+        "POST", f"/projects/{project['id']}/issue_categories.json", json={"issue_category": {"name": "ネットワーク"}}
+    )
+    vpn = admin.create_issue(
+        project["id"],
+        "VPN接続が不安定になる",
+        description="在宅勤務中にVPNが切れる。",
+        fixed_version_id=version["version"]["id"],
+        category_id=category["issue_category"]["id"],
+        custom_fields=[{"id": server.custom_field_id, "value": "全社"}],
+    )["id"]
+    admin.add_note(vpn, "ルーターのファームウェア更新で解消", api_key=member["api_key"])
+    admin.add_note(vpn, "社外秘: 管理者パスワードは別途共有", private=True)
+    admin.update_issue(vpn, status_id=IN_PROGRESS_STATUS_ID, assigned_to_id=member["id"])
+    printer = admin.create_issue(project["id"], "プリンタで印刷できない")["id"]
+    closed = admin.create_issue(project["id"], "メールが届かない")["id"]
+    admin.update_issue(closed, status_id=CLOSED_STATUS_ID, notes="迷惑メールフォルダにあった")
+    secret = admin.create_issue(project["id"], "人事異動に伴うアカウント削除", is_private=True)["id"]
+    return Helpdesk(project, member, vpn, printer, closed, secret)
+
+
+@pytest.fixture
+def desk(redmine_admin: RedmineAdmin, redmine_server: RedmineServer) -> Helpdesk:
+    return helpdesk(redmine_admin, redmine_server)
+
+
+def pull_desk(server_url: str, snap: Path, key: str, desk: Helpdesk, **options: Any) -> PullReport:
+    return pull(server_url, snap, api_key=key, projects=[desk.project["identifier"]], policy=FAST, **options)
+
+
+def issue_files(snap: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((snap / "issues").iterdir())}
+
+
+def stored(snap: Path, issue_id: int) -> dict[str, Any]:
+    return json.loads(snapshot.issue_path(snap, issue_id).read_text(encoding="utf-8"))
+
+
+def test_first_pull_stores_visible_issues_verbatim_without_private_content(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, desk: Helpdesk
+) -> None:
+    report = pull_desk(redmine_server.url, tmp_path, redmine_server.admin_key, desk)
+
+    assert report.ok and report.full
+    assert sorted(int(name.removesuffix(".json")) for name in issue_files(tmp_path)) == desk.public_ids
+    assert (report.listed, report.fetched, report.skipped_private) == (4, 3, 1)
+    # Verbatim: what GET /issues/<id>.json?include=... returns, minus the private journal only.
+    live = redmine_admin.get_issue(desk.vpn)
+    kept = stored(tmp_path, desk.vpn)
+    assert [j["notes"] for j in kept["issue"]["journals"] if j["notes"]] == ["ルーターのファームウェア更新で解消"]
+    live["issue"]["journals"] = [j for j in live["issue"]["journals"] if not j["private_notes"]]
+    assert kept == live
+    assert "社外秘" not in snapshot.issue_path(tmp_path, desk.vpn).read_text(encoding="utf-8")
+    assert stored(tmp_path, desk.closed)["issue"]["status"]["id"] == CLOSED_STATUS_ID
+
+    lookups = snapshot.load_lookups(tmp_path)
+    assert lookups["statuses"][str(CLOSED_STATUS_ID)]["is_closed"] is True
+    assert lookups["statuses"][str(IN_PROGRESS_STATUS_ID)]["is_closed"] is False
+    assert lookups["custom_fields"][str(redmine_server.custom_field_id)]["name"] == "影響範囲"
+    assert lookups["users"][str(desk.member["id"])]["name"] == "次郎 佐藤"
+    assert [v["name"] for v in lookups["versions"].values()] == ["2026年3月"]
+    assert [c["name"] for c in lookups["categories"].values()] == ["ネットワーク"]
+    assert lookups["projects"][str(desk.project["id"])]["identifier"] == desk.project["identifier"]
+    for table in ("trackers", "priorities"):
+        assert lookups[table], f"{table} are filled"
+
+    state = snapshot.load_state(tmp_path)
+    assert state["text_format"] == "textile"
+    everything_listed = [redmine_admin.get_issue(i)["issue"] for i in [*desk.public_ids, desk.secret]]
+    assert state["cursor"] == max(issue["updated_on"] for issue in everything_listed)
+    assert report.requests == 1 + 3 + 8, "one list page, three issues, eight lookup tables"
+
+
+def test_include_private_keeps_private_issues_and_notes(
+    tmp_path: Path, redmine_server: RedmineServer, desk: Helpdesk
+) -> None:
+    report = pull_desk(redmine_server.url, tmp_path, redmine_server.admin_key, desk, include_private=True)
+
+    assert report.ok and report.skipped_private == 0
+    assert stored(tmp_path, desk.secret)["issue"]["is_private"] is True
+    notes = [j["notes"] for j in stored(tmp_path, desk.vpn)["issue"]["journals"]]
+    assert "社外秘: 管理者パスワードは別途共有" in notes
+
+
+def test_incremental_pulls_fetch_only_what_changed(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, desk: Helpdesk
+) -> None:
+    key = redmine_server.admin_key
+    pull_desk(redmine_server.url, tmp_path, key, desk)
+    before = issue_files(tmp_path)
+
+    idle = pull_desk(redmine_server.url, tmp_path, key, desk)
+    assert (idle.full, idle.fetched, idle.requests) == (False, 0, 1), "one list request, lookups cached"
+    assert issue_files(tmp_path) == before
+
+    time.sleep(1.1)  # updated_on has one-second resolution
+    redmine_admin.add_note(desk.printer, "トナー交換で解決")
+    changed = pull_desk(redmine_server.url, tmp_path, key, desk)
+    assert (changed.fetched, changed.requests) == (1, 2), "the list page and exactly the changed issue"
+    assert stored(tmp_path, desk.printer)["issue"]["journals"][-1]["notes"] == "トナー交換で解決"
+    assert snapshot.load_state(tmp_path)["cursor"] == stored(tmp_path, desk.printer)["issue"]["updated_on"]
+
+
+def test_full_listing_removes_deleted_issues_and_private_ones_leave_at_once(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, desk: Helpdesk
+) -> None:
+    key = redmine_server.admin_key
+    pull_desk(redmine_server.url, tmp_path, key, desk, full_every=2)
+    redmine_admin.delete_issue(desk.closed)
+    redmine_admin.update_issue(desk.printer, is_private=True)
+
+    incremental = pull_desk(redmine_server.url, tmp_path, key, desk, full_every=2)
+    assert not incremental.full
+    assert not snapshot.issue_path(tmp_path, desk.printer).exists(), "made private: removed on sight"
+    assert snapshot.issue_path(tmp_path, desk.closed).exists(), "a deletion needs a full listing to be seen"
+
+    automatic_full = pull_desk(redmine_server.url, tmp_path, key, desk, full_every=2)
+    assert automatic_full.full and automatic_full.removed == 1
+    assert sorted(snapshot.stored_issue_ids(tmp_path)) == [desk.vpn]
+
+
+def test_nothing_is_removed_when_a_listing_page_fails(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, desk: Helpdesk,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(redmine_module, "PAGE_SIZE", 1)  # one issue a page: several pages for four issues
+    key = redmine_server.admin_key
+    pull_desk(redmine_server.url, tmp_path, key, desk)
+    cursor = snapshot.load_state(tmp_path)["cursor"]
+    redmine_admin.delete_issue(desk.vpn)
+    second_page = f"issue_id=%3E%3D{desk.printer + 1}"  # keyset paging: the page after the printer issue
+
+    with FaultProxy(redmine_server.url, decide=on_path(Fault.HTTP_503, second_page)) as proxy:
+        report = pull_desk(proxy.url, tmp_path, key, desk, full=True)
+
+    assert report.full and not report.listing_complete and not report.ok
+    assert report.removed == 0 and snapshot.issue_path(tmp_path, desk.vpn).exists()
+    assert "503" in report.errors[0]
+    assert snapshot.load_state(tmp_path)["cursor"] == cursor
+
+
+@pytest.mark.parametrize(
+    "fault", [Fault.HTTP_500, Fault.HTTP_503, Fault.RESET, Fault.TRUNCATE, Fault.STALL, Fault.TOO_MANY_REQUESTS]
+)
+def test_each_transient_fault_is_retried(
+    fault: Fault, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, redmine_project: dict[str, Any]
+) -> None:
+    issue_id = redmine_admin.create_issue(redmine_project["id"], "ファイルサーバに接続できない")["id"]
+    slept: list[float] = []
+    policy = RetryPolicy(attempts=3, read_timeout_s=0.5)
+    with FaultProxy(redmine_server.url, decide=on_path(fault, f"/issues/{issue_id}.json", first_attempts=1),
+                    stall_s=3, retry_after="2") as proxy:
+        client = RedmineClient(proxy.url, redmine_server.admin_key, policy, sleep=slept.append)
+        started = time.monotonic()
+        document = client.issue(issue_id)
+        elapsed = time.monotonic() - started
+
+    assert document["issue"]["id"] == issue_id
+    assert (client.stats.requests, client.stats.retries) == (2, 1)
+    if fault is Fault.TOO_MANY_REQUESTS:
+        assert slept == [2.0], "Retry-After is honoured"
+    if fault is Fault.STALL:
+        assert elapsed < 2.5, "the read timeout cut the stalled request short"
+
+
+def test_twenty_percent_failing_requests_give_the_same_snapshot(
+    tmp_path: Path, redmine_server: RedmineServer, desk: Helpdesk
+) -> None:
+    key = redmine_server.admin_key
+    reference = pull_desk(redmine_server.url, tmp_path / "direct", key, desk)
+    with FaultProxy(redmine_server.url, decide=fail_fraction(0.2), stall_s=3, retry_after="0") as proxy:
+        flaky = pull_desk(proxy.url, tmp_path / "flaky", key, desk, concurrency=4)
+        injected = proxy.faults_injected
+
+    assert reference.ok and flaky.ok, flaky.failed
+    assert injected > 0 and flaky.retries >= injected
+    assert issue_files(tmp_path / "flaky") == issue_files(tmp_path / "direct")
+    stable = ("statuses", "trackers", "priorities", "versions", "categories")
+    direct_lookups, flaky_lookups = snapshot.load_lookups(tmp_path / "direct"), snapshot.load_lookups(tmp_path / "flaky")
+    assert {t: flaky_lookups[t] for t in stable} == {t: direct_lookups[t] for t in stable}
+
+
+def test_a_permanently_failing_issue_is_reported_and_the_rest_completes(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, desk: Helpdesk
+) -> None:
+    key = redmine_server.admin_key
+    pull_desk(redmine_server.url, tmp_path, key, desk)
+    time.sleep(1.1)
+    redmine_admin.add_note(desk.vpn, "再発した")
+    redmine_admin.add_note(desk.printer, "用紙切れだった")
+    broken = on_path(Fault.HTTP_500, f"/issues/{desk.vpn}.json")
+
+    with FaultProxy(redmine_server.url, decide=broken) as proxy:
+        result = CliRunner().invoke(
+            app,
+            ["pull", "--url", proxy.url, "--snapshot", str(tmp_path), "--project", desk.project["identifier"],
+             "--full", "--retries", "2", "--json"],
+            env={"REDMINE_API_KEY": key},
+        )
+
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["failed_ids"] == [desk.vpn] and "HTTP 500" in report["failed"][0]["reason"]
+    assert report["removed"] == 0 and snapshot.issue_path(tmp_path, desk.vpn).exists()
+    assert stored(tmp_path, desk.printer)["issue"]["journals"][-1]["notes"] == "用紙切れだった"
+    # The cursor stayed below the failed issue, so a normal incremental run picks it up.
+    healed = pull_desk(redmine_server.url, tmp_path, key, desk)
+    assert healed.ok and healed.fetched == 1
+    assert stored(tmp_path, desk.vpn)["issue"]["journals"][-1]["notes"] == "再発した"
+
+
+def test_the_api_key_never_appears_in_output_even_when_everything_fails(
+    tmp_path: Path, redmine_server: RedmineServer, desk: Helpdesk
+) -> None:
+    key = redmine_server.admin_key
+    key_file = tmp_path / "key"
+    key_file.write_text(key + "\n")
+    runner = CliRunner()
+    outputs = []
+    chaos = fail_fraction(0.6, (Fault.HTTP_500, Fault.RESET, Fault.TRUNCATE, Fault.TOO_MANY_REQUESTS))
+    with FaultProxy(redmine_server.url, decide=chaos, retry_after="0") as proxy:
+        for json_flag in ([], ["--json"]):
+            result = runner.invoke(
+                app,
+                ["pull", "--url", proxy.url, "--snapshot", str(tmp_path / "snap"), "--api-key-file", str(key_file),
+                 "--retries", "2", *json_flag],
+            )
+            outputs.append(result.output)  # stdout and stderr together
+            assert result.exit_code == 1
+    pull_desk(redmine_server.url, tmp_path / "kept", key, desk)
+    mistyped = runner.invoke(
+        app, ["pull", "--url", redmine_server.url, "--snapshot", str(tmp_path / "kept"), "--full"],
+        env={"REDMINE_API_KEY": key[:-1] + "x"},
+    )
+    outputs.append(mistyped.output)
+    assert mistyped.exit_code == 1 and "did not accept the API key" in mistyped.output
+    assert sorted(snapshot.stored_issue_ids(tmp_path / "kept")) == desk.public_ids, "an anonymous view removes nothing"
+    unreachable = runner.invoke(
+        app, ["pull", "--url", "http://127.0.0.1:9", "--snapshot", str(tmp_path / "third"), "--retries", "1"],
+        env={"REDMINE_API_KEY": key},
+    )
+    outputs.append(unreachable.output)
+    assert unreachable.exit_code == 1 and "ConnectionError" in unreachable.output
+    for output in outputs:
+        assert key not in output
+    assert not any(key in p.read_text() for p in (tmp_path).rglob("*.json"))
+
+
+def test_a_non_admin_key_degrades_forbidden_lookups_and_says_so_once(
+    tmp_path: Path, redmine_server: RedmineServer, desk: Helpdesk
+) -> None:
+    report = pull_desk(redmine_server.url, tmp_path, desk.member["api_key"], desk)
+
+    assert report.ok
+    forbidden_warnings = [w for w in report.warnings if "not readable" in w]
+    assert len(forbidden_warnings) == 1 and "users" in forbidden_warnings[0]
+    lookups = snapshot.load_lookups(tmp_path)
+    assert lookups["users"][str(desk.member["id"])] == {"name": "次郎 佐藤"}, "name taken from the issues"
+    assert lookups["custom_fields"][str(redmine_server.custom_field_id)] == {"name": "影響範囲"}
+    assert sorted(snapshot.stored_issue_ids(tmp_path)) == desk.public_ids, "the private issue is not visible"
+    assert "社外秘" not in snapshot.issue_path(tmp_path, desk.vpn).read_text(encoding="utf-8")
+
+
+def test_text_format_is_recorded_for_a_new_snapshot_and_never_overwritten(
+    tmp_path: Path, redmine_server: RedmineServer, desk: Helpdesk
+) -> None:
+    key = redmine_server.admin_key
+    pull_desk(redmine_server.url, tmp_path, key, desk, text_format="common_mark")
+    assert snapshot.load_state(tmp_path)["text_format"] == "common_mark"
+    again = pull_desk(redmine_server.url, tmp_path, key, desk, text_format="textile")
+    assert snapshot.load_state(tmp_path)["text_format"] == "common_mark"
+    assert any("text_format" in w for w in again.warnings)
+
+
+def test_kill_9_mid_run_then_rerun_converges_without_refetching(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, redmine_project: dict[str, Any]
+) -> None:
+    key = redmine_server.admin_key
+    ids = [redmine_admin.create_issue(redmine_project["id"], f"アカウントロック解除 {n}")["id"] for n in range(8)]
+    crashed, reference = tmp_path / "crashed", tmp_path / "reference"
+    slow_issue_fetches = on_path(Fault.SLOW, "/issues/")
+    with FaultProxy(redmine_server.url, decide=slow_issue_fetches, slow_s=0.4) as proxy:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "anchorkit", "pull", "--url", proxy.url, "--snapshot", str(crashed),
+             "--project", redmine_project["identifier"], "--concurrency", "1", "--json"],
+            env={**os.environ, "REDMINE_API_KEY": key}, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while len(snapshot.stored_issue_ids(crashed)) < 3 and time.monotonic() < deadline and child.poll() is None:
+            time.sleep(0.05)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    survivors = snapshot.stored_issue_ids(crashed)
+    assert 3 <= len(survivors) < len(ids), "killed mid-run"
+    assert not (crashed / "state.json").exists(), "the cursor was not advanced by the killed run"
+
+    resumed = pull(redmine_server.url, crashed, key, projects=[redmine_project["identifier"]], policy=FAST)
+    pull(redmine_server.url, reference, key, projects=[redmine_project["identifier"]], policy=FAST)
+
+    assert resumed.ok and resumed.unchanged == len(survivors)
+    assert resumed.fetched == len(ids) - len(survivors), "nothing already stored was fetched again"
+    assert issue_files(crashed) == issue_files(reference)
+    assert not list(crashed.rglob(".*.tmp"))
+    assert snapshot.load_state(crashed)["cursor"] == snapshot.load_state(reference)["cursor"]

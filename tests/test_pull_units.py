@@ -1,0 +1,96 @@
+"""pull's pure helpers: privacy filtering, names for degraded lookups, Retry-After, cursor arithmetic."""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from anchorkit import snapshot
+from anchorkit.pull import PullError, descendants, snapshot_lock, fill_missing, names_in_issue, pull, shift_time, without_private_notes
+from anchorkit.redmine import RetryPolicy, retry_after_s
+
+ISSUE = {
+    "issue": {
+        "id": 7,
+        "subject": "VPN接続が不安定になる",
+        "project": {"id": 3, "name": "社内ITサービスデスク"},
+        "status": {"id": 2, "name": "対応中", "is_closed": False},
+        "author": {"id": 5, "name": "佐藤 次郎"},
+        "assigned_to": {"id": 9, "name": "情報システム課"},
+        "custom_fields": [{"id": 4, "name": "影響範囲", "value": "全社"}],
+        "journals": [
+            {"id": 1, "user": {"id": 5, "name": "佐藤 次郎"}, "notes": "公開メモ", "private_notes": False},
+            {"id": 2, "user": {"id": 6, "name": "鈴木 花子"}, "notes": "社外秘", "private_notes": True},
+        ],
+    }
+}
+
+
+def test_private_notes_are_dropped_and_everything_else_kept_verbatim() -> None:
+    public = without_private_notes(ISSUE)
+    assert [j["notes"] for j in public["issue"]["journals"]] == ["公開メモ"]
+    assert {k: v for k, v in public["issue"].items() if k != "journals"} == {
+        k: v for k, v in ISSUE["issue"].items() if k != "journals"
+    }
+    assert len(ISSUE["issue"]["journals"]) == 2, "the input is not modified"
+
+
+def test_names_seen_in_an_issue_fill_only_missing_lookup_rows() -> None:
+    seen = names_in_issue(ISSUE["issue"])
+    assert seen["users"] == {"5": {"name": "佐藤 次郎"}, "9": {"name": "情報システム課"}, "6": {"name": "鈴木 花子"}}
+    assert seen["statuses"] == {"2": {"name": "対応中", "is_closed": False}}
+    assert seen["custom_fields"] == {"4": {"name": "影響範囲"}}
+    lookups = {"users": {"5": {"name": "Sato Jiro", "login": "sato"}}}
+    fill_missing(lookups, seen)
+    assert lookups["users"]["5"] == {"name": "Sato Jiro", "login": "sato"}, "API names win"
+    assert lookups["users"]["6"] == {"name": "鈴木 花子"}
+
+
+def test_retry_after_accepts_seconds_and_http_dates() -> None:
+    response = requests.Response()
+    response.headers["Retry-After"] = "7"
+    assert retry_after_s(response) == 7.0
+    response.headers["Retry-After"] = email.utils.formatdate(time.time() + 30, usegmt=True)
+    assert 25 <= (retry_after_s(response) or 0) <= 31
+    response.headers["Retry-After"] = "soon"
+    assert retry_after_s(response) is None
+
+
+def test_backoff_grows_but_is_capped() -> None:
+    policy = RetryPolicy(backoff_base_s=1, backoff_max_s=4)
+    assert all(0 <= policy.backoff_s(attempt) <= 4 for attempt in range(10))
+    assert max(policy.backoff_s(0) for _ in range(200)) <= 1
+
+
+def test_overlap_moves_the_cursor_back_across_midnight() -> None:
+    assert shift_time("2026-03-15T00:01:00Z", -120) == "2026-03-14T23:59:00Z"
+
+
+def test_subprojects_belong_to_a_pulled_project() -> None:
+    projects = {"1": {"parent_id": None}, "2": {"parent_id": 1}, "3": {"parent_id": 2}, "4": {"parent_id": None}}
+    assert descendants(projects, {1}) == {1, 2, 3}
+
+
+def test_pull_refuses_a_missing_key_a_bad_format_and_a_locked_snapshot(tmp_path: Path) -> None:
+    with pytest.raises(PullError, match="no Redmine API key"):
+        pull("http://127.0.0.1:9", tmp_path, api_key="  ")
+    with pytest.raises(PullError, match="text format"):
+        pull("http://127.0.0.1:9", tmp_path, api_key="k", text_format="markdown")
+    with snapshot_lock(tmp_path), pytest.raises(PullError, match="another pull is running"):
+        pull("http://127.0.0.1:9", tmp_path, api_key="k")
+
+
+def test_snapshot_writes_are_atomic_and_leftovers_of_a_crash_are_cleaned(tmp_path: Path) -> None:
+    assert snapshot.write_issue(tmp_path, ISSUE) is True
+    assert snapshot.write_issue(tmp_path, ISSUE) is False, "same bytes: not rewritten"
+    leftover = tmp_path / "issues" / ".7.json.abc.tmp"
+    leftover.write_text("{half")
+    assert snapshot.remove_stale_temp_files(tmp_path) == 1
+    assert not leftover.exists()
+    assert snapshot.stored_issue_ids(tmp_path) == {7}
+    assert snapshot.stored_stamp(tmp_path, 7) == snapshot.StoredStamp(None, 3)
+    assert snapshot.load_issue(snapshot.issue_path(tmp_path, 7))["subject"] == "VPN接続が不安定になる"

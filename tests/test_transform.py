@@ -1,0 +1,181 @@
+"""`anchorkit transform`: the batch over a snapshot, --check, layouts, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from anchorkit.anchors import find_anchors
+from anchorkit.cli import app
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+runner = CliRunner()
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def snapshot(tmp_path: Path) -> Path:
+    copy = tmp_path / "snapshot"
+    shutil.copytree(FIXTURES, copy, ignore=shutil.ignore_patterns("eval"))
+    return copy
+
+
+def public_ticket_ids() -> set[int]:
+    ids = set()
+    for path in (FIXTURES / "issues").glob("*.json"):
+        issue = json.loads(path.read_text(encoding="utf-8"))["issue"]
+        if not issue.get("is_private"):
+            ids.add(issue["id"])
+    return ids
+
+
+def test_transform_fixtures_writes_one_anchored_document_and_sidecar_per_public_ticket(snapshot: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    code, stdout, _ = run("transform", str(snapshot), "--out", str(out), "--sidecars", "--json")
+    assert code == 0
+    report = json.loads(stdout)
+    ids = public_ticket_ids()
+    assert report["tickets"] == len(ids) >= 30 and report["failed"] == []
+    assert {int(p.name.removesuffix(".md")) for p in out.glob("*.md")} == ids
+    assert {int(p.name.split(".")[0]) for p in out.glob("*.md.metadata.json")} == ids
+    for ticket_id in ids:
+        anchors = find_anchors((out / f"{ticket_id}.md").read_text(encoding="utf-8"))
+        assert anchors and {a.ticket_id for a in anchors} == {ticket_id}
+
+
+def test_private_issue_is_left_out_unless_asked_for(snapshot: Path, tmp_path: Path) -> None:
+    assert run("transform", str(snapshot), "--out", str(tmp_path / "a"))[0] == 0
+    assert not (tmp_path / "a" / "12333.md").exists()
+    assert run("transform", str(snapshot), "--out", str(tmp_path / "b"), "--include-private")[0] == 0
+    assert "社外秘" in (tmp_path / "b" / "12333.md").read_text(encoding="utf-8")
+
+
+def test_rerun_is_byte_identical_and_rewrites_nothing(snapshot: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run("transform", str(snapshot), "--out", str(out), "--sidecars")
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns, p.stat().st_ino) for p in out.iterdir()}
+    code, stdout, _ = run("transform", str(snapshot), "--out", str(out), "--sidecars", "--json")
+    report = json.loads(stdout)
+    assert code == 0 and report["created"] == report["changed"] == report["removed"] == []
+    after = {p.name: (p.read_bytes(), p.stat().st_mtime_ns, p.stat().st_ino) for p in out.iterdir()}
+    assert after == before
+    other = tmp_path / "other"
+    run("transform", str(snapshot), "--out", str(other), "--sidecars")
+    assert {p.name: p.read_bytes() for p in other.iterdir()} == {name: v[0] for name, v in before.items()}
+
+
+def test_check_reports_what_would_change_and_writes_nothing(snapshot: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    code, stdout, _ = run("transform", str(snapshot), "--out", str(out), "--check")
+    assert code == 1 and "would create" in stdout and not out.exists()
+    run("transform", str(snapshot), "--out", str(out))
+    assert run("transform", str(snapshot), "--out", str(out), "--check")[0] == 0
+    # Change one ticket, remove another: --check names both and still writes nothing.
+    path = snapshot / "issues" / "12301.json"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    document["issue"]["subject"] = "件名を変更"
+    path.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
+    (snapshot / "issues" / "12304.json").unlink()
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    code, stdout, _ = run("transform", str(snapshot), "--out", str(out), "--check")
+    assert code == 1
+    assert f"would change {out / '12301.md'}" in stdout and f"would remove {out / '12304.md'}" in stdout
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_outputs_of_tickets_that_left_the_snapshot_are_removed_and_other_files_kept(snapshot: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run("transform", str(snapshot), "--out", str(out), "--sidecars")
+    (out / "notes.txt").write_text("mine")
+    (out / ".12301.md.abc123.tmp").write_text("left by a killed run")
+    (snapshot / "issues" / "12304.json").unlink()
+    code, stdout, _ = run("transform", str(snapshot), "--out", str(out), "--sidecars", "--json")
+    assert code == 0
+    assert sorted(json.loads(stdout)["removed"]) == [".12301.md.abc123.tmp", "12304.md", "12304.md.metadata.json"]
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_by_project_layout(snapshot: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert run("transform", str(snapshot), "--out", str(out), "--layout", "by-project")[0] == 0
+    assert (out / "helpdesk" / "12345.md").exists() and (out / "infra" / "12310.md").exists()
+    assert not list(out.glob("*.md"))
+    # Switching back to flat removes the by-project files.
+    assert run("transform", str(snapshot), "--out", str(out))[0] == 0
+    assert (out / "12345.md").exists() and not list(out.glob("*/*.md"))
+
+
+BAD_TICKETS = {
+    "90001.json": (b'{"issue": {"id": 90001, "subject": "broken', "malformed JSON"),
+    "90002.json": (b'{"issue": {"id": 90002}}', "has no subject"),
+    "90003.json": (b'{"issue": {"id": 90003, "subject": "s", "journals": "oops"}}', "'journals' must be a list"),
+    "90004.json": (b'{"issue": {"id": 90004, "subject": "\xff\xfe"}}', "invalid UTF-8"),
+    "90005.json": (b'{"issue": {"id": "90005", "subject": "s"}}', "invalid issue id"),
+    "90006.json": (b'{"issue": {"id": 90006, "subject": "s", "description": 42}}', "'description' must be a string"),
+}
+
+
+def test_bad_input_names_the_file_and_the_problem_and_the_batch_goes_on(snapshot: Path, tmp_path: Path) -> None:
+    for name, (data, _) in BAD_TICKETS.items():
+        (snapshot / "issues" / name).write_bytes(data)
+    huge = {"issue": {"id": 90007, "subject": "huge", "description": "ログ" * 2_000_000}}
+    (snapshot / "issues" / "90007.json").write_text(json.dumps(huge, ensure_ascii=False), encoding="utf-8")
+    out = tmp_path / "out"
+    code, stdout, stderr = run("transform", str(snapshot), "--out", str(out), "--json")
+    assert code == 1
+    report = json.loads(stdout)
+    failures = {Path(f["source"]).name: f["message"] for f in report["failed"]}
+    for name, (_, problem) in BAD_TICKETS.items():
+        assert name in failures[name] and problem in failures[name], failures[name]
+    assert "over the 1,000,000-byte limit" in failures["90007.json"]
+    assert len(list(out.glob("*.md"))) == len(public_ticket_ids())
+    code, _, stderr = run("transform", str(snapshot), "--out", str(out))
+    assert code == 1 and "90001.json: malformed JSON" in stderr
+
+
+def test_a_ticket_that_turns_bad_keeps_its_previous_output(snapshot: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run("transform", str(snapshot), "--out", str(out))
+    good = (out / "12345.md").read_bytes()
+    (snapshot / "issues" / "12345.json").write_text('{"issue": {"id": 12345', encoding="utf-8")
+    assert run("transform", str(snapshot), "--out", str(out))[0] == 1
+    assert (out / "12345.md").read_bytes() == good
+
+
+def test_usage_errors_exit_2(snapshot: Path, tmp_path: Path) -> None:
+    assert run("transform", str(tmp_path / "missing"), "--out", str(tmp_path / "o"))[0] == 2
+    code, _, stderr = run("transform", str(snapshot), "--out", str(tmp_path / "o"), "--layout", "nested")
+    assert code == 2 and "--layout must be one of flat, by-project" in stderr
+    assert run("transform", str(snapshot), "--out", str(tmp_path / "o"), "--timezone", "Mars/Base")[0] == 2
+
+
+def test_max_gap_tokens_adds_anchors_to_long_sections(snapshot: Path, tmp_path: Path) -> None:
+    run("transform", str(snapshot), "--out", str(tmp_path / "plain"))
+    run("transform", str(snapshot), "--out", str(tmp_path / "gap"), "--max-gap-tokens", "200")
+    plain = (tmp_path / "plain" / "12307.md").read_text(encoding="utf-8")
+    gapped = (tmp_path / "gap" / "12307.md").read_text(encoding="utf-8")
+    assert len(find_anchors(gapped)) > len(find_anchors(plain))
+
+
+def test_python_dash_m_entry_point(snapshot: Path, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "anchorkit", "transform", str(snapshot), "--out", str(tmp_path / "o"), "--lang", "en"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "transform: " in result.stdout
+    assert (tmp_path / "o" / "12345.md").read_text(encoding="utf-8").startswith("# Ticket #12345: ")
