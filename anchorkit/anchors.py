@@ -29,10 +29,11 @@ DEFAULT_LABEL = "チケット"
 _LABEL = r"[^#\\\r\n]{1,40}?"
 ANCHOR_PATTERN = re.compile(rf"^> (?P<label>{_LABEL}) #(?P<id>\d{{1,12}}):(?: (?P<subject>[^\r\n]*))?\r?$", re.M)
 TITLE_PATTERN = re.compile(rf"^# (?P<label>{_LABEL}) #(?P<id>\d{{1,12}}):(?: (?P<subject>[^\r\n]*))?\r?$", re.M)
-# Anything that could pass for an anchor or a title once a chunker strips indentation or a reader
-# skims it: quote markers or heading markers (any depth, any indentation), a label, "#<digits>:".
+# Anything that could pass for an anchor or a title once a chunker cuts the line before it or
+# strips indentation: quote or heading markers (any depth) at the start of a line or after
+# whitespace, a label, "#<digits>:".
 _FORGERY = re.compile(
-    r"^(?P<lead>[ \t]*(?:>[ \t>]*|#{1,6}[ \t]+)(?:" + _LABEL + r")[ \t]*)#(?=\d{1,12}[ \t]*[:：])",
+    r"(?:^|(?<=\s))(?P<lead>(?:>[ \t>]*|#{1,6}[ \t]+)(?:" + _LABEL + r")[ \t]*)#(?=\d{1,12}[ \t]*[:：])",
     re.M,
 )
 _TRAILING_HASHES = re.compile(r"(?<=[ \t])#+$")

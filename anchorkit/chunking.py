@@ -1,8 +1,9 @@
 """Chunkers that imitate Amazon Bedrock Knowledge Base chunking, and LangChain's splitters.
 
-Bedrock-like chunkers work on tokens: they take a document's ``TokenizedText`` and return chunks as
-token index ranges ``(start, end)``, so the audit never decodes a chunk. Each returns one list of
-chunks per level (one level, except hierarchical: children and parents).
+Bedrock-like chunkers work on tokens: they take a document's ``TextLayout`` (where its sentences and
+headings are) and ``TokenizedText``, and return chunks as token index ranges ``(start, end)``, so
+the audit never decodes a chunk. Each returns one list of chunks per level (one level, except
+hierarchical: children and parents).
 
 - ``fixed``: windows of ``max_tokens`` tokens, consecutive windows sharing ``overlap`` percent.
   (Bedrock's FIXED_SIZE: maxTokens 300, overlapPercentage 20.)
@@ -12,8 +13,8 @@ chunks per level (one level, except hierarchical: children and parents).
 - ``semantic``: Bedrock embeds each sentence (with ``buffer`` neighbours), and starts a chunk where
   the distance between neighbouring sentences is above the ``breakpoint`` percentile; chunks are
   at most ``max_tokens``. Offline there are no embeddings, so this stand-in measures the distance
-  lexically: 1 - Jaccard similarity of the sentences' character bigram sets (with ``buffer``
-  sentences on each side). It splits where topics change in wording, not in meaning; the report
+  lexically: 1 - Jaccard similarity of the sentences' character sets (with ``buffer`` sentences
+  on each side; for Japanese, shared kanji are shared words). It splits where topics change in wording, not in meaning; the report
   says so.
 - ``heading``: a chunk per Markdown heading section (headings from markdown-it-py's block parser),
   sections longer than ``max_tokens`` cut into fixed windows.
@@ -32,18 +33,24 @@ A chunker is named by a SPEC: ``NAME`` or ``NAME:key=value,key=value`` (e.g.
 from __future__ import annotations
 
 import re
-import statistics
-from collections.abc import Callable
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
+from functools import cached_property, lru_cache
+from itertools import accumulate
+from operator import add, sub, truediv
 from typing import Union
 
+from markdown_it.token import Token
+
 from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks
-from anchorkit.tokens import TokenizedText
+from anchorkit.tokens import TokenizedText, byte_offsets
 
 Span = tuple[int, int]  # token indices [start, end)
 
-# Sentence ends for the semantic stand-in: Japanese and Latin full stops, or line ends.
-_SENTENCE = re.compile(r"[^\n。！？!?]*(?:[。！？]+|[.!?]+(?=\s)|\n+|$)")
+# Where sentences end, for the semantic stand-in: after Japanese full stops and line breaks, and
+# after a Latin full stop followed by a space.
+_SENTENCE_END = re.compile(r"(?<=[。！？\n])(?=[^。！？\n])|(?<=[.!?] )(?=\S)")
 _ATX_HEADING_LINE = re.compile(r"^#{1,6}(?:[ \t]|$)", re.M)
 
 
@@ -61,15 +68,78 @@ def windows(start: int, end: int, size: int, overlap: int) -> list[Span]:
         position += step
 
 
-def byte_offsets(text: str, char_offsets: list[int]) -> list[int]:
-    """UTF-8 byte offsets of ascending character offsets of ``text`` (one pass)."""
-    result = []
-    previous_char = previous_byte = 0
-    for offset in char_offsets:
-        previous_byte += len(text[previous_char:offset].encode("utf-8"))
-        previous_char = offset
-        result.append(previous_byte)
-    return result
+class TextLayout:
+    """Where a text's sentences and headings start (UTF-8 byte offsets), found once per text.
+
+    The document without its anchors borrows the anchored document's layout (``without``): anchors
+    are whole lines between blank lines, so taking them out removes whole sentences and never a
+    heading, and everything else only moves.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @cached_property
+    def sentences(self) -> list[str]:
+        return [sentence for sentence in _SENTENCE_END.split(self.text) if sentence]
+
+    @cached_property
+    def sentence_bytes(self) -> list[int]:
+        return list(accumulate(map(len, map(str.encode, self.sentences[:-1])), initial=0)) if self.sentences else []
+
+    @cached_property
+    def signatures(self) -> list[set[str]]:
+        """Each sentence's character set: the semantic stand-in's lexical fingerprint."""
+        return list(map(set, self.sentences))
+
+    @cached_property
+    def heading_bytes(self) -> list[int]:
+        return byte_offsets(self.text, heading_offsets(self.text))
+
+    def without(self, text: str, byte_cuts: Sequence[tuple[int, int]]) -> TextLayout:
+        """The layout of ``text``, which is this text with the whole-line byte ranges ``byte_cuts`` removed."""
+        return _DerivedLayout(text, self, byte_cuts)
+
+
+class _DerivedLayout(TextLayout):
+    def __init__(self, text: str, source: TextLayout, byte_cuts: Sequence[tuple[int, int]]) -> None:
+        super().__init__(text)
+        self._source = source
+        self._cuts = byte_cuts
+
+    @cached_property
+    def _sentences_kept(self) -> list[tuple[int, int]]:
+        """(index in the source, byte offset here) of every source sentence outside the cuts."""
+        return _moved(self._source.sentence_bytes, self._cuts)
+
+    @cached_property
+    def sentences(self) -> list[str]:
+        return [self._source.sentences[index] for index, _ in self._sentences_kept]
+
+    @cached_property
+    def sentence_bytes(self) -> list[int]:
+        return [offset for _, offset in self._sentences_kept]
+
+    @cached_property
+    def signatures(self) -> list[set[str]]:
+        return [self._source.signatures[index] for index, _ in self._sentences_kept]
+
+    @cached_property
+    def heading_bytes(self) -> list[int]:
+        return [offset for _, offset in _moved(self._source.heading_bytes, self._cuts)]
+
+
+def _moved(offsets: Sequence[int], cuts: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(index, offset after the cuts) of each ascending offset not inside one of the ascending cuts."""
+    kept = []
+    cut_index = removed = 0
+    for index, offset in enumerate(offsets):
+        while cut_index < len(cuts) and cuts[cut_index][1] <= offset:
+            removed += cuts[cut_index][1] - cuts[cut_index][0]
+            cut_index += 1
+        if cut_index == len(cuts) or offset < cuts[cut_index][0]:
+            kept.append((index, offset - removed))
+    return kept
 
 
 @dataclass(frozen=True)
@@ -80,7 +150,7 @@ class FixedSizeChunker:
     name = "fixed"
     levels = ("chunks",)
 
-    def split(self, text: str, tokens: TokenizedText) -> list[list[Span]]:
+    def split(self, layout: TextLayout, tokens: TokenizedText) -> list[list[Span]]:
         return [windows(0, tokens.token_count, self.max_tokens, self.max_tokens * self.overlap // 100)]
 
 
@@ -93,7 +163,7 @@ class HierarchicalChunker:
     name = "hierarchical"
     levels = ("children", "parents")
 
-    def split(self, text: str, tokens: TokenizedText) -> list[list[Span]]:
+    def split(self, layout: TextLayout, tokens: TokenizedText) -> list[list[Span]]:
         parents = windows(0, tokens.token_count, self.parent, self.overlap)
         children = [child for start, end in parents for child in windows(start, end, self.child, self.overlap)]
         return [children, parents]
@@ -107,43 +177,60 @@ class SemanticChunker:
 
     name = "semantic"
     levels = ("chunks",)
-    note = "offline lexical stand-in: sentence distance = 1 - Jaccard similarity of character bigrams, not embeddings"
+    note = "offline lexical stand-in: sentence distance = 1 - Jaccard similarity of the sentences' character sets, not embeddings"
 
-    def split(self, text: str, tokens: TokenizedText) -> list[list[Span]]:
-        sentences = [(m.start(), m.group()) for m in _SENTENCE.finditer(text) if m.group().strip()]
-        if not sentences:
+    def split(self, layout: TextLayout, tokens: TokenizedText) -> list[list[Span]]:
+        starts = layout.sentence_bytes
+        if len(starts) < 2:
             return [windows(0, tokens.token_count, self.max_tokens, 0)]
-        starts = [tokens.token_at(b) for b in byte_offsets(text, [start for start, _ in sentences])]
-        starts[0] = 0
-        bounds = [*starts, tokens.token_count]
-        breaks = self._breakpoints([sentence for _, sentence in sentences])
+        breaks = sorted(self._breakpoints(layout.signatures))
+        group_sentences = [0, *breaks, len(starts)]
+        group_tokens = [0, *tokens.tokens_at([starts[index] for index in breaks]), tokens.token_count]
         chunks: list[Span] = []
-        chunk_start = 0
-        for index in range(len(sentences)):
-            end = bounds[index + 1]
-            if end - chunk_start > self.max_tokens and bounds[index] > chunk_start:
-                chunks.append((chunk_start, bounds[index]))  # this sentence would overflow the chunk
-                chunk_start = bounds[index]
-            if end - chunk_start > self.max_tokens:
-                # One sentence longer than the limit: cut it, keep its tail open for what follows.
-                pieces = windows(chunk_start, end, self.max_tokens, 0)
-                chunks.extend(pieces[:-1])
-                chunk_start = pieces[-1][0]
-            if index + 1 in breaks or index + 1 == len(sentences):
-                chunks.append((chunk_start, end))
-                chunk_start = end
-        return [[span for span in chunks if span[1] > span[0]]]
+        for group, (chunk_start, group_end) in enumerate(zip(group_tokens, group_tokens[1:])):
+            first, last = group_sentences[group], group_sentences[group + 1]  # the group's sentences
+            while group_end - chunk_start > self.max_tokens:
+                # Close the chunk at the last sentence start that keeps it within max_tokens (found
+                # by bisection in bytes: no per-sentence work), or cut a sentence that alone is longer.
+                limit = chunk_start + self.max_tokens
+                sentence = bisect_left(starts, tokens.byte_offset(limit + 1), first + 1, last) - 1
+                cut = tokens.token_at(starts[sentence]) if sentence > first else limit
+                while sentence > first and cut > limit:  # approximate tokens: positions may round up
+                    sentence -= 1
+                    cut = tokens.token_at(starts[sentence]) if sentence > first else limit
+                if cut <= chunk_start:
+                    cut, sentence = limit, first
+                chunks.append((chunk_start, cut))
+                chunk_start, first = cut, sentence
+            if group_end > chunk_start:
+                chunks.append((chunk_start, group_end))
+        return [chunks]
 
-    def _breakpoints(self, sentences: list[str]) -> set[int]:
+    def _breakpoints(self, signatures: list[set[str]]) -> set[int]:
         """Indices i where a new chunk starts at sentence i (distance to i-1 above the percentile)."""
-        if len(sentences) < 3:
+        if len(signatures) < 3:
             return set()
-        grams = [set(zip(s, s[1:])) for s in sentences]
         if self.buffer:
-            grams = [set().union(*grams[max(i - self.buffer, 0) : i + self.buffer + 1]) for i in range(len(grams))]
-        distances = [1 - len(a & b) / (len(a | b) or 1) for a, b in zip(grams, grams[1:])]
-        threshold = statistics.quantiles(distances, n=100, method="inclusive")[self.breakpoint - 1]
-        return {i + 1 for i, distance in enumerate(distances) if distance > threshold}
+            signatures = [set().union(*signatures[max(i - self.buffer, 0) : i + self.buffer + 1]) for i in range(len(signatures))]
+        # distance = 1 - similarity, so "distance above its p-th percentile" is "similarity below
+        # its (100-p)-th percentile". map() keeps the per-sentence work in C.
+        sizes = list(map(len, signatures))
+        shared = list(map(len, map(set.intersection, signatures, signatures[1:])))
+        either = map(sub, map(add, sizes, sizes[1:]), shared)  # |a | b| = |a| + |b| - |a & b|
+        similarities = list(map(truediv, shared, either))
+        threshold = percentile(similarities, 100 - self.breakpoint)
+        return {index + 1 for index, similarity in enumerate(similarities) if similarity < threshold}
+
+
+def percentile(values: Sequence[float], p: float) -> float | None:
+    """The p-th percentile, interpolated linearly between ranks (numpy's default)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * p / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 @dataclass(frozen=True)
@@ -154,8 +241,8 @@ class HeadingChunker:
     name = "heading"
     levels = ("chunks",)
 
-    def split(self, text: str, tokens: TokenizedText) -> list[list[Span]]:
-        starts = [0, *(tokens.token_at(b) for b in byte_offsets(text, heading_offsets(text))), tokens.token_count]
+    def split(self, layout: TextLayout, tokens: TokenizedText) -> list[list[Span]]:
+        starts = [0, *tokens.tokens_at(layout.heading_bytes), tokens.token_count]
         overlap = self.max_tokens * self.overlap // 100
         return [[span for start, end in zip(starts, starts[1:]) for span in windows(start, end, self.max_tokens, overlap)]]
 
@@ -167,7 +254,13 @@ def heading_offsets(text: str) -> list[int]:
         # "#" + space is a heading, and the block parser is not needed (it is the slow part).
         return [m.start() for m in _ATX_HEADING_LINE.finditer(text)]
     line_starts = [0, *(m.end() for m in re.finditer("\n", text))]
-    return [line_starts[t.map[0]] for t in parse_blocks(text) if t.type == "heading_open" and t.map]
+    return [line_starts[t.map[0]] for t in block_tokens(text) if t.type == "heading_open" and t.map]
+
+
+@lru_cache(maxsize=4)
+def block_tokens(text: str) -> tuple[Token, ...]:
+    """markdown-it block tokens of a text, cached: the chunker and the audit both need them."""
+    return tuple(parse_blocks(text))
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,39 @@ Conventions shared by every command:
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any, Optional
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import typer
+from rich import box
 from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from anchorkit import __version__
+from anchorkit import chunking
+from anchorkit import publish as publishing
+from anchorkit import pull as pulling
+from anchorkit import stats as auditing
+from anchorkit import sync as syncing
+from anchorkit import tokens as tokenizing
+from anchorkit import transform as transforming
+from anchorkit import verify as verifying
+from anchorkit.document import LABELS, RenderOptions
+from anchorkit.files import write_atomic
+from anchorkit.redmine import RetryPolicy
+from anchorkit.report_html import render_report
+from anchorkit.sidecar import SCHEMAS
+from anchorkit.snapshot import SnapshotError
+from anchorkit.stats_html import format_percent, render_html
+from anchorkit.textformat import TEXT_FORMATS
+from anchorkit.verify_eval import EvalSummary, evaluate, load_cases
+from anchorkit.verify_shapes import InputError, load_answer, load_context, load_retrieval
 
 app = typer.Typer(
     name="anchorkit",
@@ -34,6 +60,11 @@ err_console = Console(stderr=True, soft_wrap=True)
 def print_json(payload: Any) -> None:
     """Machine-readable output: one JSON document on stdout, keys sorted for stable diffs."""
     sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2, sort_keys=True) + "\n")
+
+
+def usage_error(message: str) -> typer.Exit:
+    err_console.print(f"[red]error:[/red] {escape(message)}", markup=True, highlight=False)
+    return typer.Exit(2)
 
 
 def version_callback(value: bool) -> None:
@@ -57,12 +88,6 @@ def main(
 # ------------------------------------------------------------------------------------------------
 # transform: snapshot → anchored Markdown (+ sidecars) (anchorkit.transform)
 
-from anchorkit import transform as transforming  # noqa: E402
-from anchorkit.document import LABELS, RenderOptions  # noqa: E402
-from anchorkit.sidecar import SCHEMAS  # noqa: E402
-from anchorkit.snapshot import SnapshotError  # noqa: E402
-from anchorkit.textformat import TEXT_FORMATS  # noqa: E402
-
 
 def transform_options(
     lang: str,
@@ -78,8 +103,6 @@ def transform_options(
     max_text_bytes: int,
 ) -> transforming.TransformOptions:
     """Validate the transform flags (exit 2 with a clear message) and build the options."""
-    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
     for name, value, allowed in (
         ("--lang", lang, tuple(LABELS)),
         ("--text-format", text_format, TEXT_FORMATS),
@@ -87,13 +110,11 @@ def transform_options(
         ("--layout", layout, transforming.LAYOUTS),
     ):
         if value is not None and value not in allowed:
-            err_console.print(f"[red]error:[/red] {name} must be one of {', '.join(allowed)}, not {value!r}")
-            raise typer.Exit(2)
+            raise usage_error(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
     try:
         ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError):
-        err_console.print(f"[red]error:[/red] --timezone: unknown time zone {timezone!r} (use an IANA name such as Asia/Tokyo)")
-        raise typer.Exit(2) from None
+        raise usage_error(f"--timezone: unknown time zone {timezone!r} (use an IANA name such as Asia/Tokyo)") from None
     render = RenderOptions(
         lang=lang,
         include_private=include_private,
@@ -141,8 +162,7 @@ def transform(
     try:
         report = transforming.transform_snapshot(snapshot, out, options, check=check)
     except SnapshotError as exc:
-        err_console.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(2) from None
+        raise usage_error(str(exc)) from None
     if json_output:
         print_json({"check": check, "out": str(out), **report.as_dict()})
     else:
@@ -174,12 +194,6 @@ def print_transform_report(report: transforming.TransformReport, out: Path, chec
 # ------------------------------------------------------------------------------------------------
 # upload: publish OUT to s3://bucket/prefix or a folder, by content (anchorkit.publish)
 
-from pathlib import Path  # noqa: E402
-from typing import Annotated, Optional  # noqa: E402
-
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: E402
-
-from anchorkit import publish as publishing  # noqa: E402
 
 DeleteFlag = Annotated[
     bool, typer.Option("--delete", help="Delete remote objects under the prefix that have no local counterpart.")
@@ -226,11 +240,6 @@ StartIngestionOption = Annotated[
     ),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout instead of the summary.")]
-
-
-def usage_error(message: str) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {message}", markup=True, highlight=False)
-    return typer.Exit(2)
 
 
 def publish_with_progress(
@@ -285,6 +294,7 @@ def print_publish_report(report: publishing.PublishReport, json_output: bool) ->
             f"skip {planned['skip']}, delete {planned['delete']}"
             + (f", {planned['stale_kept']} stale kept (no --delete)" if planned["stale_kept"] else ""),
             highlight=False,
+            markup=False,
         )
         for action in ("upload", "delete"):
             for key in summary["first_keys"][action]:
@@ -295,6 +305,7 @@ def print_publish_report(report: publishing.PublishReport, json_output: bool) ->
             f"deleted {summary['deleted']}, failed {summary['failed']}, {summary['bytes']:,} bytes "
             f"in {summary['seconds']:.1f} s",
             highlight=False,
+            markup=False,
         )
         if planned["stale_kept"]:
             console.print(f"{planned['stale_kept']} stale objects kept (pass --delete to remove them)")
@@ -304,9 +315,10 @@ def print_publish_report(report: publishing.PublishReport, json_output: bool) ->
             highlight=False,
         )
     if report.refused:
-        err_console.print(f"[red]refused:[/red] {report.refused}", highlight=False)
+        err_console.print(f"[red]refused:[/red] {escape(report.refused)}", highlight=False)
     for failure in report.failures:
-        err_console.print(f"[red]failed:[/red] {failure.key}: {failure.error}", highlight=False)
+        # Keys and error texts are data: escaped so that `[...]` in them is not taken for markup.
+        err_console.print(f"[red]failed:[/red] {escape(failure.key)}: {escape(failure.error)}", highlight=False)
 
 
 def publish_command_settings(
@@ -340,7 +352,7 @@ def run_publish(
     start_ingestion: str | None,
     json_output: bool,
 ) -> publishing.PublishReport:
-    """Shared by `upload` and `sync`: resolve the destination, publish, optionally ingest, print."""
+    """Shared by `upload` and `sync`: resolve the destination, publish, optionally start the ingestion."""
     try:
         destination = publishing.parse_destination(dest)
         ingestion = publishing.parse_ingestion_target(start_ingestion) if start_ingestion else None
@@ -352,8 +364,7 @@ def run_publish(
     show_progress = not json_output and not settings.dry_run
     report = publish_with_progress(local_objects, local_failures, target, settings, show_progress)
     if ingestion is not None:
-        publishing.ingest_after(report, session.client("bedrock-agent"), *ingestion)
-    print_publish_report(report, json_output)
+        publishing.ingest_after(report, lambda: session.client("bedrock-agent"), *ingestion)
     return report
 
 
@@ -384,6 +395,7 @@ def upload_command(
     local_objects, local_failures = publishing.scan_folder(out)
     aws = publishing.AwsSettings(endpoint_url=endpoint_url, region=region, profile=profile)
     report = run_publish(out, local_objects, local_failures, dest, settings, aws, start_ingestion, json_output)
+    print_publish_report(report, json_output)
     if not report.ok:
         raise typer.Exit(1)
 
@@ -391,10 +403,6 @@ def upload_command(
 # ------------------------------------------------------------------------------------------------
 # pull: fetch tickets from Redmine into a snapshot, incrementally (anchorkit.pull)
 
-import os  # noqa: E402
-
-from anchorkit import pull as pulling  # noqa: E402
-from anchorkit.redmine import RetryPolicy  # noqa: E402
 
 API_KEY_ENV = "REDMINE_API_KEY"
 
@@ -424,8 +432,9 @@ def pull_with_progress(show_progress: bool, **pull_arguments: Any) -> pulling.Pu
         TimeElapsedColumn(),
         console=err_console,
         disable=not show_progress,
+        transient=True,  # the summary follows; a finished bar would only repeat it
     )
-    task = progress.add_task("pull", total=None)
+    task = progress.add_task("pull", total=0)
 
     def on_progress(done: int, total: int) -> None:
         progress.update(task, completed=done, total=total)
@@ -533,13 +542,6 @@ def pull_command(
 # ------------------------------------------------------------------------------------------------
 # verify / eval: only ticket ids and citations that come from what was retrieved (anchorkit.verify)
 
-import re  # noqa: E402
-
-from anchorkit import verify as verifying  # noqa: E402
-from anchorkit.files import write_atomic  # noqa: E402
-from anchorkit.report_html import render_report  # noqa: E402
-from anchorkit.verify_eval import EvalSummary, evaluate, load_cases  # noqa: E402
-from anchorkit.verify_shapes import InputError, load_answer, load_context, load_retrieval  # noqa: E402
 
 UriPatternOption = Annotated[
     str,
@@ -697,7 +699,10 @@ def verify_command(
         options=options,
     )
     if html_file is not None:
-        write_atomic(html_file, render_report(report).encode("utf-8"))
+        try:
+            write_atomic(html_file, render_report(report).encode("utf-8"))
+        except OSError as exc:
+            raise usage_error(f"--html {html_file}: {exc.strerror or exc}") from None
     if json_output:
         print_json(report.to_json())
     else:
@@ -761,7 +766,7 @@ def eval_command(
 
 def print_eval_summary(summary: EvalSummary) -> None:
     for error in summary.errors:
-        err_console.print(f"[red]error:[/red] ", end="", highlight=False)
+        err_console.print("[red]error:[/red] ", end="", highlight=False)
         err_console.print(error, markup=False, highlight=False)
     for result in summary.results:
         kinds = ", ".join(sorted({f.kind for f in result.report.findings})) or "no findings"
@@ -782,3 +787,380 @@ def print_eval_summary(summary: EvalSummary) -> None:
         highlight=False,
         markup=False,
     )
+
+
+# ------------------------------------------------------------------------------------------------
+# stats: what the anchors cost in tokens, and how many chunks keep their ticket ID (anchorkit.stats)
+
+
+@app.command("stats")
+def stats_command(
+    path: Path = typer.Argument(
+        ...,
+        help="A transform output folder (<id>.md documents, flat or in project folders, with optional .md.metadata.json sidecars) "
+        "or a snapshot folder (has issues/; transformed in memory, with sidecars).",
+    ),
+    tokenizer: str = typer.Option(
+        "auto",
+        "--tokenizer",
+        help="auto: cl100k_base if its vocabulary can be loaded without network, else approx; "
+        "cl100k_base: exact (may download the vocabulary; exit 2 if impossible); approx: the cheap estimate.",
+    ),
+    tiktoken_file: Optional[Path] = typer.Option(
+        None,
+        "--tiktoken-file",
+        help=f"cl100k_base.tiktoken vocabulary file (sha256-checked). Default: ${tokenizing.VOCABULARY_FILE_ENV}, then tiktoken's cache (TIKTOKEN_CACHE_DIR).",
+    ),
+    chunking_specs: Optional[list[str]] = typer.Option(
+        None,
+        "--chunking",
+        help="A chunker to measure, repeatable: NAME or NAME:key=value,... with NAME in "
+        f"{', '.join(chunking.CHUNKERS)} (e.g. fixed:max_tokens=512,overlap=10). "
+        "Default: fixed, hierarchical, semantic, heading with Bedrock's defaults, plus the LangChain splitters when installed.",
+    ),
+    max_gap_tokens: Optional[int] = typer.Option(
+        None, "--max-gap-tokens", min=1, help="Snapshot input only: transform with this --max-gap-tokens (see transform)."
+    ),
+    anchor_basic_info: bool = typer.Option(
+        False, "--anchor-basic-info", help="Snapshot input only: transform with --anchor-basic-info (see transform)."
+    ),
+    json_output: bool = typer.Option(False, "--json", help="Print the report as one JSON object (schema anchorkit-stats, version 1; see README)."),
+    html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML report (inline SVG charts) to this file."),
+    fail_under_coverage: Optional[float] = typer.Option(
+        None, "--fail-under-coverage", min=0, max=100, help="Exit 1 if any chunker's coverage of the anchored documents is under P percent."
+    ),
+    fail_over_overhead: Optional[float] = typer.Option(
+        None, "--fail-over-overhead", min=0, help="Exit 1 if the anchors add more than P percent tokens in total."
+    ),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Measure documents in this many processes (the report is identical)."),
+) -> None:
+    """Audit anchored documents: token overhead of the anchors, and chunk coverage with and without them.
+
+    Every document is measured as it is and with its anchors removed; every chunker cuts both, and
+    coverage is the share of chunks whose text names their own ticket (an anchor or the title line).
+    Exit code 1 if a document could not be read or a --fail-* gate failed.
+    """
+    if not path.is_dir():
+        raise usage_error(f"{path}: not a folder (expected a transform output folder or a snapshot)")
+    if tokenizer not in tokenizing.TOKENIZER_CHOICES:
+        raise usage_error(f"--tokenizer must be one of {', '.join(tokenizing.TOKENIZER_CHOICES)}, not {tokenizer!r}")
+    try:
+        chunkers = [chunking.parse_chunker_spec(spec) for spec in chunking_specs] if chunking_specs else chunking.default_chunkers()
+        choice = tokenizing.choose_tokenizer(tokenizer, tiktoken_file, allow_download=tokenizer == tokenizing.CL100K_BASE)
+    except (ValueError, tokenizing.TokenizerUnavailable) as exc:
+        raise usage_error(str(exc)) from None
+    if auditing.is_snapshot(path):
+        render = RenderOptions(max_gap_tokens=max_gap_tokens, anchor_basic_info=anchor_basic_info)
+        options = transforming.TransformOptions(render=render, sidecars=True)
+        items, kind = auditing.iter_snapshot(path, options), "snapshot"
+    elif max_gap_tokens is not None or anchor_basic_info:
+        raise usage_error("--max-gap-tokens and --anchor-basic-info apply to snapshot input only (an output folder is already anchored)")
+    else:
+        items, kind = auditing.iter_output_folder(path), "output"
+    gates = auditing.Gates(fail_under_coverage, fail_over_overhead)
+    try:
+        report = auditing.audit(items, choice, chunkers, {"path": str(path), "kind": kind}, gates, jobs)
+    except SnapshotError as exc:
+        raise usage_error(str(exc)) from None
+    if html is not None:
+        write_atomic(html, render_html(report).encode("utf-8"))
+    if json_output:
+        print_json(report)
+    else:
+        print_stats_report(report)
+    if report["errors"] or report["gates"]["failures"]:
+        raise typer.Exit(1)
+
+
+def print_stats_report(report: dict[str, Any]) -> None:
+    tokenizer = report["tokenizer"]
+    if tokenizer["fallback_reason"]:
+        err_console.print(f"[yellow]note:[/yellow] using approx tokens: {tokenizer['fallback_reason']}", highlight=False)
+    for error in report["errors"]:
+        err_console.print("[red]error:[/red] ", end="", highlight=False)
+        err_console.print(error["message"], markup=False, highlight=False)
+    overhead = report["overhead"]
+    console.print(
+        f"stats: {report['source']['documents']} documents ({report['source']['kind']} {report['source']['path']}), tokenizer {tokenizer['name']}",
+        highlight=False,
+        markup=False,
+    )
+    console.print(
+        f"overhead: {overhead['anchor_tokens']:,} anchor tokens on {overhead['tokens_without_anchors']:,} = {format_percent(overhead['percent'])}; "
+        f"per ticket p50 {format_percent(overhead['per_ticket_percent']['p50'])}, p90 {format_percent(overhead['per_ticket_percent']['p90'])}, "
+        f"max {format_percent(overhead['per_ticket_percent']['max'])}",
+        highlight=False,
+    )
+    table = Table(title="chunks that identify their own ticket", box=box.SIMPLE)
+    longest_name = max((len(f"{row['chunker']}/{row['level']}") for row in report["chunking"]), default=7)
+    table.add_column("chunker", no_wrap=True, min_width=longest_name)
+    # Short headers keep the table within 80 columns; the README explains each one.
+    for header in ("chunks", "anchored", "no anchors", "mentions", "max run"):
+        table.add_column(header, justify="right", no_wrap=True, min_width=len(header))
+    for row in report["chunking"]:
+        anchored, stripped = row["anchored"], row["stripped"]
+        table.add_row(
+            f"{row['chunker']}/{row['level']}",
+            f"{anchored['chunks']:,}",
+            format_percent(anchored["coverage_percent"]),
+            format_percent(stripped["coverage_percent"]),
+            format_percent(anchored["mentioning_other_percent"]),
+            f"{anchored['longest_unidentified_run_tokens']:,}",
+        )
+    console.print(table)
+    problems = {name: finding["count"] for name, finding in report["limits"].items() if finding["count"]}
+    console.print("limits: " + (", ".join(f"{name.replace('_', ' ')} {count}" for name, count in problems.items()) or "all within limits"), highlight=False)
+    for failure in report["gates"]["failures"]:
+        err_console.print(f"[red]gate failed:[/red] {failure}", highlight=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# sync: pull → transform → upload with one set of options (anchorkit.sync resolves them)
+
+
+StateOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--state",
+        help="Keep the sync state (cursor, checksums, raw issues) at s3://bucket/prefix/ or a local folder, outside "
+        "the documents' prefix, so a run on an empty disk stays incremental (see README, scheduled sync).",
+    ),
+]
+LeaseSecondsOption = Annotated[
+    Optional[float],
+    typer.Option(
+        "--lease-seconds", min=1, help="With an S3 --state: how long a run's write lease lasts before another run may take it."
+    ),
+]
+
+
+def switch(name: str, help_text: str) -> Any:
+    """A --name/--no-name flag that is None when not given, so the environment or config file decide."""
+    return typer.Option(f"--{name}/--no-{name}", help=help_text)
+
+
+@app.command("sync")
+def sync_command(
+    dest: Annotated[
+        Optional[str], typer.Argument(help="s3://bucket/prefix or a local folder (or ANCHORKIT_DEST / config dest).")
+    ] = None,
+    config: Annotated[
+        Optional[Path],
+        typer.Option("--config", help=f"Config file (default: ${syncing.CONFIG_ENV}, else ./{syncing.CONFIG_FILE_NAME})."),
+    ] = None,
+    url: Annotated[Optional[str], typer.Option("--url", help="Redmine base URL (or REDMINE_URL).")] = None,
+    snapshot: Annotated[Optional[Path], typer.Option("--snapshot", help="Snapshot folder pull keeps up to date.")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Output folder transform writes and upload publishes.")] = None,
+    project: Annotated[
+        Optional[list[str]], typer.Option("--project", help="Only this project (identifier or id). Repeatable.")
+    ] = None,
+    full: Annotated[Optional[bool], switch("full", "Full listing (removes deleted/hidden issues) and fresh lookups.")] = None,
+    concurrency: Annotated[Optional[int], typer.Option("--concurrency", min=1, max=64, help="Issues fetched at once.")] = None,
+    include_private: Annotated[
+        Optional[bool], switch("include-private", "Keep private issues and private notes (pull and transform).")
+    ] = None,
+    api_key_file: Annotated[
+        Optional[Path], typer.Option("--api-key-file", help="File holding the Redmine API key (default: $REDMINE_API_KEY).")
+    ] = None,
+    full_every: Annotated[Optional[int], typer.Option("--full-every", min=0, help="Every K-th run lists everything.")] = None,
+    overlap: Annotated[Optional[float], typer.Option("--overlap", min=0, help="Seconds re-listed before the cursor.")] = None,
+    lookups_max_age: Annotated[
+        Optional[float], typer.Option("--lookups-max-age", min=0, help="Seconds before lookups are refreshed.")
+    ] = None,
+    text_format: Annotated[
+        Optional[str], typer.Option("--text-format", help="Redmine text format: textile or common_mark.")
+    ] = None,
+    timeout: Annotated[Optional[float], typer.Option("--timeout", min=0.1, help="Redmine read timeout, seconds.")] = None,
+    retries: Annotated[Optional[int], typer.Option("--retries", min=1, help="Attempts per Redmine request.")] = None,
+    sidecars: Annotated[Optional[bool], switch("sidecars", "Write Bedrock .metadata.json sidecars.")] = None,
+    sidecar_schema: Annotated[
+        Optional[str], typer.Option("--sidecar-schema", help="Sidecar attribute shape: simple or typed.")
+    ] = None,
+    layout: Annotated[Optional[str], typer.Option("--layout", help="flat or by-project.")] = None,
+    lang: Annotated[Optional[str], typer.Option("--lang", help="Document labels: ja or en.")] = None,
+    label: Annotated[Optional[str], typer.Option("--label", help="Ticket label in titles and anchors.")] = None,
+    anchor_basic_info: Annotated[
+        Optional[bool], switch("anchor-basic-info", "Also anchor the basic-info section.")
+    ] = None,
+    max_gap_tokens: Annotated[
+        Optional[int], typer.Option("--max-gap-tokens", min=1, help="Extra anchor after this many tokens without one.")
+    ] = None,
+    timezone: Annotated[Optional[str], typer.Option("--timezone", help="Time zone for dates in documents.")] = None,
+    max_text_bytes: Annotated[
+        Optional[int], typer.Option("--max-text-bytes", min=1, help="Larger texts fail their ticket.")
+    ] = None,
+    delete: Annotated[Optional[bool], switch("delete", "Delete remote objects with no local counterpart.")] = None,
+    max_delete: MaxDeleteOption = None,
+    force: Annotated[Optional[bool], switch("force", "Delete even beyond --max-delete.")] = None,
+    dry_run: Annotated[
+        Optional[bool], switch("dry-run", "Pull and transform, then only print the upload plan.")
+    ] = None,
+    threads: ThreadsOption = None,
+    endpoint_url: EndpointOption = None,
+    region: RegionOption = None,
+    profile: ProfileOption = None,
+    retry_mode: RetryModeOption = None,
+    max_attempts: MaxAttemptsOption = None,
+    start_ingestion: StartIngestionOption = None,
+    state: StateOption = None,
+    lease_seconds: LeaseSecondsOption = None,
+    json_output: JsonFlag = False,
+) -> None:
+    """Pull from Redmine, transform, and upload by content, in one go (flags > ANCHORKIT_*/REDMINE_* > anchorkit.toml)."""
+    flags = {name: value for name, value in locals().items() if name in syncing.SETTINGS_BY_NAME}
+    try:
+        settings = syncing.resolve_from_environment(flags, config)
+        publish_settings = publish_command_settings(
+            settings["delete"], settings["max_delete"], settings["force"], settings["dry_run"],
+            settings["threads"], settings["retry_mode"], settings["max_attempts"],
+        )
+    except (syncing.SyncConfigError, publishing.PublishError) as error:
+        raise usage_error(str(error)) from None
+    transform_settings = transform_options(
+        settings["lang"], settings["label"], settings["include_private"], settings["anchor_basic_info"],
+        settings["max_gap_tokens"], settings["text_format"], settings["timezone"], settings["sidecars"],
+        settings["sidecar_schema"], settings["layout"], settings["max_text_bytes"],
+    )
+    if settings["state"]:
+        run_stateless_sync_command(settings, transform_settings, publish_settings, json_output)
+        return
+    snapshot_dir: Path = settings["snapshot"]
+    out_dir: Path = settings["out"]
+
+    pull_report = pull_with_progress(
+        show_progress=not json_output,
+        url=settings["url"],
+        snapshot_dir=snapshot_dir,
+        api_key=read_api_key(settings["api_key_file"]),
+        projects=settings["project"] or None,
+        full=settings["full"],
+        concurrency=settings["concurrency"],
+        include_private=settings["include_private"],
+        full_every=settings["full_every"],
+        overlap_s=settings["overlap"],
+        lookups_max_age_s=settings["lookups_max_age"],
+        text_format=settings["text_format"],
+        policy=RetryPolicy(attempts=settings["retries"], read_timeout_s=settings["timeout"]),
+    )
+    # The snapshot stays consistent even when some issues failed (they keep their previous copy),
+    # so transform and upload still run; the exit code reports the failure.
+    try:
+        transform_report = transforming.transform_snapshot(snapshot_dir, out_dir, transform_settings)
+    except SnapshotError as error:
+        raise usage_error(str(error)) from None
+    local_objects, local_failures = publishing.scan_folder(out_dir)
+    aws = publishing.AwsSettings(settings["endpoint_url"], settings["region"], settings["profile"])
+    upload_report = run_publish(
+        out_dir, local_objects, local_failures, settings["dest"], publish_settings, aws,
+        settings["start_ingestion"], json_output,
+    )
+    ok = pull_report.ok and not transform_report.failed and upload_report.ok
+    if json_output:
+        print_json(
+            {
+                "ok": ok,
+                "pull": pull_report.to_json(),
+                "transform": {"out": str(out_dir), **transform_report.as_dict()},
+                "upload": upload_report.to_dict(),
+            }
+        )
+    else:
+        print_pull_report(pull_report, json_output=False)
+        print_transform_report(transform_report, out_dir, check=False)
+        print_publish_report(upload_report, json_output=False)
+    if not ok:
+        raise typer.Exit(1)
+
+
+# ------------------------------------------------------------------------------------------------
+# sync --state: the state beside the destination, for runners without a persistent disk (anchorkit.sync.run_sync)
+
+CONFLICT_EXIT_CODE = 3  # another sync holds or changed the state: this run stopped, nothing of it was written
+
+
+def run_stateless_sync_command(
+    settings: syncing.ResolvedSettings,
+    transform_settings: transforming.TransformOptions,
+    publish_settings: publishing.PublishSettings,
+    json_output: bool,
+) -> None:
+    """Open the state store and the destination, run `syncing.run_sync`, print, exit 0/1/2/3."""
+    import tempfile
+
+    from anchorkit import state as states
+
+    if publish_settings.dry_run:
+        raise usage_error("--dry-run is not supported together with --state")
+    try:
+        destination = publishing.parse_destination(settings["dest"])
+        location = publishing.parse_destination(settings["state"])
+        states.check_state_apart(location, destination)
+        aws = publishing.AwsSettings(settings["endpoint_url"], settings["region"], settings["profile"])
+        target, session = publishing.open_target(destination, aws, publish_settings)
+        if isinstance(location, Path):
+            store: states.StateStore = states.LocalStateStore(location)
+        else:
+            client = getattr(target, "client", None) or publishing.make_s3_client(
+                session, endpoint_url=aws.endpoint_url, threads=publish_settings.threads,
+                retry_mode=publish_settings.retry_mode, max_attempts=publish_settings.max_attempts,
+            )
+            store = states.S3StateStore(client, location, settings["lease_seconds"])
+        ingestion = publishing.parse_ingestion_target(settings["start_ingestion"]) if settings["start_ingestion"] else None
+    except publishing.PublishError as error:
+        raise usage_error(str(error)) from None
+    arguments = syncing.PullArguments(
+        projects=tuple(settings["project"] or ()), full=settings["full"], concurrency=settings["concurrency"],
+        include_private=settings["include_private"], full_every=settings["full_every"], overlap_s=settings["overlap"],
+        lookups_max_age_s=settings["lookups_max_age"], text_format=settings["text_format"],
+        policy=RetryPolicy(attempts=settings["retries"], read_timeout_s=settings["timeout"]),
+    )
+    api_key = read_api_key(settings["api_key_file"])
+    with tempfile.TemporaryDirectory(prefix="anchorkit-sync-") as scratch:
+        try:
+            report = syncing.run_sync(
+                settings["url"], api_key, store, target, transform_settings, arguments,
+                work_dir=settings["snapshot"] or Path(scratch) / "snapshot",
+                delete=publish_settings.delete, max_delete=publish_settings.max_delete,
+                force=publish_settings.force, threads=publish_settings.threads,
+            )
+        except states.StateConflict as conflict:
+            err_console.print(f"[yellow]stopped:[/yellow] {escape(str(conflict))}", highlight=False)
+            raise typer.Exit(CONFLICT_EXIT_CODE) from None
+        except (states.StateError, pulling.PullError, SnapshotError) as error:
+            raise usage_error(str(error)) from None
+    ingestion_job = None
+    if ingestion is not None and report.ok:
+        ingestion_report = publishing.PublishReport(report.destination, publishing.Plan(), dry_run=False)
+        publishing.ingest_after(ingestion_report, lambda: session.client("bedrock-agent"), *ingestion)
+        ingestion_job = ingestion_report.ingestion_job
+        if ingestion_report.ingestion_error:
+            report.failures.append(publishing.Failure("--start-ingestion", ingestion_report.ingestion_error))
+    print_stateless_sync_report(report, ingestion_job, json_output)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def print_stateless_sync_report(
+    report: syncing.StatelessSyncReport, ingestion_job: dict[str, str] | None, json_output: bool
+) -> None:
+    if json_output:
+        print_json({**report.to_dict(), "ingestion_job": ingestion_job})
+        return
+    for pull_report in report.pulls:
+        print_pull_report(pull_report, json_output=False)
+    console.print(
+        f"{report.destination}: rendered {report.rendered}{' (all: output fingerprint changed)' if report.regenerated_all else ''}, "
+        f"uploaded {len(report.uploaded)}, deleted {len(report.deleted)}, failed {len(report.failures)}; "
+        f"state {report.state}: {'committed' if report.state_written else 'unchanged'} ({report.tickets} tickets) "
+        f"in {report.seconds:.1f} s",
+        highlight=False,
+        markup=False,
+    )
+    if ingestion_job:
+        console.print(f"ingestion job {ingestion_job['ingestion_job_id']} ({ingestion_job['status']})", highlight=False)
+    if report.refused:
+        err_console.print(f"[red]refused:[/red] {escape(report.refused)}", highlight=False)
+    for failure in report.transform_failures:
+        err_console.print(f"[red]failed:[/red] {escape(failure.message)}", highlight=False)
+    for failure in report.failures:
+        err_console.print(f"[red]failed:[/red] {escape(failure.key)}: {escape(failure.error)}", highlight=False)

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from anchorkit.files import write_atomic
 
 SIDECAR_SUFFIX = ".metadata.json"
@@ -229,8 +231,6 @@ class S3Target:
                 yield RemoteObject(full_key[len(prefix) :], item["Size"], item["ETag"].strip('"').lower())
 
     def stored_sha256(self, key: str) -> str | None:
-        from botocore.exceptions import ClientError
-
         try:
             head = self.client.head_object(Bucket=self.location.bucket, Key=self.full_key(key))
         except ClientError as error:
@@ -266,7 +266,11 @@ class LocalDirTarget:
 
     def path_of(self, key: str) -> Path:
         validate_key(key)
-        return self.root / key
+        path = self.root / key
+        # A symlinked folder inside the destination must not lead writes or deletes outside it.
+        if not path.parent.resolve().is_relative_to(self.root.resolve()):
+            raise InvalidKey(f"key {key!r} leads outside {self.root} through a symbolic link")
+        return path
 
     def list_objects(self) -> Iterator[RemoteObject]:
         if not self.root.exists():
@@ -363,6 +367,14 @@ def diff(
     return plan
 
 
+def stored_sha256_or_none(target: Target, key: str) -> str | None:
+    """The stored checksum, or None when it cannot be read: the object is then simply uploaded again."""
+    try:
+        return target.stored_sha256(key)
+    except (OSError, BotoCoreError, ClientError):
+        return None
+
+
 def build_plan(
     local_objects: list[LocalObject],
     target: Target,
@@ -383,7 +395,7 @@ def build_plan(
     stored: dict[str, str | None] = {}
     if ambiguous:
         with ThreadPoolExecutor(max_workers=threads) as pool:
-            stored = dict(zip(ambiguous, pool.map(target.stored_sha256, ambiguous)))
+            stored = dict(zip(ambiguous, pool.map(lambda key: stored_sha256_or_none(target, key), ambiguous)))
     plan = diff(
         local_objects, remote, stored, delete=delete, protected_keys=(failure.key for failure in local_failures)
     )
@@ -642,14 +654,20 @@ def publish(
     if client is not None:
         counter.attach(client)
     try:
-        plan = build_plan(
-            local_objects, target, delete=settings.delete, threads=settings.threads, local_failures=local_failures
-        )
+        try:
+            plan = build_plan(
+                local_objects, target, delete=settings.delete, threads=settings.threads, local_failures=local_failures
+            )
+            listed = True
+        except (OSError, BotoCoreError, ClientError) as error:
+            # Without the listing nothing can be compared: report it and change nothing.
+            failure = Failure(target.describe(), f"cannot list the destination: {describe_error(error)}")
+            plan, listed = Plan(failures=[failure]), False
         report = PublishReport(target.describe(), plan, settings.dry_run)
         report.refused = delete_refusal(plan, settings.max_delete, settings.force)
         if on_plan is not None:
             on_plan(plan)
-        if not settings.dry_run and report.refused is None:
+        if listed and not settings.dry_run and report.refused is None:
             report.results = apply_plan(plan, target, threads=settings.threads, on_result=on_result)
     finally:
         if client is not None:
@@ -717,6 +735,8 @@ def open_target(destination: S3Location | Path, aws: AwsSettings, settings: Publ
     """The Target for a parsed destination, and the boto3 session (also used for Bedrock)."""
     session = make_session(aws)
     if isinstance(destination, Path):
+        if destination.exists() and not destination.is_dir():
+            raise PublishError(f"destination {destination} exists and is not a folder")
         return LocalDirTarget(destination), session
     client = make_s3_client(
         session,
@@ -754,7 +774,9 @@ def start_ingestion(bedrock_agent_client: Any, knowledge_base_id: str, data_sour
     return {"ingestion_job_id": job["ingestionJobId"], "status": job["status"]}
 
 
-def ingest_after(report: PublishReport, bedrock_agent_client: Any, knowledge_base_id: str, data_source_id: str) -> None:
+def ingest_after(
+    report: PublishReport, bedrock_agent_client: Callable[[], Any], knowledge_base_id: str, data_source_id: str
+) -> None:
     """Start the ingestion once the upload fully succeeded; a failure to start is reported, not raised.
 
     It starts even when nothing changed: a previous run may have uploaded and then died before
@@ -763,6 +785,7 @@ def ingest_after(report: PublishReport, bedrock_agent_client: Any, knowledge_bas
     if report.dry_run or not report.ok:
         return
     try:
-        report.ingestion_job = start_ingestion(bedrock_agent_client, knowledge_base_id, data_source_id)
+        # The client is made here so that a missing region is reported like any other failure.
+        report.ingestion_job = start_ingestion(bedrock_agent_client(), knowledge_base_id, data_source_id)
     except Exception as error:  # reported in the summary and the exit code
         report.ingestion_error = describe_error(error)

@@ -20,12 +20,13 @@ import contextlib
 import fcntl
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from anchorkit import snapshot
 from anchorkit.redmine import RedmineClient, RedmineError, RetryPolicy
@@ -61,6 +62,7 @@ class PullReport:
     fetched: int = 0
     unchanged: int = 0
     removed: int = 0
+    removed_ids: list[int] = field(default_factory=list)  # stored issues dropped (deleted, hidden, private)
     skipped_private: int = 0
     failed: list[PullFailure] = field(default_factory=list)
     requests: int = 0
@@ -109,6 +111,15 @@ def shift_time(stamp: str, seconds: float) -> str:
     return moment.strftime(REDMINE_TIME)
 
 
+def parse_cursor(value: Any) -> str | None:
+    """The stored cursor if it is a Redmine timestamp; anything else means "no cursor" (a full run)."""
+    try:
+        datetime.strptime(value, REDMINE_TIME)
+    except (TypeError, ValueError):
+        return None
+    return str(value)
+
+
 @contextlib.contextmanager
 def snapshot_lock(snapshot_dir: Path) -> Iterator[None]:
     """One pull per snapshot at a time; the OS drops the lock when the process dies (kill -9 included)."""
@@ -139,7 +150,8 @@ def names_in_issue(issue: dict[str, Any]) -> Names:
             names.setdefault(table, {})[str(ref["id"])] = {"name": ref["name"], **extra}
 
     status = issue.get("status")
-    add("statuses", status, **({"is_closed": status["is_closed"]} if isinstance(status, dict) and "is_closed" in status else {}))
+    closed = {"is_closed": status["is_closed"]} if isinstance(status, dict) and "is_closed" in status else {}
+    add("statuses", status, **closed)
     add("trackers", issue.get("tracker"))
     add("priorities", issue.get("priority"))
     add("projects", issue.get("project"))
@@ -279,6 +291,7 @@ class Puller:
         include_private: bool,
         refetch_all: bool,
         progress: ProgressCallback | None,
+        known: Mapping[int, snapshot.StoredStamp] | None = None,
     ) -> None:
         self.client = client
         self.snapshot_dir = snapshot_dir
@@ -287,7 +300,9 @@ class Puller:
         self.refetch_all = refetch_all
         self.progress = progress
         self.report = PullReport()
-        self.stored_ids = snapshot.stored_issue_ids(snapshot_dir)
+        # Issues stored elsewhere (a sync state) count as stored although their files are not here.
+        self.known = dict(known or {})
+        self.stored_ids = snapshot.stored_issue_ids(snapshot_dir) | set(self.known)
         self.visible_ids: set[int] = set()
         self.listed_projects: set[int] = set()
         self.listed_updated_on: dict[int, str] = {}
@@ -297,7 +312,9 @@ class Puller:
 
     # -- listing ---------------------------------------------------------------------------------
 
-    def list_and_dispatch(self, executor: ThreadPoolExecutor, scopes: list[str | None], updated_since: str | None) -> None:
+    def list_and_dispatch(
+        self, executor: ThreadPoolExecutor, scopes: list[str | None], updated_since: str | None
+    ) -> None:
         for scope in scopes:
             after_id = 0
             while True:
@@ -305,7 +322,9 @@ class Puller:
                     page = self.client.issue_page(after_id, scope, updated_since)
                 except RedmineError as error:
                     self.report.listing_complete = False
-                    self.report.errors.append(redact(f"listing failed: {error}", self.api_key))
+                    where = f"of project {scope!r} " if scope else ""
+                    hint = " (no such project, or not visible with this key)" if scope and error.status == 404 else ""
+                    self.report.errors.append(redact(f"listing {where}failed: {error}{hint}", self.api_key))
                     return
                 for summary in page.issues:
                     self.dispatch(executor, summary)
@@ -325,19 +344,32 @@ class Puller:
             self.listed_projects.add(summary["project"]["id"])
         if summary.get("is_private") and not self.include_private:
             self.report.skipped_private += 1
-            if snapshot.remove_issue(self.snapshot_dir, issue_id):
+            if self.forget(issue_id):
                 self.report.removed += 1
             return
         if issue_id in self.stored_ids and not self.refetch_all:
-            stamp = snapshot.stored_stamp(self.snapshot_dir, issue_id)
+            stamp = self.stamp_of(issue_id)
             if stamp is not None and stamp.updated_on == updated_on:
                 self.report.unchanged += 1
                 return
         future = executor.submit(self.fetch_and_store, issue_id)
+        with self.lock:
+            self.futures.append(future)
         future.add_done_callback(self.tick)
-        self.futures.append(future)
         if self.progress:
             self.progress(self.done, len(self.futures))
+
+    def stamp_of(self, issue_id: int) -> snapshot.StoredStamp | None:
+        """The stored copy's stamp: the file when present, else what the caller said it has stored."""
+        return snapshot.stored_stamp(self.snapshot_dir, issue_id) or self.known.get(issue_id)
+
+    def forget(self, issue_id: int) -> bool:
+        """Drop a stored issue (file and all); True if it was stored, and then its id is reported."""
+        was_stored = snapshot.remove_issue(self.snapshot_dir, issue_id) or issue_id in self.known
+        if was_stored:
+            with self.lock:
+                self.report.removed_ids.append(issue_id)
+        return was_stored
 
     def tick(self, _: Future[IssueOutcome]) -> None:
         with self.lock:
@@ -354,7 +386,7 @@ class Puller:
                 document = self.client.issue(issue_id)
         except RedmineError as error:
             if error.status in (403, 404):  # deleted or hidden since it was listed
-                snapshot.remove_issue(self.snapshot_dir, issue_id)
+                self.forget(issue_id)
                 return IssueOutcome(issue_id, "gone")
             return IssueOutcome(issue_id, "failed", reason=redact(str(error), self.api_key))
         except Exception as error:  # noqa: BLE001 - one bad issue must not stop the batch
@@ -363,14 +395,15 @@ class Puller:
         if not isinstance(issue, dict) or issue.get("id") != issue_id:
             return IssueOutcome(issue_id, "failed", reason=f"GET /issues/{issue_id}.json: unexpected response shape")
         if issue.get("is_private") and not self.include_private:
-            snapshot.remove_issue(self.snapshot_dir, issue_id)
+            self.forget(issue_id)
             return IssueOutcome(issue_id, "private")
         if not self.include_private:
             document = without_private_notes(document)
         try:
             written = snapshot.write_issue(self.snapshot_dir, document)
         except OSError as error:
-            return IssueOutcome(issue_id, "failed", reason=f"{snapshot.issue_path(self.snapshot_dir, issue_id)}: {error.strerror}")
+            path = snapshot.issue_path(self.snapshot_dir, issue_id)
+            return IssueOutcome(issue_id, "failed", reason=f"{path}: cannot write ({error.strerror})")
         return IssueOutcome(issue_id, "written" if written else "unchanged", names=names_in_issue(document["issue"]))
 
     def collect(self) -> tuple[Names, list[str]]:
@@ -407,7 +440,8 @@ class Puller:
             with self.client.stats.purpose("key check"):
                 accepted = self.client.key_is_accepted()
         except RedmineError as error:
-            self.report.errors.append(redact(f"cannot confirm the API key before removing issues: {error}", self.api_key))
+            message = f"cannot confirm the API key before removing issues: {error}"
+            self.report.errors.append(redact(message, self.api_key))
             return
         if not accepted:
             self.report.errors.append(
@@ -415,8 +449,30 @@ class Puller:
             )
             return
         for issue_id in unlisted:
-            if snapshot.remove_issue(self.snapshot_dir, issue_id):
+            if self.forget(issue_id):
                 self.report.removed += 1
+
+
+@dataclass(frozen=True)
+class PullSettings:
+    """What a run was asked to do (see :func:`pull` for the meaning of each)."""
+
+    projects: tuple[str, ...] = ()
+    full: bool = False
+    concurrency: int = DEFAULT_CONCURRENCY
+    include_private: bool = False
+    full_every: int = DEFAULT_FULL_EVERY
+    overlap_s: float = DEFAULT_OVERLAP_S
+    lookups_max_age_s: float = DEFAULT_LOOKUPS_MAX_AGE_S
+    text_format: str | None = None
+
+    def check(self) -> None:
+        if self.concurrency < 1:
+            raise PullError(f"concurrency must be at least 1, not {self.concurrency}")
+        if self.full_every < 0:
+            raise PullError(f"full_every must be 0 (never automatically) or more, not {self.full_every}")
+        if self.text_format is not None and self.text_format not in TEXT_FORMATS:
+            raise PullError(f"text format must be one of {', '.join(TEXT_FORMATS)}, not {self.text_format!r}")
 
 
 def pull(
@@ -433,24 +489,32 @@ def pull(
     text_format: str | None = None,
     policy: RetryPolicy | None = None,
     progress: ProgressCallback | None = None,
+    known: Mapping[int, snapshot.StoredStamp] | None = None,
 ) -> PullReport:
     """Bring ``snapshot_dir`` up to date with the Redmine at ``url``; see the module docstring.
 
+    ``projects``: identifiers or ids (subprojects included), None for every visible project.
     ``full_every=K`` makes every K-th run a full listing (0: only ``full=True`` and the first run).
-    Raises :class:`PullError` for unusable arguments; everything that goes wrong with Redmine is in the
-    returned report (``report.ok``).
+    ``text_format`` is recorded in a new snapshot's state (default textile), never overwritten.
+    ``known``: issues stored outside ``snapshot_dir`` (a sync state) and their stamps; they are fetched
+    only when changed, and the ones Redmine no longer shows are listed in ``report.removed_ids``.
+    Raises :class:`PullError` for unusable arguments or a locked snapshot; everything that goes wrong
+    with Redmine is in the returned report (``report.ok``).
     """
+    settings = PullSettings(
+        tuple(dict.fromkeys(projects or ())), full, concurrency, include_private, full_every, overlap_s,
+        lookups_max_age_s, text_format,
+    )
+    settings.check()
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        # Not echoed: a URL may carry user:password@.
+        raise PullError("the Redmine URL must look like https://redmine.example.com")
     api_key = api_key.strip()
     if not api_key:
         raise PullError("no Redmine API key: set REDMINE_API_KEY or use --api-key-file")
     if not api_key.isprintable():
         raise PullError("the Redmine API key contains control characters (is the key file right?)")
-    if concurrency < 1:
-        raise PullError(f"concurrency must be at least 1, not {concurrency}")
-    if full_every < 0:
-        raise PullError(f"full_every must be 0 (never automatically) or more, not {full_every}")
-    if text_format is not None and text_format not in TEXT_FORMATS:
-        raise PullError(f"text format must be one of {', '.join(TEXT_FORMATS)}, not {text_format!r}")
 
     started = time.monotonic()
     snapshot_dir.mkdir(parents=True, exist_ok=True)
@@ -463,8 +527,7 @@ def pull(
             raise PullError(str(error)) from None
         client = RedmineClient(url, api_key, policy)
         try:
-            report = _run(client, snapshot_dir, api_key, state, lookups, projects, full, concurrency,
-                          include_private, full_every, overlap_s, lookups_max_age_s, text_format, progress)
+            report = _run(client, snapshot_dir, api_key, state, lookups, settings, progress, known)
         finally:
             client.close()
         report.requests = client.stats.requests
@@ -480,41 +543,37 @@ def _run(
     api_key: str,
     state: dict[str, Any],
     lookups: Names,
-    projects: list[str] | None,
-    full: bool,
-    concurrency: int,
-    include_private: bool,
-    full_every: int,
-    overlap_s: float,
-    lookups_max_age_s: float,
-    text_format: str | None,
+    settings: PullSettings,
     progress: ProgressCallback | None,
+    known: Mapping[int, snapshot.StoredStamp] | None,
 ) -> PullReport:
-    cursor = state.get("cursor") if isinstance(state.get("cursor"), str) else None
+    cursor = parse_cursor(state.get("cursor"))
     runs_since_full = int(state.get("runs_since_full", 0))
     # Switching --include-private either way changes what every stored issue must contain.
-    privacy_changed = "include_private" in state and bool(state["include_private"]) != include_private
-    is_full = full or cursor is None or privacy_changed or (full_every > 0 and runs_since_full + 1 >= full_every)
-    puller = Puller(client, snapshot_dir, api_key, include_private, privacy_changed, progress)
+    privacy_changed = "include_private" in state and bool(state["include_private"]) != settings.include_private
+    automatic_full = settings.full_every > 0 and runs_since_full + 1 >= settings.full_every
+    is_full = settings.full or cursor is None or privacy_changed or automatic_full
+    puller = Puller(client, snapshot_dir, api_key, settings.include_private, privacy_changed, progress, known)
     report = puller.report
     report.full = is_full
-    scopes: list[str | None] = list(dict.fromkeys(projects)) if projects else [None]
-    updated_since = None if is_full else shift_time(cursor, -overlap_s)  # type: ignore[arg-type]
+    scopes: list[str | None] = list(settings.projects) or [None]
+    updated_since = None if is_full or cursor is None else shift_time(cursor, -settings.overlap_s)
+    refreshed_at = time.time()
+    stale = (
+        settings.full
+        or not lookups
+        or refreshed_at - float(state.get("lookups_refreshed_at", 0)) > settings.lookups_max_age_s
+    )
+    fetcher = LookupFetcher(client)
 
-    with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="pull") as executor:
+    with ThreadPoolExecutor(max_workers=settings.concurrency, thread_name_prefix="pull") as executor:
         try:
             with client.stats.purpose("list"):
                 puller.list_and_dispatch(executor, scopes, updated_since)
             # Lookups are read while the workers fetch issues.
-            refreshed_at = time.time()
-            stale = (
-                full
-                or not lookups
-                or refreshed_at - float(state.get("lookups_refreshed_at", 0)) > lookups_max_age_s
-            )
-            covered = {int(p) for p in state.get("lookup_projects", [])}
-            lookup_projects = sorted(covered | puller.listed_projects)
-            fetcher = LookupFetcher(client)
+            lookup_projects = sorted({int(p) for p in state.get("lookup_projects", [])} | puller.listed_projects)
+            # A failed listing usually means Redmine is unreachable: do not hammer it for lookups too.
+            stale = stale and report.listing_complete
             with client.stats.purpose("lookups"):
                 fresh = fetcher.fetch(lookup_projects) if stale else {}
             seen, failed_stamps = puller.collect()
@@ -523,58 +582,66 @@ def _run(
             raise
 
     if stale:
-        report.lookups_refreshed = not fetcher.failed
-        if fetcher.forbidden:
-            report.warnings.append(
-                f"lookups: {', '.join(sorted(fetcher.forbidden))} not readable with this API key (HTTP 403/404); "
-                "using the names found in the issues instead"
-            )
-        if fetcher.failed:
-            report.warnings.append(f"lookups: could not read {', '.join(sorted(fetcher.failed))}; kept the previous names")
-        # A table read completely replaces the cached one; forbidden or failed ones keep what we had.
-        lookups = {**lookups, **fresh}
+        lookups = _merge_fresh_lookups(report, fetcher, lookups, fresh)
     fill_missing(lookups, seen)
-
     if is_full and report.listing_complete:
-        scope_ids = None if projects is None else _scope_project_ids(lookups, projects, puller.listed_projects)
-        if projects is not None and scope_ids is None:
-            report.warnings.append("a --project is unknown to the projects lookup; nothing was removed")
-        else:
-            puller.remove_unlisted(
-                lambda issue_id: scope_ids is None or _stored_project(snapshot_dir, issue_id) in scope_ids
-            )
-
+        _remove_unlisted_in_scope(puller, lookups, settings.projects)
     snapshot.write_lookups(snapshot_dir, lookups)
+
     new_state = dict(state)
     if report.listing_complete:
-        candidates = [cursor] if cursor else []
-        candidates += [s for s in puller.listed_updated_on.values() if s]
-        new_cursor = max(candidates) if candidates else None
-        if failed_stamps and new_cursor is not None:
-            # The next run must list the failed issues again.
-            new_cursor = min([new_cursor, *failed_stamps])
+        new_cursor = next_cursor(cursor, list(puller.listed_updated_on.values()), failed_stamps)
         if new_cursor is not None:
             new_state["cursor"] = new_cursor
         new_state["runs_since_full"] = 0 if is_full else runs_since_full + 1
     if stale and report.lookups_refreshed:
         new_state["lookups_refreshed_at"] = refreshed_at
         new_state["lookup_projects"] = lookup_projects
-    new_state["include_private"] = include_private
+    new_state["include_private"] = settings.include_private
     if "text_format" not in state:
-        new_state["text_format"] = text_format or DEFAULT_TEXT_FORMAT
-    elif text_format is not None and state["text_format"] != text_format:
+        new_state["text_format"] = settings.text_format or DEFAULT_TEXT_FORMAT
+    elif settings.text_format is not None and state["text_format"] != settings.text_format:
         report.warnings.append(f"state.json already says text_format {state['text_format']!r}; left unchanged")
     snapshot.write_state(snapshot_dir, new_state)
     report.cursor = new_state.get("cursor")
     return report
 
 
-def _scope_project_ids(lookups: Names, projects: list[str], listed: set[int]) -> set[int] | None:
+def _merge_fresh_lookups(report: PullReport, fetcher: LookupFetcher, cached: Names, fresh: Names) -> Names:
+    """Tables read completely replace the cached ones; forbidden or failed ones keep what we had."""
+    report.lookups_refreshed = not fetcher.failed
+    if fetcher.forbidden:
+        report.warnings.append(
+            f"lookups: {', '.join(sorted(fetcher.forbidden))} not readable with this API key (HTTP 403/404); "
+            "using the names found in the issues instead"
+        )
+    if fetcher.failed:
+        report.warnings.append(f"lookups: could not read {', '.join(sorted(fetcher.failed))}; kept the previous names")
+    return {**cached, **fresh}
+
+
+def next_cursor(cursor: str | None, listed: list[str], failed: list[str]) -> str | None:
+    """The largest ``updated_on`` listed, but never past an issue that failed (the next run lists it again)."""
+    candidates = [stamp for stamp in [cursor, *listed] if stamp]
+    if not candidates:
+        return None
+    return min([max(candidates), *(stamp for stamp in failed if stamp)])
+
+
+def _remove_unlisted_in_scope(puller: Puller, lookups: Names, projects: tuple[str, ...]) -> None:
+    """With --project, only issues of the pulled projects (and their subprojects) may be removed."""
+    if not projects:
+        puller.remove_unlisted(lambda issue_id: True)
+        return
     project_table = lookups.get("projects", {})
-    roots = resolve_projects(project_table, projects)
-    return None if roots is None else descendants(project_table, roots) | listed
+    roots = resolve_projects(project_table, list(projects))
+    if roots is None:
+        puller.report.warnings.append("a --project is unknown to the projects lookup; nothing was removed")
+        return
+    scope_ids = descendants(project_table, roots) | puller.listed_projects
 
+    def in_scope(issue_id: int) -> bool:
+        stamp = puller.stamp_of(issue_id)
+        return stamp is not None and stamp.project_id in scope_ids
 
-def _stored_project(snapshot_dir: Path, issue_id: int) -> int | None:
-    stamp = snapshot.stored_stamp(snapshot_dir, issue_id)
-    return stamp.project_id if stamp else None
+    puller.remove_unlisted(in_scope)

@@ -47,6 +47,10 @@ def _marked_text(text: str, phantom_ids: set[int]) -> str:
     return "".join(pieces)
 
 
+def _tickets(ticket_ids: Iterable[int]) -> str:
+    return ", ".join(f"#{i}" for i in sorted(ticket_ids)) or "no ticket id"
+
+
 def _source_link(chunk: Chunk) -> str:
     if chunk.uri and chunk.uri.lower().startswith(("https://", "http://")):
         return f'<a href="{_e(chunk.uri)}">{_e(chunk.uri)}</a>'
@@ -109,7 +113,7 @@ def _results_html(report: VerifyReport) -> list[str]:
     return ["<ol>", *items, "</ol>"] if items else []
 
 
-def _references_html(references: _References) -> list[str]:
+def _references_html(report: VerifyReport, references: _References) -> list[str]:
     if not references.numbers:
         return []
     parts = ["<h2>References</h2>", '<ol class="refs">']
@@ -122,7 +126,8 @@ def _references_html(references: _References) -> list[str]:
             continue
         badge = '<span class="badge drift">quote drift</span>' if flag == "drift" else ""
         bodies = "".join(
-            f"<div>{_source_link(c)}</div><pre>{_e(c.text[:_EXCERPT_CHARS])}"
+            f"<div>{_source_link(c)} {_e(_tickets(report.chunk_tickets.get(c.id, frozenset())))}</div>"
+            f"<pre>{_e(c.text[:_EXCERPT_CHARS])}"
             f"{'…' if len(c.text) > _EXCERPT_CHARS else ''}</pre>"
             for c in chunks
         )
@@ -153,7 +158,7 @@ def render_report(report: VerifyReport, title: str = "anchorkit verify") -> str:
         f"<span>grounding score <strong>{report.grounding_score:.2f}</strong></span>"
         f"<span>critical <strong>{report.critical}</strong></span>"
         f"<span>warnings <strong>{report.warnings}</strong></span>"
-        f"<span>valid ticket ids: {_e(', '.join(f'#{i}' for i in sorted(report.valid_ids)) or 'none')}</span></p>",
+        f"<span>valid ticket ids: {_e(_tickets(report.valid_ids))}</span></p>",
         "<h2>Answer</h2>",
     ]
     # A RetrieveAndGenerate answer's claims are the cited parts of its text: show them instead.
@@ -161,7 +166,7 @@ def render_report(report: VerifyReport, title: str = "anchorkit verify") -> str:
         body.append(f'<p class="text">{_marked_text(report.answer.text, phantom_ids)}</p>')
     body += _claims_html(report, references, phantom_ids)
     body += _results_html(report)
-    body += _references_html(references)
+    body += _references_html(report, references)
     body += _findings_html(report.findings)
     return (
         '<!DOCTYPE html>\n<html lang="ja">\n<head>\n<meta charset="utf-8">\n'

@@ -107,14 +107,18 @@ def issue_path(snapshot_dir: Path, issue_id: int) -> Path:
     return snapshot_dir / ISSUES_DIR / f"{issue_id}.json"
 
 
-def encode_json(payload: Any) -> bytes:
-    """The snapshot's byte form: UTF-8, indented, key order as given (Redmine's for issues)."""
-    return (json.dumps(payload, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+def encode_json(payload: Any, indent: int | None = 2) -> bytes:
+    """The snapshot's byte form: UTF-8 (no escapes), key order as given (Redmine's, for issues)."""
+    return (json.dumps(payload, ensure_ascii=False, indent=indent) + "\n").encode("utf-8")
 
 
 def write_issue(snapshot_dir: Path, document: dict[str, Any]) -> bool:
-    """Store ``{"issue": {...}}`` as ``issues/<id>.json``; True when the file was (re)written."""
-    return write_if_changed(issue_path(snapshot_dir, int(document["issue"]["id"])), encode_json(document))
+    """Store ``{"issue": {...}}`` as ``issues/<id>.json``; True when the file was (re)written.
+
+    Compact, like Redmine's own response: with ``indent`` json falls back to its pure-Python encoder,
+    which made storing cost as much CPU as fetching (``jq . issues/1.json`` reads it indented).
+    """
+    return write_if_changed(issue_path(snapshot_dir, int(document["issue"]["id"])), encode_json(document, indent=None))
 
 
 def remove_issue(snapshot_dir: Path, issue_id: int) -> bool:

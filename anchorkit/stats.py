@@ -20,20 +20,25 @@ The report is a JSON-ready dict whose shape ``anchorkit.stats_schema.REPORT_SCHE
 from __future__ import annotations
 
 import json
+import multiprocessing
 import re
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from anchorkit import chunking
-from anchorkit.anchors import ANCHOR_PATTERN, TITLE_PATTERN, find_anchors, strip_anchors
-from anchorkit.chunking import Chunker, Span, byte_offsets
-from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks
+from anchorkit.anchors import ANCHOR_PATTERN, TITLE_PATTERN, strip_anchors
+from anchorkit.chunking import Chunker, Span, TextLayout, block_tokens, percentile
+from anchorkit.markdown_blocks import COMPLEX_LINE
 from anchorkit.sidecar import MAX_FILE_BYTES as MAX_SIDECAR_BYTES
 from anchorkit.sidecar import MAX_LIST_ITEMS, MAX_STRING_CHARS, RESERVED_PREFIX
-from anchorkit.tokens import TokenizedText, Tokenizer, TokenizerChoice, approx_tokens
+from anchorkit.tokens import Cut, TokenizedText, Tokenizer, TokenizerChoice, approx_tokens, byte_offsets, without
+
+if TYPE_CHECKING:
+    from anchorkit.transform import TransformOptions
 
 SCHEMA_NAME = "anchorkit-stats"
 SCHEMA_VERSION = 1
@@ -53,10 +58,9 @@ _CODE_BLOCKS = ("fence", "code_block")
 @dataclass(frozen=True)
 class SourceDocument:
     ticket_id: int
-    relpath: str
+    relpath: str  # "12345.md" or "helpdesk/12345.md"
     markdown: str
-    size_bytes: int
-    sidecar: bytes | None
+    sidecar: bytes | None  # the .metadata.json beside it, if any
 
 
 @dataclass(frozen=True)
@@ -104,11 +108,12 @@ def iter_output_folder(folder: Path) -> Iterator[SourceItem]:
         except OSError as exc:
             yield InputError(relpath, f"{relpath}: cannot read ({exc.strerror or exc})")
             continue
-        yield SourceDocument(ticket_id, relpath, markdown, size, sidecar)
+        yield SourceDocument(ticket_id, relpath, markdown, sidecar)
 
 
-def iter_snapshot(snapshot_dir: Path, options: Any) -> Iterator[SourceItem]:
-    """Transform a snapshot in memory (``options``: transform.TransformOptions)."""
+def iter_snapshot(snapshot_dir: Path, options: TransformOptions) -> Iterator[SourceItem]:
+    """Transform a snapshot in memory, as ``transform`` would write it."""
+    # Imported here: auditing an output folder needs none of the rendering machinery.
     from anchorkit.transform import RenderedTicket, iter_documents
 
     for result in iter_documents(snapshot_dir, options):
@@ -117,7 +122,7 @@ def iter_snapshot(snapshot_dir: Path, options: Any) -> Iterator[SourceItem]:
             if size > MAX_DOCUMENT_BYTES:
                 yield OversizedDocument(result.ticket_id, result.relpath, size)
             else:
-                yield SourceDocument(result.ticket_id, result.relpath, result.markdown, size, result.sidecar)
+                yield SourceDocument(result.ticket_id, result.relpath, result.markdown, result.sidecar)
         elif not result.message.startswith("private issue"):  # private issues are left out on purpose
             yield InputError(result.source, result.message)
 
@@ -130,14 +135,27 @@ def is_snapshot(path: Path) -> bool:
 # Per-document measurements (pure)
 
 
-@dataclass
-class _Side:
-    """One version of a document (anchored or stripped): its tokens and where things are."""
+class DocumentVersion:
+    """One version of a document (anchored, or stripped of its anchors): its tokens, and the token
+    spans of what names the ticket and of what mentions other tickets."""
 
-    text: str
-    tokens: TokenizedText
-    identifying: list[Span]  # token spans of lines naming the own ticket (line start → id colon)
-    mentions: list[Span]  # token spans of mentions of other tickets
+    def __init__(self, text: str, ticket_id: int, tokens: TokenizedText, layout: TextLayout | None = None) -> None:
+        self.text = text
+        self.tokens = tokens
+        self.layout = layout or TextLayout(text)
+        # From the start of each anchor/title line naming the ticket to its id's colon.
+        self.identifying = _token_spans(text, tokens, identifying_char_spans(text, ticket_id))
+        self.mentions = _token_spans(text, tokens, mention_char_spans(text, ticket_id))
+        self._identifying_starts = [start for start, _ in self.identifying]
+        self._mention_starts = [start for start, _ in self.mentions]
+
+    def identifies(self, chunk: Span) -> bool:
+        """Whether the chunk's text names the ticket: ``ticket_id in identified_ticket_ids(chunk text)``."""
+        return _covers(chunk, self.identifying, self._identifying_starts)
+
+    def mentions_other(self, chunk: Span) -> bool:
+        """Whether the chunk's text mentions another ticket's number (``#123``)."""
+        return _covers(chunk, self.mentions, self._mention_starts)
 
 
 def _token_spans(text: str, tokens: TokenizedText, char_spans: list[tuple[int, int]]) -> list[Span]:
@@ -145,7 +163,9 @@ def _token_spans(text: str, tokens: TokenizedText, char_spans: list[tuple[int, i
     if not char_spans or tokens.token_count == 0:
         return []
     offsets = byte_offsets(text, [offset for span in char_spans for offset in span])
-    return [(tokens.token_at(offsets[i]), tokens.token_at(offsets[i + 1] - 1)) for i in range(0, len(offsets), 2)]
+    # A span's last token is the one holding its last byte.
+    token_indices = tokens.tokens_at([offset - (index % 2) for index, offset in enumerate(offsets)])
+    return list(zip(token_indices[::2], token_indices[1::2]))
 
 
 def identifying_char_spans(text: str, ticket_id: int) -> list[tuple[int, int]]:
@@ -160,13 +180,30 @@ def mention_char_spans(text: str, ticket_id: int) -> list[tuple[int, int]]:
     return [m.span() for m in _MENTION.finditer(text) if int(m[1]) != ticket_id]
 
 
-def _side(text: str, ticket_id: int, tokens: TokenizedText) -> _Side:
-    return _Side(
-        text,
-        tokens,
-        _token_spans(text, tokens, identifying_char_spans(text, ticket_id)),
-        _token_spans(text, tokens, mention_char_spans(text, ticket_id)),
-    )
+def removed_ranges(text: str, shorter: str) -> list[Cut]:
+    """The character ranges of ``text`` that ``strip_anchors`` took out to make ``shorter``.
+
+    ``shorter``'s lines are a subsequence of ``text``'s; each run of removed lines becomes one range
+    holding those lines and their line breaks.
+    """
+    lines = text.split("\n")
+    kept = shorter.split("\n")
+    starts = list(accumulate((len(line) + 1 for line in lines), initial=0))
+    ranges: list[Cut] = []
+    next_kept = 0
+    for index, line in enumerate(lines):
+        if next_kept < len(kept) and kept[next_kept] == line:
+            next_kept += 1
+        elif ranges and ranges[-1][1] == starts[index]:
+            ranges[-1] = (ranges[-1][0], starts[index + 1])
+        else:
+            ranges.append((starts[index], starts[index + 1]))
+    if ranges and ranges[-1][1] > len(text):
+        # The last line went: take the line break before it instead of the one it does not have.
+        start, _ = ranges.pop()
+        ranges.append((max(start - 1, 0), len(text)))
+    assert without(text, ranges) == shorter, "strip_anchors only removes lines"
+    return ranges
 
 
 def _covers(chunk: Span, spans: list[Span], starts: list[int]) -> bool:
@@ -187,6 +224,169 @@ def longest_gap(spans: list[Span], token_count: int) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
+# Measuring documents (pure; runs in worker processes with --jobs)
+
+
+@dataclass(frozen=True)
+class ChunkTally:
+    """One document, one chunker level, one version (anchored or stripped)."""
+
+    chunks: int
+    identified: int
+    mentioning_other: int
+    longest_run_tokens: int  # tokens covered by consecutive chunks that do not identify the ticket
+
+
+@dataclass(frozen=True)
+class DocumentMeasurement:
+    ticket_id: int
+    relpath: str
+    tokens_with_anchors: int
+    tokens_without_anchors: int
+    approx_estimate: int | None  # approx_tokens of the document, when the tokenizer is exact
+    longest_gap: tuple[int, int]  # anchored, stripped: tokens in a row with nothing naming the ticket
+    tallies: tuple[tuple[ChunkTally, ChunkTally], ...]  # per chunker level: anchored, stripped
+    findings: tuple[tuple[str, dict[str, Any]], ...]  # (LIMIT_FINDINGS name, item)
+
+
+LIMIT_FINDINGS = (
+    "documents_over_50mb",
+    "sidecars_over_10kb",
+    "sidecar_values_too_long",
+    "sidecars_invalid",
+    "documents_without_anchor",
+    "anchors_in_code_blocks",
+    "duplicated_anchors",
+    "anchors_of_other_tickets",
+)
+Measured = DocumentMeasurement | InputError | OversizedDocument
+
+
+class Measurer:
+    """Measures batches of documents: tokenize each version once, chunk, count."""
+
+    def __init__(self, tokenizer: Tokenizer, chunkers: Sequence[Chunker]) -> None:
+        self.tokenizer = tokenizer
+        self.chunkers = chunkers
+
+    def measure_batch(self, items: Sequence[SourceItem]) -> list[Measured]:
+        """Measurements of the batch's documents; errors and oversized documents pass through, in order."""
+        documents = [item for item in items if isinstance(item, SourceDocument)]
+        stripped = [strip_anchors(document.markdown) for document in documents]
+        cuts = [removed_ranges(document.markdown, bare) for document, bare in zip(documents, stripped)]
+        # Both versions of every document in one tokenizer call (cl100k encodes each document once).
+        pairs = self.tokenizer.tokenize_pairs([document.markdown for document in documents], cuts)
+        measurements = iter([self._measure(*arguments) for arguments in zip(documents, stripped, cuts, pairs)])
+        return [next(measurements) if isinstance(item, SourceDocument) else item for item in items]
+
+    def versions(
+        self, document: SourceDocument, stripped_text: str, cuts: list[Cut], tokens: tuple[TokenizedText, TokenizedText]
+    ) -> tuple[DocumentVersion, DocumentVersion]:
+        """The document as it is, and without its anchors (which borrows the anchored layout)."""
+        anchored = DocumentVersion(document.markdown, document.ticket_id, tokens[0])
+        byte_cuts = byte_offsets(document.markdown, [offset for cut in cuts for offset in cut])
+        stripped_layout = anchored.layout.without(stripped_text, list(zip(byte_cuts[::2], byte_cuts[1::2])))
+        return anchored, DocumentVersion(stripped_text, document.ticket_id, tokens[1], stripped_layout)
+
+    def _measure(
+        self, document: SourceDocument, stripped_text: str, cuts: list[Cut], tokens: tuple[TokenizedText, TokenizedText]
+    ) -> DocumentMeasurement:
+        anchored, stripped = self.versions(document, stripped_text, cuts, tokens)
+        versions = (anchored, stripped)
+        tallies: list[tuple[ChunkTally, ChunkTally]] = []
+        for chunker in self.chunkers:
+            if chunking.is_text_chunker(chunker):
+                per_version = [self._text_tallies(chunker.split_text(v.text), document.ticket_id) for v in versions]  # type: ignore[union-attr]
+            else:
+                per_version = [_token_tallies(chunker.split(v.layout, v.tokens), v) for v in versions]  # type: ignore[union-attr]
+            tallies.extend(zip(*per_version))
+        return DocumentMeasurement(
+            document.ticket_id,
+            document.relpath,
+            anchored.tokens.token_count,
+            stripped.tokens.token_count,
+            approx_tokens(document.markdown) if self.tokenizer.exact else None,
+            (longest_gap(anchored.identifying, anchored.tokens.token_count), longest_gap(stripped.identifying, stripped.tokens.token_count)),
+            tuple(tallies),
+            tuple(limit_findings(document)),
+        )
+
+    def _text_tallies(self, split: list[list[str]], ticket_id: int) -> list[ChunkTally]:
+        tallies = []
+        for chunks in split:
+            identified = mentioning = longest = run = 0
+            for chunk, size in zip(chunks, self.tokenizer.count_many(chunks)):
+                mentioning += bool(mention_char_spans(chunk, ticket_id))
+                if identifying_char_spans(chunk, ticket_id):
+                    identified += 1
+                    run = 0
+                else:
+                    # Text chunks have no positions: the run adds up chunk sizes (overlaps count twice).
+                    run += size
+                    longest = max(longest, run)
+            tallies.append(ChunkTally(len(chunks), identified, mentioning, longest))
+        return tallies
+
+
+def _token_tallies(split: list[list[Span]], version: DocumentVersion) -> list[ChunkTally]:
+    tallies = []
+    for chunks in split:
+        identified = mentioning = longest = 0
+        run_start: int | None = None
+        for chunk in chunks:
+            mentioning += version.mentions_other(chunk)
+            if version.identifies(chunk):
+                identified += 1
+                run_start = None
+            else:
+                run_start = chunk[0] if run_start is None else run_start
+                longest = max(longest, chunk[1] - run_start)
+        tallies.append(ChunkTally(len(chunks), identified, mentioning, longest))
+    return tallies
+
+
+def limit_findings(document: SourceDocument) -> list[tuple[str, dict[str, Any]]]:
+    """Bedrock limits and anchor hygiene problems of one document and its sidecar."""
+    markdown, ticket_id, relpath = document.markdown, document.ticket_id, document.relpath
+    where = {"ticket_id": ticket_id, "relpath": relpath}
+    findings: list[tuple[str, dict[str, Any]]] = []
+    anchors = list(ANCHOR_PATTERN.finditer(markdown))  # the matches find_anchors makes, with positions
+    if not anchors:
+        findings.append(("documents_without_anchor", where))
+    foreign = sorted({int(anchor["id"]) for anchor in anchors} - {ticket_id})
+    if foreign:
+        findings.append(("anchors_of_other_tickets", {**where, "other_ticket_ids": foreign}))
+    duplicates = sum(
+        1 for previous, anchor in zip(anchors, anchors[1:]) if previous[0] == anchor[0] and not markdown[previous.end() : anchor.start()].strip()
+    )
+    if duplicates:
+        findings.append(("duplicated_anchors", {**where, "count": duplicates}))
+    in_code = anchors_in_code_blocks(markdown)
+    if in_code:
+        findings.append(("anchors_in_code_blocks", {**where, "lines": in_code}))
+    if document.sidecar is not None:
+        findings += sidecar_findings(document.sidecar, ticket_id, relpath + SIDECAR_SUFFIX)
+    return findings
+
+
+def sidecar_findings(sidecar: bytes, ticket_id: int, relpath: str) -> list[tuple[str, dict[str, Any]]]:
+    where = {"ticket_id": ticket_id, "relpath": relpath}
+    findings: list[tuple[str, dict[str, Any]]] = []
+    if len(sidecar) > MAX_SIDECAR_BYTES:
+        findings.append(("sidecars_over_10kb", {**where, "bytes": len(sidecar)}))
+    try:
+        attributes = json.loads(sidecar)["metadataAttributes"]
+    except (ValueError, KeyError, TypeError):
+        attributes = None
+    if not isinstance(attributes, dict):
+        return findings + [("sidecars_invalid", {**where, "problem": "not a JSON object with a metadataAttributes object"})]
+    problems = sidecar_value_problems(attributes)
+    if problems:
+        findings.append(("sidecar_values_too_long", {**where, "problems": problems}))
+    return findings
+
+
+# ---------------------------------------------------------------------------------------------
 # Aggregation
 
 
@@ -197,6 +397,12 @@ class CoverageCounts:
     mentioning_other: int = 0
     longest_run_tokens: int = 0
     longest_run_ticket_id: int | None = None
+
+    def add(self, tally: ChunkTally, ticket_id: int) -> None:
+        self.chunks += tally.chunks
+        self.identified += tally.identified
+        self.mentioning_other += tally.mentioning_other
+        self.add_run(tally.longest_run_tokens, ticket_id)
 
     def add_run(self, tokens: int, ticket_id: int) -> None:
         if tokens > self.longest_run_tokens:
@@ -239,32 +445,20 @@ class _Finding:
     count: int = 0
     items: list[dict[str, Any]] = field(default_factory=list)
 
-    def add(self, **item: Any) -> None:
+    def add(self, item: dict[str, Any]) -> None:
         self.count += 1
         if len(self.items) < LISTED_FINDINGS:
             self.items.append(item)
 
 
-LIMIT_FINDINGS = (
-    "documents_over_50mb",
-    "sidecars_over_10kb",
-    "sidecar_values_too_long",
-    "sidecars_invalid",
-    "documents_without_anchor",
-    "anchors_in_code_blocks",
-    "duplicated_anchors",
-    "anchors_of_other_tickets",
-)
-
-
 class StatsCollector:
-    """Feed it documents (in batches), then ask for the report."""
+    """Adds up document measurements (in input order), then makes the report."""
 
     def __init__(self, choice: TokenizerChoice, chunkers: Sequence[Chunker], source: dict[str, Any]) -> None:
         self.tokenizer: Tokenizer = choice.tokenizer
         self.fallback_reason = choice.fallback_reason
         self.source = source
-        self.levels = [[_LevelCounts(chunker, level) for level in chunker.levels] for chunker in chunkers]
+        self.levels = [_LevelCounts(chunker, level) for chunker in chunkers for level in chunker.levels]
         self.tickets: list[_TicketTokens] = []
         self.findings = {name: _Finding() for name in LIMIT_FINDINGS}
         self.errors: list[InputError] = []
@@ -272,112 +466,25 @@ class StatsCollector:
         self.approx_total = 0
         self.approx_abs_error_percent = 0.0
 
-    def add_all(self, items: Iterable[SourceItem]) -> None:
-        batch: list[SourceDocument] = []
-        for item in items:
-            if isinstance(item, InputError):
-                self.errors.append(item)
-            elif isinstance(item, OversizedDocument):
-                self.findings["documents_over_50mb"].add(ticket_id=item.ticket_id, relpath=item.relpath, bytes=item.size_bytes)
-            else:
-                batch.append(item)
-                if len(batch) == BATCH_SIZE:
-                    self.add_batch(batch)
-                    batch = []
-        if batch:
-            self.add_batch(batch)
-
-    def add_batch(self, documents: Sequence[SourceDocument]) -> None:
-        stripped = [strip_anchors(document.markdown) for document in documents]
-        tokenized = self.tokenizer.tokenize_many([d.markdown for d in documents] + stripped)
-        for index, document in enumerate(documents):
-            anchored = _side(document.markdown, document.ticket_id, tokenized[index])
-            bare = _side(stripped[index], document.ticket_id, tokenized[len(documents) + index])
-            self._add_document(document, anchored, bare)
-
-    def _add_document(self, document: SourceDocument, anchored: _Side, stripped: _Side) -> None:
-        ticket_id = document.ticket_id
-        self.tickets.append(_TicketTokens(ticket_id, document.relpath, anchored.tokens.token_count, stripped.tokens.token_count))
-        if self.tokenizer.exact and anchored.tokens.token_count:
-            estimate = approx_tokens(document.markdown)
-            self.approx_total += estimate
-            self.approx_abs_error_percent += abs(estimate - anchored.tokens.token_count) * 100 / anchored.tokens.token_count
-        for side_name, side in (("anchored", anchored), ("stripped", stripped)):
-            self.gap[side_name].add_run(longest_gap(side.identifying, side.tokens.token_count), ticket_id)
-        for chunker, levels in zip((levels[0].chunker for levels in self.levels), self.levels):
-            for side_name, side in (("anchored", anchored), ("stripped", stripped)):
-                if chunking.is_text_chunker(chunker):
-                    self._count_text_chunks(chunker.split_text(side.text), levels, side_name, ticket_id)  # type: ignore[union-attr]
-                else:
-                    self._count_token_chunks(chunker.split(side.text, side.tokens), levels, side_name, side, ticket_id)  # type: ignore[union-attr]
-        self._audit_limits(document)
-
-    @staticmethod
-    def _count_token_chunks(split: list[list[Span]], levels: list[_LevelCounts], side_name: str, side: _Side, ticket_id: int) -> None:
-        identifying_starts = [start for start, _ in side.identifying]
-        mention_starts = [start for start, _ in side.mentions]
-        for chunks, level in zip(split, levels):
-            counts: CoverageCounts = getattr(level, side_name)
-            counts.chunks += len(chunks)
-            run_start: int | None = None
-            for chunk in chunks:
-                if _covers(chunk, side.mentions, mention_starts):
-                    counts.mentioning_other += 1
-                if _covers(chunk, side.identifying, identifying_starts):
-                    counts.identified += 1
-                    run_start = None
-                else:
-                    run_start = chunk[0] if run_start is None else run_start
-                    counts.add_run(chunk[1] - run_start, ticket_id)
-
-    def _count_text_chunks(self, split: list[list[str]], levels: list[_LevelCounts], side_name: str, ticket_id: int) -> None:
-        for chunks, level in zip(split, levels):
-            counts: CoverageCounts = getattr(level, side_name)
-            counts.chunks += len(chunks)
-            sizes = self.tokenizer.count_many(chunks)
-            run = 0
-            for chunk, size in zip(chunks, sizes):
-                if mention_char_spans(chunk, ticket_id):
-                    counts.mentioning_other += 1
-                if identifying_char_spans(chunk, ticket_id):
-                    counts.identified += 1
-                    run = 0
-                else:
-                    # Text chunks have no positions: the run adds up chunk sizes (overlaps count twice).
-                    run += size
-                    counts.add_run(run, ticket_id)
-
-    def _audit_limits(self, document: SourceDocument) -> None:
-        markdown, ticket_id, relpath = document.markdown, document.ticket_id, document.relpath
-        anchors = list(ANCHOR_PATTERN.finditer(markdown))
-        if not anchors:
-            self.findings["documents_without_anchor"].add(ticket_id=ticket_id, relpath=relpath)
-        foreign = sorted({a.ticket_id for a in find_anchors(markdown) if a.ticket_id != ticket_id})
-        if foreign:
-            self.findings["anchors_of_other_tickets"].add(ticket_id=ticket_id, relpath=relpath, other_ticket_ids=foreign)
-        duplicates = sum(
-            1 for previous, anchor in zip(anchors, anchors[1:]) if previous[0] == anchor[0] and not markdown[previous.end() : anchor.start()].strip()
-        )
-        if duplicates:
-            self.findings["duplicated_anchors"].add(ticket_id=ticket_id, relpath=relpath, count=duplicates)
-        in_code = anchors_in_code_blocks(markdown)
-        if in_code:
-            self.findings["anchors_in_code_blocks"].add(ticket_id=ticket_id, relpath=relpath, lines=in_code)
-        if document.sidecar is not None:
-            self._audit_sidecar(document.sidecar, ticket_id, relpath + SIDECAR_SUFFIX)
-
-    def _audit_sidecar(self, sidecar: bytes, ticket_id: int, relpath: str) -> None:
-        if len(sidecar) > MAX_SIDECAR_BYTES:
-            self.findings["sidecars_over_10kb"].add(ticket_id=ticket_id, relpath=relpath, bytes=len(sidecar))
-        try:
-            attributes = json.loads(sidecar)["metadataAttributes"]
-            assert isinstance(attributes, dict)
-        except (ValueError, KeyError, TypeError, AssertionError):
-            self.findings["sidecars_invalid"].add(ticket_id=ticket_id, relpath=relpath, problem="not a JSON object with metadataAttributes")
+    def add(self, measured: Measured) -> None:
+        if isinstance(measured, InputError):
+            self.errors.append(measured)
             return
-        problems = sidecar_value_problems(attributes)
-        if problems:
-            self.findings["sidecar_values_too_long"].add(ticket_id=ticket_id, relpath=relpath, problems=problems)
+        if isinstance(measured, OversizedDocument):
+            self.findings["documents_over_50mb"].add({"ticket_id": measured.ticket_id, "relpath": measured.relpath, "bytes": measured.size_bytes})
+            return
+        ticket_id = measured.ticket_id
+        self.tickets.append(_TicketTokens(ticket_id, measured.relpath, measured.tokens_with_anchors, measured.tokens_without_anchors))
+        if measured.approx_estimate is not None and measured.tokens_with_anchors:
+            self.approx_total += measured.approx_estimate
+            self.approx_abs_error_percent += abs(measured.approx_estimate - measured.tokens_with_anchors) * 100 / measured.tokens_with_anchors
+        self.gap["anchored"].add_run(measured.longest_gap[0], ticket_id)
+        self.gap["stripped"].add_run(measured.longest_gap[1], ticket_id)
+        for level, (anchored, stripped) in zip(self.levels, measured.tallies):
+            level.anchored.add(anchored, ticket_id)
+            level.stripped.add(stripped, ticket_id)
+        for name, item in measured.findings:
+            self.findings[name].add(item)
 
     def report(self) -> dict[str, Any]:
         percents = [ticket.percent for ticket in self.tickets]
@@ -425,8 +532,7 @@ class StatsCollector:
                     "anchored": level.anchored.as_dict(),
                     "stripped": level.stripped.as_dict(),
                 }
-                for levels in self.levels
-                for level in levels
+                for level in self.levels
             ],
             "limits": {name: {"count": finding.count, "items": finding.items} for name, finding in self.findings.items()},
             "errors": [{"path": error.path, "message": error.message} for error in self.errors],
@@ -446,7 +552,7 @@ def anchors_in_code_blocks(markdown: str) -> list[int]:
     if not COMPLEX_LINE.search(markdown):
         return []  # no fence and no indented line: there is no code block
     code_lines: set[int] = set()
-    for token in parse_blocks(markdown):
+    for token in block_tokens(markdown):
         if token.type in _CODE_BLOCKS and token.map:
             code_lines.update(range(token.map[0], token.map[1]))
     if not code_lines:
@@ -479,17 +585,6 @@ def _sidecar_value(raw: Any) -> Any:
         typed = raw["value"]
         return next((typed[key] for key in ("stringValue", "stringListValue", "numberValue", "booleanValue") if key in typed), None)
     return raw
-
-
-def percentile(values: Sequence[float], p: float) -> float | None:
-    """The p-th percentile, interpolated linearly between ranks (numpy's default)."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * p / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 def histogram(percents: Sequence[float]) -> dict[str, Any]:
@@ -528,11 +623,31 @@ class Gates:
 
 
 def audit(
-    items: Iterable[SourceItem], choice: TokenizerChoice, chunkers: Sequence[Chunker], source: dict[str, Any], gates: Gates = Gates()
+    items: Iterable[SourceItem],
+    choice: TokenizerChoice,
+    chunkers: Sequence[Chunker],
+    source: dict[str, Any],
+    gates: Gates = Gates(),
+    jobs: int = 1,
 ) -> dict[str, Any]:
-    """The whole audit over documents from ``iter_output_folder`` or ``iter_snapshot``."""
+    """The whole audit over documents from ``iter_output_folder`` or ``iter_snapshot``.
+
+    ``jobs`` > 1 measures batches in that many worker processes; the report is the same (batches
+    come back in input order).
+    """
     collector = StatsCollector(choice, chunkers, source)
-    collector.add_all(items)
+    batches = _batches(items)
+    if jobs > 1:
+        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+        with context.Pool(jobs, initializer=_start_worker, initargs=(choice.tokenizer, chunkers)) as pool:
+            for measured in pool.imap(_measure_in_worker, batches):
+                for item in measured:
+                    collector.add(item)
+    else:
+        measurer = Measurer(choice.tokenizer, chunkers)
+        for batch in batches:
+            for item in measurer.measure_batch(batch):
+                collector.add(item)
     report = collector.report()
     report["gates"] = {
         "fail_under_coverage": gates.min_coverage_percent,
@@ -540,6 +655,30 @@ def audit(
         "failures": gate_failures(report, gates),
     }
     return report
+
+
+def _batches(items: Iterable[SourceItem]) -> Iterator[list[SourceItem]]:
+    batch: list[SourceItem] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == BATCH_SIZE:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+_worker_measurer: Measurer | None = None
+
+
+def _start_worker(tokenizer: Tokenizer, chunkers: Sequence[Chunker]) -> None:
+    global _worker_measurer
+    _worker_measurer = Measurer(tokenizer, chunkers)
+
+
+def _measure_in_worker(batch: list[SourceItem]) -> list[Measured]:
+    assert _worker_measurer is not None, "worker not started"
+    return _worker_measurer.measure_batch(batch)
 
 
 def gate_failures(report: dict[str, Any], gates: Gates) -> list[str]:

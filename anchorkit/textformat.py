@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import html
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 
 TEXT_FORMATS = ("textile", "common_mark")
@@ -142,12 +143,15 @@ def _is_safe_url(url: str) -> bool:
 # Redmine additions shared by both formats: macros, wiki links, issue links
 # ---------------------------------------------------------------------------------------------
 
-# Redmine's MACROS_RE: {{name(args)}} or {{name(args)\nblock text\n}}; "!{{" escapes.
-_MACRO = re.compile(r"(!)?\{\{(\w+)(?:\(([^\n\r]*?)\))?(?:(\n.*?\n))?\}\}", re.S)
+# Redmine's MACROS_RE: {{name(args)}} or {{name(args)\nblock text\n}}; "!{{" escapes. The block
+# form is found by _next_block_macro (a linear search, where a lazy ".*?" would be quadratic).
+_INLINE_MACRO = re.compile(r"(!)?\{\{(\w+)(?:\(([^\n\r]{0,500}?)\))?\}\}")
+_BLOCK_MACRO_OPENING = re.compile(r"(!)?\{\{(\w+)(?:\(([^\n\r]{0,500}?)\))?\n")
 _TOC_MACRO = re.compile(r"\{\{[<>]?toc\}\}", re.I)
+_TOC_LINE = re.compile(r"^[ \t]*\{\{[<>]?toc\}\}[ \t]*$", re.I | re.M)
 # Macros whose output depends on data we do not have (wiki pages, other projects): kept as text.
 _BUILTIN_MACROS = {"collapse", "issue", "thumbnail", "hello_world", "macro_list", "child_pages", "include"}
-_WIKI_LINK = re.compile(r"(!)?\[\[([^\]\n|]+?)(?:\|([^\]\n]+?))?\]\]")
+_WIKI_LINK = re.compile(r"(!)?\[\[([^\[\]\n|]{1,500})(?:\|([^\[\]\n]{1,500}))?\]\]")
 
 
 def _wiki_link_label(match: re.Match[str]) -> str:
@@ -163,6 +167,20 @@ def _wiki_link_label(match: re.Match[str]) -> str:
     return page.partition("#")[0] or page
 
 
+def _next_block_macro(text: str, start: int, before: int) -> tuple[re.Match[str], int] | None:
+    """The first block macro ({{collapse(title)...}}) whose opening line lies in text[start:before],
+    with the position of its closing "}}" line; unknown and escaped macros stay text."""
+    if "{{" not in text:
+        return None
+    for opening in _BLOCK_MACRO_OPENING.finditer(text, start, before):
+        if opening[1] or opening[2].lower() not in _BUILTIN_MACROS:
+            continue
+        close = text.find("\n}}", opening.end())
+        # No closing here means none for any later opening either: stop (keeps this linear).
+        return (opening, close) if close != -1 else None
+    return None
+
+
 def _inline_macro(name: str, args: str | None) -> str | None:
     """Markdown for a bodyless macro, or None to keep its text."""
     arguments = [a.strip() for a in (args or "").split(",") if a.strip()]
@@ -173,6 +191,13 @@ def _inline_macro(name: str, args: str | None) -> str | None:
     return None
 
 
+# "!" before a Redmine link (!#123, !r758, !commit:abc, !document#1, !@user) stops the link and
+# is not shown.
+_ESCAPED_REDMINE_LINK = re.compile(
+    r"(^|[\s(,\-\[>])!(?=(?:[a-z0-9\-_]+:)?(?:##?[0-9]|r[0-9]|@\w|(?:attachment|document|version"
+    r"|forum|news|message|project|commit|source|export|user)[:#]))",
+    re.M,
+)
 # Redmine's parse_redmine_links: "#123" after start, whitespace or ( , - [ >; "!" escapes it.
 _ISSUE_REF = re.compile(r"(^|[\s(,\-\[>])(!)?#([0-9]+)(?=[^\w/]|$)", re.M)
 
@@ -193,44 +218,57 @@ def _issue_links(text: str, base_url: str, shelve: Callable[[str], str]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 # Attribute syntax of RedCloth3 (A = alignment, C = class/style/lang, S = span).
-_A = r"(?:(?:<>|<|>|=|[()]+)+)?[\-^~]?"
-_C = r"(?:\([^\")]+\))?(?:\{[^{][^\"}]+\})?(?:\[[a-z\-_]+\])?"
+# (RedCloth's A is "(?:(?:<>|<|>|=|[()]+)+)?", which backtracks exponentially on "((((("; this
+# matches the same strings. Lengths are bounded so that no pattern can go quadratic.)
+_A = r"[<>=()]*[\-^~]?"
+_C = r"(?:\([^\")\n]{1,80}\))?(?:\{[^{\n][^\"}\n]{0,200}\})?(?:\[[a-z\-_]{1,30}\])?"
 _S = r"(?:\\\d+)?(?:/\d+)?"
 
-_PRE_OPEN = re.compile(r"<pre\b[^>\n]*>", re.I)
-_PRE_CLOSE = re.compile(r"</pre\s*>", re.I)
+
+# Redmine only lets lowercase <pre> through (escape_html_tags); <PRE> is shown as text.
+_PRE_OPEN = re.compile(r"<pre\b[^<>\n]{0,200}>")
+_PRE_TAG = re.compile(r"<pre\b[^<>\n]{0,200}>|</pre>")
+_STRAY_PRE_CLOSE = re.compile(r"</pre>")
+_HTML_COMMENT = re.compile(r"<!--.*?-->", re.S)
 _CODE_CLASS = re.compile(r"\A\s*<code(?:\s+class=(?:\"([^\"]*)\"|'([^']*)'))?[^>]*>", re.I)
 _CODE_END = re.compile(r"</code\s*>\s*\Z", re.I)
 
 _HEADING_OR_BLOCK = re.compile(rf"^(h[1-6]|bq|p|fn[0-9]+)({_A}{_C})\.(?::(\S+))? (.*)$", re.S)
 _LIST_ITEM = re.compile(rf"^([#*]+)(?:{_A}{_C}) (.*)$")
-_LIST_START = re.compile(rf"^[#*]+{_C} ")
-_TABLE_START = re.compile(rf"^(?:table{_S}{_A}{_C}\. ?$|{_A}{_C}\.? ?\|)")
+# The first line of a block that starts a list or a table (the rest of the block belongs to it).
+_STRUCTURE_LINE = re.compile(rf"^(?:[#*]+{_C} |table{_S}{_A}{_C}\. ?$|{_A}{_C}\.? ?\|)", re.M)
+_STRUCTURE_CHARS = re.compile(r"^[#*|]|\||^table", re.M)
+_BLOCK_SPLIT = re.compile(r"\n\n+(?! )")
+_QUOTE_RUN = re.compile(r"^>.*(?:\n>.*)*", re.M)
+_RULE_CHARS = frozenset("*-_ ")
 _TABLE_ATTRS_LINE = re.compile(rf"^table{_S}{_A}{_C}\. ?$")
 _ROW_ATTRS = re.compile(rf"^{_A}{_C}\. (?=\|)")
 _CELL = re.compile(rf"\|(_?{_S}{_A}{_C}\. ?)?((?:\[\[[^|\]]*\|[^|\]]*\]\]|[^|])*?)(?=\|)")
 _RULE = re.compile(r"^(?: ?\* ?){3,}$|^(?: ?- ?){3,}$|^(?: ?_ ?){3,}$")
-_QUOTE_LINE = re.compile(r"^>")
 _QUOTE_PREFIX = re.compile(r"^([> ]+)(.*)$", re.S)
 _NOTEXTILE = re.compile(r"<notextile>(.*?)</notextile>", re.S | re.I)
 # Redmine's "==text==" only wraps text in <notextile> AFTER the offtags were cut out, so it does
 # not protect anything; it just acts as a word boundary for the span rules.
 _DOUBLE_EQUALS = re.compile(r"(?:(?<=^)|(?<=\s))==([^=].*?)==(?=\s|$)", re.M)
 _OFFTAG_INLINE = re.compile(r"<(code|kbd)\b[^>]*>(.*?)</\1>", re.S | re.I)
-_CODE = re.compile(rf"(?:(?<=^)|(?<=[^{_ASCII_WORD}]))@(?:\|\w+?\|)?([^@\n](?:.*?[^\n])?)@(?=[^{_ASCII_WORD}]|$)", re.M)
+# @code@: an "@" after a non-word character opens, the next "@" before a non-word character on the
+# same line closes (RedCloth's CODE_RE, paired in linear time by _pair_code).
+_CODE_OPENER = re.compile(rf"(?:^|(?<=[^{_ASCII_WORD}]))@(?=[^@\n])", re.M)
+_CODE_CLOSER = re.compile(rf"(?=@(?:[^{_ASCII_WORD}]|$))", re.M)
+_CODE_LANGUAGE = re.compile(r"\|\w+?\|")
 _IMAGE = re.compile(
-    rf"(?:(?<=^)|(?<=[>{_WS}\ue001]))!([<=>])?{_C}(?:\. )?([^{_WS}(!]+?)[{_WS}]?"
-    r"(?:\(((?:[^()]|\([^)]+\))+?)\))?!"
-    rf"(?::([^{_WS}]+?)([^\w{_WS}/;=?]*?)(?=[{_WS}<]|$))?",
+    rf"(?:(?<=^)|(?<=[>{_WS}\ue001]))!([<=>])?{_C}(?:\. )?([^{_WS}(!]{{1,2000}}?)[{_WS}]?"
+    r"(?:\(((?:[^()\n]|\([^)\n]{1,200}\)){1,500}?)\))?!"
+    rf"(?::([^{_WS}]{{1,2000}}?)([^\w{_WS}/;=?]{{0,10}}?)(?=[{_WS}<]|$))?",
     re.M,
 )
 _LINK = re.compile(
-    rf"\"{_C}([^\"\n]+?)[{_WS}]?(?:\(([^)]+?)\)(?=\"))?\":"
-    rf"((?:/|[a-zA-Z]+://|www\.|mailto:)[\w/][^{_WS}]*?)(/)?([^\w=/;()\-]*?)(?=<|[{_WS}]|$)",
+    rf"\"{_C}([^\"\n]{{1,1000}}?)[{_WS}]?(?:\(([^)\n]{{1,200}}?)\)(?=\"))?\":"
+    rf"((?:/|[a-zA-Z]+://|www\.|mailto:)[\w/][^{_WS}]{{0,2000}}?)(/)?([^\w=/;()\-]{{0,10}}?)(?=<|[{_WS}]|$)",
     re.M,
 )
 _AUTO_LINK = re.compile(
-    rf"(^|[{_WS}(\[,;\ue001])((?:https?://|s?ftps?://|www\.)[^<{_WS}][^{_WS}]*?)(/)?([^\w=/;()\-]*?)(?=<|[{_WS}]|$)",
+    rf"(^|[{_WS}(\[,;\ue001])((?:https?://|s?ftps?://|www\.)[^<{_WS}][^{_WS}]{{0,2000}}?)(/)?([^\w=/;()\-]{{0,10}}?)(?=<|[{_WS}]|$)",
     re.M,
 )
 _EMAIL = re.compile(r"(?<![\w.!#$%+/-])([\w.!#$%+/-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)", re.A)
@@ -251,16 +289,22 @@ _QTAG_MARKDOWN: dict[str, tuple[str, str] | None] = {
     "^": ("<sup>", "</sup>"),
     "~": ("<sub>", "</sub>"),
 }
-# One pass for all spans (RedCloth runs one gsub per delimiter; nested spans are handled by
-# converting the content of each match again). The alternation order keeps "**" before "*".
-_QTAG = re.compile(
-    rf"(^|[>{_WS}(\ue001])(?!--)({_QTAGS_JOIN})"
-    rf"(\w|[^{_WS}].*?[^{_WS}])(?!--)\2"
-    rf"(?=(?:{_QTAGS_JOIN})?(?:[^\w{_WS}]|<|[{_WS}]|\)|$))",
-    re.M | re.S,
-)
+# Spans are paired in linear time (RedCloth's QTAGS regex, "delimiter, lazy content, delimiter",
+# is quadratic on a long line full of delimiters): an opener is a delimiter after a line start,
+# space, "(" or ">" and before a non-space; its span ends at the nearest closer, a delimiter
+# after a non-space and before punctuation, space or the end. "**"/"__" fall back to "*"/"_".
+_SPAN_OPENER = re.compile(rf"(?:^|(?<=[>{_WS}(\ue001]))(?!--)({_QTAGS_JOIN})(?=[^{_WS}])", re.M)
+_SPAN_CLOSERS = {
+    delimiter: re.compile(
+        rf"(?<=[^{_WS}])(?=(?!--){re.escape(delimiter)}(?:{_QTAGS_JOIN})?(?:[^\w{_WS}]|<|[{_WS}]|\)|$))", re.M
+    )
+    for delimiter in _QTAG_DELIMITERS
+}
+_SPAN_FALLBACK = {"**": ("**", "*"), "__": ("__", "_")}
+_MAX_SPAN_NESTING = 8
 _SPAN_ATTRS = re.compile(rf"^({_C})(.+)$", re.S)
-_SPAN_CHARS = frozenset("*?-_%+^~")
+# Cheap test whether any span can start (a delimiter after a line start, space, "(" or ">").
+_SPAN_TRIGGER = re.compile(rf"(?:^|[>{_WS}(\ue001])[*?\-_%+^~]", re.M)
 
 
 class _Shelf:
@@ -287,39 +331,31 @@ class _TextileConverter:
     # -- document level: <pre> blocks and block macros are cut out before blocks are split ------
 
     def document(self, text: str) -> list[str]:
+        if "<pre" not in text and "{{" not in text:  # the common case: no cutting needed
+            return self.text_blocks(text)
         blocks: list[str] = []
         position = 0
         while position < len(text):
             pre = _PRE_OPEN.search(text, position)
-            macro = self._next_block_macro(text, position, pre.start() if pre else len(text))
+            macro = _next_block_macro(text, position, pre.start() if pre else len(text))
             if macro is not None:
-                blocks += self.text_blocks(text[position : macro.start()])
-                blocks += self.block_macro(macro)
-                position = macro.end()
+                opening, close = macro
+                blocks += self.text_blocks(text[position : opening.start()])
+                blocks += self.block_macro(opening[3], text[opening.end() : close])
+                position = close + len("\n}}")
             elif pre is not None:
                 blocks += self.text_blocks(text[position : pre.start()])
-                close = _PRE_CLOSE.search(text, pre.end())
-                content_end = close.start() if close else len(text)
+                content_end, position = _pre_end(text, pre.end())
                 blocks.append(self.pre_block(text[pre.end() : content_end]))
-                position = close.end() if close else len(text)
             else:
                 blocks += self.text_blocks(text[position:])
                 break
         return blocks
 
-    @staticmethod
-    def _next_block_macro(text: str, start: int, before: int) -> re.Match[str] | None:
-        for macro in _MACRO.finditer(text, start):
-            if macro.start() >= before:
-                return None
-            if macro[4] is not None and not macro[1] and macro[2].lower() in _BUILTIN_MACROS:
-                return macro
-        return None
-
-    def block_macro(self, macro: re.Match[str]) -> list[str]:
-        """{{collapse(title)\\nbody\\n}}: the title as a paragraph, the body converted in place."""
-        blocks = self.text_blocks(macro[3]) if macro[3] else []
-        return blocks + self.document(_flush_left(macro[4].strip("\n")))
+    def block_macro(self, title: str | None, body: str) -> list[str]:
+        """{{collapse(title)...}}: the title as a paragraph, the body converted in place."""
+        blocks = self.text_blocks(title) if title else []
+        return blocks + self.document(_flush_left(body.strip("\n")))
 
     @staticmethod
     def pre_block(content: str) -> str:
@@ -334,77 +370,53 @@ class _TextileConverter:
 
     def text_blocks(self, text: str) -> list[str]:
         """Split text (no <pre> inside) into Textile blocks and convert each one."""
+        if "<" in text:  # Redmine hides HTML comments and a </pre> that closes nothing
+            text = _STRAY_PRE_CLOSE.sub("", _HTML_COMMENT.sub("", text))
+        if ">" not in text or _QUOTE_RUN.search(text) is None:
+            return self.plain_blocks(text)
+        # Runs of ">" lines are quotes wherever they are (RedCloth handles them before blocks).
         blocks: list[str] = []
-        lines = text.split("\n")
-        current: list[str] = []
-        index = 0
-        while index < len(lines):
-            line = lines[index]
-            if _QUOTE_LINE.match(line):
-                blocks += self.block(current)
-                current = []
-                end = index
-                while end < len(lines) and _QUOTE_LINE.match(lines[end]):
-                    end += 1
-                blocks.append(self.quote(lines[index:end]))
-                index = end
+        position = 0
+        for quote in _QUOTE_RUN.finditer(text):
+            blocks += self.plain_blocks(text[position : quote.start()])
+            blocks.append(self.quote(quote[0].split("\n")))
+            position = quote.end()
+        return blocks + self.plain_blocks(text[position:])
+
+    def plain_blocks(self, text: str) -> list[str]:
+        blocks: list[str] = []
+        for chunk in _BLOCK_SPLIT.split(text):
+            chunk = chunk.strip("\n")
+            if not chunk.strip():
                 continue
-            if line.strip():
-                current.append(line)
-                index += 1
-                continue
-            # A blank line ends the block unless indented lines follow (RedCloth: "\n\n(?! )").
-            end = index
-            while end < len(lines) and not lines[end].strip():
-                end += 1
-            if current and end < len(lines) and lines[end].startswith(" "):
-                tail_end = end
-                while tail_end < len(lines) and (lines[tail_end].startswith(" ") or not lines[tail_end].strip()):
-                    tail_end += 1
-                blocks += self.block(current, indented_tail=lines[end:tail_end])
-                current = []
-                index = tail_end
-                continue
-            blocks += self.block(current)
-            current = []
-            index = end
-        blocks += self.block(current)
+            # A blank line followed by indented lines does not end the block (RedCloth:
+            # "\n{2,}(?! )"): those lines are the block's indented tail.
+            head, separator, tail = chunk.partition("\n\n")
+            blocks += self.block(head.lstrip(" "), tail.split("\n") if separator else None)
         return blocks
 
-    def block(self, lines: list[str], indented_tail: list[str] | None = None) -> list[str]:
-        if not lines:
-            return []
-        lines[0] = lines[0].lstrip(" ")
-        blocks = self.head_block(lines)
+    def block(self, head: str, indented_tail: list[str] | None = None) -> list[str]:
+        structure = _STRUCTURE_LINE.search(head) if _STRUCTURE_CHARS.search(head) else None
+        if structure is None:
+            blocks = self.prefixed_or_paragraph(head)
+        else:
+            blocks = self.prefixed_or_paragraph(head[: structure.start()]) if structure.start() else []
+            lines = head[structure.start() :].split("\n")
+            blocks += self.list_block(lines) if head[structure.start()] in "#*" else self.table_block(lines)
         if indented_tail:
-            tail = _flush_left("\n".join(indented_tail).strip("\n"))
-            if lines[0][:1] in ("#", "*", ">"):  # not a plain block: the tail is Textile again
-                blocks += self.text_blocks(tail)
+            if head[:1] in ("#", "*", ">"):  # not a plain block: the tail is Textile again
+                blocks += self.text_blocks(_flush_left("\n".join(indented_tail).strip("\n")))
             else:  # after a plain paragraph, indented lines are preformatted text
-                blocks.append(code_block(tail))
-        return blocks
-
-    def head_block(self, lines: list[str]) -> list[str]:
-        blocks: list[str] = []
-        split = next(
-            (i for i, line in enumerate(lines) if _TABLE_START.match(line) or _LIST_START.match(line)),
-            len(lines),
-        )
-        leading, structured = lines[:split], lines[split:]
-        if leading:
-            blocks += self.prefixed_or_paragraph("\n".join(leading))
-        if structured:
-            if _LIST_START.match(structured[0]):
-                blocks.append(self.list_block(structured))
-            else:
-                blocks += self.table_block(structured)
+                blocks.append(code_block(_flush_paragraph_starts(indented_tail)))
         return blocks
 
     def prefixed_or_paragraph(self, text: str) -> list[str]:
-        if len(text) >= 3 and _RULE.match(text):
+        if text[:1] in _RULE_CHARS and _RULE.match(text):
             return ["---"]
+        if "{{" in text and _TOC_MACRO.fullmatch(text.strip()):
+            return []  # Redmine replaces a paragraph holding only {{toc}} by the table of contents
         prefixed = _HEADING_OR_BLOCK.match(text) if "." in text[:40] else None
-        if prefixed is None:
+        if prefixed is None or not prefixed[4].strip():
             return self.paragraph(text)
         tag, content = prefixed[1], prefixed[4]
         if tag[0] == "h":
@@ -444,7 +456,7 @@ class _TextileConverter:
             previous_level = level
         return "\n".join(out)
 
-    def list_block(self, lines: list[str]) -> str:
+    def list_block(self, lines: list[str]) -> list[str]:
         """Textile lists → Markdown lists; nesting from the marker length, type from its last char."""
         out: list[str] = []
         # Open lists, outermost first: (marker string, indentation of the item content, counter).
@@ -460,9 +472,9 @@ class _TextileConverter:
             marker = item[1]
             while stack and len(stack[-1][0]) > len(marker):
                 stack.pop()
-            if stack and len(stack[-1][0]) == len(marker) and stack[-1][0][-1] != marker[-1]:
-                stack.pop()  # same depth, other list type: a new list
-            if not stack or len(stack[-1][0]) < len(marker):
+            # Another marker (deeper, or the other list type at the same depth) opens a list
+            # nested in the current item, exactly as RedCloth nests it.
+            if not stack or stack[-1][0] != marker:
                 parent_indent = stack[-1][1] if stack else 0
                 stack.append([marker, parent_indent, 0])
             entry = stack[-1]
@@ -476,7 +488,7 @@ class _TextileConverter:
                 if part.strip() or n == 0
             )
             out.append(" " * indent + bullet + content)
-        return "\n".join(out)
+        return ["\n".join(out)]
 
     def table_block(self, lines: list[str]) -> list[str]:
         if _TABLE_ATTRS_LINE.match(lines[0]):
@@ -529,8 +541,8 @@ class _TextileConverter:
         if "!" in text:
             text = _IMAGE.sub(lambda m: self.image(m, shelve), text)
         if "@" in text:
-            text = _CODE.sub(lambda m: shelve(code_span(html.unescape(m[1]))), text)
-        if not _SPAN_CHARS.isdisjoint(text):
+            text = _pair_code(text, shelve)
+        if _SPAN_TRIGGER.search(text):
             text = self.spans(text, shelve)
         if '":' in text:
             text = _LINK.sub(lambda m: self.link(m, shelve), text)
@@ -542,18 +554,21 @@ class _TextileConverter:
             text = _EMAIL.sub(lambda m: shelve(f"<{m[1]}>") if "\\" not in m[1] else m[0], text)
         if self.link_issues and "#" in text:
             text = _issue_links(text, self.link_issues, shelve)
+        if "!" in text:
+            text = _ESCAPED_REDMINE_LINK.sub(r"\1", text)
         return shelve.restore(_escape_text(text))
 
     def inline_macros(self, text: str, shelve: _Shelf) -> str:
         def replace(match: re.Match[str]) -> str:
             name = match[2].lower()
-            if match[1] or name not in _BUILTIN_MACROS:
-                return match[0][1:] if match[1] else match[0]
+            if name not in _BUILTIN_MACROS:
+                return match[0]
+            if match[1]:  # "!{{macro}}" shows the macro text without the "!"
+                return match[0][1:]
             markdown = _inline_macro(name, match[3])
             return shelve(markdown) if markdown is not None else match[0]
 
-        text = _TOC_MACRO.sub("", text)
-        return _MACRO.sub(replace, text)
+        return _INLINE_MACRO.sub(replace, text)
 
     @staticmethod
     def image(match: re.Match[str], shelve: _Shelf) -> str:
@@ -565,20 +580,33 @@ class _TextileConverter:
             return shelve(f"[{markdown}]({_link_destination(href)})") + (match[5] or "")
         return shelve(markdown)
 
-    def spans(self, text: str, shelve: _Shelf) -> str:
-        def replace(match: re.Match[str]) -> str:
-            start, delimiter, content = match.groups()
+    def spans(self, text: str, shelve: _Shelf, nesting: int = 0) -> str:
+        closers: dict[str, list[int]] = {}
+        out: list[str] = []
+        position = 0
+        for opener in _SPAN_OPENER.finditer(text):
+            start = opener.start()
+            if start < position:
+                continue
+            for delimiter in _SPAN_FALLBACK.get(opener[1], (opener[1],)):
+                content_start = start + len(delimiter)
+                end = _span_end(text, delimiter, content_start, closers)
+                if end is not None:
+                    break
+            else:
+                continue
+            content = text[content_start:end]
             attributes = _SPAN_ATTRS.match(content)
             if attributes and attributes[1]:
                 content = attributes[2]
-            if not _SPAN_CHARS.isdisjoint(content):
-                content = self.spans(content, shelve)
+            if nesting < _MAX_SPAN_NESTING and _SPAN_TRIGGER.search(content):
+                content = self.spans(content, shelve, nesting + 1)
             markdown = _QTAG_MARKDOWN[delimiter]
-            if markdown is None:
-                return start + content
-            return start + shelve(markdown[0]) + content + shelve(markdown[1])
-
-        return _QTAG.sub(replace, text)
+            out.append(text[position:start])
+            out.append(content if markdown is None else shelve(markdown[0]) + content + shelve(markdown[1]))
+            position = end + len(delimiter)
+        out.append(text[position:])
+        return "".join(out)
 
     @staticmethod
     def link(match: re.Match[str], shelve: _Shelf) -> str:
@@ -602,6 +630,57 @@ class _TextileConverter:
         return leading + shelve(f"<{url}>" if not re.search(r"[<>\s]", url) else _link(_escape_text(url), url)) + post
 
 
+def _span_end(text: str, delimiter: str, content_start: int, closers: dict[str, list[int]]) -> int | None:
+    """Where the span opened before ``content_start`` closes: the nearest closer after at least
+    one character (a one-character content must be a word character, as in RedCloth)."""
+    positions = closers.get(delimiter)
+    if positions is None:
+        positions = closers[delimiter] = [m.start() for m in _SPAN_CLOSERS[delimiter].finditer(text)]
+    index = bisect_left(positions, content_start + 1)
+    if index < len(positions) and positions[index] == content_start + 1 and not text[content_start].isalnum():
+        index += 1
+    return positions[index] if index < len(positions) else None
+
+
+def _pair_code(text: str, shelve: _Shelf) -> str:
+    """@code@ spans → Markdown code spans (content shown verbatim, entities decoded)."""
+    closers = [m.start() for m in _CODE_CLOSER.finditer(text)]
+    newlines = [m.start() for m in _NEWLINE.finditer(text)]
+    out: list[str] = []
+    position = 0
+    for opener in _CODE_OPENER.finditer(text):
+        start = opener.start()
+        if start < position:
+            continue
+        content_start = start + 1
+        language = _CODE_LANGUAGE.match(text, content_start)
+        if language:
+            content_start = language.end()
+        index = bisect_left(closers, content_start + 1)
+        if index == len(closers):
+            break  # no closer after this opener, so none after any later one
+        end = closers[index]
+        next_newline = bisect_left(newlines, content_start)
+        if next_newline < len(newlines) and newlines[next_newline] < end:
+            continue  # a code span does not cross a line
+        out.append(text[position:start])
+        out.append(shelve(code_span(html.unescape(text[content_start:end]))))
+        position = end + 1
+    out.append(text[position:])
+    return "".join(out)
+
+
+def _pre_end(text: str, start: int) -> tuple[int, int]:
+    """(end of content, end of the closing tag) of a <pre> opened before ``start``; nested <pre>
+    tags are counted like RedCloth's rip_offtags, an unclosed <pre> runs to the end."""
+    depth = 1
+    for tag in _PRE_TAG.finditer(text, start):
+        depth += -1 if tag[0] == "</pre>" else 1
+        if depth == 0:
+            return tag.start(), tag.end()
+    return len(text), len(text)
+
+
 def _title(title: str | None) -> str:
     return ' "' + title.replace("\\", "\\\\").replace('"', '\\"') + '"' if title else ""
 
@@ -615,18 +694,35 @@ def _flush_left(text: str) -> str:
     return "\n".join(line[common:] if line.strip() else "" for line in text.split("\n"))
 
 
+def _flush_paragraph_starts(lines: list[str]) -> str:
+    """Indented text after a paragraph, as RedCloth shows it: only lines after a blank line lose
+    their common indentation (the others were already joined to their line by a <br />)."""
+    starts = [i for i, line in enumerate(lines) if line.strip() and (i == 0 or not lines[i - 1].strip())]
+    common = min(len(lines[i]) - len(lines[i].lstrip(" ")) for i in starts) if starts else 0
+    return "\n".join(line[common:] if i in starts else line for i, line in enumerate(lines)).strip("\n")
+
+
+_BLANK_LINE_SPACES = re.compile(r"^ +$", re.M)
+_MANY_NEWLINES = re.compile(r"\n{3,}")
+
+
 def _normalize_textile(text: str) -> str:
     """RedCloth's clean_white_space: tabs → 4 spaces, blank lines emptied, at most one blank line."""
-    text = text.replace("\t", "    ")
-    text = re.sub(r"(?m)^ +$", "", text)
-    text = re.sub(r"\n{3,}", "\n\n", text)
-    return _flush_left(text)
+    if "\t" in text:
+        text = text.replace("\t", "    ")
+    if " \n" in text or text.endswith(" "):
+        text = _BLANK_LINE_SPACES.sub("", text)
+    if "\n\n\n" in text:
+        text = _MANY_NEWLINES.sub("\n\n", text)
+    return _flush_left(text) if text.startswith(" ") or "\n " in text else text
 
 
 # ---------------------------------------------------------------------------------------------
 # CommonMark
 # ---------------------------------------------------------------------------------------------
 
+_BACKTICKS = re.compile(r"`+")
+_NEWLINE = re.compile(r"\n")
 _FENCE_OPEN = re.compile(r"^( {0,3})(`{3,}(?!.*`)|~{3,})")
 
 
@@ -649,22 +745,32 @@ def _common_mark(text: str, link_issues: str | None) -> str:
             plain.append(line)
             continue
         if plain:
-            out.append(_common_mark_inline("\n".join(plain), link_issues) if convert else "\n".join(plain))
+            out.append(_common_mark_plain("\n".join(plain), link_issues, convert))
             plain = []
         if opening:
             fence = opening[2]
         out.append(line)
     if plain:
-        out.append(_common_mark_inline("\n".join(plain), link_issues) if convert else "\n".join(plain))
+        out.append(_common_mark_plain("\n".join(plain), link_issues, convert))
     if fence is not None:
         out.append(fence)
     return "\n".join(out)
 
 
+# GFM's tagfilter (which Redmine's commonmarker applies): these tags are shown as text.
+_FILTERED_TAG = re.compile(r"<(?=/?(?:title|textarea|style|xmp|iframe|noembed|noframes|script|plaintext)\b)", re.I)
+
+
+def _common_mark_plain(text: str, link_issues: str | None, convert: bool) -> str:
+    if "<" in text:
+        text = _FILTERED_TAG.sub("&lt;", text)
+    return _common_mark_inline(text, link_issues) if convert else text
+
+
 def _common_mark_inline(text: str, link_issues: str | None) -> str:
     shelve = _Shelf()
-    # Code spans are shelved first so that nothing inside them is touched.
-    text = re.sub(r"(`+)(?:.+?)\1", lambda m: shelve(m[0]), text, flags=re.S)
+    if "`" in text:  # code spans are shelved first so that nothing inside them is touched
+        text = _shelve_code_spans(text, shelve)
     if "{{" in text:
         text = _common_mark_macros(text, shelve)
     if "[[" in text:
@@ -674,19 +780,51 @@ def _common_mark_inline(text: str, link_issues: str | None) -> str:
     return shelve.restore(text)
 
 
+def _shelve_code_spans(text: str, shelve: _Shelf) -> str:
+    """CommonMark code spans: a backtick run up to the next run of the same length."""
+    runs = list(_BACKTICKS.finditer(text))
+    by_length: dict[int, list[int]] = {}
+    for index, run in enumerate(runs):
+        by_length.setdefault(len(run[0]), []).append(index)
+    out: list[str] = []
+    position = 0
+    index = 0
+    while index < len(runs):
+        run = runs[index]
+        same_length = by_length[len(run[0])]
+        following = bisect_right(same_length, index)
+        if following == len(same_length):
+            index += 1
+            continue
+        closing = runs[same_length[following]]
+        out += [text[position : run.start()], shelve(text[run.start() : closing.end()])]
+        position = closing.end()
+        index = same_length[following] + 1
+    out.append(text[position:])
+    return "".join(out)
+
+
 def _common_mark_macros(text: str, shelve: _Shelf) -> str:
+    out: list[str] = []
+    position = 0
+    while (macro := _next_block_macro(text, position, len(text))) is not None:
+        opening, close = macro
+        title = (opening[3] or "").strip()  # block macro: keep the title and the body
+        out += [text[position : opening.start()], title + "\n\n" if title else "", text[opening.end() : close]]
+        position = close + len("\n}}")
+    out.append(text[position:])
+    text = _TOC_LINE.sub("", "".join(out))
+
     def replace(match: re.Match[str]) -> str:
         name = match[2].lower()
-        if match[1] or name not in _BUILTIN_MACROS:
-            return match[0][1:] if match[1] else match[0]
-        if match[4] is not None:  # block macro: keep the title and the body
-            title = (match[3] or "").strip()
-            return (title + "\n\n" if title else "") + match[4].strip("\n")
+        if name not in _BUILTIN_MACROS:
+            return match[0]
+        if match[1]:  # "!{{macro}}" shows the macro text without the "!"
+            return match[0][1:]
         markdown = _inline_macro(name, match[3])
         return shelve(markdown) if markdown is not None else match[0]
 
-    text = _TOC_MACRO.sub("", text)
-    return _MACRO.sub(replace, text)
+    return _INLINE_MACRO.sub(replace, text)
 
 
 # ---------------------------------------------------------------------------------------------

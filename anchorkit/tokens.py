@@ -18,7 +18,7 @@ byte offsets. Chunks are then plain token index ranges and nothing is decoded.
   the file named by ``ANCHORKIT_TIKTOKEN_FILE`` (or the ``vocabulary_file`` argument), then
   tiktoken's own cache (``TIKTOKEN_CACHE_DIR``, ``DATA_GYM_CACHE_DIR`` or the default cache);
   only then tiktoken may try to download it.
-- ``approx``: ``approx_tokens`` line by line, token positions interpolated inside a line.
+- ``approx``: ``approx_tokens`` paragraph by paragraph, token positions interpolated inside one.
 """
 
 from __future__ import annotations
@@ -27,12 +27,16 @@ import hashlib
 import os
 import string
 import tempfile
-from bisect import bisect_right
+from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, chain
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import tiktoken  # imported when a tokenizer is loaded: anchors.py needs only approx_tokens
 
 CL100K_BASE = "cl100k_base"
 APPROX = "approx"
@@ -81,6 +85,10 @@ class TokenizedText(Protocol):
         """Index of the token that contains byte ``byte_offset``."""
         ...
 
+    def tokens_at(self, byte_offsets: Sequence[int]) -> list[int]:
+        """``token_at`` of many offsets at once."""
+        ...
+
 
 @dataclass(frozen=True)
 class ExactTokens:
@@ -98,32 +106,40 @@ class ExactTokens:
     def token_at(self, byte_offset: int) -> int:
         return min(bisect_right(self.offsets, byte_offset) - 1, self.token_count - 1)
 
+    def tokens_at(self, byte_offsets: Sequence[int]) -> list[int]:
+        offsets, last = self.offsets, len(self.offsets) - 2
+        return [min(bisect_right(offsets, offset) - 1, last) for offset in byte_offsets]
+
 
 @dataclass(frozen=True)
 class InterpolatedTokens:
-    """Approximate tokens: exact counts per line, positions spread evenly over a line's bytes."""
+    """Approximate tokens: counts per piece of text, positions spread evenly over a piece's bytes."""
 
-    line_tokens: Sequence[int]  # cumulative token count at each line start, then the total
-    line_bytes: Sequence[int]  # cumulative byte offset at each line start, then the total
+    piece_tokens: Sequence[int]  # cumulative token count at each piece start, then the total
+    piece_bytes: Sequence[int]  # cumulative byte offset at each piece start, then the total
 
     @property
     def token_count(self) -> int:
-        return self.line_tokens[-1]
+        return self.piece_tokens[-1]
 
     def byte_offset(self, token_index: int) -> int:
-        line = min(bisect_right(self.line_tokens, token_index) - 1, len(self.line_tokens) - 2)
-        if line < 0:
-            return 0
-        tokens = self.line_tokens[line + 1] - self.line_tokens[line]
-        size = self.line_bytes[line + 1] - self.line_bytes[line]
-        return self.line_bytes[line] + (token_index - self.line_tokens[line]) * size // max(tokens, 1)
+        piece = max(min(bisect_right(self.piece_tokens, token_index) - 1, len(self.piece_tokens) - 2), 0)
+        tokens = self.piece_tokens[piece + 1] - self.piece_tokens[piece]
+        size = self.piece_bytes[piece + 1] - self.piece_bytes[piece]
+        return self.piece_bytes[piece] + (token_index - self.piece_tokens[piece]) * size // max(tokens, 1)
 
     def token_at(self, byte_offset: int) -> int:
-        line = min(bisect_right(self.line_bytes, byte_offset) - 1, len(self.line_bytes) - 2)
-        tokens = self.line_tokens[line + 1] - self.line_tokens[line]
-        size = self.line_bytes[line + 1] - self.line_bytes[line]
-        within = (byte_offset - self.line_bytes[line]) * tokens // max(size, 1)
-        return min(self.line_tokens[line] + within, self.token_count - 1)
+        return self.tokens_at([byte_offset])[0]
+
+    def tokens_at(self, byte_offsets: Sequence[int]) -> list[int]:
+        tokens, sizes = self.piece_tokens, self.piece_bytes
+        last_piece, last_token = len(tokens) - 2, tokens[-1] - 1
+        result = []
+        for offset in byte_offsets:
+            piece = min(bisect_right(sizes, offset) - 1, last_piece)
+            within = (offset - sizes[piece]) * (tokens[piece + 1] - tokens[piece]) // ((sizes[piece + 1] - sizes[piece]) or 1)
+            result.append(min(tokens[piece] + within, last_token))
+        return result
 
 
 class Tokenizer(Protocol):
@@ -138,9 +154,34 @@ class Tokenizer(Protocol):
         """Token counts of a batch of texts."""
         ...
 
+    def tokenize_pairs(self, texts: Sequence[str], cuts: Sequence[Sequence[Cut]]) -> list[tuple[TokenizedText, TokenizedText]]:
+        """Each text, and the same text with ``cuts`` (character ranges) removed (see ``without``)."""
+        ...
+
+
+Cut = tuple[int, int]  # a character range [start, end) taken out of a text
+
+
+def byte_offsets(text: str, char_offsets: Sequence[int]) -> list[int]:
+    """UTF-8 byte offsets of ascending character offsets of ``text`` (one pass)."""
+    result = []
+    previous_char = previous_byte = 0
+    for offset in char_offsets:
+        previous_byte += len(text[previous_char:offset].encode("utf-8"))
+        previous_char = offset
+        result.append(previous_byte)
+    return result
+
+
+def without(text: str, cuts: Sequence[Cut]) -> str:
+    """``text`` with the ascending, non-overlapping character ranges ``cuts`` taken out."""
+    kept_from = [0, *(end for _, end in cuts)]
+    kept_to = [*(start for start, _ in cuts), len(text)]
+    return "".join(text[start:end] for start, end in zip(kept_from, kept_to))
+
 
 class ApproxTokenizer:
-    """``approx_tokens`` applied line by line (so that positions inside a document are known)."""
+    """``approx_tokens`` applied paragraph by paragraph (so that positions inside a document are known)."""
 
     name = APPROX
     exact = False
@@ -151,12 +192,42 @@ class ApproxTokenizer:
     def count_many(self, texts: Sequence[str]) -> list[int]:
         return [self._tokenize(text).token_count for text in texts]
 
+    def tokenize_pairs(self, texts: Sequence[str], cuts: Sequence[Sequence[Cut]]) -> list[tuple[TokenizedText, TokenizedText]]:
+        pairs: list[tuple[TokenizedText, TokenizedText]] = []
+        for text, text_cuts in zip(texts, cuts):
+            pieces = self._pieces(text)
+            piece_bytes = [len(piece.encode("utf-8")) for piece in pieces]
+            piece_tokens = [approx_tokens(piece) for piece in pieces]
+            starts = list(accumulate(piece_bytes, initial=0))
+            byte_cuts = byte_offsets(text, [offset for cut in text_cuts for offset in cut])
+            cut_bytes = sum(end - start for start, end in zip(byte_cuts[::2], byte_cuts[1::2]))
+            piece_at = {start: index for index, start in enumerate(starts[:-1])}
+            cut_pieces = {piece_at[start] for start in byte_cuts[::2] if start in piece_at}
+            whole = InterpolatedTokens(list(accumulate(piece_tokens, initial=0)), starts)
+            if sum(piece_bytes[index] for index in cut_pieces) == cut_bytes:
+                # Each cut is one whole paragraph (an anchor line and its blank line): drop its piece.
+                kept = [index for index in range(len(pieces)) if index not in cut_pieces]
+                bare = InterpolatedTokens(
+                    list(accumulate((piece_tokens[i] for i in kept), initial=0)), list(accumulate((piece_bytes[i] for i in kept), initial=0))
+                )
+            else:
+                bare = self._tokenize(without(text, text_cuts))
+            pairs.append((whole, bare))
+        return pairs
+
     @staticmethod
-    def _tokenize(text: str) -> InterpolatedTokens:
-        lines = text.splitlines(keepends=True) or [""]
-        line_bytes = [len(line.encode("utf-8")) for line in lines]
-        line_tokens = [approx_tokens(line) for line in lines]
-        return InterpolatedTokens(list(accumulate(line_tokens, initial=0)), list(accumulate(line_bytes, initial=0)))
+    def _pieces(text: str) -> list[str]:
+        # Paragraphs, not lines: half the calls, and anchor lines are paragraphs of their own, so
+        # the positions that matter (anchors, headings) stay exact paragraph boundaries.
+        paragraphs = text.split("\n\n")
+        return [paragraph + "\n\n" for paragraph in paragraphs[:-1]] + [paragraphs[-1]]
+
+    @classmethod
+    def _tokenize(cls, text: str) -> InterpolatedTokens:
+        pieces = cls._pieces(text)
+        piece_bytes = [len(piece.encode("utf-8")) for piece in pieces]
+        piece_tokens = [approx_tokens(piece) for piece in pieces]
+        return InterpolatedTokens(list(accumulate(piece_tokens, initial=0)), list(accumulate(piece_bytes, initial=0)))
 
 
 class TiktokenTokenizer:
@@ -164,10 +235,7 @@ class TiktokenTokenizer:
 
     exact = True
 
-    def __init__(self, encoding: object, mergeable_ranks: dict[bytes, int], name: str = CL100K_BASE) -> None:
-        import tiktoken
-
-        assert isinstance(encoding, tiktoken.Encoding)
+    def __init__(self, encoding: tiktoken.Encoding, mergeable_ranks: dict[bytes, int], name: str = CL100K_BASE) -> None:
         self.name = name
         self._encoding = encoding
         # Byte length of every ordinary token id: token offsets are then a running sum, no decoding.
@@ -177,11 +245,53 @@ class TiktokenTokenizer:
         self._token_bytes = token_bytes
 
     def tokenize_many(self, texts: Sequence[str]) -> list[TokenizedText]:
-        lengths = self._token_bytes.__getitem__
-        return [ExactTokens(list(accumulate(map(lengths, ids), initial=0))) for ids in self._encoding.encode_ordinary_batch(list(texts))]
+        return [self._offsets([lengths]) for lengths in self._token_lengths(texts)]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         return [len(ids) for ids in self._encoding.encode_ordinary_batch(list(texts))]
+
+    def tokenize_pairs(self, texts: Sequence[str], cuts: Sequence[Sequence[Cut]]) -> list[tuple[TokenizedText, TokenizedText]]:
+        """Encode each text once; the shorter text's tokens are the text's tokens minus the cut ones.
+
+        Exact when every cut starts and ends at a line start and is followed by a non-blank line:
+        cl100k's pre-tokenizer never joins a line break with the non-space character after it, so
+        such positions are token boundaries in both texts (checked against the offsets too). Other
+        texts are encoded a second time without their cuts.
+        """
+        pairs: list[tuple[TokenizedText, TokenizedText | None]] = []
+        for text, text_cuts, lengths in zip(texts, cuts, self._token_lengths(texts)):
+            tokens = self._offsets([lengths])
+            bounds = byte_offsets(text, [offset for cut in text_cuts for offset in cut])
+            token_bounds = [bisect_left(tokens.offsets, bound) for bound in bounds]
+            if all(_is_line_cut(text, start, end) for start, end in text_cuts) and all(
+                tokens.offsets[token] == bound for token, bound in zip(token_bounds, bounds)
+            ):
+                kept = [0, *token_bounds, len(lengths)]
+                pairs.append((tokens, self._offsets([lengths[start:end] for start, end in zip(kept[::2], kept[1::2])])))
+            else:
+                pairs.append((tokens, None))
+        retokenized = iter(self.tokenize_many([without(text, text_cuts) for (_, bare), text, text_cuts in zip(pairs, texts, cuts) if bare is None]))
+        return [(tokens, bare if bare is not None else next(retokenized)) for tokens, bare in pairs]
+
+    def _token_lengths(self, texts: Sequence[str]) -> list[list[int]]:
+        """Byte length of every token of every text (one batched, multi-threaded encode)."""
+        length_of = self._token_bytes.__getitem__
+        return [list(map(length_of, ids)) for ids in self._encoding.encode_ordinary_batch(list(texts))]
+
+    @staticmethod
+    def _offsets(parts: Sequence[list[int]]) -> ExactTokens:
+        # array: compact, and much faster to fill than a list of Python ints.
+        return ExactTokens(array("q", accumulate(chain.from_iterable(parts), initial=0)))
+
+
+def _is_line_cut(text: str, start: int, end: int) -> bool:
+    return (
+        (start == 0 or text[start - 1] == "\n")
+        and end < len(text)
+        and text[end - 1] == "\n"
+        and not text[start].isspace()
+        and not text[end].isspace()
+    )
 
 
 class TokenizerUnavailable(RuntimeError):

@@ -52,16 +52,16 @@ _TRAILING_PARTIAL_MENTION = re.compile(r"[#＃]\d*\Z")
 # purpose: it is mostly grammar (particles, endings) that any two Japanese texts share, so it
 # separates runs instead of counting as overlap.
 _CJK = "\u30a0-\u30ff\u3005\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
-_HIRAGANA = "\u3040-\u309f"
-# Runs of CJK characters (measured in character bigrams) and runs of other letters/digits (words).
+_FULL_WIDTH = re.compile("[\uff01-\uff5e\u3000]")  # full-width ASCII (NFKC: U+FF01..FF5E -> U+0021..007E)
+# Words: runs of digits and Latin, Greek or Cyrillic letters (after NFKC and case folding).
+_WORD_PATTERN = r"[0-9a-z\u00b5\u00df-\u024f\u0370-\u03ff\u0400-\u04ff]+"
+_WORD = re.compile(_WORD_PATTERN)
+# Runs of CJK characters (measured in character bigrams) or words.
+_TOKEN_RUN = re.compile(rf"([{_CJK}]+)|({_WORD_PATTERN})")
 # English function words carry no content; like hiragana they would only dilute the overlap.
 _STOPWORDS = frozenset(
     "a an and are as at be by for from has have in is it of on or that the this to was were will with".split()
 )
-# Words: runs of digits and Latin, Greek or Cyrillic letters (after NFKC and case folding).
-_WORD_PATTERN = r"[0-9a-z\u00b5\u00df-\u024f\u0370-\u03ff\u0400-\u04ff]+"
-_TOKEN_RUN = re.compile(rf"([{_CJK}]+)|({_WORD_PATTERN})")
-_WORD = re.compile(_WORD_PATTERN)
 
 
 # --------------------------------------------------------------------------- input data
@@ -69,11 +69,16 @@ _WORD = re.compile(_WORD_PATTERN)
 
 @dataclass(frozen=True)
 class Chunk:
-    """One retrieved chunk: the id an answer cites it by, its text and its source URI."""
+    """One retrieved chunk: the id an answer cites it by, its text and its source URI.
+
+    ``ticket_id``: the ticket id the knowledge base stored with the document (the ``ticket_id``
+    attribute of anchorkit's Bedrock sidecar), when the retrieval reports it.
+    """
 
     id: str
     text: str
     uri: str | None = None
+    ticket_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -129,10 +134,15 @@ def uri_ticket_id(uri: str | None, uri_pattern: re.Pattern[str]) -> int | None:
 
 
 def chunk_ticket_ids(chunk: Chunk, uri_pattern: re.Pattern[str]) -> frozenset[int]:
-    """The tickets a chunk is a source for: its URI's id and the ids of its genuine anchors/titles."""
-    from_uri = uri_ticket_id(chunk.uri, uri_pattern)
-    ids = identified_ticket_ids(chunk.text)
-    return frozenset(ids | {from_uri} if from_uri is not None else ids)
+    """The tickets a chunk is a source for: its document's ticket (from its URI or metadata), else
+    the ids of the genuine anchors and title lines in its text.
+
+    When the document is known, its anchors are not consulted: a document carries anchors of its own
+    ticket only, so an anchor naming another ticket there can only be a forgery that a chunker laid
+    open (content "… > チケット #99: …" cut right before the ">" starts a chunk with an anchor line).
+    """
+    stored = {i for i in (uri_ticket_id(chunk.uri, uri_pattern), chunk.ticket_id) if i is not None}
+    return frozenset(stored or identified_ticket_ids(chunk.text))
 
 
 def valid_ids(
@@ -160,9 +170,12 @@ def valid_ids(
 
 
 def parse_ticket_id(value: object) -> int | None:
-    """A ticket id given as 12345, "12345" or "#12345"; None for anything else."""
+    """A ticket id given as 12345, 12345.0 (Bedrock returns numeric metadata as floats), "12345" or
+    "#12345"; None for anything else."""
     if isinstance(value, bool):
         return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if isinstance(value, int):
         return value if value > 0 else None
     if isinstance(value, str):
@@ -192,6 +205,9 @@ class Checked(Generic[T]):
 
 @dataclass(frozen=True)
 class FilterResult(Generic[T]):
+    """``checked``: every item with its verdict, in order; ``kept``: the items to show (under
+    ``on_invalid="flag"`` these include the ``rejected`` ones, which the caller marks)."""
+
     checked: list[Checked[T]]
     kept: list[T]
 
@@ -316,8 +332,18 @@ async def filter_text_stream(
 # --------------------------------------------------------------------------- text similarity
 
 
+def _narrow(match: re.Match[str]) -> str:
+    return " " if match[0] == "\u3000" else chr(ord(match[0]) - 0xFEE0)
+
+
 def _fold(text: str) -> str:
-    return unicodedata.normalize("NFKC", text).casefold()
+    """NFKC, case-folded. Full-width ASCII and the ideographic space are replaced by what NFKC makes
+    of them first (single starters: the normal form is the same): Japanese text is then usually
+    normalised already, and checking that is ten times cheaper than normalising again."""
+    narrowed = _FULL_WIDTH.sub(_narrow, text)
+    if not unicodedata.is_normalized("NFKC", narrowed):
+        narrowed = unicodedata.normalize("NFKC", narrowed)
+    return narrowed.casefold()
 
 
 def _squeeze(folded: str) -> str:
@@ -436,13 +462,12 @@ class VerifyOptions:
 @dataclass
 class VerifyReport:
     answer: Answer
-    chunks: Sequence[Chunk]
     valid_ids: frozenset[int]
     findings: list[Finding]
     units: int  # what the grounding score is measured over: citations (+ uncited claims), results, or mentioned ids
     filtered_answer: dict[str, Any]
     cited_ids: frozenset[int]  # ticket ids the answer names or cites (whether valid or not)
-    unchecked: bool  # nothing retrieved carried an ticket id: ids were passed through (on_empty="pass")
+    unchecked: bool  # nothing retrieved carried a ticket id: ids were passed through (on_empty="pass")
     chunk_tickets: dict[str, frozenset[int]] = field(default_factory=dict)  # chunk id -> its ticket ids
     citation_chunks: dict[tuple[int, int], list[Chunk]] = field(default_factory=dict)  # (claim, citation) -> sources
 
@@ -535,166 +560,151 @@ def verify_citations(
     ``extra_valid_ids``: ids known valid from elsewhere (e.g. chunks of earlier retrievals).
     """
     sources = _Sources(chunks, compile_uri_pattern(options.uri_pattern))
-    valid = frozenset(set().union(*sources.tickets.values()) | valid_ids((), context=context) | set(extra_valid_ids))
-    unchecked = not valid and options.on_empty == "pass"
-    findings: list[Finding] = []
-    if unchecked:
-        findings.append(
-            Finding("unchecked", "info", "no retrieved chunk carries a ticket id: ticket ids were passed through unchecked")
+    return _Verification(answer, sources, context, extra_valid_ids, options).run()
+
+
+class _Verification:
+    """One verify_citations call: walks the answer once, collecting findings and the filtered answer."""
+
+    def __init__(
+        self,
+        answer: Answer,
+        sources: _Sources,
+        context: str | Iterable[str] | None,
+        extra_valid_ids: Iterable[int],
+        options: VerifyOptions,
+    ) -> None:
+        self.answer = answer
+        self.sources = sources
+        self.options = options
+        retrieved: set[int] = set().union(*sources.tickets.values())
+        self.valid = frozenset(retrieved | valid_ids((), context=context) | set(extra_valid_ids))
+        self.checker: _IdChecker[Any] = _IdChecker(self.valid, options.on_invalid, options.on_empty, issue_id_of)
+        self.findings: list[Finding] = []
+        self.cited: set[int] = set()
+        self.reported_phantoms: set[int] = set()
+        self.units = 0
+        self.citation_chunks: dict[tuple[int, int], list[Chunk]] = {}
+
+    @property
+    def dropping(self) -> bool:
+        return self.options.on_invalid == "drop"
+
+    def is_phantom(self, ticket_id: int | None) -> bool:
+        return self.checker.status(ticket_id) == "invalid"
+
+    def run(self) -> VerifyReport:
+        unchecked = not self.valid and self.options.on_empty == "pass"
+        if unchecked:
+            self.findings.append(
+                Finding("unchecked", "info", "no retrieved chunk carries a ticket id: ticket ids were passed through unchecked")
+            )
+        kept_claims = [kept for index, claim in enumerate(self.answer.claims) if (kept := self.claim(index, claim))]
+        named_in_text = self.mentions(self.answer.text, None)
+        if not self.answer.claims:
+            self.units += len(named_in_text)  # a plain-text answer: every distinct id it names is one unit
+        kept_results = self.results()
+        text = self.answer.text
+        if self.dropping:
+            text = filter_text(text, self.valid, on_empty=self.options.on_empty)
+        return VerifyReport(
+            answer=self.answer,
+            valid_ids=self.valid,
+            findings=self.findings,
+            units=self.units,
+            filtered_answer={"text": text, "claims": kept_claims, "results": kept_results},
+            cited_ids=frozenset(self.cited),
+            unchecked=unchecked,
+            chunk_tickets=dict(self.sources.tickets),
+            citation_chunks=self.citation_chunks,
         )
-    checker = _IdChecker(valid, options.on_invalid, options.on_empty, issue_id_of)
 
-    def is_phantom(ticket_id: int | None) -> bool:
-        return checker.status(ticket_id) == "invalid"
-
-    cited: set[int] = set()
-    reported_phantoms: set[int] = set()
-
-    def check_mentions(text: str, claim: int | None) -> set[int]:
-        """Flag each phantom id once per answer; return the ids the text names."""
+    def mentions(self, text: str, claim: int | None) -> set[int]:
+        """The ids a text names; each phantom id is reported once per answer."""
         named = {m.ticket_id for m in mentioned_ids(text)}
         for ticket_id in sorted(named):
-            if is_phantom(ticket_id) and ticket_id not in reported_phantoms:
-                reported_phantoms.add(ticket_id)
-                findings.append(
-                    Finding(
-                        "phantom_ticket_id",
-                        "critical",
-                        f"ticket #{ticket_id} is named but was not retrieved",
-                        claim=claim,
-                        ticket_id=ticket_id,
-                    )
-                )
-        cited.update(named)
+            if self.is_phantom(ticket_id) and ticket_id not in self.reported_phantoms:
+                self.reported_phantoms.add(ticket_id)
+                message = f"ticket #{ticket_id} is named but was not retrieved"
+                self.findings.append(Finding("phantom_ticket_id", "critical", message, claim=claim, ticket_id=ticket_id))
+        self.cited |= named
         return named
 
-    units = 0
-    citation_chunks: dict[tuple[int, int], list[Chunk]] = {}
-    kept_claims: list[dict[str, Any]] = []
-    for claim_index, claim in enumerate(answer.claims):
-        named = check_mentions(claim.text, claim_index)
+    def claim(self, index: int, claim: Claim) -> dict[str, Any] | None:
+        """Check one claim; return it as it stays in the filtered answer (None: dropped)."""
+        named = self.mentions(claim.text, index)
         claim_chunks: list[Chunk] = []
         kept_citations: list[dict[str, Any]] = []
         for citation_index, citation in enumerate(claim.citations):
-            units += 1
-            resolved = sources.resolve(citation.source_id)
-            citation_chunks[(claim_index, citation_index)] = resolved
-            if not resolved:
-                findings.append(
-                    Finding(
-                        "phantom_source_id",
-                        "critical",
-                        f"source {citation.source_id!r} is not a retrieved chunk",
-                        claim=claim_index,
-                        citation=citation_index,
-                        source_id=citation.source_id,
-                    )
-                )
-                if options.on_invalid == "flag":
-                    kept_citations.append(_citation_json(citation))
-                continue
-            claim_chunks.extend(resolved)
-            kept_citations.append(_citation_json(citation))
-            if citation.quoted_span and citation.quoted_span.strip():
-                similarity = max(quote_similarity(citation.quoted_span, sources.match_text(c)) for c in resolved)
-                if similarity < options.quote_threshold:
-                    findings.append(
-                        Finding(
-                            "quote_drift",
-                            "warning",
-                            f"quoted span matches source {citation.source_id!r} only {similarity:.0%}"
-                            f" (threshold {options.quote_threshold:.0%})",
-                            claim=claim_index,
-                            citation=citation_index,
-                            source_id=citation.source_id,
-                            score=similarity,
-                        )
-                    )
+            resolved = self.citation(index, citation_index, citation)
+            claim_chunks += resolved
+            if resolved or not self.dropping:
+                kept_citations.append({"source_id": citation.source_id, "quoted_span": citation.quoted_span})
         if not claim.citations:
-            units += 1
-            findings.append(Finding("uncited_claim", "warning", "claim has no citation", claim=claim_index))
+            self.units += 1
+            self.findings.append(Finding("uncited_claim", "warning", "claim has no citation", claim=index))
         if claim_chunks:
-            cited.update(sources.ticket_ids(claim_chunks))
-            findings.extend(_claim_findings(claim_index, claim, named, claim_chunks, sources, valid, options))
-        drop_claim = options.on_invalid == "drop" and (
-            any(is_phantom(t) for t in named) or (claim.citations and not kept_citations)
-        )
-        if not drop_claim:
-            kept_claims.append({"text": claim.text, "citations": kept_citations})
+            cited_tickets = self.sources.ticket_ids(claim_chunks)
+            self.cited |= cited_tickets
+            self.grounding(index, claim, claim_chunks)
+            for ticket_id in sorted(named & self.valid - cited_tickets):
+                shown = ", ".join(f"#{t}" for t in sorted(cited_tickets)) or "chunks without a ticket id"
+                message = f"claim names ticket #{ticket_id} but cites {shown}"
+                self.findings.append(Finding("wrong_ticket", "warning", message, claim=index, ticket_id=ticket_id))
+        names_phantom = any(self.is_phantom(t) for t in named)
+        lost_all_citations = bool(claim.citations) and not kept_citations
+        if self.dropping and (names_phantom or lost_all_citations):
+            return None
+        return {"text": claim.text, "citations": kept_citations}
 
-    named_in_text = check_mentions(answer.text, None)
-    if not answer.claims:
-        units += len(named_in_text)  # a plain-text answer: every distinct id it names is one unit
-    result_check = filter_ids(answer.results, valid, on_invalid=options.on_invalid, on_empty=options.on_empty)
-    for result_index, checked in enumerate(result_check.checked):
-        units += 1
-        if checked.ticket_id is not None:
-            cited.add(checked.ticket_id)
-        if checked.status == "invalid":
-            shown = f"#{checked.ticket_id}" if checked.ticket_id is not None else "missing or malformed"
-            findings.append(
-                Finding(
-                    "phantom_ticket_id",
-                    "critical",
-                    f"result {result_index}: ticket id {shown} was not retrieved",
-                    result=result_index,
-                    ticket_id=checked.ticket_id,
+    def citation(self, claim_index: int, index: int, citation: Citation) -> list[Chunk]:
+        """Resolve one citation and check its quote; return the chunks it names (none: phantom)."""
+        self.units += 1
+        resolved = self.sources.resolve(citation.source_id)
+        self.citation_chunks[(claim_index, index)] = resolved
+        source_id = citation.source_id
+        if not resolved:
+            message = f"source {source_id!r} is not a retrieved chunk"
+            self.findings.append(
+                Finding("phantom_source_id", "critical", message, claim=claim_index, citation=index, source_id=source_id)
+            )
+        elif citation.quoted_span:
+            similarity = max(quote_similarity(citation.quoted_span, self.sources.match_text(c)) for c in resolved)
+            if similarity < self.options.quote_threshold:
+                message = (
+                    f"quoted span matches source {source_id!r} only {similarity:.0%}"
+                    f" (threshold {self.options.quote_threshold:.0%})"
                 )
-            )
+                self.findings.append(
+                    Finding(
+                        "quote_drift", "warning", message, claim=claim_index, citation=index, source_id=source_id, score=similarity
+                    )
+                )
+        return resolved
 
-    text = answer.text if options.on_invalid == "flag" else filter_text(answer.text, valid, on_empty=options.on_empty)
-    filtered = {"text": text, "claims": kept_claims, "results": [dict(r) for r in result_check.kept]}
-    return VerifyReport(
-        answer=answer,
-        chunks=chunks,
-        valid_ids=valid,
-        findings=findings,
-        units=units,
-        filtered_answer=filtered,
-        cited_ids=frozenset(cited),
-        unchecked=unchecked,
-        chunk_tickets=dict(sources.tickets),
-        citation_chunks=citation_chunks,
-    )
-
-
-def _citation_json(citation: Citation) -> dict[str, Any]:
-    return {"source_id": citation.source_id, "quoted_span": citation.quoted_span}
-
-
-def _claim_findings(
-    claim_index: int,
-    claim: Claim,
-    named: set[int],
-    claim_chunks: list[Chunk],
-    sources: _Sources,
-    valid: frozenset[int],
-    options: VerifyOptions,
-) -> list[Finding]:
-    """weak_grounding and wrong_ticket for a claim with at least one resolved citation."""
-    findings: list[Finding] = []
-    overlap = claim_overlap(claim.text, [sources.match_text(c) for c in claim_chunks])
-    if overlap < options.grounding_threshold:
-        findings.append(
-            Finding(
-                "weak_grounding",
-                "warning",
+    def grounding(self, index: int, claim: Claim, claim_chunks: list[Chunk]) -> None:
+        overlap = claim_overlap(claim.text, [self.sources.match_text(c) for c in claim_chunks])
+        if overlap < self.options.grounding_threshold:
+            message = (
                 f"claim shares {overlap:.0%} of its content with its sources"
-                f" (threshold {options.grounding_threshold:.0%})",
-                claim=claim_index,
-                score=overlap,
+                f" (threshold {self.options.grounding_threshold:.0%})"
             )
+            self.findings.append(Finding("weak_grounding", "warning", message, claim=index, score=overlap))
+
+    def results(self) -> list[dict[str, Any]]:
+        """Check ticket results; return those that stay in the filtered answer."""
+        checked_results = filter_ids(
+            self.answer.results, self.valid, on_invalid=self.options.on_invalid, on_empty=self.options.on_empty
         )
-    cited_tickets = sources.ticket_ids(claim_chunks)
-    for ticket_id in sorted(named & valid - cited_tickets):
-        findings.append(
-            Finding(
-                "wrong_ticket",
-                "warning",
-                f"claim names ticket #{ticket_id} but cites "
-                + (", ".join(f"#{t}" for t in sorted(cited_tickets)) or "chunks without a ticket id"),
-                claim=claim_index,
-                ticket_id=ticket_id,
-            )
-        )
-    return findings
+        for index, checked in enumerate(checked_results.checked):
+            self.units += 1
+            if checked.ticket_id is None:
+                message = f"result {index}: missing or malformed issue_id"
+            else:
+                self.cited.add(checked.ticket_id)
+                message = f"result {index}: ticket id #{checked.ticket_id} was not retrieved"
+            if checked.status == "invalid":
+                self.findings.append(
+                    Finding("phantom_ticket_id", "critical", message, result=index, ticket_id=checked.ticket_id)
+                )
+        return [dict(r) for r in checked_results.kept]

@@ -1,24 +1,24 @@
 """Reading what `verify` and `eval` are given: retrievals, answers and context, in the accepted shapes.
 
 Shape readers take parsed JSON and return verify.py's data types; file loading is at the edge
-(``load_*``). Every problem raises ``InputError`` naming the file (or case) and, for an unknown
-shape, listing the shapes that are accepted.
+(``load_*``). Every problem raises ``InputError`` naming the file (or case) and what is wrong; for
+an unknown shape or a file that is not JSON, the message lists the shapes that are accepted.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from anchorkit.verify import Answer, Chunk, Citation, Claim
+from anchorkit.snapshot import SnapshotError, read_json
+from anchorkit.verify import Answer, Chunk, Citation, Claim, parse_ticket_id
 
 RETRIEVAL_SHAPES = (
     'Bedrock Retrieve response {"retrievalResults": [{"content": {"text": …}, "location": {"s3Location": {"uri": …}}, '
     '"metadata": {…}}]}',
     'Bedrock RetrieveAndGenerate response {"output": {"text": …}, "citations": [{"retrievedReferences": [...]}]}',
-    'a plain list of chunks [{"id": …, "text": …, "uri": …}] (or {"chunks": [...]})',
+    'a plain list of chunks [{"id": …, "text": …, "uri": …, "ticket_id"?: …}] (or {"chunks": [...]})',
 )
 ANSWER_SHAPES = (
     'structured claims {"claims": [{"text": …, "citations": [{"source_id": …, "quoted_span": …}]}], "answer": …?}',
@@ -28,15 +28,19 @@ ANSWER_SHAPES = (
 )
 SOURCE_URI_METADATA = "x-amz-bedrock-kb-source-uri"
 CHUNK_ID_METADATA = "x-amz-bedrock-kb-chunk-id"
+TICKET_ID_METADATA = "ticket_id"  # the attribute anchorkit's sidecars (sidecar.py) give every document
 
 
 class InputError(ValueError):
     """Input that cannot be used; the message names where it came from and what is wrong."""
 
 
-def _unknown_shape(origin: str, what: str, accepted: tuple[str, ...]) -> InputError:
-    listed = "\n".join(f"  - {shape}" for shape in accepted)
-    return InputError(f"{origin}: not a known {what} shape; accepted shapes:\n{listed}")
+def _accepted(what: str, shapes: tuple[str, ...]) -> str:
+    return f"accepted {what} shapes:\n" + "\n".join(f"  - {shape}" for shape in shapes)
+
+
+def _unknown_shape(origin: str, what: str, shapes: tuple[str, ...]) -> InputError:
+    return InputError(f"{origin}: not a known {what} shape; {_accepted(what, shapes)}")
 
 
 # --------------------------------------------------------------------------- retrieval
@@ -82,6 +86,7 @@ def _bedrock_chunks(results: list[Any], origin: str, key: str) -> list[Chunk]:
                 id=str(chunk_id) if chunk_id is not None else str(index + 1),
                 text=text,
                 uri=uri if isinstance(uri, str) else None,
+                ticket_id=parse_ticket_id(metadata.get(TICKET_ID_METADATA)),
             )
         )
     return chunks
@@ -108,7 +113,8 @@ def _plain_chunks(items: list[Any], origin: str) -> list[Chunk]:
         if uri is not None and not isinstance(uri, str):
             raise InputError(f"{origin}: chunk [{index}]: \"uri\" must be a string")
         chunk_id = item.get("id")
-        chunks.append(Chunk(str(chunk_id) if chunk_id is not None else str(index + 1), item["text"], uri))
+        chunk_id = str(chunk_id) if chunk_id is not None else str(index + 1)
+        chunks.append(Chunk(chunk_id, item["text"], uri, parse_ticket_id(item.get(TICKET_ID_METADATA))))
     return chunks
 
 
@@ -195,34 +201,43 @@ def _path(data: Any, *keys: str) -> Any:
 
 
 def load_json(path: Path) -> Any:
-    """Parsed JSON of a file; InputError (naming the file and the position) when it is not JSON.
-    FileNotFoundError passes through: a missing file is a usage error, not bad input."""
-    text = read_text_file(path)
+    """Parsed JSON of a file (snapshot.read_json); InputError naming the file and what is wrong."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InputError(f"{path}: malformed JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
+        return read_json(path)
+    except SnapshotError as error:
+        raise InputError(str(error)) from None
+    except RecursionError:
+        raise InputError(f"{path}: JSON nested too deeply") from None
 
 
 def read_text_file(path: Path) -> str:
+    """A UTF-8 text file (a BOM is dropped); a missing file raises FileNotFoundError (a usage error)."""
     try:
         return path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        raise InputError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from None
+        raise InputError(f"{path}: invalid UTF-8 at byte {error.start}") from None
 
 
 def _is_json_file(path: Path) -> bool:
     return path.suffix.lower() == ".json"
 
 
+def _load_json_of(path: Path, what: str, shapes: tuple[str, ...]) -> Any:
+    """load_json, its error followed by the shapes the file may have."""
+    try:
+        return load_json(path)
+    except InputError as error:
+        raise InputError(f"{error}; {_accepted(what, shapes)}") from None
+
+
 def load_retrieval(path: Path) -> tuple[str, list[Chunk]]:
-    return read_retrieval(load_json(path), str(path))
+    return read_retrieval(_load_json_of(path, "retrieval", RETRIEVAL_SHAPES), str(path))
 
 
 def load_answer(path: Path) -> Answer:
     """A ``.json`` file in any answer shape; any other file is a plain-text answer."""
     if _is_json_file(path):
-        return read_answer(load_json(path), str(path))
+        return read_answer(_load_json_of(path, "answer", ANSWER_SHAPES), str(path))
     return Answer("text", text=read_text_file(path))
 
 

@@ -16,7 +16,9 @@ REDMINE_HOME=/usr/share/redmine
 PACKAGES=(redmine redmine-sqlite thin)
 PORT="${REDMINE_PORT:-3000}"
 STATE_DIR="${REDMINE_STATE_DIR:-$(cd "$(dirname "$0")/.." && pwd)/.servers/redmine}"
+# `exec` below makes the launcher pid the server pid; rails keeps its own pid file beside it.
 PID_FILE="$STATE_DIR/server.pid"
+RAILS_PID_FILE="$STATE_DIR/rails.pid"
 LOG_FILE="$STATE_DIR/server.log"
 READY_TIMEOUT_S="${REDMINE_READY_TIMEOUT:-180}"
 
@@ -46,17 +48,18 @@ start() {
   installed || { echo "redmine: not installed; run: bash $0 install" >&2; exit 1; }
   mkdir -p "$STATE_DIR"
   if ! running; then
-    rm -f "$PID_FILE"
-    (cd "$REDMINE_HOME" && exec bin/rails server -e production -b 127.0.0.1 -p "$PORT" -P "$PID_FILE") \
+    rm -f "$PID_FILE" "$RAILS_PID_FILE"
+    (cd "$REDMINE_HOME" && exec bin/rails server -e production -b 127.0.0.1 -p "$PORT" -P "$RAILS_PID_FILE") \
       >"$LOG_FILE" 2>&1 &
+    echo $! >"$PID_FILE"
   fi
   # The REST API is off in a fresh Redmine; the running server sees the setting on its next request.
   (cd "$REDMINE_HOME" && RAILS_ENV=production bin/rails runner 'Setting.rest_api_enabled = "1"' >/dev/null)
   local deadline=$((SECONDS + READY_TIMEOUT_S))
   until curl -fsS -o /dev/null "http://127.0.0.1:$PORT/issue_statuses.json" 2>/dev/null \
         || curl -fsS -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/login" 2>/dev/null | grep -q 200; do
-    if (( SECONDS > deadline )); then
-      echo "redmine: not ready after ${READY_TIMEOUT_S}s; see $LOG_FILE" >&2
+    if ! running || (( SECONDS > deadline )); then
+      echo "redmine: not ready (exited, or still starting after ${READY_TIMEOUT_S}s); see $LOG_FILE" >&2
       exit 1
     fi
     sleep 1
@@ -66,10 +69,14 @@ start() {
 
 stop() {
   if running; then
-    kill "$(cat "$PID_FILE")"
+    local pid
+    pid="$(cat "$PID_FILE")"
+    kill "$pid"
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    kill -9 "$pid" 2>/dev/null || true
     echo "redmine: stopped"
   fi
-  rm -f "$PID_FILE"
+  rm -f "$PID_FILE" "$RAILS_PID_FILE"
 }
 
 case "${1:-}" in

@@ -59,6 +59,7 @@ FORGERIES = [
     "> チケット #99： fullwidth colon",
     "# チケット #99: a fake title",
     "### Ticket #99: fake heading",
+    "説明文の途中 > チケット #99: 偽物",  # a chunker may cut the line right before the ">"
 ]
 
 
@@ -67,7 +68,7 @@ def test_forgeries_are_neutralised_and_no_longer_found() -> None:
         neutral = neutralize_forgeries(forgery)
         assert neutral != forgery, forgery
         # What a chunker may do to a line (strip its indentation) must not revive it either.
-        for candidate in (neutral, neutral.strip()):
+        for candidate in (neutral, neutral.strip(), neutral[neutral.find(">") :] if ">" in neutral else neutral):
             assert find_anchors(candidate) == [] and find_titles(candidate) == [], candidate
         assert neutralize_forgeries(neutral) == neutral
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
@@ -230,6 +231,8 @@ def test_bad_options_are_usage_errors(tmp_path: Path) -> None:
     assert runner.invoke(app, [*base, "--start-ingestion", "only-kb"]).exit_code == 2
     assert runner.invoke(app, [*base, "--retry-mode", "legacy"]).exit_code == 2
     assert not (tmp_path / "dest").exists()
+    (tmp_path / "dest").write_text("a file, not a folder")
+    assert runner.invoke(app, base).exit_code == 2
 
 
 def test_publishing_in_memory_content_writes_the_same_bytes(tmp_path: Path) -> None:
@@ -267,7 +270,7 @@ def test_start_ingestion_sends_the_knowledge_base_and_data_source_and_reports_th
         )
         kb, ds = publishing.parse_ingestion_target("KB12345678:DS12345678")
         report = publishing.PublishReport("s3://kb/docs/", Plan(), dry_run=False)
-        publishing.ingest_after(report, client, kb, ds)
+        publishing.ingest_after(report, lambda: client, kb, ds)
         stub.assert_no_pending_responses()
     assert report.ingestion_job == {"ingestion_job_id": "JOB1234567", "status": "STARTING"}
     assert report.ok
@@ -277,13 +280,59 @@ def test_ingestion_is_not_started_after_a_failed_upload_and_a_start_failure_is_r
     client = bedrock_agent_client()
     failed = publishing.PublishReport("s3://kb/docs/", Plan(failures=[publishing.Failure("1.md", "boom")]), False)
     with Stubber(client) as stub:  # no response queued: any call would raise
-        publishing.ingest_after(failed, client, "KB", "DS")
+        publishing.ingest_after(failed, lambda: client, "KB", "DS")
     assert failed.ingestion_job is None
 
     report = publishing.PublishReport("s3://kb/docs/", Plan(), dry_run=False)
     with Stubber(client) as stub:
         stub.add_client_error("start_ingestion_job", service_error_code="ConflictException", http_status_code=409)
-        publishing.ingest_after(report, client, "KB", "DS")
+        publishing.ingest_after(report, lambda: client, "KB", "DS")
     assert not report.ok
     assert "ConflictException" in (report.ingestion_error or "")
 
+
+
+def test_an_ingestion_that_cannot_start_fails_the_run_but_keeps_the_upload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    write_ticket(tmp_path / "out", 1)
+    result = runner.invoke(
+        app, ["upload", str(tmp_path / "out"), str(tmp_path / "dest"), "--start-ingestion", "KB:DS", "--json"]
+    )
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["uploaded"] == 2 and tree(tmp_path / "dest") == tree(tmp_path / "out")
+    assert [failure["key"] for failure in report["failures"]] == ["--start-ingestion"]
+    assert "region" in report["failures"][0]["error"].lower()
+
+
+def test_a_symlink_inside_the_destination_cannot_lead_writes_outside_it(tmp_path: Path) -> None:
+    outside, dest = tmp_path / "outside", tmp_path / "published"
+    outside.mkdir()
+    dest.mkdir()
+    (dest / "helpdesk").symlink_to(outside, target_is_directory=True)
+    write_ticket(tmp_path / "out" / "helpdesk", 1)
+    result = runner.invoke(app, ["upload", str(tmp_path / "out"), str(dest), "--json"])
+    assert result.exit_code == 1
+    assert "symbolic link" in json.loads(result.stdout)["failures"][0]["error"]
+    assert list(outside.iterdir()) == []
+
+
+def test_a_stored_checksum_that_cannot_be_read_means_upload_again(tmp_path: Path) -> None:
+    class MultipartLike(LocalDirTarget):
+        """Reports a non-MD5 ETag, and fails to read the stored checksum."""
+
+        def list_objects(self) -> Iterator[RemoteObject]:
+            for obj in super().list_objects():
+                yield RemoteObject(obj.key, obj.size, "0" * 32 + "-3")
+
+        def stored_sha256(self, key: str) -> str | None:
+            raise OSError("HEAD failed")
+
+    (tmp_path / "dest").mkdir()
+    (tmp_path / "dest" / "1.md").write_bytes(b"same")
+    plan = publishing.build_plan([local("1.md", b"same")], MultipartLike(tmp_path / "dest"), delete=False)
+    assert [o.key for o in plan.uploads] == ["1.md"] and plan.failures == []

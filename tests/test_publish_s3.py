@@ -10,12 +10,11 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.fault_proxy import FaultProxy
+from support.faultproxy import Fault, FaultProxy, on_path
 from support.folders import tree, write_ticket
 from support.s3_server import DUMMY_CREDENTIALS, S3Server
 from typer.testing import CliRunner
@@ -211,69 +210,108 @@ def test_dry_run_and_refused_deletes_change_nothing_on_s3(s3_server: S3Server, s
     assert remote_tree(s3_server, s3_prefix) == tree(out)
 
 
-@pytest.fixture
-def proxy(s3_server: S3Server) -> Iterator[FaultProxy]:
-    with FaultProxy(s3_server.endpoint_url) as fault_proxy:
-        yield fault_proxy
+class OrderLog:
+    """When each S3 request of a client started (sent) and finished (answered), by object key."""
+
+    def __init__(self, client: Any) -> None:
+        self.events: list[tuple[str, str, str]] = []  # (what, operation, key)
+        self.lock = threading.Lock()
+        client.meta.events.register("before-parameter-build.s3", self.remember_key)
+        client.meta.events.register("before-send.s3", self.started)
+        client.meta.events.register("after-call.s3", self.finished)
+
+    def remember_key(self, params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        context["order_log_key"] = params.get("Key", "")
+
+    def started(self, event_name: str, request: Any, **_: Any) -> None:
+        self.record("started", event_name, request.context.get("order_log_key", ""))
+
+    def finished(self, event_name: str, context: dict[str, Any], **_: Any) -> None:
+        self.record("finished", event_name, context.get("order_log_key", ""))
+
+    def record(self, what: str, event_name: str, key: str) -> None:
+        with self.lock:
+            self.events.append((what, event_name.rsplit(".", 1)[-1], key))
+
+    def position(self, what: str, operation: str, key: str) -> int:
+        return self.events.index((what, operation, key))
 
 
 def test_sidecars_land_before_documents_and_documents_go_before_sidecars(
-    s3_server: S3Server, s3_prefix: str, tmp_path: Path, proxy: FaultProxy
+    s3_server: S3Server, s3_prefix: str, tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
     for ticket_id in range(1, 21):
         write_ticket(out, ticket_id)
-    target = s3_target(proxy.url, s3_server.bucket, s3_prefix)
+    target = s3_target(s3_server.endpoint_url, s3_server.bucket, s3_prefix)
+    log = OrderLog(target.client)
     upload(out, target, threads=8)
-    puts = {entry.key: entry for entry in proxy.requests("PUT")}
     for ticket_id in range(1, 21):
-        sidecar, document = puts[f"{s3_prefix}/{ticket_id}.md.metadata.json"], puts[f"{s3_prefix}/{ticket_id}.md"]
-        assert sidecar.answered <= document.arrived
+        document, sidecar = f"{s3_prefix}/{ticket_id}.md", f"{s3_prefix}/{ticket_id}.md.metadata.json"
+        assert log.position("finished", "PutObject", sidecar) < log.position("started", "PutObject", document)
 
     for path in out.iterdir():
         path.unlink()
     upload(out, target, threads=8, delete=True, force=True)
-    deletes = {entry.key: entry for entry in proxy.requests("DELETE")}
     for ticket_id in range(1, 21):
-        document, sidecar = deletes[f"{s3_prefix}/{ticket_id}.md"], deletes[f"{s3_prefix}/{ticket_id}.md.metadata.json"]
-        assert document.answered <= sidecar.arrived
+        document, sidecar = f"{s3_prefix}/{ticket_id}.md", f"{s3_prefix}/{ticket_id}.md.metadata.json"
+        assert log.position("finished", "DeleteObject", document) < log.position("started", "DeleteObject", sidecar)
 
 
-def test_throttling_server_errors_and_resets_are_retried(
-    s3_server: S3Server, s3_prefix: str, tmp_path: Path, proxy: FaultProxy
-) -> None:
+def first_attempt_faults(faults: dict[tuple[str, str], Fault]) -> Any:
+    """A proxy decision: `faults[(method, key suffix)]` on the first attempt of a matching request."""
+
+    def decide(method: str, path: str, seen: int) -> Fault:
+        plain_path = path.split("?", 1)[0]
+        for (fault_method, suffix), fault in faults.items():
+            if method == fault_method and plain_path.endswith(suffix) and seen == 0:
+                return fault
+        return Fault.NONE
+
+    return decide
+
+
+def test_throttling_server_errors_and_resets_are_retried(s3_server: S3Server, s3_prefix: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
     for ticket_id in range(1, 11):
         write_ticket(out, ticket_id, body="長い本文 " * 200)
-    for kind in ("throttle", "error", "reset", "throttle"):
-        proxy.inject("PUT", kind)
-    proxy.inject("GET", "throttle")  # the listing too
-    target = s3_target(proxy.url, s3_server.bucket, s3_prefix, max_attempts=5)
-    report = upload(out, target)
+    faults = {
+        ("PUT", "/1.md"): Fault.HTTP_503,
+        ("PUT", "/2.md.metadata.json"): Fault.HTTP_500,
+        ("PUT", "/3.md"): Fault.RESET,
+        ("PUT", "/4.md.metadata.json"): Fault.RESET,
+        ("GET", f"/{s3_server.bucket}"): Fault.HTTP_503,  # the listing too
+    }
+    with FaultProxy(s3_server.endpoint_url, decide=first_attempt_faults(faults)) as proxy:
+        report = upload(out, s3_target(proxy.url, s3_server.bucket, s3_prefix, max_attempts=5))
+        assert proxy.faults_injected == 5
     assert report.ok, report.failures
-    assert proxy.pending_faults() == 0
     assert remote_tree(s3_server, s3_prefix) == tree(out)
     assert report.requests["PutObject"] == 20 + 4  # every fault cost exactly one retry
 
 
-def test_a_persistent_failure_is_listed_and_the_rest_stays(
-    s3_server: S3Server, s3_prefix: str, tmp_path: Path, proxy: FaultProxy
-) -> None:
+def test_a_persistent_failure_is_listed_and_the_rest_stays(s3_server: S3Server, s3_prefix: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
     for ticket_id in range(1, 6):
         write_ticket(out, ticket_id)
-    proxy.inject("PUT", "error", key_contains="/3.md.metadata.json")
-    proxy.inject("PUT", "error", key_contains="/3.md.metadata.json")
     destination = f"s3://{s3_server.bucket}/{s3_prefix}"
-    base = ["upload", str(out), destination, "--endpoint-url", proxy.url, "--json"]
-    failed = runner.invoke(app, [*base, "--max-attempts", "2"])
+    sidecar_fails = on_path(Fault.HTTP_500, "/3.md.metadata.json")
+    with FaultProxy(s3_server.endpoint_url, decide=sidecar_fails) as proxy:
+        failed = runner.invoke(
+            app, ["upload", str(out), destination, "--endpoint-url", proxy.url, "--max-attempts", "2", "--json"]
+        )
+        sidecar_attempts = sum(n for request, n in proxy.seen.items() if request.endswith("/3.md.metadata.json"))
     assert failed.exit_code == 1
+    assert sidecar_attempts == 2  # --max-attempts counts the first attempt
     report = json.loads(failed.stdout)
-    assert sorted(f["key"] for f in report["failures"]) == ["3.md", "3.md.metadata.json"]
+    errors = {failure["key"]: failure["error"] for failure in report["failures"]}
+    assert sorted(errors) == ["3.md", "3.md.metadata.json"]
+    assert "InternalServerError" in errors["3.md.metadata.json"] or "500" in errors["3.md.metadata.json"]
+    assert errors["3.md"].startswith("not attempted")
     assert report["uploaded"] == 8
     assert "3.md" not in remote_tree(s3_server, s3_prefix)  # no document without its sidecar
 
-    rerun = runner.invoke(app, base)
+    rerun = runner.invoke(app, ["upload", str(out), destination, "--endpoint-url", s3_server.endpoint_url, "--json"])
     assert rerun.exit_code == 0
     assert json.loads(rerun.stdout)["uploaded"] == 2
     assert remote_tree(s3_server, s3_prefix) == tree(out)
@@ -286,12 +324,13 @@ def test_kill_9_mid_upload_then_rerun_ends_identical_to_an_uninterrupted_run(
     for ticket_id in range(1, 151):
         write_ticket(out, ticket_id)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    with FaultProxy(s3_server.endpoint_url, delay_seconds=0.02) as slow_proxy:
+    slow_puts = lambda method, path, seen: Fault.SLOW if method == "PUT" else Fault.NONE  # noqa: E731
+    with FaultProxy(s3_server.endpoint_url, decide=slow_puts, slow_s=0.02) as slow_proxy:
         command = [sys.executable, "-m", "anchorkit", "upload", str(out), f"s3://{s3_server.bucket}/{s3_prefix}",
                    "--endpoint-url", slow_proxy.url, "--threads", "2", "--json"]
         process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
-        while len(slow_proxy.requests("PUT")) < 40 and time.monotonic() < deadline:
+        while slow_proxy.faults[Fault.SLOW] < 40 and time.monotonic() < deadline:
             time.sleep(0.01)
         process.send_signal(signal.SIGKILL)
         process.wait()
@@ -324,3 +363,17 @@ def test_kill_9_mid_upload_then_rerun_ends_identical_to_an_uninterrupted_run(
 def head_of(client: Any, bucket: str, key: str) -> tuple[str, dict[str, str]]:
     head = client.head_object(Bucket=bucket, Key=key)
     return head["ContentType"], head["Metadata"]
+
+
+def test_a_destination_that_cannot_be_listed_is_reported_and_nothing_is_written(
+    s3_server: S3Server, tmp_path: Path
+) -> None:
+    write_ticket(tmp_path / "out", 1)
+    missing_bucket = runner.invoke(
+        app, ["upload", str(tmp_path / "out"), "s3://no-such-bucket-here/docs",
+              "--endpoint-url", s3_server.endpoint_url, "--json"],
+    )
+    assert missing_bucket.exit_code == 1
+    failure = json.loads(missing_bucket.stdout)["failures"][0]
+    assert failure["key"] == "s3://no-such-bucket-here/docs/" and "NoSuchBucket" in failure["error"]
+    assert json.loads(missing_bucket.stdout)["requests"] == {"ListObjectsV2": 1}

@@ -10,7 +10,18 @@ import pytest
 import requests
 
 from anchorkit import snapshot
-from anchorkit.pull import PullError, descendants, snapshot_lock, fill_missing, names_in_issue, pull, shift_time, without_private_notes
+from anchorkit.pull import (
+    PullError,
+    descendants,
+    fill_missing,
+    names_in_issue,
+    next_cursor,
+    parse_cursor,
+    pull,
+    shift_time,
+    snapshot_lock,
+    without_private_notes,
+)
 from anchorkit.redmine import RetryPolicy, retry_after_s
 
 ISSUE = {
@@ -75,9 +86,11 @@ def test_subprojects_belong_to_a_pulled_project() -> None:
     assert descendants(projects, {1}) == {1, 2, 3}
 
 
-def test_pull_refuses_a_missing_key_a_bad_format_and_a_locked_snapshot(tmp_path: Path) -> None:
+def test_pull_refuses_a_missing_key_a_bad_url_or_format_and_a_locked_snapshot(tmp_path: Path) -> None:
     with pytest.raises(PullError, match="no Redmine API key"):
         pull("http://127.0.0.1:9", tmp_path, api_key="  ")
+    with pytest.raises(PullError, match="URL must look like"):
+        pull("redmine.example.com", tmp_path, api_key="k")
     with pytest.raises(PullError, match="text format"):
         pull("http://127.0.0.1:9", tmp_path, api_key="k", text_format="markdown")
     with snapshot_lock(tmp_path), pytest.raises(PullError, match="another pull is running"):
@@ -94,3 +107,17 @@ def test_snapshot_writes_are_atomic_and_leftovers_of_a_crash_are_cleaned(tmp_pat
     assert snapshot.stored_issue_ids(tmp_path) == {7}
     assert snapshot.stored_stamp(tmp_path, 7) == snapshot.StoredStamp(None, 3)
     assert snapshot.load_issue(snapshot.issue_path(tmp_path, 7))["subject"] == "VPN接続が不安定になる"
+
+
+def test_the_cursor_moves_to_the_newest_listed_issue_but_stays_below_a_failed_one() -> None:
+    listed = ["2026-03-01T10:00:00Z", "2026-03-15T09:00:00Z", "2026-03-10T08:00:00Z"]
+    assert next_cursor("2026-02-01T00:00:00Z", listed, failed=[]) == "2026-03-15T09:00:00Z"
+    assert next_cursor("2026-02-01T00:00:00Z", listed, failed=["2026-03-01T10:00:00Z"]) == "2026-03-01T10:00:00Z"
+    assert next_cursor("2026-04-01T00:00:00Z", [], failed=[]) == "2026-04-01T00:00:00Z", "never moves back"
+    assert next_cursor(None, [], failed=[]) is None
+
+
+def test_a_damaged_cursor_means_a_full_run_not_a_crash() -> None:
+    assert parse_cursor("2026-03-15T09:00:00Z") == "2026-03-15T09:00:00Z"
+    assert parse_cursor("yesterday") is None
+    assert parse_cursor(12345) is None

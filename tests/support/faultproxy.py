@@ -45,7 +45,10 @@ def no_faults(method: str, path: str, seen: int) -> Fault:
     return Fault.NONE
 
 
-def fail_fraction(fraction: float, faults: tuple[Fault, ...] = tuple(f for f in Fault if f not in (Fault.NONE, Fault.SLOW))) -> Decide:
+FAILURES = tuple(f for f in Fault if f not in (Fault.NONE, Fault.SLOW))
+
+
+def fail_fraction(fraction: float, faults: tuple[Fault, ...] = FAILURES) -> Decide:
     """Sabotage about ``fraction`` of all requests, choosing the fault by a hash of (request, attempt)."""
 
     def decide(method: str, path: str, seen: int) -> Fault:
@@ -70,7 +73,12 @@ def on_path(fault: Fault, contains: str, first_attempts: int | None = None) -> D
 
 class FaultProxy:
     def __init__(
-        self, upstream: str, decide: Decide = no_faults, stall_s: float = 3.0, slow_s: float = 0.3, retry_after: str = "1"
+        self,
+        upstream: str,
+        decide: Decide = no_faults,
+        stall_s: float = 3.0,
+        slow_s: float = 0.3,
+        retry_after: str = "1",
     ) -> None:
         parts = urlsplit(upstream)
         self.upstream_host = parts.hostname or "127.0.0.1"
@@ -93,7 +101,7 @@ class FaultProxy:
 
     @property
     def faults_injected(self) -> int:
-        return sum(n for fault, n in self.faults.items() if fault not in (Fault.NONE, Fault.SLOW))
+        return sum(n for fault, n in self.faults.items() if fault in FAILURES)
 
     def __enter__(self) -> FaultProxy:
         self.thread.start()
@@ -114,12 +122,15 @@ class FaultProxy:
             self.faults[fault] += 1
             return fault
 
-    def forward(self, method: str, path: str, headers: dict[str, str], body: bytes | None) -> tuple[int, list[tuple[str, str]], bytes]:
+    def forward(
+        self, method: str, path: str, headers: dict[str, str], body: bytes | None
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
         connection = http.client.HTTPConnection(self.upstream_host, self.upstream_port, timeout=60)
         try:
             connection.request(method, path, body=body, headers=headers)
             response = connection.getresponse()
-            return response.status, [(k, v) for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP], response.read()
+            kept_headers = [(k, v) for k, v in response.getheaders() if k.lower() not in HOP_BY_HOP]
+            return response.status, kept_headers, response.read()
         finally:
             connection.close()
 

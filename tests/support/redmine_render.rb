@@ -21,8 +21,17 @@ Setting.define_singleton_method(:text_formatting) { current_format }
 rendered = {}
 snippets.each do |snippet|
   current_format = snippet.fetch("format")
+  attempts = 0
   begin
     rendered[snippet.fetch("id")] = view.textilizable(snippet.fetch("text"), project: project).to_s
+  rescue ActiveRecord::StatementInvalid => e
+    # The shared SQLite database is busy while the server or other tests write: wait and retry.
+    attempts += 1
+    if attempts < 50
+      sleep 0.2
+      retry
+    end
+    rendered[snippet.fetch("id")] = "<!-- redmine error: #{e.class}: #{e.message} -->"
   rescue StandardError => e
     rendered[snippet.fetch("id")] = "<!-- redmine error: #{e.class}: #{e.message} -->"
   end

@@ -20,6 +20,8 @@ Registered in tests/conftest.py's ``pytest_plugins``. What it offers:
   depend on each other or on data left by earlier runs (the Debian SQLite database persists in
   /var/lib/dbconfig-common/sqlite3/redmine/instances/default/; configuration in /etc/redmine/default/).
 
+Scripts (benchmarks) use ``with running_redmine() as server:`` for the same server without pytest.
+
 When Redmine cannot be installed or started, the fixtures call ``support.skip_or_fail``: a skip locally,
 a failure under CI=true.
 """

@@ -1,0 +1,312 @@
+"""The sync state kept beside the destination, so a run on an empty disk is still incremental.
+
+Layout (the same under a local folder and under an S3 prefix):
+
+- ``manifest.json``: the one object a run always reads: the pull bookkeeping (cursor, lookups age...),
+  the lookups, the output fingerprint, and per ticket its ``updated_on``, project and the SHA-256 of
+  every object uploaded for it. Rewritten only when something in it changed.
+- ``issues/<id>.json``: the raw issue JSON of every ticket (as pull stored it, private content only
+  with ``--include-private``), read only when the fingerprint changed and everything is regenerated.
+- ``lease.json`` (S3 only): who is writing right now, and until when.
+
+Concurrency. A local state is held under an OS file lock for the whole run. On S3 a run reads the
+manifest and its ETag, works out what to do, and only when it has something to write it takes the
+lease (a PUT with ``If-None-Match: *``; an expired lease is taken over with ``If-Match`` on its ETag),
+checks that the manifest is still the one it read, writes, and commits the manifest with ``If-Match``
+on that ETag (``If-None-Match: *`` for the first one). So writers never interleave, a run that lost
+the race writes nothing, and a run with nothing to do writes nothing at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+from botocore.exceptions import ClientError
+
+from anchorkit.files import write_atomic
+from anchorkit.publish import PublishError, S3Location, validate_key
+
+MANIFEST_NAME = "manifest.json"
+ISSUES_FOLDER = "issues"
+LEASE_NAME = "lease.json"
+LOCK_NAME = ".sync.lock"
+DEFAULT_LEASE_SECONDS = 3600.0
+MISSING_CODES = {"404", "NoSuchKey", "NotFound"}
+PRECONDITION_CODES = {"412", "PreconditionFailed", "ConditionalRequestConflict"}
+
+
+class StateError(Exception):
+    """The state cannot be used (unreadable manifest, bad location); nothing was written."""
+
+
+class StateConflict(StateError):
+    """Another sync holds or changed the state; this run stopped without writing anything more."""
+
+
+def error_code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
+def encode_manifest(manifest: dict[str, Any]) -> bytes:
+    """Canonical bytes (sorted keys), so an unchanged manifest is recognised and never rewritten."""
+    return (json.dumps(manifest, ensure_ascii=False, sort_keys=True, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def decode_manifest(data: bytes, where: str) -> dict[str, Any]:
+    try:
+        manifest = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise StateError(f"{where}: the state manifest is not valid JSON ({error})") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("tickets", {}), dict):
+        raise StateError(f"{where}: the state manifest is not an object with a 'tickets' table")
+    return manifest
+
+
+class StateStore(Protocol):
+    """Where the state lives. ``session()`` brackets a run; ``begin_writes()`` comes before any write."""
+
+    def describe(self) -> str: ...
+
+    def session(self) -> contextlib.AbstractContextManager[None]: ...
+
+    def read_manifest(self) -> dict[str, Any] | None: ...
+
+    def begin_writes(self) -> None: ...
+
+    def end_writes(self) -> None: ...
+
+    def get_issue(self, issue_id: int) -> bytes | None: ...
+
+    def put_issue(self, issue_id: int, data: bytes) -> None: ...
+
+    def delete_issue(self, issue_id: int) -> None: ...
+
+    def commit(self, manifest: dict[str, Any]) -> None: ...
+
+
+class LocalStateStore:
+    """A state folder on a local (or mounted) disk, serialised by an OS file lock."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._lock_handle: IO[str] | None = None
+
+    def describe(self) -> str:
+        return str(self.root)
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / LOCK_NAME, "w") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise StateConflict(f"{self.root}: another sync is running on this state; this run stopped") from None
+            yield  # the OS releases the lock when the file closes or the process dies (kill -9 included)
+
+    def read_manifest(self) -> dict[str, Any] | None:
+        path = self.root / MANIFEST_NAME
+        try:
+            return decode_manifest(path.read_bytes(), str(path))
+        except FileNotFoundError:
+            return None
+
+    def begin_writes(self) -> None:
+        """Nothing to do: the lock taken by ``session`` already excludes every other run."""
+
+    def end_writes(self) -> None:
+        """Nothing to do: the lock is released when the session ends."""
+
+    def issue_path(self, issue_id: int) -> Path:
+        return self.root / ISSUES_FOLDER / f"{int(issue_id)}.json"
+
+    def get_issue(self, issue_id: int) -> bytes | None:
+        try:
+            return self.issue_path(issue_id).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def put_issue(self, issue_id: int, data: bytes) -> None:
+        write_atomic(self.issue_path(issue_id), data)
+
+    def delete_issue(self, issue_id: int) -> None:
+        self.issue_path(issue_id).unlink(missing_ok=True)
+
+    def commit(self, manifest: dict[str, Any]) -> None:
+        write_atomic(self.root / MANIFEST_NAME, encode_manifest(manifest))
+
+
+@dataclass
+class Lease:
+    etag: str
+    expires_at: float
+
+
+class S3StateStore:
+    """A state prefix in S3; conditional writes (If-Match / If-None-Match) stand in for a lock."""
+
+    def __init__(self, client: Any, location: S3Location, lease_seconds: float = DEFAULT_LEASE_SECONDS) -> None:
+        self.client = client
+        self.location = location
+        self.lease_seconds = lease_seconds
+        self.owner = f"{socket.gethostname()}:{uuid.uuid4().hex[:12]}"
+        self.manifest_etag: str | None = None  # None: there was no manifest when the run started
+        self.lease: Lease | None = None
+
+    def describe(self) -> str:
+        return str(self.location)
+
+    def key(self, name: str) -> str:
+        validate_key(name)
+        return self.location.prefix + name
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        try:
+            yield
+        finally:
+            self.end_writes()
+
+    def _get(self, name: str) -> tuple[bytes, str] | None:
+        try:
+            response = self.client.get_object(Bucket=self.location.bucket, Key=self.key(name))
+        except ClientError as error:
+            if error_code(error) in MISSING_CODES:
+                return None
+            raise
+        return response["Body"].read(), str(response["ETag"])
+
+    def read_manifest(self) -> dict[str, Any] | None:
+        found = self._get(MANIFEST_NAME)
+        if found is None:
+            self.manifest_etag = None
+            return None
+        data, self.manifest_etag = found
+        return decode_manifest(data, f"{self.location}{MANIFEST_NAME}")
+
+    def _lease_body(self) -> tuple[bytes, float]:
+        expires_at = time.time() + self.lease_seconds
+        body = {"owner": self.owner, "expires_at": expires_at, "expires": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires_at))}
+        return json.dumps(body).encode("utf-8"), expires_at
+
+    def _put_lease(self, **condition: str) -> Lease:
+        body, expires_at = self._lease_body()
+        response = self.client.put_object(
+            Bucket=self.location.bucket, Key=self.key(LEASE_NAME), Body=body, ContentType="application/json", **condition
+        )
+        return Lease(str(response["ETag"]), expires_at)
+
+    def begin_writes(self) -> None:
+        """Take the lease, then make sure nobody committed since this run read the manifest."""
+        if self.lease is not None:
+            self.lease = self._put_lease(IfMatch=self.lease.etag)  # renew our own
+            return
+        try:
+            self.lease = self._put_lease(IfNoneMatch="*")
+        except ClientError as error:
+            if error_code(error) not in PRECONDITION_CODES:
+                raise
+            self.lease = self._take_over_expired_lease()
+        if self._manifest_moved():
+            self.end_writes()
+            raise StateConflict(
+                f"{self.location}: another sync committed the state while this run was working; "
+                "this run stopped without writing (the next run picks up from the new state)"
+            )
+
+    def _manifest_moved(self) -> bool:
+        """True when the manifest is no longer the one this run read (or appeared since)."""
+        try:
+            head = self.client.head_object(Bucket=self.location.bucket, Key=self.key(MANIFEST_NAME))
+        except ClientError as error:
+            if error_code(error) in MISSING_CODES:
+                return self.manifest_etag is not None
+            raise
+        return str(head["ETag"]) != self.manifest_etag
+
+    def _take_over_expired_lease(self) -> Lease:
+        found = self._get(LEASE_NAME)
+        if found is None:  # released between our attempt and this read: try once more
+            return self._put_lease(IfNoneMatch="*")
+        data, etag = found
+        try:
+            held = json.loads(data)
+            expires_at, owner = float(held["expires_at"]), str(held.get("owner", "?"))
+        except (ValueError, KeyError, TypeError):
+            expires_at, owner = 0.0, "?"  # an unreadable lease protects nothing
+        if expires_at > time.time():
+            raise StateConflict(
+                f"{self.location}: another sync ({owner}) is writing (lease until "
+                f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(expires_at))}); this run stopped without writing"
+            )
+        try:
+            return self._put_lease(IfMatch=etag)
+        except ClientError as error:
+            if error_code(error) in PRECONDITION_CODES:
+                raise StateConflict(f"{self.location}: another sync took the expired lease first; this run stopped") from None
+            raise
+
+    def end_writes(self) -> None:
+        if self.lease is None:
+            return
+        lease, self.lease = self.lease, None
+        with contextlib.suppress(ClientError):
+            # Only our own lease: if it expired and was taken over, the ETag no longer matches.
+            found = self._get(LEASE_NAME)
+            if found is not None and found[1] == lease.etag:
+                self.client.delete_object(Bucket=self.location.bucket, Key=self.key(LEASE_NAME))
+
+    def get_issue(self, issue_id: int) -> bytes | None:
+        found = self._get(f"{ISSUES_FOLDER}/{int(issue_id)}.json")
+        return None if found is None else found[0]
+
+    def put_issue(self, issue_id: int, data: bytes) -> None:
+        self.client.put_object(
+            Bucket=self.location.bucket, Key=self.key(f"{ISSUES_FOLDER}/{int(issue_id)}.json"), Body=data,
+            ContentType="application/json",
+        )
+
+    def delete_issue(self, issue_id: int) -> None:
+        self.client.delete_object(Bucket=self.location.bucket, Key=self.key(f"{ISSUES_FOLDER}/{int(issue_id)}.json"))
+
+    def commit(self, manifest: dict[str, Any]) -> None:
+        condition = {"IfMatch": self.manifest_etag} if self.manifest_etag else {"IfNoneMatch": "*"}
+        try:
+            response = self.client.put_object(
+                Bucket=self.location.bucket, Key=self.key(MANIFEST_NAME), Body=encode_manifest(manifest),
+                ContentType="application/json", **condition,
+            )
+        except ClientError as error:
+            if error_code(error) in PRECONDITION_CODES:
+                raise StateConflict(
+                    f"{self.location}: the state changed under this run (its lease expired and another sync "
+                    "committed); this run's manifest was not written"
+                ) from None
+            raise
+        self.manifest_etag = str(response["ETag"])
+
+
+def check_state_apart(state: S3Location | Path, documents: S3Location | Path) -> None:
+    """A state inside the documents' prefix would be ingested as documents (and the reverse deleted)."""
+    if isinstance(state, S3Location) and isinstance(documents, S3Location):
+        if state.bucket == documents.bucket and (
+            state.prefix.startswith(documents.prefix) or documents.prefix.startswith(state.prefix)
+        ):
+            raise PublishError(
+                f"--state {state} overlaps the documents' prefix {documents}: a knowledge base would ingest the "
+                "state; use a prefix outside it (e.g. s3://bucket/anchorkit-state/)"
+            )
+    elif isinstance(state, Path) and isinstance(documents, Path):
+        state_path, documents_path = state.resolve(), documents.resolve()
+        if state_path.is_relative_to(documents_path) or documents_path.is_relative_to(state_path):
+            raise PublishError(f"--state {state} overlaps the documents' folder {documents}; use a folder outside it")
+

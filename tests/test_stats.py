@@ -1,0 +1,336 @@
+"""The audit's library: tokenizers, chunkers, chunk identification, coverage, limits."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support import skip_or_fail
+from support.corpus import generated_document
+
+from anchorkit import chunking, stats, tokens
+from anchorkit.anchors import anchor_line, identified_ticket_ids, insert_anchors, strip_anchors, title_line
+from anchorkit.transform import TransformOptions
+
+REPO = Path(__file__).resolve().parent.parent
+# The cl100k_base vocabulary shipped beside the repository (tests and CI), see DESIGN.md.
+VOCABULARY = REPO.parent / "shared" / "data" / "cl100k_base.tiktoken"
+SOURCE = {"path": "test", "kind": "output"}
+
+
+@pytest.fixture(scope="module")
+def cl100k() -> tokens.TiktokenTokenizer:
+    if not VOCABULARY.is_file():
+        skip_or_fail(f"cl100k_base vocabulary not found at {VOCABULARY}")
+    return tokens.load_cl100k_base(VOCABULARY)
+
+
+@pytest.fixture(scope="module")
+def fixture_documents() -> list[stats.SourceDocument]:
+    items = list(stats.iter_snapshot(REPO / "fixtures", TransformOptions(sidecars=True)))
+    documents = [item for item in items if isinstance(item, stats.SourceDocument)]
+    assert len(documents) >= 30 and len(documents) == len(items)
+    return documents
+
+
+def generated_documents(count: int = 40) -> list[stats.SourceDocument]:
+    documents = []
+    for ticket_id in range(1000, 1000 + count):
+        markdown, _ = generated_document(ticket_id, long_description=ticket_id % 7 == 0)
+        documents.append(stats.SourceDocument(ticket_id, f"{ticket_id}.md", markdown, None))
+    return documents
+
+
+def versions(tokenizer: tokens.Tokenizer, document: stats.SourceDocument) -> tuple[stats.DocumentVersion, stats.DocumentVersion]:
+    """The anchored and stripped versions of a document, as the audit builds them."""
+    stripped = strip_anchors(document.markdown)
+    cuts = stats.removed_ranges(document.markdown, stripped)
+    [pair] = tokenizer.tokenize_pairs([document.markdown], [cuts])
+    measurer = stats.Measurer(tokenizer, [])
+    return measurer.versions(document, stripped, cuts, pair)
+
+
+# --- tokenizers -------------------------------------------------------------------------------
+
+
+def test_cl100k_base_loads_offline_from_the_vocabulary_file(cl100k: tokens.TiktokenTokenizer) -> None:
+    # Known cl100k_base encoding of "hello world": [15339, 1917].
+    assert cl100k.count_many(["hello world", ""]) == [2, 0]
+    [tokenized] = cl100k.tokenize_many(["VPN接続"])
+    assert tokenized.byte_offset(tokenized.token_count) == len("VPN接続".encode())
+
+
+def test_a_vocabulary_file_with_the_wrong_hash_is_refused(tmp_path: Path) -> None:
+    wrong = tmp_path / "cl100k_base.tiktoken"
+    wrong.write_bytes(b"aGVsbG8= 0\n")
+    with pytest.raises(tokens.TokenizerUnavailable, match="sha256"):
+        tokens.load_cl100k_base(wrong)
+
+
+def test_auto_falls_back_to_approx_and_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(tokens.VOCABULARY_FILE_ENV, raising=False)
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))  # an empty cache
+    choice = tokens.choose_tokenizer("auto")
+    assert choice.tokenizer.name == "approx" and not choice.tokenizer.exact
+    assert "cache" in (choice.fallback_reason or "")
+
+
+def test_auto_uses_the_vocabulary_named_by_the_environment(monkeypatch: pytest.MonkeyPatch, cl100k: tokens.TiktokenTokenizer) -> None:
+    monkeypatch.setenv(tokens.VOCABULARY_FILE_ENV, str(VOCABULARY))
+    choice = tokens.choose_tokenizer("auto")
+    assert choice.tokenizer.name == "cl100k_base" and choice.fallback_reason is None
+
+
+def test_approx_tokens_is_calibrated_against_cl100k_on_the_fixtures(
+    cl100k: tokens.TiktokenTokenizer, fixture_documents: list[stats.SourceDocument]
+) -> None:
+    texts = [document.markdown for document in fixture_documents]
+    exact = cl100k.count_many(texts)
+    estimates = [tokens.approx_tokens(text) for text in texts]
+    total_error = (sum(estimates) - sum(exact)) / sum(exact)
+    mean_error = sum(abs(e - x) / x for e, x in zip(estimates, exact)) / len(exact)
+    assert abs(total_error) < 0.05 and mean_error < 0.08
+
+
+def test_approx_tokens_counts_japanese_words_digits_and_symbols() -> None:
+    assert tokens.approx_tokens("") == 0
+    assert tokens.approx_tokens("接続") == 3  # 2 x 1.15, rounded up
+    assert tokens.approx_tokens("hello world") == 3  # 11 letters and spaces x 0.2
+    assert tokens.approx_tokens("2026") == 2
+    assert tokens.approx_tokens("- [x]\n") == 5  # 4 symbols + a letter and a space x 0.2, rounded up
+
+
+@pytest.mark.parametrize("tokenizer_name", ["cl100k_base", "approx"])
+@pytest.mark.parametrize("source", ["fixtures", "generated"])
+def test_tokenizing_once_gives_the_same_tokens_as_tokenizing_both_versions(
+    source: str, tokenizer_name: str, cl100k: tokens.TiktokenTokenizer, fixture_documents: list[stats.SourceDocument]
+) -> None:
+    tokenizer: tokens.Tokenizer = cl100k if tokenizer_name == "cl100k_base" else tokens.ApproxTokenizer()
+    documents = fixture_documents if source == "fixtures" else generated_documents()
+    texts = [document.markdown for document in documents]
+    stripped = [strip_anchors(text) for text in texts]
+    pairs = tokenizer.tokenize_pairs(texts, [stats.removed_ranges(text, bare) for text, bare in zip(texts, stripped)])
+    separately = tokenizer.tokenize_many(texts + stripped)
+
+    def positions(tokenized: tokens.TokenizedText) -> list[int]:
+        return [tokenized.byte_offset(index) for index in range(tokenized.token_count + 1)]
+
+    for index, (anchored, bare) in enumerate(pairs):
+        assert positions(anchored) == positions(separately[index])
+        assert positions(bare) == positions(separately[len(texts) + index])
+
+
+@pytest.mark.parametrize("source", ["fixtures", "generated"])
+def test_the_stripped_layout_borrowed_from_the_anchored_one_is_the_stripped_text_own(
+    source: str, fixture_documents: list[stats.SourceDocument]
+) -> None:
+    documents = fixture_documents if source == "fixtures" else generated_documents()
+    for document in documents:
+        _, stripped = versions(tokens.ApproxTokenizer(), document)
+        fresh = chunking.TextLayout(stripped.text)
+        assert stripped.layout.sentences == fresh.sentences
+        assert stripped.layout.sentence_bytes == fresh.sentence_bytes
+        assert stripped.layout.heading_bytes == fresh.heading_bytes
+
+
+def test_removed_ranges_are_exactly_the_anchor_lines() -> None:
+    document, subject = generated_document(7)
+    stripped = strip_anchors(document)
+    ranges = stats.removed_ranges(document, stripped)
+    assert ranges and all(document[start:end] == anchor_line(7, subject) + "\n\n" for start, end in ranges)
+    assert tokens.without(document, ranges) == stripped
+
+
+# --- chunkers ---------------------------------------------------------------------------------
+
+
+def test_fixed_size_chunks_are_300_token_windows_sharing_20_percent(cl100k: tokens.TiktokenTokenizer) -> None:
+    document, _ = generated_document(3, long_description=True)
+    [tokenized] = cl100k.tokenize_many([document])
+    [chunks] = chunking.FixedSizeChunker().split(chunking.TextLayout(document), tokenized)
+    assert len(chunks) > 3
+    assert all(end - start == 300 for start, end in chunks[:-1])
+    assert all(previous[1] - current[0] == 60 for previous, current in zip(chunks, chunks[1:]))
+    assert chunks[0][0] == 0 and chunks[-1][1] == tokenized.token_count
+
+
+def test_hierarchical_children_lie_inside_their_parents(cl100k: tokens.TiktokenTokenizer) -> None:
+    document, _ = generated_document(3, long_description=True)
+    [tokenized] = cl100k.tokenize_many([document])
+    children, parents = chunking.HierarchicalChunker().split(chunking.TextLayout(document), tokenized)
+    assert len(parents) >= 2 and all(end - start <= 1500 for start, end in parents)
+    assert all(any(p0 <= c0 and c1 <= p1 for p0, p1 in parents) for c0, c1 in children)
+    assert all(end - start <= 300 for start, end in children)
+
+
+def test_semantic_chunks_respect_the_maximum_and_cover_the_document(cl100k: tokens.TiktokenTokenizer) -> None:
+    document, _ = generated_document(3, long_description=True)
+    [tokenized] = cl100k.tokenize_many([document])
+    [chunks] = chunking.SemanticChunker().split(chunking.TextLayout(document), tokenized)
+    assert all(0 < end - start <= 300 for start, end in chunks)
+    assert chunks[0][0] == 0 and chunks[-1][1] == tokenized.token_count
+    assert all(previous[1] == current[0] for previous, current in zip(chunks, chunks[1:]))  # buffer 0: no overlap
+
+
+def test_semantic_stand_in_breaks_where_the_wording_changes() -> None:
+    sentences = ["VPNの接続が切れる。"] * 30 + ["Printer toner is empty. "] + ["VPNの接続が切れる。"] * 30
+    breaks = chunking.SemanticChunker()._breakpoints([set(sentence) for sentence in sentences])
+    assert breaks == {30, 31}
+
+
+def test_heading_chunks_start_at_headings_but_not_at_hash_lines_in_code() -> None:
+    text = "# チケット #1: s\n\n## 説明\n\ntext\n\n```\n# not a heading\n```\n\n## 対応履歴\n\nmore\n"
+    offsets = chunking.heading_offsets(text)
+    assert [text[offset : text.index("\n", offset)] for offset in offsets] == ["# チケット #1: s", "## 説明", "## 対応履歴"]
+
+
+def test_chunker_specs_parse_with_defaults_and_reject_nonsense() -> None:
+    assert chunking.parse_chunker_spec("fixed") == chunking.FixedSizeChunker(300, 20)
+    assert chunking.parse_chunker_spec("fixed:max_tokens=512,overlap=10") == chunking.FixedSizeChunker(512, 10)
+    assert chunking.spec_of(chunking.HierarchicalChunker()) == "hierarchical:parent=1500,child=300,overlap=60"
+    for bad, message in [
+        ("sliding", "unknown chunker"),
+        ("fixed:size=3", "key in max_tokens, overlap"),
+        ("fixed:max_tokens=0", "positive integer"),
+        ("fixed:overlap=100", "below 100"),
+        ("hierarchical:parent=200,child=300", "child <= parent"),
+        ("semantic:breakpoint=100", "from 1 to 99"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            chunking.parse_chunker_spec(bad)
+
+
+# --- chunk identification and coverage ----------------------------------------------------------
+
+
+def token_chunkers() -> list[chunking.Chunker]:
+    return [chunking.CHUNKERS[name]() for name in chunking.BEDROCK_LIKE] + [chunking.FixedSizeChunker(max_tokens=40, overlap=0)]
+
+
+@pytest.mark.parametrize("source", ["fixtures", "generated"])
+def test_chunk_identification_agrees_with_the_anchor_extractor_on_every_chunk(
+    source: str, cl100k: tokens.TiktokenTokenizer, fixture_documents: list[stats.SourceDocument]
+) -> None:
+    """The fast position check must say exactly what identified_ticket_ids says of the chunk's text."""
+    documents = fixture_documents if source == "fixtures" else generated_documents(15)
+    checked = 0
+    for document in documents:
+        for version in versions(cl100k, document):
+            data = version.text.encode("utf-8")
+            for chunker in token_chunkers():
+                for chunks in chunker.split(version.layout, version.tokens):  # type: ignore[union-attr]
+                    for start, end in chunks:
+                        text = data[version.tokens.byte_offset(start) : version.tokens.byte_offset(end)].decode("utf-8", "replace")
+                        assert version.identifies((start, end)) == (document.ticket_id in identified_ticket_ids(text)), (document.relpath, text)
+                        checked += 1
+    assert checked > 1000
+
+
+def test_chunks_mentioning_another_ticket_are_counted() -> None:
+    markdown = insert_anchors(f"{title_line(5, 's')}\n\n## 説明\n\n#4 と同じ症状。\n", 5, "s")
+    [(tokenized, _)] = tokens.ApproxTokenizer().tokenize_pairs([markdown], [[]])
+    version = stats.DocumentVersion(markdown, 5, tokenized)
+    whole_document = (0, tokenized.token_count)
+    title_only = (0, tokenized.token_at(len(title_line(5, "s").encode())))
+    assert version.mentions_other(whole_document) and version.identifies(whole_document)
+    assert version.identifies(title_only) and not version.mentions_other(title_only)
+
+
+@pytest.mark.parametrize("tokenizer_name", ["cl100k_base", "approx"])
+def test_anchors_raise_coverage_under_every_chunker(tokenizer_name: str, cl100k: tokens.TiktokenTokenizer) -> None:
+    tokenizer = cl100k if tokenizer_name == "cl100k_base" else tokens.ApproxTokenizer()
+    report = stats.audit(generated_documents(), tokens.TokenizerChoice(tokenizer), chunking.default_chunkers(), SOURCE)
+    assert report["tokenizer"]["name"] == tokenizer_name
+    rows = {(row["chunker"], row["level"]): row for row in report["chunking"]}
+    assert {("fixed", "chunks"), ("hierarchical", "children"), ("hierarchical", "parents"), ("semantic", "chunks"), ("heading", "chunks")} <= set(rows)
+    for row in rows.values():
+        assert row["anchored"]["coverage_percent"] > row["stripped"]["coverage_percent"], row["chunker"]
+    fixed = rows[("fixed", "chunks")]
+    assert fixed["anchored"]["coverage_percent"] >= 2 * fixed["stripped"]["coverage_percent"]
+    overhead = report["overhead"]
+    assert overhead["tokens_with_anchors"] > overhead["tokens_without_anchors"] > 0
+    assert overhead["per_ticket_percent"]["p50"] <= overhead["per_ticket_percent"]["p90"] <= overhead["per_ticket_percent"]["max"]
+    assert sum(b["count"] for b in overhead["histogram"]["bins"]) == report["source"]["documents"] == 40
+    assert overhead["longest_anchorless_run"]["anchored"]["tokens"] < overhead["longest_anchorless_run"]["stripped"]["tokens"]
+
+
+def test_langchain_splitters_are_measured_when_installed() -> None:
+    pytest.importorskip("langchain_text_splitters")  # an optional extra: absent means "not measured", by design
+    chunkers = [chunking.parse_chunker_spec("langchain-recursive"), chunking.parse_chunker_spec("langchain-markdown")]
+    report = stats.audit(generated_documents(), tokens.TokenizerChoice(tokens.ApproxTokenizer()), chunkers, SOURCE)
+    recursive, markdown = report["chunking"]
+    assert recursive["unit"] == markdown["unit"] == "characters"
+    assert recursive["anchored"]["coverage_percent"] > recursive["stripped"]["coverage_percent"]
+    # MarkdownHeaderTextSplitter moves the title into metadata: without anchors no chunk names its ticket.
+    assert markdown["stripped"]["coverage_percent"] == 0 < markdown["anchored"]["coverage_percent"]
+
+
+def test_jobs_give_the_same_report(cl100k: tokens.TiktokenTokenizer) -> None:
+    documents = generated_documents(stats.BATCH_SIZE + 20)
+    choice = tokens.TokenizerChoice(cl100k)
+    chunkers = chunking.default_chunkers()
+    assert stats.audit(documents, choice, chunkers, SOURCE, jobs=2) == stats.audit(documents, choice, chunkers, SOURCE)
+
+
+# --- limits audit ------------------------------------------------------------------------------
+
+
+def document(ticket_id: int, markdown: str, sidecar: bytes | None = None) -> stats.SourceDocument:
+    return stats.SourceDocument(ticket_id, f"{ticket_id}.md", markdown, sidecar)
+
+
+def test_limits_audit_finds_each_kind_of_problem() -> None:
+    clean, _ = generated_document(1)
+    in_code = f"{title_line(2, 's')}\n\n```\n{anchor_line(2, 's')}\n```\n"
+    duplicated = f"{title_line(3, 's')}\n\n## 説明\n\n{anchor_line(3, 's')}\n\n{anchor_line(3, 's')}\n\ntext\n"
+    foreign = f"{title_line(4, 's')}\n\n## 説明\n\n{anchor_line(99, 'other')}\n\ntext\n"
+    big_sidecar = json.dumps({"metadataAttributes": {"notes": "x" * 11_000}}).encode()
+    bad_values = json.dumps({"metadataAttributes": {"x-amz-bedrock-kb-id": "1", "tags": [str(i) for i in range(11)]}}).encode()
+    typed_long = json.dumps({"metadataAttributes": {"subject": {"value": {"type": "STRING", "stringValue": "y" * 2049}}}}).encode()
+    items = [
+        document(1, clean, b'{"metadataAttributes": {"ticket_id": 1}}'),
+        document(2, in_code),
+        document(3, duplicated),
+        document(4, foreign, b"not json"),
+        document(5, clean.replace("#1:", "#5:"), big_sidecar),
+        document(6, clean.replace("#1:", "#6:"), bad_values),
+        document(7, clean.replace("#1:", "#7:"), typed_long),
+        stats.OversizedDocument(8, "8.md", 60 * 1024 * 1024),
+        document(9, f"{title_line(9, 's')}\n\n## 基本情報\n\n- ステータス: 新規\n"),
+    ]
+    report = stats.audit(items, tokens.TokenizerChoice(tokens.ApproxTokenizer()), [chunking.FixedSizeChunker()], SOURCE)
+    limits = report["limits"]
+    found = {name: [item["ticket_id"] for item in finding["items"]] for name, finding in limits.items()}
+    assert found == {
+        "documents_over_50mb": [8],
+        "sidecars_over_10kb": [5],
+        "sidecar_values_too_long": [5, 6, 7],
+        "sidecars_invalid": [4],
+        "documents_without_anchor": [9],
+        "anchors_in_code_blocks": [2],
+        "duplicated_anchors": [3],
+        "anchors_of_other_tickets": [4],
+    }
+    assert limits["anchors_in_code_blocks"]["items"][0]["lines"] == [4]
+    assert limits["anchors_of_other_tickets"]["items"][0]["other_ticket_ids"] == [99]
+    problems = limits["sidecar_values_too_long"]["items"][1]["problems"]
+    assert any("reserved key prefix" in p for p in problems) and any("11 items" in p for p in problems)
+
+
+def test_fixture_documents_are_within_every_limit(fixture_documents: list[stats.SourceDocument]) -> None:
+    report = stats.audit(fixture_documents, tokens.TokenizerChoice(tokens.ApproxTokenizer()), [chunking.FixedSizeChunker()], SOURCE)
+    assert {name: finding["count"] for name, finding in report["limits"].items() if finding["count"]} == {}
+
+
+def test_output_folder_reading_reports_bad_files_and_goes_on(tmp_path: Path) -> None:
+    good, _ = generated_document(1)
+    (tmp_path / "1.md").write_text(good, encoding="utf-8")
+    (tmp_path / "helpdesk").mkdir()
+    (tmp_path / "helpdesk" / "2.md").write_bytes(b"# \xff\xfe broken\n")
+    with open(tmp_path / "3.md", "wb") as huge:
+        huge.truncate(stats.MAX_DOCUMENT_BYTES + 1)  # sparse: no 50 MB written
+    (tmp_path / "notes.md").write_text("not a ticket document", encoding="utf-8")
+    items = list(stats.iter_output_folder(tmp_path))
+    assert [type(item).__name__ for item in items] == ["SourceDocument", "OversizedDocument", "InputError"]
+    assert items[2].message.startswith("helpdesk/2.md: not valid UTF-8")  # type: ignore[union-attr]

@@ -1,0 +1,250 @@
+"""`anchorkit stats`: JSON schema, HTML report, CI gates and exit codes, tokenizer choice."""
+
+from __future__ import annotations
+
+import json
+from html.parser import HTMLParser
+from pathlib import Path
+
+import jsonschema
+import pytest
+from support import skip_or_fail
+from support.corpus import generated_document
+from typer.testing import CliRunner
+
+from anchorkit.cli import app
+from anchorkit.stats_html import format_percent
+from anchorkit.stats_schema import REPORT_SCHEMA
+from anchorkit.tokens import VOCABULARY_FILE_ENV
+from anchorkit.transform import TransformOptions, transform_snapshot
+
+REPO = Path(__file__).resolve().parent.parent
+VOCABULARY = REPO.parent / "shared" / "data" / "cl100k_base.tiktoken"
+FIXTURES = REPO / "fixtures"
+runner = CliRunner()
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["stats", *args], env=env)
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture(scope="module")
+def vocabulary() -> Path:
+    if not VOCABULARY.is_file():
+        skip_or_fail(f"cl100k_base vocabulary not found at {VOCABULARY}")
+    return VOCABULARY
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixtures, transformed with sidecars: what `anchorkit transform fixtures --sidecars` writes."""
+    folder = tmp_path_factory.mktemp("out")
+    report = transform_snapshot(FIXTURES, folder, TransformOptions(sidecars=True))
+    assert not report.failed
+    return folder
+
+
+@pytest.fixture(scope="module")
+def report(out: Path, vocabulary: Path) -> dict:
+    code, stdout, _ = run(str(out), "--tokenizer", "cl100k_base", "--tiktoken-file", str(vocabulary), "--json")
+    assert code == 0
+    return json.loads(stdout)
+
+
+def test_json_report_follows_the_published_schema(report: dict) -> None:
+    jsonschema.validate(report, REPORT_SCHEMA)
+    assert report["schema"] == "anchorkit-stats" and report["version"] == 1
+    assert report["tokenizer"] == {
+        "name": "cl100k_base",
+        "exact": True,
+        "fallback_reason": None,
+        "approx_error_percent": report["tokenizer"]["approx_error_percent"],
+    }
+    assert abs(report["tokenizer"]["approx_error_percent"]["total"]) < 5
+
+
+def test_schema_rejects_a_report_missing_a_figure(report: dict) -> None:
+    broken = json.loads(json.dumps(report))
+    del broken["chunking"][0]["anchored"]["coverage_percent"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, REPORT_SCHEMA)
+
+
+def test_fixture_figures_show_what_anchors_do(report: dict) -> None:
+    assert report["source"]["documents"] >= 30
+    overhead = report["overhead"]
+    assert overhead["anchor_tokens"] == overhead["tokens_with_anchors"] - overhead["tokens_without_anchors"] > 0
+    rows = {(row["chunker"], row["level"]): row for row in report["chunking"]}
+    fixed = rows[("fixed", "chunks")]
+    assert fixed["anchored"]["coverage_percent"] > 90 > 50 > fixed["stripped"]["coverage_percent"]
+    assert rows[("semantic", "chunks")]["note"].startswith("offline lexical stand-in")
+    assert all(finding["count"] == 0 for finding in report["limits"].values())
+
+
+def test_snapshot_input_is_transformed_in_memory_with_the_same_figures(out: Path, report: dict, vocabulary: Path) -> None:
+    code, stdout, _ = run(str(FIXTURES), "--tiktoken-file", str(vocabulary), "--json")
+    from_snapshot = json.loads(stdout)
+    assert code == 0 and from_snapshot["source"]["kind"] == "snapshot"
+    for key in ("tokenizer", "overhead", "chunking", "limits"):
+        assert from_snapshot[key] == report[key]
+
+
+def test_max_gap_tokens_shortens_the_longest_anchor_less_run(vocabulary: Path) -> None:
+    arguments = ["--tiktoken-file", str(vocabulary), "--chunking", "fixed", "--json"]
+    plain = json.loads(run(str(FIXTURES), *arguments)[1])
+    gapped = json.loads(run(str(FIXTURES), "--max-gap-tokens", "200", *arguments)[1])
+    for figure in (
+        lambda report: report["overhead"]["longest_anchorless_run"]["anchored"]["tokens"],
+        lambda report: report["chunking"][0]["anchored"]["longest_unidentified_run_tokens"],
+    ):
+        assert figure(gapped) < figure(plain)
+    assert gapped["overhead"]["percent"] > plain["overhead"]["percent"]  # more anchors cost more tokens
+
+
+def test_anchor_basic_info_lifts_heading_chunk_coverage(vocabulary: Path) -> None:
+    arguments = ["--tiktoken-file", str(vocabulary), "--chunking", "heading", "--json"]
+    plain = json.loads(run(str(FIXTURES), *arguments)[1])
+    anchored = json.loads(run(str(FIXTURES), "--anchor-basic-info", *arguments)[1])
+    assert plain["chunking"][0]["anchored"]["coverage_percent"] < anchored["chunking"][0]["anchored"]["coverage_percent"]
+
+
+class _Tables(HTMLParser):
+    """Collects the page's table rows (cell texts) by table id, and every tag and attribute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: dict[str, list[list[str]]] = {}
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self._table: str | None = None
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        if tag == "table":
+            self._table = dict(attrs)["id"]
+            self.tables[self._table] = []  # type: ignore[index]
+        elif tag == "tr" and self._table:
+            self.tables[self._table].append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None and self._table:
+            self.tables[self._table][-1].append("".join(self._cell))
+            self._cell = None
+        elif tag == "table":
+            self._table = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def test_html_report_is_self_contained_and_shows_the_json_figures(out: Path, vocabulary: Path, tmp_path: Path) -> None:
+    page = tmp_path / "stats.html"
+    code, stdout, _ = run(str(out), "--tiktoken-file", str(vocabulary), "--json", "--html", str(page))
+    report = json.loads(stdout)
+    html = page.read_text(encoding="utf-8")
+    parsed = _Tables()
+    parsed.feed(html)
+    assert code == 0
+    # Self-contained: no script, stylesheet link, frame or external reference of any kind.
+    assert not [tag for tag, _ in parsed.tags if tag in ("script", "link", "iframe", "img", "object", "embed")]
+    assert not [attrs for _, attrs in parsed.tags if {"src", "href"} & set(attrs)]
+    assert "url(" not in html and "@import" not in html and "<svg" in html
+    overhead = report["overhead"]
+    [overhead_row] = parsed.tables["overhead"][1:]
+    assert overhead_row == [
+        str(overhead["tokens_with_anchors"]),
+        str(overhead["tokens_without_anchors"]),
+        str(overhead["anchor_tokens"]),
+        format_percent(overhead["percent"]),
+        *(format_percent(overhead["per_ticket_percent"][key]) for key in ("p50", "p90", "max")),
+    ]
+    coverage_rows = parsed.tables["coverage"][1:]
+    assert [row[:5] for row in coverage_rows] == [
+        [
+            row["chunker"],
+            row["level"],
+            str(row["anchored"]["chunks"]),
+            format_percent(row["anchored"]["coverage_percent"]),
+            format_percent(row["stripped"]["coverage_percent"]),
+        ]
+        for row in report["chunking"]
+    ]
+    assert [row[0] for row in parsed.tables["top"][1:]] == [f"#{t['ticket_id']}" for t in overhead["top"]]
+    histogram_bars = html.count('<rect class="bar"')
+    assert histogram_bars == len(overhead["histogram"]["bins"])
+
+
+def test_html_escapes_corpus_text(tmp_path: Path) -> None:
+    project = "<img src=x onerror=alert(1)>"  # a project folder name is corpus text too
+    (tmp_path / "out" / project).mkdir(parents=True)
+    (tmp_path / "out" / project / "42.md").write_text(generated_document(42)[0], encoding="utf-8")
+    page = tmp_path / "stats.html"
+    code, _, _ = run(str(tmp_path / "out"), "--tokenizer", "approx", "--html", str(page))
+    html = page.read_text(encoding="utf-8")
+    assert code == 0 and "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;/42.md" in html
+
+
+def test_gates_fail_the_run_with_exit_code_1(out: Path) -> None:
+    base = [str(out), "--tokenizer", "approx", "--chunking", "fixed"]
+    assert run(*base, "--fail-under-coverage", "50", "--fail-over-overhead", "60")[0] == 0
+    code, _, stderr = run(*base, "--fail-under-coverage", "99.9")
+    assert code == 1 and "gate failed: fixed (chunks): coverage" in stderr
+    code, stdout, _ = run(*base, "--fail-over-overhead", "1", "--json")
+    assert code == 1 and json.loads(stdout)["gates"]["failures"][0].startswith("token overhead")
+
+
+def test_unreadable_documents_are_named_and_fail_the_run_after_the_others(tmp_path: Path) -> None:
+    for ticket_id in (1, 2):
+        (tmp_path / f"{ticket_id}.md").write_text(generated_document(ticket_id)[0], encoding="utf-8")
+    (tmp_path / "3.md").write_bytes(b"\xff\xfe")
+    code, stdout, stderr = run(str(tmp_path), "--tokenizer", "approx", "--json")
+    report = json.loads(stdout)
+    assert code == 1 and report["source"]["documents"] == 2
+    assert report["errors"] == [{"path": "3.md", "message": "3.md: not valid UTF-8 (invalid start byte at byte 0)"}]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--tokenizer", "bpe"], "--tokenizer must be one of auto, cl100k_base, approx"),
+        (["--chunking", "sliding"], "unknown chunker 'sliding'"),
+        (["--max-gap-tokens", "100"], "snapshot input only"),
+        (["--anchor-basic-info"], "snapshot input only"),
+    ],
+)
+def test_usage_errors_exit_2(out: Path, arguments: list[str], message: str) -> None:
+    code, _, stderr = run(str(out), *arguments)
+    assert code == 2 and message in stderr
+
+
+def test_a_missing_folder_is_a_usage_error(tmp_path: Path) -> None:
+    code, _, stderr = run(str(tmp_path / "nowhere"))
+    assert code == 2 and "not a folder" in stderr
+
+
+def test_without_a_vocabulary_auto_falls_back_to_approx_and_says_so(out: Path, tmp_path: Path) -> None:
+    env = {"TIKTOKEN_CACHE_DIR": str(tmp_path), VOCABULARY_FILE_ENV: ""}
+    code, stdout, stderr = run(str(out), "--chunking", "fixed", env=env)
+    assert code == 0 and "tokenizer approx" in stdout and "using approx tokens" in stderr
+    code, stdout, _ = run(str(out), "--chunking", "fixed", "--json", env=env)
+    assert json.loads(stdout)["tokenizer"]["fallback_reason"]
+
+
+def test_asking_for_cl100k_with_a_bad_vocabulary_file_is_a_usage_error(out: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "cl100k_base.tiktoken"
+    bad.write_text("not a vocabulary\n", encoding="utf-8")
+    code, _, stderr = run(str(out), "--tokenizer", "cl100k_base", "--tiktoken-file", str(bad))
+    assert code == 2 and "is not cl100k_base's" in stderr
+
+
+def test_human_summary_lists_every_chunker(out: Path) -> None:
+    code, stdout, _ = run(str(out), "--tokenizer", "approx")
+    assert code == 0
+    for name in ("fixed/chunks", "hierarchical/children", "hierarchical/parents", "semantic/chunks", "heading/chunks"):
+        assert name in stdout
+    assert "overhead:" in stdout and "limits: all within limits" in stdout
+

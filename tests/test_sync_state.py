@@ -1,0 +1,332 @@
+"""sync --state: a stateless runner (empty disk every run) against the real Redmine and the real S3 server.
+
+Every sync here starts from a fresh temporary folder: all it knows comes from the state beside the
+destination. Covered: incremental runs (what is fetched, rendered, uploaded, and what is not), a
+changed output fingerprint, two syncs at once, kill -9 at random points, and the refusals.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.redmine_server import RedmineAdmin, RedmineServer
+from support.s3_server import DUMMY_CREDENTIALS, S3Server
+from typer.testing import CliRunner
+
+from anchorkit.cli import CONFLICT_EXIT_CODE, app
+from anchorkit.document import RenderOptions
+from anchorkit.publish import S3Location, S3Target
+from anchorkit.state import LocalStateStore, S3StateStore, StateConflict
+from anchorkit.sync import PullArguments, StatelessSyncReport, run_sync
+from anchorkit.transform import TransformOptions
+
+runner = CliRunner()
+KILLED_SYNC = Path(__file__).resolve().parent / "support" / "killed_sync.py"
+
+
+def objects_under(s3_server: S3Server, prefix: str) -> dict[str, bytes]:
+    """Every object under `prefix/` (key relative to it) with its bytes."""
+    client = s3_server.client()
+    found: dict[str, bytes] = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=s3_server.bucket, Prefix=f"{prefix}/"):
+        for item in page.get("Contents", []):
+            body = client.get_object(Bucket=s3_server.bucket, Key=item["Key"])["Body"].read()
+            found[item["Key"][len(prefix) + 1 :]] = body
+    return found
+
+
+def manifest_of(s3_server: S3Server, state_prefix: str) -> dict[str, Any]:
+    body = s3_server.client().get_object(Bucket=s3_server.bucket, Key=f"{state_prefix}/manifest.json")["Body"]
+    return json.loads(body.read())
+
+
+def comparable(manifest: dict[str, Any]) -> dict[str, Any]:
+    """What two runs over the same Redmine must agree on (the lookups' refresh time is a clock reading)."""
+    return {"tickets": manifest["tickets"], "fingerprint": manifest["fingerprint"], "cursor": manifest["pull"]["cursor"]}
+
+
+class StatelessRunner:
+    """Runs the library sync the way a scheduled job would: a fresh empty work folder every time."""
+
+    def __init__(self, redmine: RedmineServer, s3: S3Server, project: str, scratch: Path) -> None:
+        self.redmine, self.s3, self.project, self.scratch = redmine, s3, project, scratch
+        self.docs = f"docs-{os.urandom(4).hex()}"
+        self.state = f"anchorkit-state-{os.urandom(4).hex()}"
+
+    def sync(self, label: str | None = None, full: bool = False) -> StatelessSyncReport:
+        client = self.s3.client()
+        store = S3StateStore(client, S3Location(self.s3.bucket, f"{self.state}/"))
+        target = S3Target(client, S3Location(self.s3.bucket, f"{self.docs}/"))
+        options = TransformOptions(render=RenderOptions(labels={"ticket": label} if label else {}), sidecars=True)
+        work_dir = Path(tempfile.mkdtemp(dir=self.scratch)) / "snapshot"
+        return run_sync(
+            self.redmine.url, self.redmine.admin_key, store, target, options,
+            PullArguments(projects=(self.project,), full=full), work_dir=work_dir, force=True,
+        )
+
+    def documents(self) -> dict[str, bytes]:
+        return objects_under(self.s3, self.docs)
+
+
+def seed_issues(admin: RedmineAdmin, count: int) -> tuple[dict[str, Any], list[int]]:
+    project = admin.create_project(name="社内ITサービスデスク")
+    ids = []
+    for n in range(count):
+        issue = admin.create_issue(project["id"], f"VPN接続が不安定になる ({n})", description="在宅勤務中にVPNが切れる。")
+        admin.add_note(issue["id"], f"対応履歴 {n}: ルーターを再起動")
+        ids.append(issue["id"])
+    return project, ids
+
+
+# --------------------------------------------------------------------------------------------------
+# Refusals and the local lock (no server needed)
+
+
+def test_a_state_inside_the_documents_prefix_is_refused_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("REDMINE_API_KEY", "not-used")
+    result = runner.invoke(
+        app, ["sync", "s3://kb-docs/tickets", "--state", "s3://kb-docs/tickets/state/", "--url", "http://127.0.0.1:9"]
+    )
+    assert result.exit_code == 2
+    assert "overlaps the documents' prefix s3://kb-docs/tickets/" in result.stderr
+    beside = runner.invoke(
+        app, ["sync", str(tmp_path / "docs"), "--state", str(tmp_path / "docs" / "state"), "--url", "http://127.0.0.1:9"]
+    )
+    assert beside.exit_code == 2
+    assert "overlaps the documents' folder" in beside.stderr
+
+
+def test_a_local_state_admits_one_sync_at_a_time(tmp_path: Path) -> None:
+    first, second = LocalStateStore(tmp_path / "state"), LocalStateStore(tmp_path / "state")
+    with first.session():
+        with pytest.raises(StateConflict, match="another sync is running on this state"):
+            with second.session():
+                pass
+    with second.session():  # released once the first run ended
+        assert second.read_manifest() is None
+
+
+# --------------------------------------------------------------------------------------------------
+# Incremental runs from an empty disk
+
+
+@pytest.mark.redmine
+@pytest.mark.s3
+@pytest.mark.timeout(300)
+def test_each_run_from_an_empty_disk_fetches_renders_and_uploads_only_what_changed(
+    redmine_server: RedmineServer, redmine_admin: RedmineAdmin, s3_server: S3Server, tmp_path: Path
+) -> None:
+    project, (vpn, printer, mail) = seed_issues(redmine_admin, 3)
+    sync = StatelessRunner(redmine_server, s3_server, project["identifier"], tmp_path)
+
+    first = sync.sync()
+    assert first.ok and first.state_written
+    assert sorted(first.uploaded) == sorted(f"{i}.md{s}" for i in (vpn, printer, mail) for s in ("", ".metadata.json"))
+    assert first.state_issues_written == 3
+    manifest = manifest_of(s3_server, sync.state)
+    for issue_id in (vpn, printer, mail):
+        for key, sha in manifest["tickets"][str(issue_id)]["objects"].items():
+            assert hashlib.sha256(sync.documents()[key]).hexdigest() == sha  # the state describes S3 exactly
+    etag_before = s3_server.client().head_object(Bucket=s3_server.bucket, Key=f"{sync.state}/manifest.json")["ETag"]
+
+    idle = sync.sync()
+    assert idle.ok and not idle.state_written and idle.rendered == 0
+    assert idle.pulls[0].requests <= 2
+    assert "PutObject" not in idle.s3_requests and "DeleteObject" not in idle.s3_requests
+    etag_after = s3_server.client().head_object(Bucket=s3_server.bucket, Key=f"{sync.state}/manifest.json")["ETag"]
+    assert etag_after == etag_before
+
+    redmine_admin.add_note(printer, "トナー交換で解消")
+    changed = sync.sync()
+    assert changed.pulls[0].requests_by_purpose.get("issues") == 1
+    assert changed.rendered == 1 and changed.state_issues_written == 1
+    assert changed.uploaded == [f"{printer}.md", f"{printer}.md.metadata.json"]  # the sidecar holds updated_on
+    assert "トナー交換で解消" in sync.documents()[f"{printer}.md"].decode()
+
+    redmine_admin.delete_issue(mail)
+    removed = sync.sync(full=True)
+    assert removed.ok and removed.deleted == [f"{mail}.md", f"{mail}.md.metadata.json"]
+    assert set(sync.documents()) == {f"{i}.md{s}" for i in (vpn, printer) for s in ("", ".metadata.json")}
+    assert set(objects_under(s3_server, sync.state)) == {"manifest.json", f"issues/{vpn}.json", f"issues/{printer}.json"}
+
+    relabelled = sync.sync(label="Ticket")  # a new fingerprint: everything again, from the stored issues
+    assert relabelled.regenerated_all and relabelled.rendered == 2
+    assert relabelled.pulls[0].requests_by_purpose.get("issues", 0) == 0
+    assert sorted(relabelled.uploaded) == [f"{vpn}.md", f"{printer}.md"]
+    assert f"> Ticket #{vpn}: VPN接続が不安定になる (0)" in sync.documents()[f"{vpn}.md"].decode()
+
+
+# --------------------------------------------------------------------------------------------------
+# Two syncs at once
+
+
+@pytest.mark.redmine
+@pytest.mark.s3
+@pytest.mark.timeout(300)
+def test_of_two_syncs_started_together_exactly_one_wins_and_the_result_is_a_single_sync(
+    redmine_server: RedmineServer, redmine_admin: RedmineAdmin, s3_server: S3Server, tmp_path: Path
+) -> None:
+    project, _ = seed_issues(redmine_admin, 4)
+    shared = StatelessRunner(redmine_server, s3_server, project["identifier"], tmp_path)
+    start = threading.Barrier(2)
+    outcomes: list[StatelessSyncReport | StateConflict] = []
+
+    def one_sync() -> None:
+        start.wait()
+        try:
+            outcomes.append(shared.sync())
+        except StateConflict as conflict:
+            outcomes.append(conflict)
+
+    threads = [threading.Thread(target=one_sync) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    winners = [o for o in outcomes if isinstance(o, StatelessSyncReport)]
+    losers = [o for o in outcomes if isinstance(o, StateConflict)]
+    assert len(winners) == 1 and len(losers) == 1, outcomes
+    assert winners[0].ok and winners[0].state_written
+    single = StatelessRunner(redmine_server, s3_server, project["identifier"], tmp_path)
+    single.sync()
+    assert shared.documents() == single.documents()
+    assert comparable(manifest_of(s3_server, shared.state)) == comparable(manifest_of(s3_server, single.state))
+    assert "lease.json" not in objects_under(s3_server, shared.state)  # the winner released it
+
+
+@pytest.mark.redmine
+@pytest.mark.s3
+@pytest.mark.timeout(300)
+def test_a_sync_that_finds_a_live_lease_stops_with_its_own_exit_code_and_writes_nothing(
+    redmine_server: RedmineServer,
+    redmine_admin: RedmineAdmin,
+    s3_server: S3Server,
+    s3_prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    project, _ = seed_issues(redmine_admin, 1)
+    docs, held_state = f"{s3_prefix}-docs", f"{s3_prefix}-state"
+    client = s3_server.client()
+    lease = {"owner": "ci-runner-7:abc", "expires_at": time.time() + 600}
+    client.put_object(Bucket=s3_server.bucket, Key=f"{held_state}/lease.json", Body=json.dumps(lease).encode())
+    monkeypatch.chdir(tmp_path)
+    for name, value in cli_environment(redmine_server, s3_server, tmp_path).items():
+        monkeypatch.setenv(name, value)
+
+    result = runner.invoke(
+        app, ["sync", f"s3://{s3_server.bucket}/{docs}", "--state", f"s3://{s3_server.bucket}/{held_state}/",
+              "--url", redmine_server.url, "--project", project["identifier"]],
+    )
+    assert result.exit_code == CONFLICT_EXIT_CODE
+    assert "another sync (ci-runner-7:abc) is writing" in result.stderr
+    assert objects_under(s3_server, docs) == {}
+    assert set(objects_under(s3_server, held_state)) == {"lease.json"}
+
+
+# --------------------------------------------------------------------------------------------------
+# kill -9 at random points
+
+
+def cli_environment(redmine_server: RedmineServer, s3_server: S3Server, folder: Path) -> dict[str, str]:
+    return {
+        "REDMINE_API_KEY": redmine_server.admin_key,
+        "ANCHORKIT_ENDPOINT_URL": s3_server.endpoint_url,
+        "AWS_ACCESS_KEY_ID": DUMMY_CREDENTIALS["aws_access_key_id"],
+        "AWS_SECRET_ACCESS_KEY": DUMMY_CREDENTIALS["aws_secret_access_key"],
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": str(folder / "no-aws-config"),
+    }
+
+
+class CliSync:
+    """`anchorkit sync --state` in a child process started in a fresh empty folder (so it can be killed)."""
+
+    LEASE_SECONDS = 1.0
+
+    def __init__(self, redmine: RedmineServer, s3: S3Server, project: str, scratch: Path) -> None:
+        self.scratch = scratch
+        self.writes = 0  # PutObject + DeleteObject of the last complete run
+        self.docs = f"crash-docs-{os.urandom(4).hex()}"
+        self.state = f"crash-state-{os.urandom(4).hex()}"
+        self.env = {**os.environ, **cli_environment(redmine, s3, scratch)}
+        self.env.pop("ANCHORKIT_CONFIG", None)
+        self.args = [
+            sys.executable, str(KILLED_SYNC), "sync", f"s3://{s3.bucket}/{self.docs}",
+            "--state", f"s3://{s3.bucket}/{self.state}/", "--url", redmine.url, "--project", project,
+            "--sidecars", "--delete", "--force", "--lease-seconds", str(self.LEASE_SECONDS), "--json",
+        ]
+
+    def start(self, label: str | None, kill: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        cwd = tempfile.mkdtemp(dir=self.scratch)
+        extra = ["--label", label] if label else []
+        return subprocess.Popen(
+            [*self.args, *extra], cwd=cwd, env={**self.env, **(kill or {})}, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    def run(self, label: str | None) -> None:
+        process = self.start(label)
+        stdout, stderr = process.communicate(timeout=120)
+        assert process.returncode == 0, stderr.decode()[-2000:]
+        requests = json.loads(stdout)["s3_requests"]
+        self.writes = requests.get("PutObject", 0) + requests.get("DeleteObject", 0)
+
+
+@pytest.mark.redmine
+@pytest.mark.s3
+@pytest.mark.timeout(600)
+def test_a_sync_killed_at_a_random_point_converges_on_the_next_run_from_an_empty_disk(
+    redmine_server: RedmineServer, redmine_admin: RedmineAdmin, s3_server: S3Server, tmp_path: Path
+) -> None:
+    project, _ = seed_issues(redmine_admin, 5)
+    ident = project["identifier"]
+    # What an uninterrupted run leaves behind, for the default labels and after switching to "Ticket".
+    references: dict[str | None, CliSync] = {}
+    for label in (None, "Ticket"):
+        references[label] = CliSync(redmine_server, s3_server, ident, tmp_path)
+        references[label].run(label)
+    regenerating = CliSync(redmine_server, s3_server, ident, tmp_path)
+    regenerating.run(None)
+    regenerating.run("Ticket")
+    writes = {None: references[None].writes, "Ticket": regenerating.writes}
+    rng = random.Random(20261130)
+    for trial in range(10):
+        crash = CliSync(redmine_server, s3_server, ident, tmp_path)
+        # Odd trials crash a run that regenerates everything over an existing state, even ones a first run.
+        label = "Ticket" if trial % 2 else None
+        if label:
+            crash.run(None)
+        # A random write of the run (documents, sidecars, raw issues, lease, manifest), before or after it.
+        kill = {"ANCHORKIT_KILL_AT_WRITE": str(rng.randint(1, writes[label])),
+                "ANCHORKIT_KILL_WHEN": rng.choice(["before", "after"])}
+        process = crash.start(label, kill)
+        process.communicate(timeout=120)
+        assert process.returncode == -signal.SIGKILL, f"trial {trial}: {kill} did not kill the run"
+        time.sleep(CliSync.LEASE_SECONDS + 0.2)  # the dead run's lease expires
+        crash.run(label)
+        reference = references[label]
+        assert objects_under(s3_server, crash.docs) == objects_under(s3_server, reference.docs), f"trial {trial}"
+        assert comparable(manifest_of(s3_server, crash.state)) == comparable(manifest_of(s3_server, reference.state))
+        crash_state = objects_under(s3_server, crash.state)
+        assert {k: v for k, v in crash_state.items() if k.startswith("issues/")} == {
+            k: v for k, v in objects_under(s3_server, reference.state).items() if k.startswith("issues/")
+        }
+        if "lease.json" in crash_state:  # killed just before releasing it: the next run had nothing to write
+            assert json.loads(crash_state["lease.json"])["expires_at"] < time.time()

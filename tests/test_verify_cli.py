@@ -1,0 +1,166 @@
+"""`anchorkit verify` and `anchorkit eval` on the example eval set in fixtures/eval."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from anchorkit.cli import app
+
+EVAL = Path(__file__).resolve().parent.parent / "fixtures" / "eval"
+runner = CliRunner()
+
+
+def run(*args: str | Path) -> tuple[int, str, str]:
+    result = runner.invoke(app, [str(a) for a in args])
+    # Bad input must end in a message and an exit code, never an uncaught exception.
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def verify_json(*args: str | Path) -> dict[str, object]:
+    code, out, _ = run("verify", *args, "--json")
+    assert code == 0
+    return json.loads(out)
+
+
+def test_verify_claims_reports_and_filters() -> None:
+    report = verify_json("-r", EVAL / "retrieval-bedrock.json", "-a", EVAL / "answer-claims.json")
+    assert report["valid_ids"] == [12345, 12352]
+    assert [(f["kind"], f["claim"]) for f in report["findings"]] == [  # type: ignore[index, union-attr]
+        ("quote_drift", 1),
+        ("phantom_ticket_id", 2),
+        ("phantom_source_id", 3),
+    ]
+    assert report["counts"] == {"critical": 2, "warning": 1, "units": 4}
+    assert report["grounding_score"] == 0.375
+    kept = [c["text"] for c in report["filtered_answer"]["claims"]]  # type: ignore[index]
+    assert len(kept) == 2 and "#12345" in kept[0] and "#12352" in kept[1]
+
+
+def test_verify_json_schema_is_stable() -> None:
+    report = verify_json("-r", EVAL / "retrieval-chunks.json", "-a", EVAL / "answer.txt")
+    assert sorted(report) == [
+        "answer_shape", "cited_ids", "counts", "filtered_answer", "findings", "grounding_score", "unchecked", "valid_ids",
+    ]
+    assert sorted(report["findings"][0]) == [  # type: ignore[index]
+        "citation", "claim", "kind", "message", "result", "score", "severity", "source_id", "ticket_id",
+    ]
+    assert report["filtered_answer"]["text"].endswith("在宅勤務の切断は [unverified] と同じ原因です。\n")  # type: ignore[index]
+
+
+def test_strict_exits_1_only_when_something_critical_was_found() -> None:
+    assert run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", EVAL / "answer-results.json")[0] == 0
+    code, out, _ = run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", EVAL / "answer-results.json", "--strict")
+    assert code == 1 and "result 2: ticket id #12301 was not retrieved" in out
+    assert run("verify", "-r", EVAL / "retrieve-and-generate.json", "--strict")[0] == 0
+
+
+def test_context_makes_ids_of_earlier_turns_valid() -> None:
+    answer = EVAL / "answer-turn2.txt"
+    alone = verify_json("-r", EVAL / "retrieval-chunks.json", "-a", answer)
+    assert [f["kind"] for f in alone["findings"]] == ["phantom_ticket_id"]  # type: ignore[index]
+    with_context = verify_json("-r", EVAL / "retrieval-chunks.json", "-a", answer, "--context", EVAL / "context.txt")
+    assert with_context["findings"] == [] and 12366 in with_context["valid_ids"]  # type: ignore[operator]
+
+
+def test_context_may_be_an_earlier_retrieval() -> None:
+    this_turn = EVAL / "retrieve-and-generate.json"  # retrieved #12345 only
+    alone = verify_json("-r", this_turn, "-a", EVAL / "answer.txt")
+    assert [f["ticket_id"] for f in alone["findings"]] == [12301, 12352]  # type: ignore[index]
+    later = verify_json("-r", this_turn, "-a", EVAL / "answer.txt", "--context", EVAL / "retrieval-bedrock.json")
+    assert [f["ticket_id"] for f in later["findings"]] == [12301]  # type: ignore[index]
+
+
+def test_human_output_does_not_interpret_markup_from_answers(tmp_path: Path) -> None:
+    answer = tmp_path / "answer.txt"
+    answer.write_text("[bold red]#12345[/bold red] [link=https://evil.example]click[/link]")
+    code, out, _ = run("verify", "-r", EVAL / "retrieval-chunks.json", "-a", answer)
+    assert code == 0
+    assert "[bold red]#12345[/bold red] [link=https://evil.example]click[/link]" in out
+
+
+def test_malformed_json_names_the_file_without_a_traceback(tmp_path: Path) -> None:
+    broken = tmp_path / "retrieval.json"
+    broken.write_text('{"retrievalResults": [')
+    code, out, err = run("verify", "-r", broken, "-a", EVAL / "answer.txt")
+    assert code == 2 and out == ""
+    assert f"{broken}: malformed JSON" in err and "Traceback" not in err
+    assert "accepted retrieval shapes:" in err and "retrievalResults" in err
+
+
+def test_unknown_shape_lists_accepted_shapes(tmp_path: Path) -> None:
+    answer = tmp_path / "answer.json"
+    answer.write_text('{"choices": [{"message": "#12345"}]}')
+    code, _, err = run("verify", "-r", EVAL / "retrieval-chunks.json", "-a", answer)
+    assert code == 2
+    assert f"{answer}: not a known answer shape" in err and "issue_id" in err and "RetrieveAndGenerate" in err
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    assert run("verify", "-r", tmp_path / "missing.json", "-a", EVAL / "answer.txt")[0] == 2
+    code, _, err = run("verify", "-r", EVAL / "retrieval-chunks.json", "-a", EVAL / "answer.txt", "--uri-pattern", "(")
+    assert code == 2 and "--uri-pattern" in err
+    code, _, err = run("verify", "-r", EVAL / "retrieval-chunks.json")
+    assert code == 2 and "--answer is required" in err
+    assert run("verify", "-r", EVAL / "retrieval-chunks.json", "-a", EVAL / "answer.txt", "--on-invalid", "x")[0] == 2
+    code, _, err = run("verify", "-r", EVAL / "retrieval-chunks.json", "-a", EVAL / "answer.txt", "--html", tmp_path)
+    assert code == 2 and f"--html {tmp_path}" in err
+
+
+def test_uri_pattern_option(tmp_path: Path) -> None:
+    retrieval = tmp_path / "r.json"
+    retrieval.write_text(json.dumps([{"id": "a", "text": "本文", "uri": "https://wiki/issues/12345"}]))
+    answer = tmp_path / "a.txt"
+    answer.write_text("#12345 です")
+    assert verify_json("-r", retrieval, "-a", answer)["valid_ids"] == []
+    assert verify_json("-r", retrieval, "-a", answer, "--uri-pattern", r"/issues/(\d+)$")["valid_ids"] == [12345]
+
+
+def test_html_report_is_written(tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    code, _, _ = run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", EVAL / "answer-claims.json", "--html", page)
+    assert code == 0
+    html = page.read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>") and 'href="#ref-1"' in html and 'id="ref-1"' in html
+    assert "phantom source: not retrieved" in html
+
+
+# --------------------------------------------------------------------------- eval
+
+
+def test_eval_metrics_on_the_example_set() -> None:
+    code, out, _ = run("eval", EVAL / "cases.jsonl", "--json")
+    assert code == 0
+    summary = json.loads(out)
+    assert summary["cases"] == 5 and summary["errors"] == []
+    # Case by case: phantoms in 2 of 5; 4 of 5 cite an expected id; precisions 1, 1/2, 1, 1 (one cites nothing).
+    assert summary["metrics"] == {
+        "mean_grounding_score": 0.7,
+        "phantom_rate": 0.4,
+        "source_recall": 0.8,
+        "citation_precision": 0.875,
+    }
+    by_id = {r["id"]: r for r in summary["results"]}
+    assert by_id["vpn-osaka-free-text-mention"]["cited_ids"] == [12301, 12345]
+    assert by_id["later-turn-context"]["findings"] == []
+
+
+def test_eval_goes_on_past_a_bad_line_and_exits_1(tmp_path: Path) -> None:
+    lines = (EVAL / "cases.jsonl").read_text(encoding="utf-8").splitlines()
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("\n".join([lines[0], "{not json", '{"query": "no answer", "retrieved": []}', lines[2]]) + "\n")
+    code, out, err = run("eval", cases)
+    assert code == 1
+    assert f"{cases}:2: malformed JSON" in err and f"{cases}:3: a case must be an object" in err
+    assert "eval: 2 cases, 2 unreadable" in out
+
+
+def test_eval_gates(tmp_path: Path) -> None:
+    assert run("eval", EVAL / "cases.jsonl", "--strict")[0] == 1
+    assert run("eval", EVAL / "cases.jsonl", "--min-grounding", "0.7")[0] == 0
+    assert run("eval", EVAL / "cases.jsonl", "--min-grounding", "0.71")[0] == 1
+    assert run("eval", EVAL / "cases.jsonl", "--max-phantom-rate", "0.3")[0] == 1
+    assert run("eval", tmp_path / "missing.jsonl")[0] == 2
