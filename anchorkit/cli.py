@@ -101,6 +101,7 @@ def transform_options(
     sidecar_schema: str,
     layout: str,
     max_text_bytes: int,
+    link_issues: str | None = None,
 ) -> transforming.TransformOptions:
     """Validate the transform flags (exit 2 with a clear message) and build the options."""
     for name, value, allowed in (
@@ -122,6 +123,7 @@ def transform_options(
         max_gap_tokens=max_gap_tokens,
         timezone=timezone,
         labels={"ticket": label} if label else {},
+        link_issues=link_issues.rstrip("/") if link_issues else None,
     )
     return transforming.TransformOptions(
         render=render,
@@ -147,6 +149,7 @@ def transform(
     max_gap_tokens: Optional[int] = typer.Option(None, "--max-gap-tokens", min=1, help="Also insert an anchor at the next block boundary once this many (approximate) tokens passed without one. Off by default."),
     text_format: Optional[str] = typer.Option(None, "--text-format", help="Redmine text format of all texts: textile or common_mark. Default: the snapshot's setting (state.json text_format), else textile."),
     timezone: str = typer.Option("UTC", "--timezone", help="Time zone for the dates shown in documents (IANA name, e.g. Asia/Tokyo). Sidecar timestamps are always UTC."),
+    link_issues: Optional[str] = typer.Option(None, "--link-issues", metavar="URL", help="Redmine base URL: turn #123 in ticket text into links to URL/issues/123 (kept as plain text by default)."),
     max_text_bytes: int = typer.Option(transforming.DEFAULT_MAX_TEXT_BYTES, "--max-text-bytes", min=1, help="A description or note larger than this (UTF-8 bytes) fails its ticket instead of producing a huge document."),
     check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 listing what would be created, changed or removed, 0 if OUT is up to date."),
     json_output: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
@@ -158,7 +161,9 @@ def transform(
     rewritten, outputs of tickets no longer in the snapshot are removed, bad tickets are reported
     (file and reason) while the others are still done; exit code 1 if any ticket failed.
     """
-    options = transform_options(lang, label, include_private, anchor_basic_info, max_gap_tokens, text_format, timezone, sidecars, sidecar_schema, layout, max_text_bytes)
+    if link_issues and not re.match(r"https?://[^\s]+$", link_issues):
+        raise usage_error(f"--link-issues must be an http(s) URL, not {link_issues!r}")
+    options = transform_options(lang, label, include_private, anchor_basic_info, max_gap_tokens, text_format, timezone, sidecars, sidecar_schema, layout, max_text_bytes, link_issues)
     try:
         report = transforming.transform_snapshot(snapshot, out, options, check=check)
     except SnapshotError as exc:
@@ -923,7 +928,8 @@ StateOption = Annotated[
     typer.Option(
         "--state",
         help="Keep the sync state (cursor, checksums, raw issues) at s3://bucket/prefix/ or a local folder, outside "
-        "the documents' prefix, so a run on an empty disk stays incremental (see README, scheduled sync).",
+        "the documents' prefix, so a run on an empty disk stays incremental; exit code 3 when another run holds "
+        "the state (see README, scheduled sync).",
     ),
 ]
 LeaseSecondsOption = Annotated[

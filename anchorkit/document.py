@@ -145,6 +145,7 @@ class RenderOptions:
     text_format: str | tuple[tuple[str, str], ...] = "textile"
     timezone: str = "UTC"
     labels: dict[str, str] = field(default_factory=dict)  # overrides of LABELS[lang]
+    link_issues: str | None = None  # Redmine base URL: "#123" in ticket text becomes a link
 
     def label(self, key: str) -> str:
         return self.labels.get(key) or LABELS[self.lang][key]
@@ -174,7 +175,7 @@ def render_document(issue: dict[str, Any], lookups: Lookups, options: RenderOpti
     description = (issue.get("description") or "").strip()
     if description:
         fmt = text_format_at(options.text_format, issue.get("created_on"))
-        parts += [f"## {options.label('description')}", anchor, anchored(content_markdown(description, fmt))]
+        parts += [f"## {options.label('description')}", anchor, anchored(content_markdown(description, fmt, options.link_issues))]
     journals = [j for j in sorted(_journals(issue), key=_journal_id) if options.include_private or not j.get("private_notes")]
     entries = [entry for entry in (_journal_entry(j, issue, lookups, options) for j in journals) if entry]
     if entries:
@@ -184,13 +185,13 @@ def render_document(issue: dict[str, Any], lookups: Lookups, options: RenderOpti
     return "\n\n".join(part for part in parts if part) + "\n"
 
 
-def content_markdown(text: str, fmt: str) -> str:
+def content_markdown(text: str, fmt: str, link_issues: str | None = None) -> str:
     """Ticket text (description or note) as Markdown that cannot alter the document around it.
 
     Converted from Redmine's format; headings demoted below the document's levels; fences and
     HTML blocks left open are closed; lines shaped like anchors or titles neutralised.
     """
-    markdown = to_markdown(text, fmt).strip("\n")
+    markdown = to_markdown(text, fmt, link_issues=link_issues).strip("\n")
     if COMPLEX_LINE.search(markdown) or _ANY_HEADING.search(markdown):
         markdown = _contain(markdown)
     return neutralize_forgeries(markdown)
@@ -420,5 +421,5 @@ def _journal_entry(journal: dict[str, Any], issue: dict[str, Any], lookups: Look
     if changes:
         body.append("\n".join(f"- {change}" for change in changes))
     if notes:
-        body.append(content_markdown(notes, text_format_at(options.text_format, journal.get("created_on"))))
+        body.append(content_markdown(notes, text_format_at(options.text_format, journal.get("created_on")), options.link_issues))
     return f"### [{date}] {user}", "\n\n".join(body)

@@ -207,8 +207,17 @@ class S3StateStore:
 
     def begin_writes(self) -> None:
         """Take the lease, then make sure nobody committed since this run read the manifest."""
-        if self.lease is not None:
-            self.lease = self._put_lease(IfMatch=self.lease.etag)  # renew our own
+        if self.lease is not None:  # renew our own, unless it expired and another run took it
+            try:
+                self.lease = self._put_lease(IfMatch=self.lease.etag)
+            except ClientError as error:
+                if error_code(error) in PRECONDITION_CODES:
+                    self.lease = None
+                    raise StateConflict(
+                        f"{self.location}: this run's lease expired and another sync took it; the state was not "
+                        "committed (raise --lease-seconds above the longest run)"
+                    ) from None
+                raise
             return
         try:
             self.lease = self._put_lease(IfNoneMatch="*")

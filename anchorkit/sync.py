@@ -10,6 +10,10 @@ Highest first: command-line flags, environment variables, the config file, built
   Keys are the option names (`max_delete` or `max-delete`), at the top level or inside `[pull]`,
   `[transform]`, `[upload]` tables; relative paths are relative to the file's folder. Unknown keys
   and wrongly typed values are errors that name the file and the key.
+
+`run_sync` is the stateless variant (`sync --state`): the bookkeeping lives in a state store beside the
+destination (anchorkit.state), each run starts from an empty work folder, fetches, renders and uploads
+only what changed, and commits the state last.
 """
 
 from __future__ import annotations
@@ -310,13 +314,10 @@ class StatelessSyncReport:
         }
 
 
-def output_fingerprint(options: transform.TransformOptions, render: RenderOptions, lookups: dict[str, Any]) -> str:
-    """Everything that changes a document's bytes besides the issue itself: version, options, names."""
-    described = {
-        "anchorkit": __version__,
-        "options": {**asdict(options), "render": asdict(render)},
-        "lookups": lookups,
-    }
+def output_fingerprint(options: transform.TransformOptions, render: RenderOptions) -> str:
+    """What changes every document's bytes besides the issues and the lookups: version and options
+    (labels, language, layout, sidecars, the text format...). The lookups are compared on their own."""
+    described = {"anchorkit": __version__, "options": {**asdict(options), "render": asdict(render)}}
     canonical = json.dumps(described, ensure_ascii=False, sort_keys=True, default=str)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
@@ -397,7 +398,8 @@ def run_sync(
     JSON when the output fingerprint changed); documents of issues that are gone are deleted (with
     ``delete``, within ``max_delete`` unless ``force``). Documents are written first and the state is
     committed last, so the state never claims an upload that did not happen. Raises
-    :class:`state.StateConflict` when another run holds or changed the state (nothing written then),
+    :class:`state.StateConflict` when another run holds or changed the state (nothing written then,
+    unless this run outlived its lease),
     :class:`state.StateError` / :class:`pull.PullError` for unusable input.
     """
     started = time.monotonic()
@@ -457,8 +459,11 @@ def _run_stateless(
     fetched = snapshot.stored_issue_ids(work_dir)
     lookups = snapshot.load_lookups(work_dir)
     render = transform.resolve_render_options(work_dir, options)
-    fingerprint = output_fingerprint(options, render, lookups)
-    report.regenerated_all = bool(before) and fingerprint != manifest.get("fingerprint")
+    fingerprint = output_fingerprint(options, render)
+    # New names (a renamed status, user or version) may change any document, like new options do.
+    report.regenerated_all = bool(before) and (
+        fingerprint != manifest.get("fingerprint") or lookups != manifest.get("lookups", {})
+    )
     if report.regenerated_all:
         kept = {i: s for i, s in stamps.items() if i not in removed and i not in fetched}
         unrestorable = restore_raw_issues(store, work_dir, kept, threads)
@@ -468,7 +473,6 @@ def _run_stateless(
             restored = set(kept) - unrestorable
             fetched = snapshot.stored_issue_ids(work_dir) - restored
             lookups = snapshot.load_lookups(work_dir)
-            fingerprint = output_fingerprint(options, render, lookups)
 
     plans = _render_changed(report, work_dir, lookups, render, options, before)
     held_back: list[str] = []  # updated_on of tickets not fully published: the cursor must not pass them
@@ -499,56 +503,48 @@ def _run_stateless(
 
     raw_writes = sorted(i for i in fetched if i in rendered_ids)
     raw_deletes = sorted(gone) if delete else []
-    new_pull_state = snapshot.load_state(work_dir)
-    if publish_plan.uploads or publish_plan.deletes or raw_deletes or _state_differs(manifest, new_pull_state, lookups, fingerprint, before, plans, gone):
-        store.begin_writes()  # may raise StateConflict: then nothing has been written
-        results = publish.apply_plan(publish_plan, target, threads=threads)
-        outcome = {result.operation.key: result.error for result in results}
-        report.uploaded = sorted(k for k, e in outcome.items() if e is None and k in {u.key for u in uploads})
-        report.deleted = sorted(k for k, e in outcome.items() if e is None and k in set(deletes))
-        report.failures = [publish.Failure(k, e) for k, e in sorted(outcome.items()) if e is not None]
-        raw_failed = _write_raw_issues(report, store, work_dir, raw_writes, raw_deletes, threads)
-        tickets = _next_tickets(before, plans, gone, outcome, raw_failed, held_back,
-                                {f.ticket_id for f in report.transform_failures if f.ticket_id is not None})
-        if held_back and new_pull_state.get("cursor"):
-            new_pull_state["cursor"] = min([new_pull_state["cursor"], *held_back])
-        new_manifest = {
-            "format": MANIFEST_FORMAT, "fingerprint": fingerprint, "pull": new_pull_state, "lookups": lookups,
-            "tickets": tickets,
-        }
-        store.begin_writes()  # renews the lease before the commit (a long upload may have used it up)
-        store.commit(new_manifest)
-        report.state_written = True
-        report.tickets = len(tickets)
-    else:
+    failed_renders = {f.ticket_id for f in report.transform_failures if f.ticket_id is not None}
+    pull_state = snapshot.load_state(work_dir)
+
+    def next_manifest(outcome: dict[str, str | None], raw_failed: set[int]) -> dict[str, Any]:
+        stamps_held = list(held_back)
+        tickets = _next_tickets(before, plans, gone, outcome, raw_failed, stamps_held, failed_renders)
+        next_pull = dict(pull_state)
+        if stamps_held and next_pull.get("cursor"):
+            next_pull["cursor"] = min([next_pull["cursor"], *stamps_held])
+        return {"format": MANIFEST_FORMAT, "fingerprint": fingerprint, "pull": next_pull, "lookups": lookups,
+                "tickets": tickets}
+
+    expected = next_manifest({key: None for key in deletes}, set())  # if every write succeeds
+    if not (uploads or deletes or raw_writes or raw_deletes) and same_state(manifest, expected):
         report.tickets = len(before)
+        return  # nothing to write, not even the state
+    store.begin_writes()  # may raise StateConflict: then nothing has been written
+    results = publish.apply_plan(publish_plan, target, threads=threads)
+    outcome = {result.operation.key: result.error for result in results}
+    report.uploaded = sorted(k for k, e in outcome.items() if e is None and k in {u.key for u in uploads})
+    report.deleted = sorted(k for k, e in outcome.items() if e is None and k in set(deletes))
+    report.failures = [publish.Failure(k, e) for k, e in sorted(outcome.items()) if e is not None]
+    raw_failed = _write_raw_issues(report, store, work_dir, raw_writes, raw_deletes, threads)
+    committed = next_manifest(outcome, raw_failed)
+    store.begin_writes()  # renews the lease before the commit (a long upload may have used it up)
+    store.commit(committed)
+    report.state_written = True
+    report.tickets = len(committed["tickets"])
 
 
 MANIFEST_FORMAT = 1
 
 
-def _state_differs(
-    manifest: dict[str, Any],
-    pull_state: dict[str, Any],
-    lookups: dict[str, Any],
-    fingerprint: str,
-    before: dict[str, Any],
-    plans: list[TicketPlan],
-    gone: set[int],
-) -> bool:
-    """Would the manifest change? The count of runs since the last full listing alone does not count:
-    rewriting the state on every run would cost a PUT per run for nothing."""
-    old_pull = {k: v for k, v in manifest.get("pull", {}).items() if k != "runs_since_full"}
-    new_pull = {k: v for k, v in pull_state.items() if k != "runs_since_full"}
-    if old_pull != new_pull or manifest.get("lookups", {}) != lookups or manifest.get("fingerprint") != fingerprint:
-        return True
-    if gone:
-        return True
-    return any(
-        before.get(str(plan.ticket_id), {}).get("updated_on") != plan.updated_on
-        or before.get(str(plan.ticket_id), {}).get("project_id") != plan.project_id
-        for plan in plans
-    )
+def same_state(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Equal but for the count of runs since the last full listing: rewriting the state for that alone
+    would cost a PUT on every run (so automatic full listings count only runs that wrote something)."""
+
+    def without_run_count(manifest: dict[str, Any]) -> dict[str, Any]:
+        pull_state = {k: v for k, v in manifest.get("pull", {}).items() if k != "runs_since_full"}
+        return {**manifest, "pull": pull_state}
+
+    return without_run_count(old) == without_run_count(new)
 
 
 def _render_changed(

@@ -21,6 +21,7 @@ import html
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
+from dataclasses import dataclass
 
 TEXT_FORMATS = ("textile", "common_mark")
 
@@ -64,6 +65,11 @@ _BLOCK_START = re.compile(
 )
 
 
+def _decode_entity(match: re.Match[str]) -> str:
+    decoded = html.unescape(match[0])
+    return _CONTROL_CHARS.sub("\ufffd", decoded)  # no control or shelf characters from "&#0;"
+
+
 _MD_TRIGGER = re.compile(r"[\\`*\[\]_<&~]")
 
 
@@ -72,7 +78,7 @@ def _escape_text(text: str) -> str:
     if _MD_TRIGGER.search(text) is None:  # fast path: most text has nothing to escape
         return text
     if "&" in text:
-        text = _ENTITY.sub(lambda m: html.unescape(m[0]), text)
+        text = _ENTITY.sub(_decode_entity, text)
     return _MD_SPECIAL.sub(r"\\\g<0>", text)
 
 
@@ -181,6 +187,22 @@ def _next_block_macro(text: str, start: int, before: int) -> tuple[re.Match[str]
     return None
 
 
+def _inline_macros(text: str, shelve: Callable[[str], str]) -> str:
+    """Bodyless macros: issue/thumbnail converted, other builtins and unknown macros kept as text
+    ("!{{macro}}" loses its "!", as in Redmine; unknown macros are not macros for Redmine)."""
+
+    def replace(match: re.Match[str]) -> str:
+        name = match[2].lower()
+        if name not in _BUILTIN_MACROS:
+            return match[0]
+        if match[1]:
+            return match[0][1:]
+        markdown = _inline_macro(name, match[3])
+        return shelve(markdown) if markdown is not None else match[0]
+
+    return _INLINE_MACRO.sub(replace, text)
+
+
 def _inline_macro(name: str, args: str | None) -> str | None:
     """Markdown for a bodyless macro, or None to keep its text."""
     arguments = [a.strip() for a in (args or "").split(",") if a.strip()]
@@ -257,18 +279,18 @@ _CODE_OPENER = re.compile(rf"(?:^|(?<=[^{_ASCII_WORD}]))@(?=[^@\n])", re.M)
 _CODE_CLOSER = re.compile(rf"(?=@(?:[^{_ASCII_WORD}]|$))", re.M)
 _CODE_LANGUAGE = re.compile(r"\|\w+?\|")
 _IMAGE = re.compile(
-    rf"(?:(?<=^)|(?<=[>{_WS}\ue001]))!([<=>])?{_C}(?:\. )?([^{_WS}(!]{{1,2000}}?)[{_WS}]?"
+    rf"(?:(?<=^)|(?<=[>{_WS}\ue001]))!([<=>])?{_C}(?:\. )?([^{_WS}(!\ue000\ue001]{{1,2000}}?)[{_WS}]?"
     r"(?:\(((?:[^()\n]|\([^)\n]{1,200}\)){1,500}?)\))?!"
-    rf"(?::([^{_WS}]{{1,2000}}?)([^\w{_WS}/;=?]{{0,10}}?)(?=[{_WS}<]|$))?",
+    rf"(?::([^{_WS}\ue000\ue001]{{1,2000}}?)([^\w{_WS}/;=?]{{0,10}}?)(?=[{_WS}<]|$))?",
     re.M,
 )
 _LINK = re.compile(
     rf"\"{_C}([^\"\n]{{1,1000}}?)[{_WS}]?(?:\(([^)\n]{{1,200}}?)\)(?=\"))?\":"
-    rf"((?:/|[a-zA-Z]+://|www\.|mailto:)[\w/][^{_WS}]{{0,2000}}?)(/)?([^\w=/;()\-]{{0,10}}?)(?=<|[{_WS}]|$)",
+    rf"((?:/|[a-zA-Z]+://|www\.|mailto:)[\w/][^{_WS}\ue000\ue001]{{0,2000}}?)(/)?([^\w=/;()\-]{{0,10}}?)(?=<|[{_WS}]|$)",
     re.M,
 )
 _AUTO_LINK = re.compile(
-    rf"(^|[{_WS}(\[,;\ue001])((?:https?://|s?ftps?://|www\.)[^<{_WS}][^{_WS}]{{0,2000}}?)(/)?([^\w=/;()\-]{{0,10}}?)(?=<|[{_WS}]|$)",
+    rf"(^|[{_WS}(\[,;\ue001])((?:https?://|s?ftps?://|www\.)[^<{_WS}\ue000\ue001][^{_WS}\ue000\ue001]{{0,2000}}?)(/)?([^\w=/;()\-]{{0,10}}?)(?=<|[{_WS}]|$)",
     re.M,
 )
 _EMAIL = re.compile(r"(?<![\w.!#$%+/-])([\w.!#$%+/-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)", re.A)
@@ -307,6 +329,14 @@ _SPAN_ATTRS = re.compile(rf"^({_C})(.+)$", re.S)
 _SPAN_TRIGGER = re.compile(rf"(?:^|[>{_WS}(\ue001])[*?\-_%+^~]", re.M)
 
 
+@dataclass
+class _OpenList:
+    marker: str  # "*", "##", "*#"...: the depth is its length, the list type its last character
+    indent: int  # column of this list's bullets
+    content_indent: int = 0  # column of the current item's text
+    count: int = 0  # items so far (the number of the next ordered item)
+
+
 class _Shelf:
     """Converted fragments kept out of later passes (RedCloth's ``shelve``): a token replaces them
     in the working text and ``restore`` puts them back after the plain text has been escaped."""
@@ -319,12 +349,18 @@ class _Shelf:
         return f"{_SHELF_OPEN}{len(self.items) - 1}{_SHELF_CLOSE}"
 
     def restore(self, text: str) -> str:
-        while _SHELF_OPEN in text:
+        # Fragments may hold tokens of earlier fragments: at most len(items) levels deep.
+        for _ in range(len(self.items) + 1):
+            if _SHELF_OPEN not in text:
+                break
             text = _SHELF_TOKEN.sub(lambda m: self.items[int(m[1])], text)
         return text
 
 
 class _TextileConverter:
+    """One Textile text → Markdown blocks, following RedCloth3's order: <pre> and macros cut out,
+    quotes, blocks (tables, lists, prefixed blocks, paragraphs), then inline rules."""
+
     def __init__(self, link_issues: str | None) -> None:
         self.link_issues = link_issues
 
@@ -359,12 +395,13 @@ class _TextileConverter:
 
     @staticmethod
     def pre_block(content: str) -> str:
-        language = ""
+        """<pre> content → fenced block; <code class="ruby"> inside gives the language."""
+        classes: list[str] = []
         code_open = _CODE_CLASS.match(content)
         if code_open:
-            language = (code_open[1] or code_open[2] or "").split()[0] if (code_open[1] or code_open[2]) else ""
+            classes = (code_open[1] or code_open[2] or "").split()
             content = _CODE_END.sub("", content[code_open.end() :])
-        return code_block(content, language)
+        return code_block(content, classes[0] if classes else "")
 
     # -- blocks --------------------------------------------------------------------------------
 
@@ -459,35 +496,31 @@ class _TextileConverter:
     def list_block(self, lines: list[str]) -> list[str]:
         """Textile lists → Markdown lists; nesting from the marker length, type from its last char."""
         out: list[str] = []
-        # Open lists, outermost first: (marker string, indentation of the item content, counter).
-        stack: list[list] = []
+        stack: list[_OpenList] = []  # outermost first
         for line in lines:
             item = _LIST_ITEM.match(line)
             if item is None:  # continuation line (Redmine: a <br /> inside the previous item)
-                indent = stack[-1][1] if stack else 0
                 text = _escape_line_start(self.inline(line.strip()))
                 if text:
-                    out.append(" " * indent + text)
+                    out.append(" " * (stack[-1].content_indent if stack else 0) + text)
                 continue
             marker = item[1]
-            while stack and len(stack[-1][0]) > len(marker):
+            while stack and len(stack[-1].marker) > len(marker):
                 stack.pop()
             # Another marker (deeper, or the other list type at the same depth) opens a list
             # nested in the current item, exactly as RedCloth nests it.
-            if not stack or stack[-1][0] != marker:
-                parent_indent = stack[-1][1] if stack else 0
-                stack.append([marker, parent_indent, 0])
-            entry = stack[-1]
-            entry[2] += 1
-            indent = stack[-2][1] if len(stack) > 1 else 0
-            bullet = f"{entry[2]}. " if marker[-1] == "#" else "- "
-            entry[1] = indent + len(bullet)
+            if not stack or stack[-1].marker != marker:
+                stack.append(_OpenList(marker, indent=stack[-1].content_indent if stack else 0))
+            current = stack[-1]
+            current.count += 1
+            bullet = f"{current.count}. " if marker[-1] == "#" else "- "
+            current.content_indent = current.indent + len(bullet)
             content = "\n".join(
-                _escape_line_start(part) if n == 0 else " " * entry[1] + _escape_line_start(part)
+                _escape_line_start(part) if n == 0 else " " * current.content_indent + _escape_line_start(part)
                 for n, part in enumerate(self.inline(item[2]).split("\n"))
                 if part.strip() or n == 0
             )
-            out.append(" " * indent + bullet + content)
+            out.append(" " * current.indent + bullet + content)
         return ["\n".join(out)]
 
     def table_block(self, lines: list[str]) -> list[str]:
@@ -535,7 +568,7 @@ class _TextileConverter:
         if "==" in text:
             text = _DOUBLE_EQUALS.sub(lambda m: shelve("") + m[1] + shelve(""), text)
         if "{{" in text:
-            text = self.inline_macros(text, shelve)
+            text = _inline_macros(text, shelve)
         if "[[" in text:
             text = _WIKI_LINK.sub(lambda m: shelve(_escape_text(_wiki_link_label(m))), text)
         if "!" in text:
@@ -557,18 +590,6 @@ class _TextileConverter:
         if "!" in text:
             text = _ESCAPED_REDMINE_LINK.sub(r"\1", text)
         return shelve.restore(_escape_text(text))
-
-    def inline_macros(self, text: str, shelve: _Shelf) -> str:
-        def replace(match: re.Match[str]) -> str:
-            name = match[2].lower()
-            if name not in _BUILTIN_MACROS:
-                return match[0]
-            if match[1]:  # "!{{macro}}" shows the macro text without the "!"
-                return match[0][1:]
-            markdown = _inline_macro(name, match[3])
-            return shelve(markdown) if markdown is not None else match[0]
-
-        return _INLINE_MACRO.sub(replace, text)
 
     @staticmethod
     def image(match: re.Match[str], shelve: _Shelf) -> str:
@@ -813,18 +834,7 @@ def _common_mark_macros(text: str, shelve: _Shelf) -> str:
         out += [text[position : opening.start()], title + "\n\n" if title else "", text[opening.end() : close]]
         position = close + len("\n}}")
     out.append(text[position:])
-    text = _TOC_LINE.sub("", "".join(out))
-
-    def replace(match: re.Match[str]) -> str:
-        name = match[2].lower()
-        if name not in _BUILTIN_MACROS:
-            return match[0]
-        if match[1]:  # "!{{macro}}" shows the macro text without the "!"
-            return match[0][1:]
-        markdown = _inline_macro(name, match[3])
-        return shelve(markdown) if markdown is not None else match[0]
-
-    return _INLINE_MACRO.sub(replace, text)
+    return _inline_macros(_TOC_LINE.sub("", "".join(out)), shelve)
 
 
 # ---------------------------------------------------------------------------------------------

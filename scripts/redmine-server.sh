@@ -40,12 +40,22 @@ install() {
     || { apt-get update && apt-get install -y --no-install-recommends "${PACKAGES[@]}"; }
 }
 
+# SQLite answers "database is locked" at once unless a busy timeout is set; the server, `rails runner`
+# seeding and a second test session write to the same database file, so let writers wait instead.
+configure() {
+  local config=/etc/redmine/default/database.yml
+  if [[ -f "$config" ]] && grep -q "adapter: sqlite3" "$config" && ! grep -q "^  timeout:" "$config"; then
+    sed -i 's/^  adapter: sqlite3$/&\n  timeout: 15000/' "$config"
+  fi
+}
+
 running() {
   [[ -f "$PID_FILE" ]] && kill -0 "$(cat "$PID_FILE")" 2>/dev/null
 }
 
 start() {
   installed || { echo "redmine: not installed; run: bash $0 install" >&2; exit 1; }
+  configure
   mkdir -p "$STATE_DIR"
   if ! running; then
     rm -f "$PID_FILE" "$RAILS_PID_FILE"

@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 
 from anchorkit.cli import CONFLICT_EXIT_CODE, app
 from anchorkit.document import RenderOptions
-from anchorkit.publish import S3Location, S3Target
+from anchorkit.publish import LocalDirTarget, S3Location, S3Target
 from anchorkit.state import LocalStateStore, S3StateStore, StateConflict
 from anchorkit.sync import PullArguments, StatelessSyncReport, run_sync
 from anchorkit.transform import TransformOptions
@@ -65,8 +65,8 @@ class StatelessRunner:
         self.docs = f"docs-{os.urandom(4).hex()}"
         self.state = f"anchorkit-state-{os.urandom(4).hex()}"
 
-    def sync(self, label: str | None = None, full: bool = False) -> StatelessSyncReport:
-        client = self.s3.client()
+    def sync(self, label: str | None = None, full: bool = False, client: Any = None) -> StatelessSyncReport:
+        client = client or self.s3.client()
         store = S3StateStore(client, S3Location(self.s3.bucket, f"{self.state}/"))
         target = S3Target(client, S3Location(self.s3.bucket, f"{self.docs}/"))
         options = TransformOptions(render=RenderOptions(labels={"ticket": label} if label else {}), sidecars=True)
@@ -151,6 +151,7 @@ def test_each_run_from_an_empty_disk_fetches_renders_and_uploads_only_what_chang
     etag_after = s3_server.client().head_object(Bucket=s3_server.bucket, Key=f"{sync.state}/manifest.json")["ETag"]
     assert etag_after == etag_before
 
+    time.sleep(1.1)  # Redmine's updated_on has one-second resolution: the change must be a later second
     redmine_admin.add_note(printer, "トナー交換で解消")
     changed = sync.sync()
     assert changed.pulls[0].requests_by_purpose.get("issues") == 1
@@ -169,6 +170,61 @@ def test_each_run_from_an_empty_disk_fetches_renders_and_uploads_only_what_chang
     assert relabelled.pulls[0].requests_by_purpose.get("issues", 0) == 0
     assert sorted(relabelled.uploaded) == [f"{vpn}.md", f"{printer}.md"]
     assert f"> Ticket #{vpn}: VPN接続が不安定になる (0)" in sync.documents()[f"{vpn}.md"].decode()
+
+
+@pytest.mark.redmine
+@pytest.mark.timeout(300)
+def test_a_local_state_folder_and_a_local_destination_work_the_same_way(
+    redmine_server: RedmineServer, redmine_admin: RedmineAdmin, tmp_path: Path
+) -> None:
+    project, (vpn, printer) = seed_issues(redmine_admin, 2)
+    state_dir, docs_dir = tmp_path / "state", tmp_path / "docs"
+
+    def sync(full: bool) -> StatelessSyncReport:
+        return run_sync(
+            redmine_server.url, redmine_server.admin_key, LocalStateStore(state_dir), LocalDirTarget(docs_dir),
+            TransformOptions(sidecars=False), PullArguments(projects=(project["identifier"],), full=full),
+            work_dir=Path(tempfile.mkdtemp(dir=tmp_path)), force=True,
+        )
+
+    first = sync(full=False)
+    assert first.ok and sorted(first.uploaded) == sorted([f"{vpn}.md", f"{printer}.md"])
+    manifest_bytes = (state_dir / "manifest.json").read_bytes()
+    redmine_admin.delete_issue(printer)
+    second = sync(full=True)  # a full listing notices the deletion
+    assert second.deleted == [f"{printer}.md"] and second.state_written
+    assert sorted(p.name for p in docs_dir.iterdir()) == [f"{vpn}.md"]
+    assert sorted(p.name for p in (state_dir / "issues").iterdir()) == [f"{vpn}.json"]
+    assert (state_dir / "manifest.json").read_bytes() != manifest_bytes
+    idle = sync(full=False)
+    assert idle.ok and not idle.state_written and not idle.uploaded
+
+
+@pytest.mark.redmine
+@pytest.mark.s3
+@pytest.mark.timeout(300)
+def test_a_failed_upload_is_not_claimed_by_the_state_and_the_next_run_publishes_it(
+    redmine_server: RedmineServer, redmine_admin: RedmineAdmin, s3_server: S3Server, tmp_path: Path
+) -> None:
+    project, (vpn, printer) = seed_issues(redmine_admin, 2)
+    sync = StatelessRunner(redmine_server, s3_server, project["identifier"], tmp_path)
+    failing = s3_server.client(retries={"max_attempts": 1})
+
+    def refuse_printer_document(params: dict[str, Any], **_: Any) -> None:
+        if params["Key"] == f"{sync.docs}/{printer}.md":  # a fault S3 will not produce on demand
+            raise ConnectionError("connection reset by peer (injected)")
+
+    failing.meta.events.register("before-parameter-build.s3.PutObject", refuse_printer_document)
+    broken = sync.sync(client=failing)
+    assert not broken.ok and [f.key for f in broken.failures] == [f"{printer}.md"]
+    entry = manifest_of(s3_server, sync.state)["tickets"][str(printer)]
+    assert entry["updated_on"] is None and f"{printer}.md" not in entry["objects"]
+    assert f"{printer}.md" not in sync.documents()
+
+    repaired = sync.sync()
+    assert repaired.ok and repaired.uploaded == [f"{printer}.md"]
+    assert repaired.pulls[0].requests_by_purpose.get("issues") == 1  # only the unfinished ticket again
+    assert set(sync.documents()) == {f"{i}.md{s}" for i in (vpn, printer) for s in ("", ".metadata.json")}
 
 
 # --------------------------------------------------------------------------------------------------

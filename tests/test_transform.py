@@ -179,3 +179,13 @@ def test_python_dash_m_entry_point(snapshot: Path, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "transform: " in result.stdout
     assert (tmp_path / "o" / "12345.md").read_text(encoding="utf-8").startswith("# Ticket #12345: ")
+
+
+def test_link_issues_turns_ticket_mentions_into_links(snapshot: Path, tmp_path: Path) -> None:
+    assert run("transform", str(snapshot), "--out", str(tmp_path / "o"), "--link-issues", "https://redmine.example.co.jp/")[0] == 0
+    document = (tmp_path / "o" / "12345.md").read_text(encoding="utf-8")
+    assert "\n[#12301](https://redmine.example.co.jp/issues/12301) は「IPv6 を優先」" in document
+    # Like Redmine, a mention glued to Japanese punctuation stays text.
+    assert "（#12301 と同様の事象" in document
+    assert find_anchors(document) and {a.ticket_id for a in find_anchors(document)} == {12345}
+    assert run("transform", str(snapshot), "--out", str(tmp_path / "p"), "--link-issues", "javascript:alert(1)")[0] == 2

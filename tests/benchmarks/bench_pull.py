@@ -75,8 +75,9 @@ puts Issue.where(project_id: project.id).count
 """
 
 
-def seed(admin: RedmineAdmin, identifier: str) -> int:
-    os.environ.update(BENCH_PROJECT=identifier, BENCH_ISSUES=str(ISSUES), BENCH_JOURNALS=str(JOURNALS))
+def seed(admin: RedmineAdmin, identifier: str, issues: int = ISSUES, journals: int = JOURNALS) -> int:
+    """Insert ``issues`` issues with ``journals`` journals each into the project; returns its issue count."""
+    os.environ.update(BENCH_PROJECT=identifier, BENCH_ISSUES=str(issues), BENCH_JOURNALS=str(journals))
     return int(admin.rails_runner(SEED_RUBY).strip().splitlines()[-1])
 
 

@@ -1,0 +1,106 @@
+"""Benchmark: `sync --state` on a stateless runner (every run on an empty disk), real Redmine + SeaweedFS.
+
+    python tests/benchmarks/bench_stateless_sync.py
+
+Seeds BENCH_STATELESS_ISSUES issues (default 10,000; scale down for a quick look) with
+BENCH_STATELESS_JOURNALS journals each (default 2) through ActiveRecord (bench_pull's seeding), then runs
+`anchorkit.sync.run_sync` with the state in S3, each time from a fresh empty folder:
+
+1. the first sync (everything fetched, rendered, uploaded; the state written);
+2. a second sync with nothing changed (target: <= 2 Redmine requests, 0 PUTs, state not rewritten);
+3. a sync after 1% of the issues got a note (target: the listing + exactly those issues; PUTs = their
+   documents and sidecars + their raw issue JSON + lease + manifest).
+
+Reports Redmine requests, S3 requests per operation (botocore event hooks) and wall time for each.
+Uses the Redmine at $ANCHORKIT_REDMINE_URL, else starts one (and stops it after); always starts SeaweedFS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_pull import seed  # noqa: E402
+from support.redmine_server import RedmineAdmin, running_redmine  # noqa: E402
+from support.s3_server import running_seaweedfs  # noqa: E402
+
+from anchorkit.document import RenderOptions  # noqa: E402
+from anchorkit.publish import S3Location, S3Target  # noqa: E402
+from anchorkit.state import S3StateStore  # noqa: E402
+from anchorkit.sync import PullArguments, StatelessSyncReport, run_sync  # noqa: E402
+from anchorkit.transform import TransformOptions  # noqa: E402
+
+ISSUES = int(os.environ.get("BENCH_STATELESS_ISSUES", "10000"))
+JOURNALS = int(os.environ.get("BENCH_STATELESS_JOURNALS", "2"))
+CHANGED_SHARE = 0.01
+THREADS = 16
+
+
+def describe(name: str, report: StatelessSyncReport) -> None:
+    pulled = report.pulls[0]
+    s3 = report.s3_requests
+    print(
+        f"{name}: {report.seconds:.2f} s wall; Redmine {sum(p.requests for p in report.pulls)} requests "
+        f"({pulled.requests_by_purpose}); fetched {sum(p.fetched for p in report.pulls)}, rendered {report.rendered}; "
+        f"S3 PUT {s3.get('PutObject', 0)} (documents+sidecars {len(report.uploaded)}, raw issues "
+        f"{report.state_issues_written}, state {'rewritten' if report.state_written else 'not rewritten'}), "
+        f"GET {s3.get('GetObject', 0)}, HEAD {s3.get('HeadObject', 0)}, DELETE {s3.get('DeleteObject', 0)}; "
+        f"{'ok' if report.ok else 'FAILED'}"
+    )
+
+
+def main() -> None:
+    with running_redmine() as server, running_seaweedfs("bench-stateless") as s3, \
+            tempfile.TemporaryDirectory(prefix="bench-stateless-") as scratch:
+        admin = RedmineAdmin(server)
+        project = admin.create_project(name="ベンチマーク")
+        started = time.perf_counter()
+        seeded = seed(admin, project["identifier"], ISSUES, JOURNALS)
+        print(f"seeded {seeded} issues x {JOURNALS} journals in {time.perf_counter() - started:.1f} s")
+        client = s3.client(max_pool_connections=THREADS)
+        options = TransformOptions(render=RenderOptions(), sidecars=True)
+        runs = 0
+
+        def sync_from_empty_disk() -> StatelessSyncReport:
+            nonlocal runs
+            runs += 1
+            store = S3StateStore(client, S3Location(s3.bucket, "anchorkit-state/"))
+            target = S3Target(client, S3Location(s3.bucket, "tickets/"))
+            return run_sync(
+                server.url, server.admin_key, store, target, options,
+                PullArguments(projects=(project["identifier"],)),
+                work_dir=Path(scratch) / f"run-{runs}", threads=THREADS,
+            )
+
+        describe("first sync (empty state)", sync_from_empty_disk())
+        describe("second sync, nothing changed, empty disk", sync_from_empty_disk())
+        manifest = client.get_object(Bucket=s3.bucket, Key="anchorkit-state/manifest.json")["Body"].read()
+        issue_ids = sorted(int(key) for key in json.loads(manifest)["tickets"])
+        changed = random.Random(7).sample(issue_ids, max(1, int(len(issue_ids) * CHANGED_SHARE)))
+        for issue_id in changed:
+            note_with_retries(admin, issue_id)
+        describe(f"after {len(changed)} changed ({CHANGED_SHARE:.0%}), empty disk", sync_from_empty_disk())
+
+
+def note_with_retries(admin: RedmineAdmin, issue_id: int, attempts: int = 3) -> None:
+    """Add a note; Redmine's SQLite answers 500 now and then when another process writes at the same time."""
+    for attempt in range(attempts):
+        try:
+            admin.add_note(issue_id, "再発したため再調査")
+            return
+        except AssertionError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(1)
+
+
+if __name__ == "__main__":
+    main()
