@@ -123,7 +123,7 @@ def iter_snapshot(snapshot_dir: Path, options: TransformOptions) -> Iterator[Sou
                 yield OversizedDocument(result.ticket_id, result.relpath, size)
             else:
                 yield SourceDocument(result.ticket_id, result.relpath, result.markdown, result.sidecar)
-        elif not result.message.startswith("private issue"):  # private issues are left out on purpose
+        else:
             yield InputError(result.source, result.message)
 
 

@@ -559,6 +559,8 @@ def _render_changed(
     plans: list[TicketPlan] = []
     for path in snapshot.iter_issue_paths(work_dir):
         result = transform.render_ticket(path, lookups, render, options)
+        if result is None:
+            continue  # a private issue, left out on purpose
         if isinstance(result, transform.TicketFailure):
             report.transform_failures.append(result)
             continue

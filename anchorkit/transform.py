@@ -108,16 +108,21 @@ def iter_documents(snapshot_dir: Path, options: TransformOptions) -> Iterator[Re
     render_options = resolve_render_options(snapshot_dir, options)
     lookups = load_lookups(snapshot_dir)
     for path in iter_issue_paths(snapshot_dir):
-        yield render_ticket(path, lookups, render_options, options)
+        result = render_ticket(path, lookups, render_options, options)
+        if result is not None:
+            yield result
 
 
-def render_ticket(path: Path, lookups: Lookups, render_options: RenderOptions, options: TransformOptions) -> RenderedTicket | TicketFailure:
+def render_ticket(
+    path: Path, lookups: Lookups, render_options: RenderOptions, options: TransformOptions
+) -> RenderedTicket | TicketFailure | None:
+    """One ticket's document and sidecar, its failure, or None for a private issue left out on purpose."""
     ticket_id = int(path.stem) if path.stem.isdigit() else None
     try:
         issue = load_issue(path)
         ticket_id = issue["id"]
         if issue.get("is_private") and not render_options.include_private:
-            return TicketFailure(str(path), ticket_id, "private issue (skipped; use --include-private)")
+            return None
         _check_sizes(path, issue, options.max_text_bytes)
         markdown = render_document(issue, lookups, render_options)
         sidecar, warnings = build_sidecar(issue, lookups, options.sidecar_schema) if options.sidecars else (None, [])
@@ -159,9 +164,6 @@ def transform_snapshot(snapshot_dir: Path, out_dir: Path, options: TransformOpti
     for result in iter_documents(snapshot_dir, options):
         report.tickets += 1
         if isinstance(result, TicketFailure):
-            if result.message.startswith("private issue"):
-                report.tickets -= 1
-                continue
             report.failed.append(result)
             if result.ticket_id is not None:
                 keep_ids.add(result.ticket_id)
