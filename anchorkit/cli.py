@@ -837,7 +837,7 @@ def stats_command(
     fail_over_overhead: Optional[float] = typer.Option(
         None, "--fail-over-overhead", min=0, help="Exit 1 if the anchors add more than P percent tokens in total."
     ),
-    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Measure documents in this many processes (the report is identical)."),
+    jobs: int = typer.Option(0, "--jobs", "-j", min=0, help="Measure documents in this many processes (the report is identical). 0 (default): one per CPU core when there are more than 256 documents."),
 ) -> None:
     """Audit anchored documents: token overhead of the anchors, and chunk coverage with and without them.
 

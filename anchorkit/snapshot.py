@@ -7,6 +7,7 @@ so a batch can report it and go on with the other tickets.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -27,8 +28,11 @@ def iter_issue_paths(snapshot_dir: Path) -> Iterator[Path]:
     issues_dir = snapshot_dir / ISSUES_DIR
     if not issues_dir.is_dir():
         raise SnapshotError(f"{issues_dir}: not a snapshot (no {ISSUES_DIR}/ folder)")
-    paths = [p for p in issues_dir.iterdir() if p.suffix == ".json" and not p.name.startswith(".")]
-    yield from sorted(paths, key=lambda p: (not p.stem.isdigit(), int(p.stem) if p.stem.isdigit() else 0, p.name))
+    # Names, not Path objects, until needed: a 100,000-ticket snapshot would hold 100,000 Paths.
+    names = [entry.name for entry in os.scandir(issues_dir) if entry.name.endswith(".json") and not entry.name.startswith(".")]
+    names.sort(key=lambda name: (not name[:-5].isdigit(), int(name[:-5]) if name[:-5].isdigit() else 0, name))
+    for name in names:
+        yield issues_dir / name
 
 
 def read_json(path: Path) -> Any:

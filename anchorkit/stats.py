@@ -19,8 +19,10 @@ The report is a JSON-ready dict whose shape ``anchorkit.stats_schema.REPORT_SCHE
 
 from __future__ import annotations
 
+import itertools
 import json
 import multiprocessing
+import os
 import re
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
@@ -628,15 +630,21 @@ def audit(
     chunkers: Sequence[Chunker],
     source: dict[str, Any],
     gates: Gates = Gates(),
-    jobs: int = 1,
+    jobs: int = 0,
 ) -> dict[str, Any]:
     """The whole audit over documents from ``iter_output_folder`` or ``iter_snapshot``.
 
     ``jobs`` > 1 measures batches in that many worker processes; the report is the same (batches
-    come back in input order).
+    come back in input order). ``jobs`` = 0: one process per CPU core once there is more than one
+    batch of BATCH_SIZE documents (a small corpus is not worth starting processes for).
     """
     collector = StatsCollector(choice, chunkers, source)
     batches = _batches(items)
+    if jobs == 0:
+        first = next(batches, [])
+        second = next(batches, None)
+        jobs = (os.cpu_count() or 1) if second is not None else 1
+        batches = itertools.chain([first], [second] if second is not None else [], batches)
     if jobs > 1:
         context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
         with context.Pool(jobs, initializer=_start_worker, initargs=(choice.tokenizer, chunkers)) as pool:

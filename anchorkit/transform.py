@@ -9,6 +9,7 @@ outputs a failed ticket had before are kept.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -197,15 +198,24 @@ def _sync_file(path: Path, relpath: str, data: bytes, check: bool, report: Trans
 
 
 def _stale_outputs(out_dir: Path, expected: set[str], keep_ids: set[int]) -> list[str]:
+    """Our files in ``out_dir`` (and its project folders) that this run did not produce."""
     if not out_dir.is_dir():
         return []
     stale = []
-    for path in sorted([*out_dir.glob("*"), *out_dir.glob("*/*")]):
-        if not path.is_file():
-            continue
-        relpath = path.relative_to(out_dir).as_posix()
-        if _TEMP_NAME.match(path.name):
+    for relpath in sorted(_relpaths(out_dir, depth=2)):
+        name = relpath.rpartition("/")[2]
+        if _TEMP_NAME.match(name):
             stale.append(relpath)  # left behind by an interrupted run
-        elif _OUTPUT_NAME.match(path.name) and relpath not in expected and int(path.name.split(".")[0]) not in keep_ids:
+        elif _OUTPUT_NAME.match(name) and relpath not in expected and int(name.split(".")[0]) not in keep_ids:
             stale.append(relpath)
     return stale
+
+
+def _relpaths(folder: Path, depth: int, prefix: str = "") -> Iterator[str]:
+    # Strings from os.scandir, not Path objects: the output folder may hold 200,000 files.
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.is_file(follow_symlinks=False):
+                yield prefix + entry.name
+            elif depth > 1 and entry.is_dir(follow_symlinks=False):
+                yield from _relpaths(Path(entry.path), depth - 1, f"{prefix}{entry.name}/")

@@ -270,7 +270,9 @@ def test_jobs_give_the_same_report(cl100k: tokens.TiktokenTokenizer) -> None:
     documents = generated_documents(stats.BATCH_SIZE + 20)
     choice = tokens.TokenizerChoice(cl100k)
     chunkers = chunking.default_chunkers()
-    assert stats.audit(documents, choice, chunkers, SOURCE, jobs=2) == stats.audit(documents, choice, chunkers, SOURCE)
+    single = stats.audit(documents, choice, chunkers, SOURCE, jobs=1)
+    assert stats.audit(documents, choice, chunkers, SOURCE, jobs=2) == single
+    assert stats.audit(documents, choice, chunkers, SOURCE) == single  # jobs=0: a pool per core past one batch
 
 
 # --- limits audit ------------------------------------------------------------------------------

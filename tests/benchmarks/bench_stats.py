@@ -33,7 +33,7 @@ from anchorkit import chunking, stats, tokens  # noqa: E402
 
 DOCUMENTS = int(os.environ.get("BENCH_STATS_DOCS", "10000"))
 LANGCHAIN_DOCUMENTS = int(os.environ.get("BENCH_STATS_LANGCHAIN_DOCS", "1000"))
-JOBS = (1, 2)  # --jobs 1 (the default) and 2 (this machine's cores)
+JOBS = (1, 2)  # one process, and 2 (this machine's cores: what the default --jobs 0 picks here)
 TARGETS = {tokens.CL100K_BASE: 15.0, tokens.APPROX: 5.0}
 SHARED_VOCABULARY = REPO.parent / "shared" / "data" / "cl100k_base.tiktoken"
 
