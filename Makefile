@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install install-test servers-install demo test bench clean
+.PHONY: install install-test servers-install demo test bench lint clean
 
 # The tool and its runtime dependencies only (enough for `make demo`).
 install: $(VENV)/.installed
@@ -38,6 +38,11 @@ bench: install-test servers-install
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	@set -e; for script in tests/benchmarks/bench_*.py; do \
 		echo "== $$script"; $(BIN)/python $$script; done
+
+# Pyflakes-level checks (unused names, undefined names, syntax errors).
+lint: install-test
+	$(BIN)/pip install --quiet ruff
+	$(BIN)/ruff check --select F,E9 --target-version py310 anchorkit tests
 
 clean:
 	rm -rf $(VENV) out build *.egg-info .pytest_cache .servers

@@ -151,10 +151,6 @@ class RenderOptions:
         return self.labels.get(key) or LABELS[self.lang][key]
 
 
-class DocumentError(ValueError):
-    """The issue cannot be rendered; the message says what is wrong."""
-
-
 def render_document(issue: dict[str, Any], lookups: Lookups, options: RenderOptions) -> str:
     """The anchored Markdown document of one issue (byte-identical for identical input).
 

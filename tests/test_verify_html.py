@@ -40,7 +40,7 @@ def test_script_in_chunks_and_answers_is_only_ever_escaped() -> None:
     answer = Answer(
         "claims",
         text=f'まとめ {SCRIPT} <img src=x onerror="alert(1)">',
-        claims=(Claim(f"解消しました {SCRIPT}", (Citation("c1", f'"><script>alert(2)</script>'),)),),
+        claims=(Claim(f"解消しました {SCRIPT}", (Citation("c1", '"><script>alert(2)</script>'),)),),
     )
     page, tags = page_for(answer)
     assert [tag for tag, _ in tags if tag in ("script", "img", "iframe")] == []
