@@ -280,17 +280,24 @@ def _custom_field_value(value: Any) -> str:
     return "" if value is None else one_line(str(value))
 
 
+def parse_time(value: Any) -> datetime | None:
+    """A Redmine timestamp (``2026-03-15T09:12:00Z``) as an aware UTC datetime, or None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+
+
 def _local_date(timestamp: str | None, tz: str, with_time: bool = False) -> str:
     if not timestamp:
         return ""
-    try:
-        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
+    moment = parse_time(timestamp)
+    if moment is None:
         return one_line(timestamp)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    moment = moment.astimezone(ZoneInfo(tz))
-    return moment.strftime("%Y-%m-%d %H:%M" if with_time else "%Y-%m-%d")
+    return moment.astimezone(ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M" if with_time else "%Y-%m-%d")
 
 
 def _details(issue: dict[str, Any], options: RenderOptions) -> str:

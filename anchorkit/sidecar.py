@@ -10,12 +10,11 @@ built-in ones), deterministically, with a warning.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 from typing import Any
 
 from anchorkit.anchors import one_line
+from anchorkit.document import Lookups, parse_time
 
-Lookups = dict[str, dict[str, dict[str, Any]]]
 Value = str | int | float | bool | list[str]
 
 MAX_FILE_BYTES = 10 * 1024
@@ -79,7 +78,7 @@ def _attributes(issue: dict[str, Any], lookups: Lookups) -> dict[str, Value]:
         "version": _name(issue.get("fixed_version")),
     }
     for key, source in (("created", "created_on"), ("updated", "updated_on"), ("closed", "closed_on")):
-        moment = _parse_time(issue.get(source))
+        moment = parse_time(issue.get(source))
         if moment is not None:
             candidates[key] = int(moment.timestamp())
             candidates[f"{key}_at"] = moment.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -135,13 +134,3 @@ def _is_closed(issue: dict[str, Any], lookups: Lookups) -> bool:
         return status["is_closed"]
     known = lookups.get("statuses", {}).get(str(status.get("id")), {}).get("is_closed")
     return known if isinstance(known, bool) else issue.get("closed_on") is not None
-
-
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)

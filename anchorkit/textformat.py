@@ -631,9 +631,8 @@ class _TextileConverter:
 
     @staticmethod
     def link(match: re.Match[str], shelve: _Shelf) -> str:
-        label, title, url, slash, post = match[1], match[2], match[3], match[4] or "", match[5]
-        if url.endswith(")") and url.count("(") < url.count(")"):
-            url, post = url[:-1], ")" + post
+        label, title, slash = match[1], match[2], match[4] or ""
+        url, post = _unbalanced_paren_out(match[3], match[5])
         if not _is_safe_url(url):
             return match[0]
         if url.startswith("www."):
@@ -642,13 +641,19 @@ class _TextileConverter:
 
     @staticmethod
     def auto_link(match: re.Match[str], shelve: _Shelf) -> str:
-        leading, url, slash, post = match[1], match[2], match[3] or "", match[4]
-        if url.endswith(")") and url.count("(") < url.count(")"):
-            url, post = url[:-1], ")" + post
+        leading, slash = match[1], match[3] or ""
+        url, post = _unbalanced_paren_out(match[2], match[4])
         url += slash
         if url.startswith("www."):
             return leading + shelve(_link(_escape_text(url), "http://" + url)) + post
         return leading + shelve(f"<{url}>" if not re.search(r"[<>\s]", url) else _link(_escape_text(url), url)) + post
+
+
+def _unbalanced_paren_out(url: str, post: str) -> tuple[str, str]:
+    """A URL written inside parentheses does not take the closing one: "(see http://x/a)"."""
+    if url.endswith(")") and url.count("(") < url.count(")"):
+        return url[:-1], ")" + post
+    return url, post
 
 
 def _span_end(text: str, delimiter: str, content_start: int, closers: dict[str, list[int]]) -> int | None:
