@@ -36,6 +36,7 @@ _FORGERY = re.compile(
     r"(?:^|(?<=\s))(?P<lead>(?:>[ \t>]*|#{1,6}[ \t]+)(?:" + _LABEL + r")[ \t]*)#(?=\d{1,12}[ \t]*[:：])",
     re.M,
 )
+_FORGERY_HINT = re.compile(r"#\d{1,12}[ \t]*[:：]")
 _TRAILING_HASHES = re.compile(r"(?<=[ \t])#+$")
 _WHITESPACE_RUN = re.compile(r"\s+")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
@@ -48,6 +49,10 @@ class Anchor(NamedTuple):
 
 def one_line(text: str) -> str:
     """Collapse whitespace (line breaks included) to single spaces and drop control characters."""
+    # Most names and subjects are already one clean line; every character the regexes below would
+    # touch is non-printable for str.isprintable (ASCII space aside), so that check is exact.
+    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text
     return _WHITESPACE_RUN.sub(" ", _CONTROL.sub(" ", text)).strip()
 
 
@@ -92,6 +97,8 @@ def identified_ticket_ids(text: str) -> set[int]:
 
 def neutralize_forgeries(text: str) -> str:
     """Escape the ``#`` of every line shaped like an anchor or a title (``\\#`` renders as ``#``)."""
+    if not _FORGERY_HINT.search(text):  # the cheap necessary condition: most texts have no "#<id>:"
+        return text
     return _FORGERY.sub(r"\g<lead>\\#", text)
 
 

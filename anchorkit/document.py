@@ -24,6 +24,8 @@ from datetime import datetime, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from markdown_it.token import Token
+
 from anchorkit.anchors import anchor_line, insert_anchors, neutralize_forgeries, one_line, title_line
 from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks, top_level_blocks
 from anchorkit.textformat import to_markdown
@@ -221,6 +223,34 @@ _SENTINEL = "anchorkit-end-of-content"
 
 
 def _contain(markdown: str) -> str:
+    if not COMPLEX_LINE.search(markdown) and all(m[0][0] == "#" for m in _ANY_HEADING.finditer(markdown)):
+        return _demote_top_level_headings(markdown)
+    return _contain_parsed(markdown)
+
+
+def _demote_top_level_headings(markdown: str) -> str:
+    """``_contain`` for a text without COMPLEX_LINE constructs whose headings all start a line.
+
+    There every line starting with '#' that parses as a heading is a top-level ATX heading (see
+    markdown_blocks.COMPLEX_LINE) and no fence or HTML block can be left open, so the heading lines
+    are parsed alone, which costs a fraction of parsing the text (tested to agree with it).
+    """
+    lines = markdown.split("\n")
+    for number, line in enumerate(lines):
+        if line[:1] == "#":
+            tokens = parse_blocks(line)
+            if tokens and tokens[0].type == "heading_open":
+                lines[number] = _demoted_heading("", tokens[0], tokens[1])
+    return "\n".join(lines)
+
+
+def _demoted_heading(prefix: str, heading_open: Token, inline: Token) -> str:
+    level = min(6, int(heading_open.tag[1]) + CONTENT_HEADING_SHIFT)
+    text = " ".join(inline.content.split("\n"))
+    return prefix + "#" * level + (" " + text if text else "")
+
+
+def _contain_parsed(markdown: str) -> str:
     lines = markdown.split("\n")
     tokens = parse_blocks(markdown)
     blocks = top_level_blocks(tokens)
@@ -232,10 +262,8 @@ def _contain(markdown: str) -> str:
         if token.type != "heading_open" or token.map is None:
             continue
         start, end = token.map
-        level = min(6, int(token.tag[1]) + CONTENT_HEADING_SHIFT)
-        text = " ".join(tokens[index + 1].content.split("\n"))
         prefix = _CONTAINER_PREFIX.match(lines[start])[0] if token.level else ""  # type: ignore[index]
-        lines[start:end] = [prefix + "#" * level + (" " + text if text else "")]
+        lines[start:end] = [_demoted_heading(prefix, token, tokens[index + 1])]
     markdown = "\n".join(lines) + closer
     if closer and not _ends_cleanly(markdown):
         # Last resort for anything the closers above do not know: an indented code block is inert.
@@ -297,7 +325,11 @@ def _local_date(timestamp: str | None, tz: str, with_time: bool = False) -> str:
     moment = parse_time(timestamp)
     if moment is None:
         return one_line(timestamp)
-    return moment.astimezone(ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M" if with_time else "%Y-%m-%d")
+    if tz != "UTC":
+        moment = moment.astimezone(ZoneInfo(tz))
+    # Formatted by hand: strftime costs more than the rest of a journal heading (and pads years < 1000 differently by platform).
+    date = f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
+    return f"{date} {moment.hour:02d}:{moment.minute:02d}" if with_time else date
 
 
 def _details(issue: dict[str, Any], options: RenderOptions) -> str:

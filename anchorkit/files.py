@@ -6,14 +6,34 @@ import os
 import tempfile
 from pathlib import Path
 
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+
+
+def _create_temporary(path: Path) -> tuple[int, str]:
+    """A new temporary file beside ``path``, named ``.<name>.<...>.tmp`` (cleanup code knows that shape)."""
+    # A per-process name costs one system call; mkstemp's random names are for when that one is taken
+    # (another thread writing the same file, or a leftover of a killed process that had our pid).
+    tmp = os.path.join(path.parent, f".{path.name}.{os.getpid()}.tmp")
+    try:
+        return os.open(tmp, _NEW_FILE, 0o666), tmp
+    except FileExistsError:
+        return tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file in the same directory and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+        fd, tmp = _create_temporary(path)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = _create_temporary(path)
+    try:
+        try:
+            remaining = memoryview(data)
+            while remaining:
+                remaining = remaining[os.write(fd, remaining) :]
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         try:

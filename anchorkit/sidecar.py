@@ -103,7 +103,8 @@ def _fit(key: str, value: Value, ticket: str, warnings: list[str]) -> Value:
 
 def _encode(attributes: dict[str, Value], schema: str) -> bytes:
     body = attributes if schema == "simple" else {key: _typed(value) for key, value in attributes.items()}
-    return (json.dumps({"metadataAttributes": body}, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+    # One line: json's C encoder only runs without indent, and the sidecar is read by Bedrock, not people.
+    return (json.dumps({"metadataAttributes": body}, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def _typed(value: Value) -> dict[str, Any]:

@@ -19,10 +19,7 @@ The report is a JSON-ready dict whose shape ``anchorkit.stats_schema.REPORT_SCHE
 
 from __future__ import annotations
 
-import itertools
 import json
-import multiprocessing
-import os
 import re
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
@@ -31,7 +28,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from anchorkit import chunking
+from anchorkit import chunking, parallel
 from anchorkit.anchors import ANCHOR_PATTERN, TITLE_PATTERN, strip_anchors
 from anchorkit.chunking import Chunker, Span, TextLayout, block_tokens, percentile
 from anchorkit.markdown_blocks import COMPLEX_LINE
@@ -639,23 +636,11 @@ def audit(
     batch of BATCH_SIZE documents (a small corpus is not worth starting processes for).
     """
     collector = StatsCollector(choice, chunkers, source)
-    batches = _batches(items)
-    if jobs == 0:
-        first = next(batches, [])
-        second = next(batches, None)
-        jobs = (os.cpu_count() or 1) if second is not None else 1
-        batches = itertools.chain([first], [second] if second is not None else [], batches)
-    if jobs > 1:
-        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-        with context.Pool(jobs, initializer=_start_worker, initargs=(choice.tokenizer, chunkers)) as pool:
-            for measured in pool.imap(_measure_in_worker, batches):
-                for item in measured:
-                    collector.add(item)
-    else:
-        measurer = Measurer(choice.tokenizer, chunkers)
-        for batch in batches:
-            for item in measurer.measure_batch(batch):
-                collector.add(item)
+    measured = parallel.map_batches(
+        _measure_in_worker, items, jobs, initializer=_start_worker, initargs=(choice.tokenizer, chunkers), batch_size=BATCH_SIZE
+    )
+    for item in measured:
+        collector.add(item)
     report = collector.report()
     report["gates"] = {
         "fail_under_coverage": gates.min_coverage_percent,
@@ -663,17 +648,6 @@ def audit(
         "failures": gate_failures(report, gates),
     }
     return report
-
-
-def _batches(items: Iterable[SourceItem]) -> Iterator[list[SourceItem]]:
-    batch: list[SourceItem] = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == BATCH_SIZE:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
 
 
 _worker_measurer: Measurer | None = None

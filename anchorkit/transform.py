@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from anchorkit import parallel
 from anchorkit.document import Lookups, RenderOptions, render_document
 from anchorkit.files import write_atomic
 from anchorkit.sidecar import build_sidecar
@@ -154,28 +155,36 @@ def _relpath(issue: dict[str, Any], lookups: Lookups, layout: str) -> str:
     return f"{folder}/{name}"
 
 
-def transform_snapshot(snapshot_dir: Path, out_dir: Path, options: TransformOptions, check: bool = False) -> TransformReport:
-    """Bring ``out_dir`` up to date with the snapshot (or, with ``check``, only say what would change)."""
+def transform_snapshot(
+    snapshot_dir: Path, out_dir: Path, options: TransformOptions, check: bool = False, jobs: int = 0
+) -> TransformReport:
+    """Bring ``out_dir`` up to date with the snapshot (or, with ``check``, only say what would change).
+
+    ``jobs`` > 1 renders and writes batches of tickets in that many processes; 0: one per CPU core
+    when the snapshot has more than one batch. The outputs and the report do not depend on it.
+    """
     if options.layout not in LAYOUTS:
         raise ValueError(f"unknown layout {options.layout!r} (expected one of {', '.join(LAYOUTS)})")
     started = time.perf_counter()
     report = TransformReport()
     expected: set[str] = set()
     keep_ids: set[int] = set()  # failed tickets keep whatever output they had
-    for result in iter_documents(snapshot_dir, options):
+    settings = (snapshot_dir, out_dir, options, check)
+    outcomes = parallel.map_batches(_transform_batch, iter_issue_paths(snapshot_dir), jobs, initializer=_start_batches, initargs=settings)
+    for outcome in outcomes:
         report.tickets += 1
-        if isinstance(result, TicketFailure):
-            report.failed.append(result)
-            if result.ticket_id is not None:
-                keep_ids.add(result.ticket_id)
+        if isinstance(outcome, TicketFailure):
+            report.failed.append(outcome)
+            if outcome.ticket_id is not None:
+                keep_ids.add(outcome.ticket_id)
             continue
-        report.warnings.extend(result.warnings)
-        outputs = [(result.relpath, result.markdown.encode("utf-8"))]
-        if result.sidecar is not None:
-            outputs.insert(0, (result.relpath + SIDECAR_SUFFIX, result.sidecar))  # metadata before its document
-        for relpath, data in outputs:
+        report.warnings.extend(outcome.warnings)
+        for relpath, status in outcome.outputs:
             expected.add(relpath)
-            _sync_file(out_dir / relpath, relpath, data, check, report)
+            if status == "unchanged":
+                report.unchanged += 1
+            else:
+                (report.created if status == "created" else report.changed).append(relpath)
     for relpath in _stale_outputs(out_dir, expected, keep_ids):
         report.removed.append(relpath)
         if not check:
@@ -184,17 +193,62 @@ def transform_snapshot(snapshot_dir: Path, out_dir: Path, options: TransformOpti
     return report
 
 
-def _sync_file(path: Path, relpath: str, data: bytes, check: bool, report: TransformReport) -> None:
+@dataclass
+class TicketOutputs:
+    """What transform did with one ticket's files: (relpath, "created" | "changed" | "unchanged")."""
+
+    outputs: list[tuple[str, str]]
+    warnings: list[str]
+
+
+@dataclass(frozen=True)
+class _BatchSettings:
+    lookups: Lookups
+    render_options: RenderOptions
+    options: TransformOptions
+    out_dir: Path
+    check: bool
+
+
+_batch_settings: _BatchSettings | None = None
+
+
+def _start_batches(snapshot_dir: Path, out_dir: Path, options: TransformOptions, check: bool) -> None:
+    global _batch_settings
+    _batch_settings = _BatchSettings(
+        load_lookups(snapshot_dir), resolve_render_options(snapshot_dir, options), options, out_dir, check
+    )
+
+
+def _transform_batch(paths: list[Path]) -> list[TicketOutputs | TicketFailure]:
+    """Render and write a batch of tickets (in a worker process, or in this one with one job)."""
+    settings = _batch_settings
+    assert settings is not None, "_start_batches was not called"
+    outcomes: list[TicketOutputs | TicketFailure] = []
+    for path in paths:
+        result = render_ticket(path, settings.lookups, settings.render_options, settings.options)
+        if result is None or isinstance(result, TicketFailure):
+            outcomes += [result] if result is not None else []
+            continue
+        files = [(result.relpath, result.markdown.encode("utf-8"))]
+        if result.sidecar is not None:
+            files.insert(0, (result.relpath + SIDECAR_SUFFIX, result.sidecar))  # metadata before its document
+        outputs = [(relpath, _sync_file(settings.out_dir / relpath, data, settings.check)) for relpath, data in files]
+        outcomes.append(TicketOutputs(outputs, result.warnings))
+    return outcomes
+
+
+def _sync_file(path: Path, data: bytes, check: bool) -> str:
+    """Write ``data`` unless ``path`` holds it already; returns "created", "changed" or "unchanged"."""
     try:
         current: bytes | None = path.read_bytes()
     except FileNotFoundError:
         current = None
     if current == data:
-        report.unchanged += 1
-        return
-    (report.created if current is None else report.changed).append(relpath)
+        return "unchanged"
     if not check:
         write_atomic(path, data)
+    return "created" if current is None else "changed"
 
 
 def _stale_outputs(out_dir: Path, expected: set[str], keep_ids: set[int]) -> list[str]:

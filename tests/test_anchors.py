@@ -7,6 +7,9 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from anchorkit.anchors import (
+    _CONTROL,
+    _WHITESPACE_RUN,
+    one_line,
     Anchor,
     anchor_line,
     find_anchors,
@@ -208,3 +211,16 @@ def test_fast_and_parsed_insertion_agree_and_are_idempotent(subject: str, body: 
     anchors = find_anchors(fast)
     assert anchors and {a.ticket_id for a in anchors} == {3}
     assert all(a.subject == anchor_line(3, subject).partition(": ")[2] for a in anchors)
+
+
+def test_one_line_returns_clean_text_unchanged_and_cleans_every_other_character() -> None:
+    # The fast path trusts str.isprintable: check it against the regexes for every code point.
+    for code_point in range(0x110000):
+        character = chr(code_point)
+        if 0xD800 <= code_point <= 0xDFFF:
+            continue  # lone surrogates cannot occur in decoded JSON text
+        text = f"a{character}b"
+        cleaned = one_line(text)
+        collapsed = _WHITESPACE_RUN.sub(" ", _CONTROL.sub(" ", text)).strip()
+        assert cleaned == collapsed, (hex(code_point), cleaned)
+    assert one_line("  VPN \n 接続\t\x07が  不安定 ") == "VPN 接続 が 不安定"

@@ -254,3 +254,19 @@ def test_any_subject_and_content_keep_the_document_structure(subject: str, descr
     lines = document.split("\n")
     assert {i for i, line in enumerate(lines) if find_anchors(line)} <= quote_lines
     assert insert_anchors(document, 77, subject, unanchored_headings=["基本情報"], max_gap_tokens=gap) == document
+
+
+heading_lines = st.sampled_from(
+    ["# a", "## b ##", "### c ##  ", "###", "#\tx", "# x\u3000", "# \u3000y\u2003", "####### seven", "#x", "# \\#",
+     "## ##", "# x #b", "# x\t#\t", "###### six", "# 見出し #", "text", "- item", "1. item", "2. item", "> quote",
+     "> # nested", "- # nested", "| a | b |", "|---|---|", "| c | d |", "  two spaces", "", ""]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=st.lists(heading_lines, max_size=20))
+def test_demoting_headings_line_by_line_agrees_with_parsing_the_whole_text(lines: list[str]) -> None:
+    from anchorkit.document import _contain, _contain_parsed
+
+    text = "\n".join(lines)
+    assert _contain(text) == _contain_parsed(text)

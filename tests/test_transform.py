@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from anchorkit import parallel
 from anchorkit.anchors import find_anchors
 from anchorkit.cli import app
 
@@ -142,6 +143,30 @@ def test_bad_input_names_the_file_and_the_problem_and_the_batch_goes_on(snapshot
     assert len(list(out.glob("*.md"))) == len(public_ticket_ids())
     code, _, stderr = run("transform", str(snapshot), "--out", str(out))
     assert code == 1 and "90001.json: malformed JSON" in stderr
+
+
+def test_jobs_split_the_work_across_processes_without_changing_outputs_or_report(snapshot: Path, tmp_path: Path) -> None:
+    for name, (data, _) in BAD_TICKETS.items():
+        (snapshot / "issues" / name).write_bytes(data)
+    reports = {}
+    for jobs in ("1", "3"):
+        out = tmp_path / f"out{jobs}"
+        code, stdout, _ = run("transform", str(snapshot), "--out", str(out), "--sidecars", "--jobs", jobs, "--json")
+        assert code == 1  # the bad tickets fail, in a worker process as in this one
+        reports[jobs] = {k: v for k, v in json.loads(stdout).items() if k not in ("seconds", "out")}
+    assert reports["1"] == reports["3"] and len(reports["3"]["failed"]) == len(BAD_TICKETS)
+    files = {jobs: {p.name: p.read_bytes() for p in (tmp_path / f"out{jobs}").iterdir()} for jobs in ("1", "3")}
+    assert files["1"] == files["3"] and len(files["3"]) == 2 * len(public_ticket_ids())
+    (tmp_path / "out3" / "12345.md").write_text("edited by hand", encoding="utf-8")
+    code, stdout, _ = run("transform", str(snapshot), "--out", str(tmp_path / "out3"), "--sidecars", "--jobs", "2", "--check")
+    assert code == 1 and stdout.splitlines()[0] == f"would change {tmp_path / 'out3' / '12345.md'}"
+
+
+def test_jobs_zero_starts_processes_only_for_more_than_one_batch() -> None:
+    jobs, batches = parallel.resolve_jobs(0, parallel.batched(range(256), 256))
+    assert jobs == 1 and [len(b) for b in batches] == [256]
+    jobs, batches = parallel.resolve_jobs(0, parallel.batched(range(600), 256))
+    assert jobs == (os.cpu_count() or 1) and [len(b) for b in batches] == [256, 256, 88]
 
 
 def test_a_ticket_that_turns_bad_keeps_its_previous_output(snapshot: Path, tmp_path: Path) -> None:

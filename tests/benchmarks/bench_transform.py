@@ -104,17 +104,35 @@ from pathlib import Path
 from anchorkit.transform import TransformOptions, transform_snapshot
 started = time.perf_counter()
 cpu = time.process_time()
-report = transform_snapshot(Path(sys.argv[1]), Path(sys.argv[2]), TransformOptions(sidecars=True))
+report = transform_snapshot(Path(sys.argv[1]), Path(sys.argv[2]), TransformOptions(sidecars=True), jobs=int(sys.argv[3]))
+children = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"tickets": report.tickets, "failed": len(report.failed), "seconds": time.perf_counter() - started,
-                  "cpu_seconds": time.process_time() - cpu,
+                  "cpu_seconds": time.process_time() - cpu + children.ru_utime + children.ru_stime,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
+# What this machine's disk and JSON cost without any rendering: read and parse each issue, then two
+# atomic writes (document, sidecar) of typical sizes. transform cannot be faster than this.
+FLOOR = """
+import json, os, sys, time
+from pathlib import Path
+from anchorkit.files import write_atomic
+issues, out = Path(sys.argv[1]) / "issues", Path(sys.argv[2])
+out.mkdir()
+started = time.perf_counter()
+names = os.listdir(issues)
+for name in names:
+    json.loads((issues / name).read_bytes())
+    write_atomic(out / (name[:-5] + ".md.metadata.json"), b"m" * 400)
+    write_atomic(out / (name[:-5] + ".md"), b"d" * 3000)
+print(json.dumps({"tickets": len(names), "seconds": time.perf_counter() - started}))
+"""
 
-def measure(snapshot: Path, out: Path) -> dict[str, float]:
-    # taskset pins the child to one core: the target is per core.
-    command = [sys.executable, "-c", CHILD, str(snapshot), str(out)]
-    if Path("/usr/bin/taskset").exists():
+
+def measure(snapshot: Path, out: Path, jobs: int = 1, code: str = CHILD) -> dict[str, float]:
+    # One job is pinned to one core by taskset: the target is per core.
+    command = [sys.executable, "-c", code, str(snapshot), str(out), str(jobs)]
+    if jobs == 1 and Path("/usr/bin/taskset").exists():
         command = ["taskset", "-c", "0", *command]
     result = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(result.stdout)
@@ -126,19 +144,27 @@ def main() -> None:
     # Under the repository by default: on some machines /tmp creates files ten times slower.
     scratch = Path(os.environ.get("BENCH_TMPDIR", Path(__file__).resolve().parents[2] / "build"))
     scratch.mkdir(parents=True, exist_ok=True)
+    cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="bench-transform-", dir=scratch) as tmp:
         for count in sizes:
             snapshot = make_snapshot(Path(tmp) / f"snap{count}", count)
             figures = measure(snapshot, Path(tmp) / f"out{count}")
             rerun = measure(snapshot, Path(tmp) / f"out{count}")  # nothing changed: read + compare only
+            all_cores = measure(snapshot, Path(tmp) / f"all{count}", jobs=0)
+            floor = measure(snapshot, Path(tmp) / f"floor{count}", code=FLOOR)
             results[count] = figures
             print(
-                f"transform N={count:>7,}: {figures['tickets'] / figures['seconds']:>7,.0f} tickets/s "
+                f"transform N={count:>7,}: one core {figures['tickets'] / figures['seconds']:>6,.0f} tickets/s "
                 f"({figures['seconds']:.2f} s wall, {figures['cpu_seconds']:.2f} s CPU), peak RSS {figures['peak_rss_mb']:.0f} MB; "
-                f"unchanged rerun {rerun['tickets'] / rerun['seconds']:,.0f} tickets/s; failed {figures['failed']}"
+                f"unchanged rerun {rerun['tickets'] / rerun['seconds']:,.0f} tickets/s; "
+                f"--jobs 0 ({cores} cores) {all_cores['tickets'] / all_cores['seconds']:,.0f} tickets/s; failed {figures['failed']}"
             )
-            shutil.rmtree(Path(tmp) / f"snap{count}")
-            shutil.rmtree(Path(tmp) / f"out{count}")
+            print(
+                f"  disk + JSON floor (read, parse, two atomic writes, no rendering): "
+                f"{floor['tickets'] / floor['seconds']:,.0f} tickets/s on one core"
+            )
+            for name in (f"snap{count}", f"out{count}", f"all{count}", f"floor{count}"):
+                shutil.rmtree(Path(tmp) / name)
     if len(sizes) == 2:
         small, large = sizes
         ratio = results[large]["seconds"] / results[small]["seconds"]
