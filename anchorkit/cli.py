@@ -10,10 +10,12 @@ Conventions shared by every command:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Optional
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -29,6 +31,7 @@ from anchorkit import __version__
 from anchorkit import chunking
 from anchorkit import publish as publishing
 from anchorkit import pull as pulling
+from anchorkit import state as states
 from anchorkit import stats as auditing
 from anchorkit import sync as syncing
 from anchorkit import tokens as tokenizing
@@ -152,6 +155,7 @@ def transform(
     link_issues: Optional[str] = typer.Option(None, "--link-issues", metavar="URL", help="Redmine base URL: turn #123 in ticket text into links to URL/issues/123 (kept as plain text by default)."),
     max_text_bytes: int = typer.Option(transforming.DEFAULT_MAX_TEXT_BYTES, "--max-text-bytes", min=1, help="A description or note larger than this (UTF-8 bytes) fails its ticket instead of producing a huge document."),
     check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 listing what would be created, changed or removed, 0 if OUT is up to date."),
+    jobs: int = typer.Option(0, "--jobs", "-j", min=0, help="Render and write tickets in this many processes (the output is identical). 0 (default): one per CPU core when there are more than 256 tickets."),
     json_output: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
 ) -> None:
     """Turn a snapshot into one anchored Markdown document per ticket (and optional sidecars).
@@ -165,7 +169,7 @@ def transform(
         raise usage_error(f"--link-issues must be an http(s) URL, not {link_issues!r}")
     options = transform_options(lang, label, include_private, anchor_basic_info, max_gap_tokens, text_format, timezone, sidecars, sidecar_schema, layout, max_text_bytes, link_issues)
     try:
-        report = transforming.transform_snapshot(snapshot, out, options, check=check)
+        report = transforming.transform_snapshot(snapshot, out, options, check=check, jobs=jobs)
     except SnapshotError as exc:
         raise usage_error(str(exc)) from None
     if json_output:
@@ -428,8 +432,9 @@ def read_api_key(api_key_file: Path | None) -> str:
     return key
 
 
-def pull_with_progress(show_progress: bool, **pull_arguments: Any) -> pulling.PullReport:
-    """Run `pulling.pull` with a rich progress bar of the issue fetches on stderr."""
+@contextlib.contextmanager
+def pull_progress_bar(show_progress: bool) -> Iterator[pulling.ProgressCallback]:
+    """A rich progress bar of the issue fetches on stderr; yields the callback pull reports to."""
     progress = Progress(
         TextColumn("pulling"),
         BarColumn(),
@@ -445,6 +450,12 @@ def pull_with_progress(show_progress: bool, **pull_arguments: Any) -> pulling.Pu
         progress.update(task, completed=done, total=total)
 
     with progress:
+        yield on_progress
+
+
+def pull_with_progress(show_progress: bool, **pull_arguments: Any) -> pulling.PullReport:
+    """Run `pulling.pull` with a rich progress bar of the issue fetches on stderr."""
+    with pull_progress_bar(show_progress) as on_progress:
         try:
             return pulling.pull(progress=on_progress, **pull_arguments)
         except pulling.PullError as error:
@@ -519,11 +530,40 @@ def pull_command(
     retries: Annotated[
         int, typer.Option("--retries", min=1, help="Attempts per request, first included.")
     ] = RetryPolicy.attempts,
+    state: Annotated[
+        Optional[str],
+        typer.Option(
+            "--state",
+            help="Keep the cursor and the raw issues in the sync state at s3://bucket/prefix/ or a local folder "
+            "(the one `sync --state` uses): the --snapshot folder is first made a copy of it, then pulled, and what "
+            "changed is stored back; the next `sync --state` publishes it. Exit code 3 when another run holds the state.",
+        ),
+    ] = None,
+    lease_seconds: LeaseSecondsOption = None,
+    endpoint_url: EndpointOption = None,
+    region: RegionOption = None,
+    profile: ProfileOption = None,
+    threads: ThreadsOption = None,
     json_output: JsonFlag = False,
 ) -> None:
-    """Fetch new and changed issues (with journals) from Redmine into SNAPSHOT; exit 1 if any failed."""
+    """Fetch new and changed issues (with journals) from Redmine into SNAPSHOT; exit 1 if any failed.
+
+    With --state the bookkeeping and raw issues live in a sync state, and `sync --state` publishes what
+    this stored (see README, pull --state).
+    """
     if text_format is not None and text_format not in pulling.TEXT_FORMATS:
         raise usage_error(f"--text-format must be one of {', '.join(pulling.TEXT_FORMATS)}")
+    if state is not None:
+        arguments = syncing.PullArguments(
+            projects=tuple(project or ()), full=full, concurrency=concurrency, include_private=include_private,
+            full_every=full_every, overlap_s=overlap, lookups_max_age_s=lookups_max_age, text_format=text_format,
+            policy=RetryPolicy(attempts=retries, read_timeout_s=timeout),
+        )
+        aws = publishing.AwsSettings(endpoint_url, region, profile)
+        run_pull_with_state_command(
+            url, snapshot_dir, read_api_key(api_key_file), arguments, state, aws, threads, lease_seconds, json_output
+        )
+        return
     report = pull_with_progress(
         show_progress=not json_output,
         url=url,
@@ -1084,6 +1124,18 @@ def sync_command(
 CONFLICT_EXIT_CODE = 3  # another sync holds or changed the state: this run stopped, nothing of it was written
 
 
+@contextlib.contextmanager
+def state_run_exit_codes() -> Iterator[None]:
+    """A run against a --state: exit 3 when another run holds or changed the state, 2 for unusable input."""
+    try:
+        yield
+    except states.StateConflict as conflict:
+        err_console.print(f"[yellow]stopped:[/yellow] {escape(str(conflict))}", highlight=False)
+        raise typer.Exit(CONFLICT_EXIT_CODE) from None
+    except (states.StateError, pulling.PullError, SnapshotError) as error:
+        raise usage_error(str(error)) from None
+
+
 def run_stateless_sync_command(
     settings: syncing.ResolvedSettings,
     transform_settings: transforming.TransformOptions,
@@ -1093,8 +1145,6 @@ def run_stateless_sync_command(
     """Open the state store and the destination, run `syncing.run_sync`, print, exit 0/1/2/3."""
     import tempfile
 
-    from anchorkit import state as states
-
     if publish_settings.dry_run:
         raise usage_error("--dry-run is not supported together with --state")
     try:
@@ -1103,14 +1153,9 @@ def run_stateless_sync_command(
         states.check_state_apart(location, destination)
         aws = publishing.AwsSettings(settings["endpoint_url"], settings["region"], settings["profile"])
         target, session = publishing.open_target(destination, aws, publish_settings)
-        if isinstance(location, Path):
-            store: states.StateStore = states.LocalStateStore(location)
-        else:
-            client = getattr(target, "client", None) or publishing.make_s3_client(
-                session, endpoint_url=aws.endpoint_url, threads=publish_settings.threads,
-                retry_mode=publish_settings.retry_mode, max_attempts=publish_settings.max_attempts,
-            )
-            store = states.S3StateStore(client, location, settings["lease_seconds"])
+        store = states.open_store(
+            location, aws, publish_settings, settings["lease_seconds"], client=getattr(target, "client", None)
+        )
         ingestion = publishing.parse_ingestion_target(settings["start_ingestion"]) if settings["start_ingestion"] else None
     except publishing.PublishError as error:
         raise usage_error(str(error)) from None
@@ -1121,19 +1166,13 @@ def run_stateless_sync_command(
         policy=RetryPolicy(attempts=settings["retries"], read_timeout_s=settings["timeout"]),
     )
     api_key = read_api_key(settings["api_key_file"])
-    with tempfile.TemporaryDirectory(prefix="anchorkit-sync-") as scratch:
-        try:
-            report = syncing.run_sync(
-                settings["url"], api_key, store, target, transform_settings, arguments,
-                work_dir=settings["snapshot"] or Path(scratch) / "snapshot",
-                delete=publish_settings.delete, max_delete=publish_settings.max_delete,
-                force=publish_settings.force, threads=publish_settings.threads,
-            )
-        except states.StateConflict as conflict:
-            err_console.print(f"[yellow]stopped:[/yellow] {escape(str(conflict))}", highlight=False)
-            raise typer.Exit(CONFLICT_EXIT_CODE) from None
-        except (states.StateError, pulling.PullError, SnapshotError) as error:
-            raise usage_error(str(error)) from None
+    with tempfile.TemporaryDirectory(prefix="anchorkit-sync-") as scratch, state_run_exit_codes():
+        report = syncing.run_sync(
+            settings["url"], api_key, store, target, transform_settings, arguments,
+            work_dir=settings["snapshot"] or Path(scratch) / "snapshot",
+            delete=publish_settings.delete, max_delete=publish_settings.max_delete,
+            force=publish_settings.force, threads=publish_settings.threads,
+        )
     ingestion_job = None
     if ingestion is not None and report.ok:
         ingestion_report = publishing.PublishReport(report.destination, publishing.Plan(), dry_run=False)
@@ -1168,5 +1207,54 @@ def print_stateless_sync_report(
         err_console.print(f"[red]refused:[/red] {escape(report.refused)}", highlight=False)
     for failure in report.transform_failures:
         err_console.print(f"[red]failed:[/red] {escape(failure.message)}", highlight=False)
+    for failure in report.failures:
+        err_console.print(f"[red]failed:[/red] {escape(failure.key)}: {escape(failure.error)}", highlight=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# pull --state: the snapshot's bookkeeping and raw issues kept in the sync state (anchorkit.sync.pull_with_state)
+
+
+def run_pull_with_state_command(
+    url: str,
+    snapshot_dir: Path,
+    api_key: str,
+    arguments: syncing.PullArguments,
+    state_url: str,
+    aws: publishing.AwsSettings,
+    threads: int | None,
+    lease_seconds: float | None,
+    json_output: bool,
+) -> None:
+    """Open the state store, run `syncing.pull_with_state`, print, exit 0/1/2/3."""
+    publish_settings = publishing.PublishSettings(threads=threads or publishing.DEFAULT_THREADS)
+    try:
+        location = publishing.parse_destination(state_url)
+        states.check_state_apart(location, snapshot_dir, folder_name="snapshot")
+        store = states.open_store(location, aws, publish_settings, lease_seconds or states.DEFAULT_LEASE_SECONDS)
+    except publishing.PublishError as error:
+        raise usage_error(str(error)) from None
+    with state_run_exit_codes(), pull_progress_bar(not json_output) as on_progress:
+        report = syncing.pull_with_state(
+            url, api_key, store, snapshot_dir, arguments, threads=publish_settings.threads, progress=on_progress
+        )
+    print_state_pull_report(report, json_output)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+def print_state_pull_report(report: syncing.StatePullReport, json_output: bool) -> None:
+    if json_output:
+        print_json(report.to_dict())
+        return
+    if report.pull_report is not None:
+        print_pull_report(report.pull_report, json_output=False)
+    console.print(
+        f"state {report.state}: restored {report.restored} issues into {report.snapshot}, stored "
+        f"{report.state_issues_written}, dropped {report.state_issues_deleted}; "
+        f"{'committed' if report.state_written else 'unchanged'} ({report.tickets} tickets) in {report.seconds:.1f} s",
+        highlight=False,
+        markup=False,
+    )
     for failure in report.failures:
         err_console.print(f"[red]failed:[/red] {escape(failure.key)}: {escape(failure.error)}", highlight=False)

@@ -63,6 +63,7 @@ class PullReport:
     unchanged: int = 0
     removed: int = 0
     removed_ids: list[int] = field(default_factory=list)  # stored issues dropped (deleted, hidden, private)
+    written_ids: list[int] = field(default_factory=list)  # issue files (re)written: new bytes on disk
     skipped_private: int = 0
     failed: list[PullFailure] = field(default_factory=list)
     requests: int = 0
@@ -418,6 +419,8 @@ class Puller:
                 continue
             if outcome.status in ("written", "unchanged"):
                 self.report.fetched += 1
+                if outcome.status == "written":
+                    self.report.written_ids.append(outcome.issue_id)
                 fill_missing(seen, outcome.names)
             elif outcome.status == "private":
                 self.report.fetched += 1

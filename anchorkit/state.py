@@ -33,7 +33,15 @@ from typing import IO, Any, Protocol
 from botocore.exceptions import ClientError
 
 from anchorkit.files import write_atomic
-from anchorkit.publish import PublishError, S3Location, validate_key
+from anchorkit.publish import (
+    AwsSettings,
+    PublishError,
+    PublishSettings,
+    S3Location,
+    make_s3_client,
+    make_session,
+    validate_key,
+)
 
 MANIFEST_NAME = "manifest.json"
 ISSUES_FOLDER = "issues"
@@ -304,8 +312,28 @@ class S3StateStore:
         self.manifest_etag = str(response["ETag"])
 
 
-def check_state_apart(state: S3Location | Path, documents: S3Location | Path) -> None:
-    """A state inside the documents' prefix would be ingested as documents (and the reverse deleted)."""
+def open_store(
+    location: S3Location | Path,
+    aws: AwsSettings,
+    settings: PublishSettings,
+    lease_seconds: float = DEFAULT_LEASE_SECONDS,
+    client: Any = None,
+) -> StateStore:
+    """The store for a parsed ``--state``: a local folder, or an S3 prefix reached through ``client``
+    (the documents' client, when they are in S3 too) or else a new client made from ``aws``."""
+    if isinstance(location, Path):
+        return LocalStateStore(location)
+    if client is None:
+        client = make_s3_client(
+            make_session(aws), endpoint_url=aws.endpoint_url, threads=settings.threads,
+            retry_mode=settings.retry_mode, max_attempts=settings.max_attempts,
+        )
+    return S3StateStore(client, location, lease_seconds)
+
+
+def check_state_apart(state: S3Location | Path, documents: S3Location | Path, folder_name: str = "documents'") -> None:
+    """A state inside the documents' prefix would be ingested as documents (and the reverse deleted);
+    inside a snapshot folder (``folder_name="snapshot"``) its issues/ would be the snapshot's."""
     if isinstance(state, S3Location) and isinstance(documents, S3Location):
         if state.bucket == documents.bucket and (
             state.prefix.startswith(documents.prefix) or documents.prefix.startswith(state.prefix)
@@ -317,5 +345,5 @@ def check_state_apart(state: S3Location | Path, documents: S3Location | Path) ->
     elif isinstance(state, Path) and isinstance(documents, Path):
         state_path, documents_path = state.resolve(), documents.resolve()
         if state_path.is_relative_to(documents_path) or documents_path.is_relative_to(state_path):
-            raise PublishError(f"--state {state} overlaps the documents' folder {documents}; use a folder outside it")
+            raise PublishError(f"--state {state} overlaps the {folder_name} folder {documents}; use a folder outside it")
 

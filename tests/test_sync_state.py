@@ -1,8 +1,10 @@
-"""sync --state: a stateless runner (empty disk every run) against the real Redmine and the real S3 server.
+"""sync --state and pull --state: a stateless runner (empty disk every run) against the real Redmine and
+the real S3 server.
 
 Every sync here starts from a fresh temporary folder: all it knows comes from the state beside the
 destination. Covered: incremental runs (what is fetched, rendered, uploaded, and what is not), a
-changed output fingerprint, two syncs at once, kill -9 at random points, and the refusals.
+changed output fingerprint, two syncs at once, kill -9 at random points, the refusals, and
+`pull --state` sharing the state (what it stores, sync publishes).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from anchorkit.cli import CONFLICT_EXIT_CODE, app
 from anchorkit.document import RenderOptions
 from anchorkit.publish import LocalDirTarget, S3Location, S3Target
 from anchorkit.state import LocalStateStore, S3StateStore, StateConflict
-from anchorkit.sync import PullArguments, StatelessSyncReport, run_sync
+from anchorkit.sync import PullArguments, StatelessSyncReport, StatePullReport, pull_with_state, run_sync
 from anchorkit.transform import TransformOptions
 
 runner = CliRunner()
@@ -65,16 +67,29 @@ class StatelessRunner:
         self.docs = f"docs-{os.urandom(4).hex()}"
         self.state = f"anchorkit-state-{os.urandom(4).hex()}"
 
+    def empty_folder(self) -> Path:
+        return Path(tempfile.mkdtemp(dir=self.scratch)) / "snapshot"
+
     def sync(self, label: str | None = None, full: bool = False, client: Any = None) -> StatelessSyncReport:
         client = client or self.s3.client()
         store = S3StateStore(client, S3Location(self.s3.bucket, f"{self.state}/"))
         target = S3Target(client, S3Location(self.s3.bucket, f"{self.docs}/"))
         options = TransformOptions(render=RenderOptions(labels={"ticket": label} if label else {}), sidecars=True)
-        work_dir = Path(tempfile.mkdtemp(dir=self.scratch)) / "snapshot"
         return run_sync(
             self.redmine.url, self.redmine.admin_key, store, target, options,
-            PullArguments(projects=(self.project,), full=full), work_dir=work_dir, force=True,
+            PullArguments(projects=(self.project,), full=full), work_dir=self.empty_folder(), force=True,
         )
+
+    def pull(self, full: bool = False, snapshot_dir: Path | None = None) -> StatePullReport:
+        """`pull --state` with the same state, into an empty folder unless told otherwise."""
+        store = S3StateStore(self.s3.client(), S3Location(self.s3.bucket, f"{self.state}/"))
+        return pull_with_state(
+            self.redmine.url, self.redmine.admin_key, store, snapshot_dir or self.empty_folder(),
+            PullArguments(projects=(self.project,), full=full),
+        )
+
+    def manifest(self) -> dict[str, Any]:
+        return manifest_of(self.s3, self.state)
 
     def documents(self) -> dict[str, bytes]:
         return objects_under(self.s3, self.docs)
@@ -223,7 +238,8 @@ def test_a_failed_upload_is_not_claimed_by_the_state_and_the_next_run_publishes_
 
     repaired = sync.sync()
     assert repaired.ok and repaired.uploaded == [f"{printer}.md"]
-    assert repaired.pulls[0].requests_by_purpose.get("issues") == 1  # only the unfinished ticket again
+    # The raw JSON was stored although the upload failed: the unfinished ticket comes from the state.
+    assert repaired.pulls[0].requests_by_purpose.get("issues", 0) == 0 and repaired.rendered == 1
     assert set(sync.documents()) == {f"{i}.md{s}" for i in (vpn, printer) for s in ("", ".metadata.json")}
 
 
@@ -386,3 +402,238 @@ def test_a_sync_killed_at_a_random_point_converges_on_the_next_run_from_an_empty
         }
         if "lease.json" in crash_state:  # killed just before releasing it: the next run had nothing to write
             assert json.loads(crash_state["lease.json"])["expires_at"] < time.time()
+
+
+# --------------------------------------------------------------------------------------------------
+# pull --state: the same state, shared with sync --state
+
+
+def snapshot_contents(snapshot_dir: Path) -> dict[str, Any]:
+    """What two pulls of the same Redmine must agree on: every issue file's bytes, the lookups, and the
+    cursor (the rest of state.json counts runs and reads the clock)."""
+    return {
+        "issues": {path.name: path.read_bytes() for path in sorted((snapshot_dir / "issues").glob("*.json"))},
+        "lookups": json.loads((snapshot_dir / "lookups.json").read_text(encoding="utf-8")),
+        "cursor": json.loads((snapshot_dir / "state.json").read_text(encoding="utf-8"))["cursor"],
+    }
+
+
+@pytest.mark.redmine
+@pytest.mark.s3
+@pytest.mark.timeout(300)
+def test_pull_with_an_s3_state_gives_the_plain_pull_snapshot_and_an_idle_run_on_an_empty_disk_writes_nothing(
+    redmine_server: RedmineServer,
+    redmine_admin: RedmineAdmin,
+    s3_server: S3Server,
+    s3_prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    project, ids = seed_issues(redmine_admin, 3)
+    monkeypatch.chdir(tmp_path)
+    for name, value in cli_environment(redmine_server, s3_server, tmp_path).items():
+        monkeypatch.setenv(name, value)
+    common = ["--url", redmine_server.url, "--project", project["identifier"], "--json"]
+    with_state = ["--state", f"s3://{s3_server.bucket}/{s3_prefix}-state/", "--endpoint-url", s3_server.endpoint_url]
+
+    plain = runner.invoke(app, ["pull", "--snapshot", str(tmp_path / "plain"), *common])
+    assert plain.exit_code == 0, plain.stderr
+    first = runner.invoke(app, ["pull", "--snapshot", str(tmp_path / "first"), *with_state, *common])
+    assert first.exit_code == 0, first.stderr
+    first_report = json.loads(first.stdout)
+    assert first_report["state_written"] and first_report["state_issues_written"] == 3
+    assert snapshot_contents(tmp_path / "first") == snapshot_contents(tmp_path / "plain")
+    manifest = manifest_of(s3_server, f"{s3_prefix}-state")
+    assert set(objects_under(s3_server, f"{s3_prefix}-state")) == {"manifest.json", *(f"issues/{i}.json" for i in ids)}
+    for issue_id in ids:  # stored, nothing published yet
+        entry = manifest["tickets"][str(issue_id)]
+        assert entry["updated_on"] is None and entry["objects"] == {} and entry["stored"]
+
+    second = runner.invoke(app, ["pull", "--snapshot", str(tmp_path / "second"), *with_state, *common])
+    assert second.exit_code == 0, second.stderr
+    idle = json.loads(second.stdout)
+    assert not idle["state_written"] and idle["restored"] == 3
+    assert "PutObject" not in idle["s3_requests"] and "DeleteObject" not in idle["s3_requests"]
+    assert idle["pull"]["requests"] <= 2 and idle["pull"]["requests_by_purpose"].get("issues", 0) == 0
+    assert snapshot_contents(tmp_path / "second") == snapshot_contents(tmp_path / "first")
+    out = tmp_path / "out"
+    transformed = runner.invoke(app, ["transform", str(tmp_path / "second"), "--out", str(out)])
+    assert transformed.exit_code == 0, transformed.stderr
+    assert sorted(path.name for path in out.glob("*.md")) == sorted(f"{i}.md" for i in ids)
+
+
+@pytest.mark.redmine
+@pytest.mark.s3
+@pytest.mark.timeout(300)
+def test_what_a_pull_with_the_state_stored_the_next_sync_publishes_and_what_it_found_gone_sync_deletes(
+    redmine_server: RedmineServer, redmine_admin: RedmineAdmin, s3_server: S3Server, tmp_path: Path
+) -> None:
+    project, (vpn, printer, mail) = seed_issues(redmine_admin, 3)
+    sync = StatelessRunner(redmine_server, s3_server, project["identifier"], tmp_path)
+    assert sync.sync().ok
+
+    time.sleep(1.1)  # Redmine's updated_on has one-second resolution: the change must be a later second
+    redmine_admin.add_note(printer, "トナー交換で解消")
+    laptop = redmine_admin.create_issue(project["id"], "ノートPCが起動しない")["id"]
+    pulled = sync.pull()
+    assert pulled.ok and pulled.state_written and pulled.state_issues_written == 2
+    assert pulled.pull_report is not None and pulled.pull_report.cursor == sync.manifest()["pull"]["cursor"]
+    tickets = sync.manifest()["tickets"]
+    assert tickets[str(printer)]["stored"] > tickets[str(printer)]["updated_on"]  # stored, not yet published
+    assert tickets[str(laptop)] == {"updated_on": None, "objects": {}, "project_id": project["id"],
+                                    "stored": tickets[str(laptop)]["stored"]}
+    assert "トナー交換で解消" not in sync.documents()[f"{printer}.md"].decode()  # pull publishes nothing
+
+    # The cursor has moved past both: only the state tells this sync (on an empty disk) to publish them.
+    published = sync.sync()
+    assert published.ok and not published.regenerated_all
+    assert published.uploaded == sorted(f"{i}.md{s}" for i in (printer, laptop) for s in ("", ".metadata.json"))
+    assert published.pulls[0].requests_by_purpose.get("issues", 0) == 0  # rendered from the stored raw JSON
+    assert "トナー交換で解消" in sync.documents()[f"{printer}.md"].decode()
+    assert all(entry["stored"] == entry["updated_on"] for entry in sync.manifest()["tickets"].values())
+    assert not sync.sync().state_written  # nothing left to publish
+
+    redmine_admin.delete_issue(mail)
+    found_gone = sync.pull(full=True)
+    assert found_gone.ok and found_gone.pull_report is not None and found_gone.pull_report.removed_ids == [mail]
+    assert found_gone.state_issues_deleted == 1 and f"issues/{mail}.json" not in objects_under(s3_server, sync.state)
+    assert sync.manifest()["tickets"][str(mail)]["gone"] is True
+    assert f"{mail}.md" in sync.documents()  # still published until a sync deletes it
+
+    deleting = sync.sync()  # incremental: only the state knows the issue is gone
+    assert deleting.ok and deleting.deleted == [f"{mail}.md", f"{mail}.md.metadata.json"]
+    assert str(mail) not in sync.manifest()["tickets"]
+    assert set(sync.documents()) == {f"{i}.md{s}" for i in (vpn, printer, laptop) for s in ("", ".metadata.json")}
+
+
+@pytest.mark.redmine
+@pytest.mark.s3
+@pytest.mark.timeout(300)
+def test_names_refreshed_by_a_pull_with_the_state_make_the_next_sync_regenerate_the_documents(
+    redmine_server: RedmineServer, redmine_admin: RedmineAdmin, s3_server: S3Server, tmp_path: Path
+) -> None:
+    project = redmine_admin.create_project(name="社内ITサービスデスク")
+
+    def create_category(name: str) -> int:
+        created = redmine_admin.request(
+            "POST", f"/projects/{project['id']}/issue_categories.json", json={"issue_category": {"name": name}}
+        )
+        return int(created["issue_category"]["id"])
+
+    hardware, network = create_category("ハードウェア"), create_category("ネットワーク")
+    issue = redmine_admin.create_issue(project["id"], "VPN接続が不安定になる", category_id=hardware)["id"]
+    redmine_admin.update_issue(issue, category_id=network)  # a journal names both categories from the lookups
+    sync = StatelessRunner(redmine_server, s3_server, project["identifier"], tmp_path)
+    assert sync.sync().ok
+    assert "ハードウェア → ネットワーク" in sync.documents()[f"{issue}.md"].decode()
+
+    redmine_admin.request("PUT", f"/issue_categories/{network}.json", json={"issue_category": {"name": "ネットワーク機器"}})
+    pulled = sync.pull(full=True)  # a full pull refreshes the lookups; no issue changed
+    assert pulled.ok and pulled.state_written and pulled.state_issues_written == 0
+    manifest = sync.manifest()
+    assert manifest["source_lookups"]["categories"][str(network)]["name"] == "ネットワーク機器"
+    assert manifest["lookups"]["categories"][str(network)]["name"] == "ネットワーク"  # what is published
+
+    regenerated = sync.sync()
+    assert regenerated.ok and regenerated.regenerated_all and f"{issue}.md" in regenerated.uploaded
+    assert "ハードウェア → ネットワーク機器" in sync.documents()[f"{issue}.md"].decode()
+    manifest = sync.manifest()
+    assert "source_lookups" not in manifest  # the published names are the pulled ones again
+    assert manifest["lookups"]["categories"][str(network)]["name"] == "ネットワーク機器"
+
+
+@pytest.mark.redmine
+@pytest.mark.s3
+@pytest.mark.timeout(300)
+def test_a_raw_issue_missing_from_the_state_is_fetched_again_by_a_full_listing(
+    redmine_server: RedmineServer, redmine_admin: RedmineAdmin, s3_server: S3Server, tmp_path: Path
+) -> None:
+    project, (vpn, printer) = seed_issues(redmine_admin, 2)
+    sync = StatelessRunner(redmine_server, s3_server, project["identifier"], tmp_path)
+    assert sync.pull().ok
+    s3_server.client().delete_object(Bucket=s3_server.bucket, Key=f"{sync.state}/issues/{printer}.json")
+
+    snapshot_dir = sync.empty_folder()
+    repaired = sync.pull(snapshot_dir=snapshot_dir)
+    assert repaired.ok and repaired.restored == 1
+    assert repaired.pull_report is not None and repaired.pull_report.full  # the cursor would have hidden it
+    assert repaired.pull_report.requests_by_purpose.get("issues") == 1 and repaired.state_issues_written == 1
+    assert sorted(path.name for path in (snapshot_dir / "issues").iterdir()) == sorted([f"{vpn}.json", f"{printer}.json"])
+    assert f"issues/{printer}.json" in objects_under(s3_server, sync.state)
+
+
+@pytest.mark.redmine
+@pytest.mark.timeout(300)
+def test_pull_with_a_local_state_folder_holds_its_lock_and_feeds_a_local_sync(
+    redmine_server: RedmineServer, redmine_admin: RedmineAdmin, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project, (vpn, printer) = seed_issues(redmine_admin, 2)
+    state_dir = tmp_path / "state"
+    monkeypatch.setenv("REDMINE_API_KEY", redmine_server.admin_key)
+    command = ["pull", "--url", redmine_server.url, "--project", project["identifier"], "--state", str(state_dir)]
+
+    with LocalStateStore(state_dir).session():  # a sync is running on this state
+        refused = runner.invoke(app, [*command, "--snapshot", str(tmp_path / "refused")])
+    assert refused.exit_code == CONFLICT_EXIT_CODE
+    assert "another sync is running on this state" in refused.stderr
+    assert not (state_dir / "manifest.json").exists()
+
+    inside = runner.invoke(app, [*command, "--snapshot", str(state_dir / "snapshot")])
+    assert inside.exit_code == 2 and "overlaps the snapshot folder" in inside.stderr
+
+    seen_while_pulling: list[str] = []
+
+    def try_to_take_the_state(done: int, total: int) -> None:
+        try:
+            with LocalStateStore(state_dir).session():
+                seen_while_pulling.append("free")
+        except StateConflict:
+            seen_while_pulling.append("held")
+
+    pulled = pull_with_state(
+        redmine_server.url, redmine_server.admin_key, LocalStateStore(state_dir), tmp_path / "snapshot",
+        PullArguments(projects=(project["identifier"],)), progress=try_to_take_the_state,
+    )
+    assert pulled.ok and pulled.state_written and seen_while_pulling and set(seen_while_pulling) == {"held"}
+    assert sorted(p.name for p in (state_dir / "issues").iterdir()) == sorted([f"{vpn}.json", f"{printer}.json"])
+
+    docs_dir = tmp_path / "docs"
+    synced = run_sync(
+        redmine_server.url, redmine_server.admin_key, LocalStateStore(state_dir), LocalDirTarget(docs_dir),
+        TransformOptions(sidecars=False), PullArguments(projects=(project["identifier"],)),
+        work_dir=tmp_path / "work", force=True,
+    )
+    assert synced.ok and sorted(synced.uploaded) == sorted([f"{vpn}.md", f"{printer}.md"])
+    assert synced.pulls[0].requests_by_purpose.get("issues", 0) == 0  # published from what pull stored
+
+
+@pytest.mark.redmine
+@pytest.mark.timeout(300)
+def test_a_manifest_from_before_stored_versions_is_read_as_storing_the_published_ones(
+    redmine_server: RedmineServer, redmine_admin: RedmineAdmin, tmp_path: Path
+) -> None:
+    project, (vpn, printer) = seed_issues(redmine_admin, 2)
+    state_dir, arguments = tmp_path / "state", PullArguments(projects=(project["identifier"],))
+
+    def sync() -> StatelessSyncReport:
+        return run_sync(
+            redmine_server.url, redmine_server.admin_key, LocalStateStore(state_dir), LocalDirTarget(tmp_path / "docs"),
+            TransformOptions(), arguments, work_dir=Path(tempfile.mkdtemp(dir=tmp_path)), force=True,
+        )
+
+    assert sync().ok
+    manifest = json.loads((state_dir / "manifest.json").read_text(encoding="utf-8"))
+    for entry in manifest["tickets"].values():
+        del entry["stored"]  # what an older anchorkit wrote
+    (state_dir / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    old_bytes = (state_dir / "manifest.json").read_bytes()
+
+    idle = sync()
+    assert idle.ok and idle.rendered == 0 and not idle.state_written
+    pulled = pull_with_state(
+        redmine_server.url, redmine_server.admin_key, LocalStateStore(state_dir), tmp_path / "snapshot", arguments
+    )
+    assert pulled.ok and pulled.restored == 2 and not pulled.state_written
+    assert pulled.pull_report is not None and pulled.pull_report.requests_by_purpose.get("issues", 0) == 0
+    assert (state_dir / "manifest.json").read_bytes() == old_bytes
+    assert sorted(p.name for p in (tmp_path / "snapshot" / "issues").iterdir()) == sorted([f"{vpn}.json", f"{printer}.json"])

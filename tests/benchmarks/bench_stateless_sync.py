@@ -9,7 +9,10 @@ BENCH_STATELESS_JOURNALS journals each (default 2) through ActiveRecord (bench_p
 1. the first sync (everything fetched, rendered, uploaded; the state written);
 2. a second sync with nothing changed (target: <= 2 Redmine requests, 0 PUTs, state not rewritten);
 3. a sync after 1% of the issues got a note (target: the listing + exactly those issues; PUTs = their
-   documents and sidecars + their raw issue JSON + lease + manifest).
+   documents and sidecars + their raw issue JSON + lease + manifest);
+4. another 1% changed, fetched by `pull --state` into an empty folder (which first restores every raw
+   issue from the state: a complete snapshot costs one GET per ticket), then `sync --state` on another
+   empty disk, which publishes what the pull stored without fetching it again.
 
 Reports Redmine requests, S3 requests per operation (botocore event hooks) and wall time for each.
 Uses the Redmine at $ANCHORKIT_REDMINE_URL, else starts one (and stops it after); always starts SeaweedFS.
@@ -35,7 +38,7 @@ from support.s3_server import running_seaweedfs  # noqa: E402
 from anchorkit.document import RenderOptions  # noqa: E402
 from anchorkit.publish import S3Location, S3Target  # noqa: E402
 from anchorkit.state import S3StateStore  # noqa: E402
-from anchorkit.sync import PullArguments, StatelessSyncReport, run_sync  # noqa: E402
+from anchorkit.sync import PullArguments, StatelessSyncReport, StatePullReport, pull_with_state, run_sync  # noqa: E402
 from anchorkit.transform import TransformOptions  # noqa: E402
 
 ISSUES = int(os.environ.get("BENCH_STATELESS_ISSUES", "10000"))
@@ -54,6 +57,17 @@ def describe(name: str, report: StatelessSyncReport) -> None:
         f"{report.state_issues_written}, state {'rewritten' if report.state_written else 'not rewritten'}), "
         f"GET {s3.get('GetObject', 0)}, HEAD {s3.get('HeadObject', 0)}, DELETE {s3.get('DeleteObject', 0)}; "
         f"{'ok' if report.ok else 'FAILED'}"
+    )
+
+
+def describe_pull(name: str, report: StatePullReport) -> None:
+    assert report.pull_report is not None
+    s3 = report.s3_requests
+    print(
+        f"{name}: {report.seconds:.2f} s wall; Redmine {report.pull_report.requests} requests "
+        f"({report.pull_report.requests_by_purpose}); restored {report.restored} raw issues from the state; "
+        f"S3 GET {s3.get('GetObject', 0)}, PUT {s3.get('PutObject', 0)} (raw issues {report.state_issues_written}, "
+        f"state {'rewritten' if report.state_written else 'not rewritten'}); {'ok' if report.ok else 'FAILED'}"
     )
 
 
@@ -88,6 +102,15 @@ def main() -> None:
         for issue_id in changed:
             note_with_retries(admin, issue_id)
         describe(f"after {len(changed)} changed ({CHANGED_SHARE:.0%}), empty disk", sync_from_empty_disk())
+        changed = random.Random(8).sample(issue_ids, len(changed))
+        for issue_id in changed:
+            note_with_retries(admin, issue_id)
+        pulled = pull_with_state(
+            server.url, server.admin_key, S3StateStore(client, S3Location(s3.bucket, "anchorkit-state/")),
+            Path(scratch) / "pull-state", PullArguments(projects=(project["identifier"],)), threads=THREADS,
+        )
+        describe_pull(f"pull --state after {len(changed)} more changed, empty folder", pulled)
+        describe("then sync --state, empty disk", sync_from_empty_disk())
 
 
 def note_with_retries(admin: RedmineAdmin, issue_id: int, attempts: int = 3) -> None:
