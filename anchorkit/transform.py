@@ -169,8 +169,10 @@ def transform_snapshot(
     report = TransformReport()
     expected: set[str] = set()
     keep_ids: set[int] = set()  # failed tickets keep whatever output they had
-    settings = (snapshot_dir, out_dir, options, check)
-    outcomes = parallel.map_batches(_transform_batch, iter_issue_paths(snapshot_dir), jobs, initializer=_start_batches, initargs=settings)
+    # Settled here, not in the workers: a bad state.json or lookups.json must stop the run with its
+    # error, and a worker whose initializer fails would only be replaced by another one, forever.
+    settings = _BatchSettings(load_lookups(snapshot_dir), resolve_render_options(snapshot_dir, options), options, out_dir, check)
+    outcomes = parallel.map_batches(_transform_batch, iter_issue_paths(snapshot_dir), jobs, initializer=_start_batches, initargs=(settings,))
     for outcome in outcomes:
         report.tickets += 1
         if isinstance(outcome, TicketFailure):
@@ -213,11 +215,9 @@ class _BatchSettings:
 _batch_settings: _BatchSettings | None = None
 
 
-def _start_batches(snapshot_dir: Path, out_dir: Path, options: TransformOptions, check: bool) -> None:
+def _start_batches(settings: _BatchSettings) -> None:
     global _batch_settings
-    _batch_settings = _BatchSettings(
-        load_lookups(snapshot_dir), resolve_render_options(snapshot_dir, options), options, out_dir, check
-    )
+    _batch_settings = settings
 
 
 def _transform_batch(paths: list[Path]) -> list[TicketOutputs | TicketFailure]:

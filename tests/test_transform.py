@@ -162,6 +162,19 @@ def test_jobs_split_the_work_across_processes_without_changing_outputs_or_report
     assert code == 1 and stdout.splitlines()[0] == f"would change {tmp_path / 'out3' / '12345.md'}"
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_broken_state_or_lookups_file_stops_the_run_with_its_name(snapshot: Path, tmp_path: Path, jobs: str) -> None:
+    (snapshot / "state.json").write_text('{"text_format": "markdown"}', encoding="utf-8")
+    code, _, stderr = run("transform", str(snapshot), "--out", str(tmp_path / "o"), "--jobs", jobs)
+    assert code == 2 and "unknown text format 'markdown'" in stderr
+    (snapshot / "state.json").write_text("{}", encoding="utf-8")
+    (snapshot / "lookups.json").write_text('{"statuses": []}', encoding="utf-8")
+    code, _, stderr = run("transform", str(snapshot), "--out", str(tmp_path / "o"), "--jobs", jobs)
+    assert code == 2 and "lookups.json" in stderr
+    assert not (tmp_path / "o").exists()
+
+
 def test_jobs_zero_starts_processes_only_for_more_than_one_batch() -> None:
     jobs, batches = parallel.resolve_jobs(0, parallel.batched(range(256), 256))
     assert jobs == 1 and [len(b) for b in batches] == [256]
