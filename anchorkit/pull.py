@@ -121,15 +121,31 @@ def parse_cursor(value: Any) -> str | None:
     return str(value)
 
 
+_held_locks = threading.local()  # snapshot folders whose lock this thread holds
+
+
 @contextlib.contextmanager
 def snapshot_lock(snapshot_dir: Path) -> Iterator[None]:
-    """One pull per snapshot at a time; the OS drops the lock when the process dies (kill -9 included)."""
+    """One pull per snapshot at a time; the OS drops the lock when the process dies (kill -9 included).
+
+    Re-entrant within a thread, so that `pull --state` can hold it from preparing the snapshot to the
+    end of the pull it runs.
+    """
+    held: set[Path] = _held_locks.__dict__.setdefault("folders", set())
+    folder = snapshot_dir.resolve()
+    if folder in held:
+        yield
+        return
     with open(snapshot_dir / LOCK_FILE, "w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise PullError(f"{snapshot_dir}: another pull is running on this snapshot") from None
-        yield
+        held.add(folder)
+        try:
+            yield
+        finally:
+            held.discard(folder)
 
 
 def without_private_notes(document: dict[str, Any]) -> dict[str, Any]:

@@ -832,7 +832,9 @@ def pull_with_state(
     """
     report = StatePullReport(store.describe(), str(snapshot_dir))
     with measured_session(report, store):
-        _pull_with_state(report, url, api_key, store, snapshot_dir, arguments, threads, progress)
+        snapshot_dir.mkdir(parents=True, exist_ok=True)
+        with pull.snapshot_lock(snapshot_dir):  # no plain pull may touch the snapshot while it is prepared
+            _pull_with_state(report, url, api_key, store, snapshot_dir, arguments, threads, progress)
     return report
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import email.utils
+import threading
 import time
 from pathlib import Path
 
@@ -93,8 +94,22 @@ def test_pull_refuses_a_missing_key_a_bad_url_or_format_and_a_locked_snapshot(tm
         pull("redmine.example.com", tmp_path, api_key="k")
     with pytest.raises(PullError, match="text format"):
         pull("http://127.0.0.1:9", tmp_path, api_key="k", text_format="markdown")
-    with snapshot_lock(tmp_path), pytest.raises(PullError, match="another pull is running"):
-        pull("http://127.0.0.1:9", tmp_path, api_key="k")
+    taken, release = threading.Event(), threading.Event()
+
+    def another_pull() -> None:  # the lock is re-entrant within a thread, not across threads
+        with snapshot_lock(tmp_path):
+            taken.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=another_pull)
+    holder.start()
+    try:
+        assert taken.wait(10)
+        with pytest.raises(PullError, match="another pull is running"):
+            pull("http://127.0.0.1:9", tmp_path, api_key="k")
+    finally:
+        release.set()
+        holder.join()
 
 
 def test_snapshot_writes_are_atomic_and_leftovers_of_a_crash_are_cleaned(tmp_path: Path) -> None:

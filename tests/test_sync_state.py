@@ -27,6 +27,7 @@ from support.redmine_server import RedmineAdmin, RedmineServer
 from support.s3_server import DUMMY_CREDENTIALS, S3Server
 from typer.testing import CliRunner
 
+from anchorkit import pull
 from anchorkit.cli import CONFLICT_EXIT_CODE, app
 from anchorkit.document import RenderOptions
 from anchorkit.publish import LocalDirTarget, S3Location, S3Target
@@ -637,3 +638,24 @@ def test_a_manifest_from_before_stored_versions_is_read_as_storing_the_published
     assert pulled.pull_report is not None and pulled.pull_report.requests_by_purpose.get("issues", 0) == 0
     assert (state_dir / "manifest.json").read_bytes() == old_bytes
     assert sorted(p.name for p in (tmp_path / "snapshot" / "issues").iterdir()) == sorted([f"{vpn}.json", f"{printer}.json"])
+
+
+def test_pull_with_state_takes_the_snapshot_lock_before_it_touches_the_snapshot(tmp_path: Path) -> None:
+    snapshot_dir = tmp_path / "snapshot"
+    (snapshot_dir / "issues").mkdir(parents=True)
+    stray = snapshot_dir / "issues" / "41.json"  # not in the (empty) state: preparing the snapshot would remove it
+    stray.write_text('{"issue": {"id": 41, "subject": "s", "updated_on": "2026-01-01T00:00:00Z"}}', encoding="utf-8")
+    holder = subprocess.Popen(  # a plain `pull` running on this snapshot, in another process
+        [sys.executable, "-c", "import fcntl, sys, time; h = open(sys.argv[1], 'w'); fcntl.flock(h, fcntl.LOCK_EX); "
+         "print('locked', flush=True); time.sleep(60)", str(snapshot_dir / pull.LOCK_FILE)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with pytest.raises(pull.PullError, match="another pull is running on this snapshot"):
+            pull_with_state("http://127.0.0.1:9", "key", LocalStateStore(tmp_path / "state"), snapshot_dir)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert stray.exists() and not (snapshot_dir / "state.json").exists()
+    assert not (tmp_path / "state" / "manifest.json").exists()
