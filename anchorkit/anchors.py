@@ -158,8 +158,6 @@ def insert_anchors(
             output.append("")
         output.extend([anchor, ""])
         copied = start
-        while copied < len(lines) and lines[copied] == "" and copied < start:
-            copied += 1
 
     for block in blocks:
         if _is_anchor_block(block, lines):
@@ -177,8 +175,10 @@ def insert_anchors(
             since_anchor = 0
             want_anchor = block.level >= 2 and block.text.strip() not in skip
             continue
+        if max_gap_tokens is None:
+            continue  # only the gap rule needs the cost of a block
         cost = approx_tokens("\n".join(lines[block.start : block.end]))
-        if max_gap_tokens is not None and since_anchor > 0 and since_anchor + cost > max_gap_tokens:
+        if since_anchor > 0 and since_anchor + cost > max_gap_tokens:
             emit_anchor_before(block.start)
             since_anchor = 0
         since_anchor += cost

@@ -334,7 +334,8 @@ def default_chunkers() -> list[Chunker]:
 def parse_chunker_spec(spec: str) -> Chunker:
     """``fixed`` or ``fixed:max_tokens=300,overlap=20``: a chunker; ValueError says what is wrong."""
     name, _, arguments = spec.partition(":")
-    factory = CHUNKERS.get(name.strip())
+    name = name.strip()
+    factory = CHUNKERS.get(name)
     if factory is None:
         raise ValueError(f"unknown chunker {name!r} in {spec!r} (expected one of {', '.join(CHUNKERS)})")
     if name in LANGCHAIN and not langchain_available():

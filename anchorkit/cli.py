@@ -16,6 +16,7 @@ import os
 import re
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Optional
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -66,8 +67,23 @@ def print_json(payload: Any) -> None:
 
 
 def usage_error(message: str) -> typer.Exit:
-    err_console.print(f"[red]error:[/red] {escape(message)}", markup=True, highlight=False)
+    print_problem("error", message)
     return typer.Exit(2)
+
+
+_PROBLEM_COLOURS = {"error": "red", "failed": "red", "refused": "red", "gate failed": "red", "warning": "yellow", "stopped": "yellow", "note": "yellow"}
+
+
+def print_problem(kind: str, message: str) -> None:
+    """``failed: ...`` and the like on stderr. The message is data (paths, keys, server texts): escaped,
+    so that a ``[...]`` in it is neither taken for markup nor dropped."""
+    colour = _PROBLEM_COLOURS[kind]
+    err_console.print(f"[{colour}]{kind}:[/{colour}] {escape(message)}", highlight=False)
+
+
+def print_ingestion_job(job: dict[str, str] | None) -> None:
+    if job:
+        console.print(f"ingestion job {job['ingestion_job_id']} ({job['status']})", highlight=False, markup=False)
 
 
 def version_callback(value: bool) -> None:
@@ -138,22 +154,40 @@ def transform_options(
     )
 
 
+# Options that `sync` shares with `transform` and `pull`: defined once, so limits and help cannot drift apart
+# (the commands give the defaults: sync's None means "from the environment or config file").
+SidecarSchemaOption = typer.Option("--sidecar-schema", help="Sidecar attribute shape: simple (plain values) or typed (Bedrock's {value: {type, ...}, includeForEmbedding}).")
+LayoutOption = typer.Option("--layout", help="flat: OUT/<id>.md; by-project: OUT/<project identifier>/<id>.md.")
+LangOption = typer.Option("--lang", help="Document labels: ja (チケット, 基本情報, 説明, 対応履歴) or en (Ticket, Details, Description, History).")
+LabelOption = typer.Option("--label", help="Ticket label in titles and anchors, overriding --lang's (e.g. Issue).")
+MaxGapTokensOption = typer.Option("--max-gap-tokens", min=1, help="Also insert an anchor at the next block boundary once this many (approximate) tokens passed without one. Off by default.")
+TimezoneOption = typer.Option("--timezone", help="Time zone for the dates shown in documents (IANA name, e.g. Asia/Tokyo). Sidecar timestamps are always UTC.")
+MaxTextBytesOption = typer.Option("--max-text-bytes", min=1, help="A description or note larger than this (UTF-8 bytes) fails its ticket instead of producing a huge document.")
+ProjectOption = typer.Option("--project", help="Only this project (identifier or id; subprojects included). Repeatable.")
+ConcurrencyOption = typer.Option("--concurrency", min=1, max=64, help="Issues fetched at the same time.")
+FullEveryOption = typer.Option("--full-every", min=0, help="Make every K-th run a full listing (0: only with --full).")
+OverlapOption = typer.Option("--overlap", min=0, help="Seconds before the cursor that incremental runs list again.")
+LookupsMaxAgeOption = typer.Option("--lookups-max-age", min=0, help="Seconds before cached lookups.json is refreshed.")
+TimeoutOption = typer.Option("--timeout", min=0.1, help="Read timeout per Redmine request, seconds.")
+RetriesOption = typer.Option("--retries", min=1, help="Attempts per Redmine request, first included.")
+
+
 @app.command()
 def transform(
     snapshot: Path = typer.Argument(..., help="Snapshot folder (issues/<id>.json, lookups.json, state.json), e.g. fixtures."),
     out: Path = typer.Option(..., "--out", "-o", help="Output folder for <id>.md documents (created if missing)."),
     sidecars: bool = typer.Option(False, "--sidecars", help="Also write Bedrock Knowledge Base <id>.md.metadata.json sidecars."),
-    sidecar_schema: str = typer.Option("simple", "--sidecar-schema", help="Sidecar attribute shape: simple (plain values) or typed (Bedrock's {value: {type, ...}, includeForEmbedding})."),
-    layout: str = typer.Option("flat", "--layout", help="flat: OUT/<id>.md; by-project: OUT/<project identifier>/<id>.md."),
-    lang: str = typer.Option("ja", "--lang", help="Document labels: ja (チケット, 基本情報, 説明, 対応履歴) or en (Ticket, Details, Description, History)."),
-    label: Optional[str] = typer.Option(None, "--label", help="Ticket label in titles and anchors, overriding --lang's (e.g. Issue)."),
+    sidecar_schema: Annotated[str, SidecarSchemaOption] = "simple",
+    layout: Annotated[str, LayoutOption] = "flat",
+    lang: Annotated[str, LangOption] = "ja",
+    label: Annotated[Optional[str], LabelOption] = None,
     include_private: bool = typer.Option(False, "--include-private", help="Include private issues and private notes (left out by default)."),
     anchor_basic_info: bool = typer.Option(False, "--anchor-basic-info", help="Also anchor the basic-info section (for splitters that move headings into metadata)."),
-    max_gap_tokens: Optional[int] = typer.Option(None, "--max-gap-tokens", min=1, help="Also insert an anchor at the next block boundary once this many (approximate) tokens passed without one. Off by default."),
+    max_gap_tokens: Annotated[Optional[int], MaxGapTokensOption] = None,
     text_format: Optional[str] = typer.Option(None, "--text-format", help="Redmine text format of all texts: textile or common_mark. Default: the snapshot's setting (state.json text_format), else textile."),
-    timezone: str = typer.Option("UTC", "--timezone", help="Time zone for the dates shown in documents (IANA name, e.g. Asia/Tokyo). Sidecar timestamps are always UTC."),
+    timezone: Annotated[str, TimezoneOption] = "UTC",
     link_issues: Optional[str] = typer.Option(None, "--link-issues", metavar="URL", help="Redmine base URL: turn #123 in ticket text into links to URL/issues/123 (kept as plain text by default)."),
-    max_text_bytes: int = typer.Option(transforming.DEFAULT_MAX_TEXT_BYTES, "--max-text-bytes", min=1, help="A description or note larger than this (UTF-8 bytes) fails its ticket instead of producing a huge document."),
+    max_text_bytes: Annotated[int, MaxTextBytesOption] = transforming.DEFAULT_MAX_TEXT_BYTES,
     check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 listing what would be created, changed or removed, 0 if OUT is up to date."),
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help="Render and write tickets in this many processes (the output is identical). 0 (default): one per CPU core when there are more than 256 tickets."),
     json_output: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
@@ -182,9 +216,9 @@ def transform(
 
 def print_transform_report(report: transforming.TransformReport, out: Path, check: bool) -> None:
     for warning in report.warnings:
-        err_console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False, markup=True)
+        print_problem("warning", warning)
     for failure in report.failed:
-        err_console.print(f"[red]failed:[/red] {failure.message}", highlight=False)
+        print_problem("failed", failure.message)
     if check:
         for verb, paths in (("would create", report.created), ("would change", report.changed), ("would remove", report.removed)):
             for path in paths:
@@ -249,6 +283,12 @@ StartIngestionOption = Annotated[
     ),
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout instead of the summary.")]
+LeaseSecondsOption = Annotated[
+    Optional[float],
+    typer.Option(
+        "--lease-seconds", min=1, help="With an S3 --state: how long a run's write lease lasts before another run may take it."
+    ),
+]
 
 
 def publish_with_progress(
@@ -318,16 +358,11 @@ def print_publish_report(report: publishing.PublishReport, json_output: bool) ->
         )
         if planned["stale_kept"]:
             console.print(f"{planned['stale_kept']} stale objects kept (pass --delete to remove them)")
-    if report.ingestion_job:
-        console.print(
-            f"ingestion job {report.ingestion_job['ingestion_job_id']} ({report.ingestion_job['status']})",
-            highlight=False,
-        )
+    print_ingestion_job(report.ingestion_job)
     if report.refused:
-        err_console.print(f"[red]refused:[/red] {escape(report.refused)}", highlight=False)
+        print_problem("refused", report.refused)
     for failure in report.failures:
-        # Keys and error texts are data: escaped so that `[...]` in them is not taken for markup.
-        err_console.print(f"[red]failed:[/red] {escape(failure.key)}: {escape(failure.error)}", highlight=False)
+        print_problem("failed", f"{failure.key}: {failure.error}")
 
 
 def publish_command_settings(
@@ -351,17 +386,17 @@ def publish_command_settings(
     )
 
 
-def run_publish(
-    source: Path,
-    local_objects: list[publishing.LocalObject],
-    local_failures: list[publishing.Failure],
-    dest: str,
-    settings: publishing.PublishSettings,
-    aws: publishing.AwsSettings,
-    start_ingestion: str | None,
-    json_output: bool,
-) -> publishing.PublishReport:
-    """Shared by `upload` and `sync`: resolve the destination, publish, optionally start the ingestion."""
+@dataclass(frozen=True)
+class PublishDestination:
+    target: publishing.Target
+    session: Any  # the boto3 session, also used for Bedrock
+    ingestion: tuple[str, str] | None  # (knowledge base id, data source id) of --start-ingestion
+
+
+def open_destination(
+    source: Path, dest: str, settings: publishing.PublishSettings, aws: publishing.AwsSettings, start_ingestion: str | None
+) -> PublishDestination:
+    """Shared by `upload` and `sync`: the destination and --start-ingestion, checked before any work (exit 2)."""
     try:
         destination = publishing.parse_destination(dest)
         ingestion = publishing.parse_ingestion_target(start_ingestion) if start_ingestion else None
@@ -370,10 +405,18 @@ def run_publish(
         target, session = publishing.open_target(destination, aws, settings)
     except publishing.PublishError as error:
         raise usage_error(str(error)) from None
+    return PublishDestination(target, session, ingestion)
+
+
+def run_publish(
+    source: Path, destination: PublishDestination, settings: publishing.PublishSettings, json_output: bool
+) -> publishing.PublishReport:
+    """Shared by `upload` and `sync`: scan the source, publish, optionally start the ingestion."""
+    local_objects, local_failures = publishing.scan_folder(source)
     show_progress = not json_output and not settings.dry_run
-    report = publish_with_progress(local_objects, local_failures, target, settings, show_progress)
-    if ingestion is not None:
-        publishing.ingest_after(report, lambda: session.client("bedrock-agent"), *ingestion)
+    report = publish_with_progress(local_objects, local_failures, destination.target, settings, show_progress)
+    if destination.ingestion is not None:
+        publishing.ingest_after(report, lambda: destination.session.client("bedrock-agent"), *destination.ingestion)
     return report
 
 
@@ -401,9 +444,9 @@ def upload_command(
         settings = publish_command_settings(delete, max_delete, force, dry_run, threads, retry_mode, max_attempts)
     except publishing.PublishError as error:
         raise usage_error(str(error)) from None
-    local_objects, local_failures = publishing.scan_folder(out)
     aws = publishing.AwsSettings(endpoint_url=endpoint_url, region=region, profile=profile)
-    report = run_publish(out, local_objects, local_failures, dest, settings, aws, start_ingestion, json_output)
+    destination = open_destination(out, dest, settings, aws, start_ingestion)
+    report = run_publish(out, destination, settings, json_output)
     print_publish_report(report, json_output)
     if not report.ok:
         raise typer.Exit(1)
@@ -453,11 +496,33 @@ def pull_progress_bar(show_progress: bool) -> Iterator[pulling.ProgressCallback]
         yield on_progress
 
 
-def pull_with_progress(show_progress: bool, **pull_arguments: Any) -> pulling.PullReport:
-    """Run `pulling.pull` with a rich progress bar of the issue fetches on stderr."""
+def pull_arguments(
+    projects: list[str] | None,
+    full: bool,
+    concurrency: int,
+    include_private: bool,
+    full_every: int,
+    overlap: float,
+    lookups_max_age: float,
+    text_format: str | None,
+    retries: int,
+    timeout: float,
+) -> syncing.PullArguments:
+    """What `pull` and `sync` were asked to pull, from their command-line values."""
+    return syncing.PullArguments(
+        projects=tuple(projects or ()), full=full, concurrency=concurrency, include_private=include_private,
+        full_every=full_every, overlap_s=overlap, lookups_max_age_s=lookups_max_age, text_format=text_format,
+        policy=RetryPolicy(attempts=retries, read_timeout_s=timeout),
+    )
+
+
+def pull_with_progress(
+    show_progress: bool, url: str, snapshot_dir: Path, api_key: str, arguments: syncing.PullArguments
+) -> pulling.PullReport:
+    """Run the pull with a rich progress bar of the issue fetches on stderr."""
     with pull_progress_bar(show_progress) as on_progress:
         try:
-            return pulling.pull(progress=on_progress, **pull_arguments)
+            return syncing.run_pull(url, api_key, snapshot_dir, arguments, full=arguments.full, known={}, progress=on_progress)
         except pulling.PullError as error:
             raise usage_error(str(error)) from None
 
@@ -474,11 +539,11 @@ def print_pull_report(report: pulling.PullReport, json_output: bool) -> None:
         highlight=False,
     )
     for warning in report.warnings:
-        err_console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+        print_problem("warning", warning)
     for error in report.errors:
-        err_console.print(f"[red]error:[/red] {error}", highlight=False)
+        print_problem("error", error)
     for failure in report.failed:
-        err_console.print(f"[red]failed:[/red] #{failure.issue_id}: {failure.reason}", highlight=False)
+        print_problem("failed", f"#{failure.issue_id}: {failure.reason}")
     if report.failed:
         err_console.print(f"failed issue ids: {' '.join(map(str, report.failed_ids))}", highlight=False)
 
@@ -489,16 +554,11 @@ def pull_command(
     snapshot_dir: Annotated[
         Path, typer.Option("--snapshot", help="Snapshot folder to create or update (issues/, lookups.json, state.json).")
     ],
-    project: Annotated[
-        Optional[list[str]],
-        typer.Option("--project", help="Only this project (identifier or id; subprojects included). Repeatable."),
-    ] = None,
+    project: Annotated[Optional[list[str]], ProjectOption] = None,
     full: Annotated[
         bool, typer.Option("--full", help="List every issue (removes deleted/hidden ones) and refresh the lookups.")
     ] = False,
-    concurrency: Annotated[
-        int, typer.Option("--concurrency", min=1, max=64, help="Issues fetched at the same time.")
-    ] = pulling.DEFAULT_CONCURRENCY,
+    concurrency: Annotated[int, ConcurrencyOption] = pulling.DEFAULT_CONCURRENCY,
     include_private: Annotated[
         bool, typer.Option("--include-private", help="Keep private issues and private notes (left out by default).")
     ] = False,
@@ -506,16 +566,9 @@ def pull_command(
         Optional[Path],
         typer.Option("--api-key-file", help=f"File holding the API key (default: ${API_KEY_ENV})."),
     ] = None,
-    full_every: Annotated[
-        int,
-        typer.Option("--full-every", min=0, help="Make every K-th run a full listing (0: only with --full)."),
-    ] = pulling.DEFAULT_FULL_EVERY,
-    overlap: Annotated[
-        float, typer.Option("--overlap", min=0, help="Seconds before the cursor that incremental runs list again.")
-    ] = pulling.DEFAULT_OVERLAP_S,
-    lookups_max_age: Annotated[
-        float, typer.Option("--lookups-max-age", min=0, help="Seconds before cached lookups.json is refreshed.")
-    ] = pulling.DEFAULT_LOOKUPS_MAX_AGE_S,
+    full_every: Annotated[int, FullEveryOption] = pulling.DEFAULT_FULL_EVERY,
+    overlap: Annotated[float, OverlapOption] = pulling.DEFAULT_OVERLAP_S,
+    lookups_max_age: Annotated[float, LookupsMaxAgeOption] = pulling.DEFAULT_LOOKUPS_MAX_AGE_S,
     text_format: Annotated[
         Optional[str],
         typer.Option(
@@ -524,12 +577,8 @@ def pull_command(
             "(default textile); an existing value is never overwritten.",
         ),
     ] = None,
-    timeout: Annotated[
-        float, typer.Option("--timeout", min=0.1, help="Read timeout per request, seconds.")
-    ] = RetryPolicy.read_timeout_s,
-    retries: Annotated[
-        int, typer.Option("--retries", min=1, help="Attempts per request, first included.")
-    ] = RetryPolicy.attempts,
+    timeout: Annotated[float, TimeoutOption] = RetryPolicy.read_timeout_s,
+    retries: Annotated[int, RetriesOption] = RetryPolicy.attempts,
     state: Annotated[
         Optional[str],
         typer.Option(
@@ -553,32 +602,16 @@ def pull_command(
     """
     if text_format is not None and text_format not in pulling.TEXT_FORMATS:
         raise usage_error(f"--text-format must be one of {', '.join(pulling.TEXT_FORMATS)}")
+    arguments = pull_arguments(
+        project, full, concurrency, include_private, full_every, overlap, lookups_max_age, text_format, retries, timeout
+    )
     if state is not None:
-        arguments = syncing.PullArguments(
-            projects=tuple(project or ()), full=full, concurrency=concurrency, include_private=include_private,
-            full_every=full_every, overlap_s=overlap, lookups_max_age_s=lookups_max_age, text_format=text_format,
-            policy=RetryPolicy(attempts=retries, read_timeout_s=timeout),
-        )
         aws = publishing.AwsSettings(endpoint_url, region, profile)
         run_pull_with_state_command(
             url, snapshot_dir, read_api_key(api_key_file), arguments, state, aws, threads, lease_seconds, json_output
         )
         return
-    report = pull_with_progress(
-        show_progress=not json_output,
-        url=url,
-        snapshot_dir=snapshot_dir,
-        api_key=read_api_key(api_key_file),
-        projects=project or None,
-        full=full,
-        concurrency=concurrency,
-        include_private=include_private,
-        full_every=full_every,
-        overlap_s=overlap,
-        lookups_max_age_s=lookups_max_age,
-        text_format=text_format,
-        policy=RetryPolicy(attempts=retries, read_timeout_s=timeout),
-    )
+    report = pull_with_progress(not json_output, url, snapshot_dir, read_api_key(api_key_file), arguments)
     print_pull_report(report, json_output)
     if not report.ok:
         raise typer.Exit(1)
@@ -643,7 +676,7 @@ def read_verify_inputs(
     retrieval: Path, answer: Path | None, contexts: list[Path]
 ) -> tuple[list[verifying.Chunk], verifying.Answer, list[verifying.Chunk], list[str]]:
     """All input files, or exit: 2 for a missing file, an unreadable file, malformed JSON or an unknown shape."""
-    try:
+    with input_errors():
         shape, chunks = load_retrieval(retrieval)
         if answer is None and shape != "retrieve_and_generate":
             raise usage_error("--answer is required unless --retrieval is a RetrieveAndGenerate response")
@@ -654,11 +687,26 @@ def read_verify_inputs(
             more_chunks, text = load_context(path)
             context_chunks += more_chunks
             context_texts += [text] if text else []
+    return chunks, parsed_answer, context_chunks, context_texts
+
+
+@contextlib.contextmanager
+def input_errors() -> Iterator[None]:
+    """Exit 2 for an input file that is missing, unreadable, malformed or of an unknown shape."""
+    try:
+        yield
     except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         raise usage_error(f"{exc.filename}: {exc.strerror}") from None
     except InputError as exc:
         raise usage_error(str(exc)) from None
-    return chunks, parsed_answer, context_chunks, context_texts
+
+
+def write_html(path: Path, html: str) -> None:
+    """The --html report, atomically; an unwritable path is a usage error (exit 2), not a traceback."""
+    try:
+        write_atomic(path, html.encode("utf-8"))
+    except OSError as exc:
+        raise usage_error(f"--html {path}: {exc.strerror or exc}") from None
 
 
 def print_verify_report(report: verifying.VerifyReport) -> None:
@@ -744,10 +792,7 @@ def verify_command(
         options=options,
     )
     if html_file is not None:
-        try:
-            write_atomic(html_file, render_report(report).encode("utf-8"))
-        except OSError as exc:
-            raise usage_error(f"--html {html_file}: {exc.strerror or exc}") from None
+        write_html(html_file, render_report(report))
     if json_output:
         print_json(report.to_json())
     else:
@@ -788,12 +833,8 @@ def eval_command(
     critical finding, or if --min-grounding / --max-phantom-rate are not met; 2 for a usage error.
     """
     options = verify_settings(uri_pattern, quote_threshold, grounding_threshold, "flag", on_empty)
-    try:
+    with input_errors():
         cases, errors = load_cases(cases_file)
-    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-        raise usage_error(f"{exc.filename}: {exc.strerror}") from None
-    except InputError as exc:
-        raise usage_error(str(exc)) from None
     summary = evaluate(cases, errors, options)
     if json_output:
         print_json(summary.to_json())
@@ -811,8 +852,7 @@ def eval_command(
 
 def print_eval_summary(summary: EvalSummary) -> None:
     for error in summary.errors:
-        err_console.print("[red]error:[/red] ", end="", highlight=False)
-        err_console.print(error, markup=False, highlight=False)
+        print_problem("error", error)
     for result in summary.results:
         kinds = ", ".join(sorted({f.kind for f in result.report.findings})) or "no findings"
         console.print(
@@ -908,7 +948,7 @@ def stats_command(
     except SnapshotError as exc:
         raise usage_error(str(exc)) from None
     if html is not None:
-        write_atomic(html, render_html(report).encode("utf-8"))
+        write_html(html, render_html(report))
     if json_output:
         print_json(report)
     else:
@@ -920,10 +960,9 @@ def stats_command(
 def print_stats_report(report: dict[str, Any]) -> None:
     tokenizer = report["tokenizer"]
     if tokenizer["fallback_reason"]:
-        err_console.print(f"[yellow]note:[/yellow] using approx tokens: {tokenizer['fallback_reason']}", highlight=False)
+        print_problem("note", f"using approx tokens: {tokenizer['fallback_reason']}")
     for error in report["errors"]:
-        err_console.print("[red]error:[/red] ", end="", highlight=False)
-        err_console.print(error["message"], markup=False, highlight=False)
+        print_problem("error", error["message"])
     overhead = report["overhead"]
     console.print(
         f"stats: {report['source']['documents']} documents ({report['source']['kind']} {report['source']['path']}), tokenizer {tokenizer['name']}",
@@ -956,7 +995,7 @@ def print_stats_report(report: dict[str, Any]) -> None:
     problems = {name: finding["count"] for name, finding in report["limits"].items() if finding["count"]}
     console.print("limits: " + (", ".join(f"{name.replace('_', ' ')} {count}" for name, count in problems.items()) or "all within limits"), highlight=False)
     for failure in report["gates"]["failures"]:
-        err_console.print(f"[red]gate failed:[/red] {failure}", highlight=False)
+        print_problem("gate failed", failure)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -970,12 +1009,6 @@ StateOption = Annotated[
         help="Keep the sync state (cursor, checksums, raw issues) at s3://bucket/prefix/ or a local folder, outside "
         "the documents' prefix, so a run on an empty disk stays incremental; exit code 3 when another run holds "
         "the state (see README, scheduled sync).",
-    ),
-]
-LeaseSecondsOption = Annotated[
-    Optional[float],
-    typer.Option(
-        "--lease-seconds", min=1, help="With an S3 --state: how long a run's write lease lasts before another run may take it."
     ),
 ]
 
@@ -997,44 +1030,34 @@ def sync_command(
     url: Annotated[Optional[str], typer.Option("--url", help="Redmine base URL (or REDMINE_URL).")] = None,
     snapshot: Annotated[Optional[Path], typer.Option("--snapshot", help="Snapshot folder pull keeps up to date.")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Output folder transform writes and upload publishes.")] = None,
-    project: Annotated[
-        Optional[list[str]], typer.Option("--project", help="Only this project (identifier or id). Repeatable.")
-    ] = None,
+    project: Annotated[Optional[list[str]], ProjectOption] = None,
     full: Annotated[Optional[bool], switch("full", "Full listing (removes deleted/hidden issues) and fresh lookups.")] = None,
-    concurrency: Annotated[Optional[int], typer.Option("--concurrency", min=1, max=64, help="Issues fetched at once.")] = None,
+    concurrency: Annotated[Optional[int], ConcurrencyOption] = None,
     include_private: Annotated[
         Optional[bool], switch("include-private", "Keep private issues and private notes (pull and transform).")
     ] = None,
     api_key_file: Annotated[
         Optional[Path], typer.Option("--api-key-file", help="File holding the Redmine API key (default: $REDMINE_API_KEY).")
     ] = None,
-    full_every: Annotated[Optional[int], typer.Option("--full-every", min=0, help="Every K-th run lists everything.")] = None,
-    overlap: Annotated[Optional[float], typer.Option("--overlap", min=0, help="Seconds re-listed before the cursor.")] = None,
-    lookups_max_age: Annotated[
-        Optional[float], typer.Option("--lookups-max-age", min=0, help="Seconds before lookups are refreshed.")
-    ] = None,
+    full_every: Annotated[Optional[int], FullEveryOption] = None,
+    overlap: Annotated[Optional[float], OverlapOption] = None,
+    lookups_max_age: Annotated[Optional[float], LookupsMaxAgeOption] = None,
     text_format: Annotated[
         Optional[str], typer.Option("--text-format", help="Redmine text format: textile or common_mark.")
     ] = None,
-    timeout: Annotated[Optional[float], typer.Option("--timeout", min=0.1, help="Redmine read timeout, seconds.")] = None,
-    retries: Annotated[Optional[int], typer.Option("--retries", min=1, help="Attempts per Redmine request.")] = None,
+    timeout: Annotated[Optional[float], TimeoutOption] = None,
+    retries: Annotated[Optional[int], RetriesOption] = None,
     sidecars: Annotated[Optional[bool], switch("sidecars", "Write Bedrock .metadata.json sidecars.")] = None,
-    sidecar_schema: Annotated[
-        Optional[str], typer.Option("--sidecar-schema", help="Sidecar attribute shape: simple or typed.")
-    ] = None,
-    layout: Annotated[Optional[str], typer.Option("--layout", help="flat or by-project.")] = None,
-    lang: Annotated[Optional[str], typer.Option("--lang", help="Document labels: ja or en.")] = None,
-    label: Annotated[Optional[str], typer.Option("--label", help="Ticket label in titles and anchors.")] = None,
+    sidecar_schema: Annotated[Optional[str], SidecarSchemaOption] = None,
+    layout: Annotated[Optional[str], LayoutOption] = None,
+    lang: Annotated[Optional[str], LangOption] = None,
+    label: Annotated[Optional[str], LabelOption] = None,
     anchor_basic_info: Annotated[
         Optional[bool], switch("anchor-basic-info", "Also anchor the basic-info section.")
     ] = None,
-    max_gap_tokens: Annotated[
-        Optional[int], typer.Option("--max-gap-tokens", min=1, help="Extra anchor after this many tokens without one.")
-    ] = None,
-    timezone: Annotated[Optional[str], typer.Option("--timezone", help="Time zone for dates in documents.")] = None,
-    max_text_bytes: Annotated[
-        Optional[int], typer.Option("--max-text-bytes", min=1, help="Larger texts fail their ticket.")
-    ] = None,
+    max_gap_tokens: Annotated[Optional[int], MaxGapTokensOption] = None,
+    timezone: Annotated[Optional[str], TimezoneOption] = None,
+    max_text_bytes: Annotated[Optional[int], MaxTextBytesOption] = None,
     delete: Annotated[Optional[bool], switch("delete", "Delete remote objects with no local counterpart.")] = None,
     max_delete: MaxDeleteOption = None,
     force: Annotated[Optional[bool], switch("force", "Delete even beyond --max-delete.")] = None,
@@ -1067,26 +1090,20 @@ def sync_command(
         settings["max_gap_tokens"], settings["text_format"], settings["timezone"], settings["sidecars"],
         settings["sidecar_schema"], settings["layout"], settings["max_text_bytes"],
     )
+    arguments = pull_arguments(
+        settings["project"], settings["full"], settings["concurrency"], settings["include_private"],
+        settings["full_every"], settings["overlap"], settings["lookups_max_age"], settings["text_format"],
+        settings["retries"], settings["timeout"],
+    )
     if settings["state"]:
-        run_stateless_sync_command(settings, transform_settings, publish_settings, json_output)
+        run_stateless_sync_command(settings, arguments, transform_settings, publish_settings, json_output)
         return
     snapshot_dir: Path = settings["snapshot"]
     out_dir: Path = settings["out"]
-
+    aws = publishing.AwsSettings(settings["endpoint_url"], settings["region"], settings["profile"])
+    destination = open_destination(out_dir, settings["dest"], publish_settings, aws, settings["start_ingestion"])
     pull_report = pull_with_progress(
-        show_progress=not json_output,
-        url=settings["url"],
-        snapshot_dir=snapshot_dir,
-        api_key=read_api_key(settings["api_key_file"]),
-        projects=settings["project"] or None,
-        full=settings["full"],
-        concurrency=settings["concurrency"],
-        include_private=settings["include_private"],
-        full_every=settings["full_every"],
-        overlap_s=settings["overlap"],
-        lookups_max_age_s=settings["lookups_max_age"],
-        text_format=settings["text_format"],
-        policy=RetryPolicy(attempts=settings["retries"], read_timeout_s=settings["timeout"]),
+        not json_output, settings["url"], snapshot_dir, read_api_key(settings["api_key_file"]), arguments
     )
     # The snapshot stays consistent even when some issues failed (they keep their previous copy),
     # so transform and upload still run; the exit code reports the failure.
@@ -1094,12 +1111,7 @@ def sync_command(
         transform_report = transforming.transform_snapshot(snapshot_dir, out_dir, transform_settings)
     except SnapshotError as error:
         raise usage_error(str(error)) from None
-    local_objects, local_failures = publishing.scan_folder(out_dir)
-    aws = publishing.AwsSettings(settings["endpoint_url"], settings["region"], settings["profile"])
-    upload_report = run_publish(
-        out_dir, local_objects, local_failures, settings["dest"], publish_settings, aws,
-        settings["start_ingestion"], json_output,
-    )
+    upload_report = run_publish(out_dir, destination, publish_settings, json_output)
     ok = pull_report.ok and not transform_report.failed and upload_report.ok
     if json_output:
         print_json(
@@ -1130,7 +1142,7 @@ def state_run_exit_codes() -> Iterator[None]:
     try:
         yield
     except states.StateConflict as conflict:
-        err_console.print(f"[yellow]stopped:[/yellow] {escape(str(conflict))}", highlight=False)
+        print_problem("stopped", str(conflict))
         raise typer.Exit(CONFLICT_EXIT_CODE) from None
     except (states.StateError, pulling.PullError, SnapshotError) as error:
         raise usage_error(str(error)) from None
@@ -1138,6 +1150,7 @@ def state_run_exit_codes() -> Iterator[None]:
 
 def run_stateless_sync_command(
     settings: syncing.ResolvedSettings,
+    arguments: syncing.PullArguments,
     transform_settings: transforming.TransformOptions,
     publish_settings: publishing.PublishSettings,
     json_output: bool,
@@ -1159,12 +1172,6 @@ def run_stateless_sync_command(
         ingestion = publishing.parse_ingestion_target(settings["start_ingestion"]) if settings["start_ingestion"] else None
     except publishing.PublishError as error:
         raise usage_error(str(error)) from None
-    arguments = syncing.PullArguments(
-        projects=tuple(settings["project"] or ()), full=settings["full"], concurrency=settings["concurrency"],
-        include_private=settings["include_private"], full_every=settings["full_every"], overlap_s=settings["overlap"],
-        lookups_max_age_s=settings["lookups_max_age"], text_format=settings["text_format"],
-        policy=RetryPolicy(attempts=settings["retries"], read_timeout_s=settings["timeout"]),
-    )
     api_key = read_api_key(settings["api_key_file"])
     with tempfile.TemporaryDirectory(prefix="anchorkit-sync-") as scratch, state_run_exit_codes():
         report = syncing.run_sync(
@@ -1175,11 +1182,9 @@ def run_stateless_sync_command(
         )
     ingestion_job = None
     if ingestion is not None and report.ok:
-        ingestion_report = publishing.PublishReport(report.destination, publishing.Plan(), dry_run=False)
-        publishing.ingest_after(ingestion_report, lambda: session.client("bedrock-agent"), *ingestion)
-        ingestion_job = ingestion_report.ingestion_job
-        if ingestion_report.ingestion_error:
-            report.failures.append(publishing.Failure("--start-ingestion", ingestion_report.ingestion_error))
+        ingestion_job, error = publishing.try_start_ingestion(lambda: session.client("bedrock-agent"), *ingestion)
+        if error:
+            report.failures.append(publishing.Failure("--start-ingestion", error))
     print_stateless_sync_report(report, ingestion_job, json_output)
     if not report.ok:
         raise typer.Exit(1)
@@ -1201,14 +1206,13 @@ def print_stateless_sync_report(
         highlight=False,
         markup=False,
     )
-    if ingestion_job:
-        console.print(f"ingestion job {ingestion_job['ingestion_job_id']} ({ingestion_job['status']})", highlight=False)
+    print_ingestion_job(ingestion_job)
     if report.refused:
-        err_console.print(f"[red]refused:[/red] {escape(report.refused)}", highlight=False)
+        print_problem("refused", report.refused)
     for failure in report.transform_failures:
-        err_console.print(f"[red]failed:[/red] {escape(failure.message)}", highlight=False)
+        print_problem("failed", failure.message)
     for failure in report.failures:
-        err_console.print(f"[red]failed:[/red] {escape(failure.key)}: {escape(failure.error)}", highlight=False)
+        print_problem("failed", f"{failure.key}: {failure.error}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1257,4 +1261,4 @@ def print_state_pull_report(report: syncing.StatePullReport, json_output: bool) 
         markup=False,
     )
     for failure in report.failures:
-        err_console.print(f"[red]failed:[/red] {escape(failure.key)}: {escape(failure.error)}", highlight=False)
+        print_problem("failed", f"{failure.key}: {failure.error}")

@@ -189,10 +189,7 @@ def content_markdown(text: str, fmt: str, link_issues: str | None = None) -> str
     Converted from Redmine's format; headings demoted below the document's levels; fences and
     HTML blocks left open are closed; lines shaped like anchors or titles neutralised.
     """
-    markdown = to_markdown(text, fmt, link_issues=link_issues).strip("\n")
-    if COMPLEX_LINE.search(markdown) or _ANY_HEADING.search(markdown):
-        markdown = _contain(markdown)
-    return neutralize_forgeries(markdown)
+    return neutralize_forgeries(_contain(to_markdown(text, fmt, link_issues=link_issues).strip("\n")))
 
 
 def text_format_at(setting: str | tuple[tuple[str, str], ...], created_on: str | None) -> str:
@@ -223,9 +220,13 @@ _SENTINEL = "anchorkit-end-of-content"
 
 
 def _contain(markdown: str) -> str:
-    if not COMPLEX_LINE.search(markdown) and all(m[0][0] == "#" for m in _ANY_HEADING.finditer(markdown)):
-        return _demote_top_level_headings(markdown)
-    return _contain_parsed(markdown)
+    """Headings demoted and constructs left open closed, by the cheapest way exact for this text."""
+    if COMPLEX_LINE.search(markdown):
+        return _contain_parsed(markdown)
+    heading_starts = {m[0][0] for m in _ANY_HEADING.finditer(markdown)}
+    if not heading_starts:
+        return markdown  # no heading to demote, and without COMPLEX_LINEs nothing can be left open
+    return _demote_top_level_headings(markdown) if heading_starts == {"#"} else _contain_parsed(markdown)
 
 
 def _demote_top_level_headings(markdown: str) -> str:
@@ -363,7 +364,9 @@ def _details(issue: dict[str, Any], options: RenderOptions) -> str:
     return "\n".join(f"- {name}: {value}" for name, value in rows if name and value)
 
 
-_INVERSE_RELATION = {"duplicates": "duplicated", "blocks": "blocked", "precedes": "follows", "copied_to": "copied_from"}
+_RELATION_PAIRS = {"duplicates": "duplicated", "blocks": "blocked", "precedes": "follows", "copied_to": "copied_from"}
+# Both directions: seen from the other issue, "blocks" reads "blocked" and "blocked" reads "blocks".
+_INVERSE_RELATION = _RELATION_PAIRS | {inverse: kind for kind, inverse in _RELATION_PAIRS.items()}
 
 
 def _relation(relation: dict[str, Any], ticket_id: int, options: RenderOptions) -> str:
@@ -372,7 +375,7 @@ def _relation(relation: dict[str, Any], ticket_id: int, options: RenderOptions) 
     if other == ticket_id:
         # Redmine lists a relation on both issues with the same direction; seen from the target it is the inverse.
         other = relation.get("issue_id")
-        kind = _INVERSE_RELATION.get(kind, {v: k for k, v in _INVERSE_RELATION.items()}.get(kind, kind))
+        kind = _INVERSE_RELATION.get(kind, kind)
     return f"{_relation_label(kind, options)} #{other}"
 
 

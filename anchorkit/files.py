@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Literal
 
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 
@@ -43,15 +44,23 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def write_if_changed(path: Path, data: bytes) -> bool:
+def sync_file(path: Path, data: bytes, *, check: bool = False) -> Literal["created", "changed", "unchanged"]:
     """Atomically write ``data`` unless ``path`` already holds exactly these bytes.
 
-    Returns True when the file was (re)written.
+    Says what the file needed: "created", "changed" or "unchanged". With ``check`` nothing is
+    written, only compared (for a dry run).
     """
     try:
-        if path.read_bytes() == data:
-            return False
+        current: bytes | None = path.read_bytes()
     except FileNotFoundError:
-        pass
-    write_atomic(path, data)
-    return True
+        current = None
+    if current == data:
+        return "unchanged"
+    if not check:
+        write_atomic(path, data)
+    return "created" if current is None else "changed"
+
+
+def write_if_changed(path: Path, data: bytes) -> bool:
+    """``sync_file`` for callers that only need to know whether the file was (re)written."""
+    return sync_file(path, data) != "unchanged"

@@ -32,8 +32,8 @@ from typing import Any, Literal, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 
 from anchorkit.files import write_atomic
+from anchorkit.sidecar import SIDECAR_SUFFIX
 
-SIDECAR_SUFFIX = ".metadata.json"
 # Stored as the user metadata header `x-amz-meta-anchorkit-sha256`.
 CHECKSUM_METADATA_KEY = "anchorkit-sha256"
 DEFAULT_THREADS = 16
@@ -47,6 +47,9 @@ CONTENT_TYPES = {
     ".md": "text/markdown; charset=utf-8",
 }
 FALLBACK_CONTENT_TYPE = "application/octet-stream"
+# S3 error codes: the object is not there; a conditional write (If-Match / If-None-Match) lost.
+MISSING_CODES = {"404", "NoSuchKey", "NotFound"}
+PRECONDITION_CODES = {"412", "PreconditionFailed", "ConditionalRequestConflict"}
 
 
 class PublishError(Exception):
@@ -55,6 +58,10 @@ class PublishError(Exception):
 
 class InvalidKey(ValueError):
     """An object key that could escape the prefix or confuse a consumer."""
+
+
+def error_code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -234,7 +241,7 @@ class S3Target:
         try:
             head = self.client.head_object(Bucket=self.location.bucket, Key=self.full_key(key))
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") in {"404", "NoSuchKey", "NotFound"}:
+            if error_code(error) in MISSING_CODES:
                 return None
             raise
         value: str | None = head.get("Metadata", {}).get(CHECKSUM_METADATA_KEY)
@@ -774,6 +781,17 @@ def start_ingestion(bedrock_agent_client: Any, knowledge_base_id: str, data_sour
     return {"ingestion_job_id": job["ingestionJobId"], "status": job["status"]}
 
 
+def try_start_ingestion(
+    client_factory: Callable[[], Any], knowledge_base_id: str, data_source_id: str
+) -> tuple[dict[str, str] | None, str | None]:
+    """Start an ingestion job: (the job, None), or (None, why it could not start); never raises."""
+    try:
+        # The client is made here so that a missing region is reported like any other failure.
+        return start_ingestion(client_factory(), knowledge_base_id, data_source_id), None
+    except Exception as error:  # returned: the caller reports it in the summary and the exit code
+        return None, describe_error(error)
+
+
 def ingest_after(
     report: PublishReport, bedrock_agent_client: Callable[[], Any], knowledge_base_id: str, data_source_id: str
 ) -> None:
@@ -784,8 +802,6 @@ def ingest_after(
     """
     if report.dry_run or not report.ok:
         return
-    try:
-        # The client is made here so that a missing region is reported like any other failure.
-        report.ingestion_job = start_ingestion(bedrock_agent_client(), knowledge_base_id, data_source_id)
-    except Exception as error:  # reported in the summary and the exit code
-        report.ingestion_error = describe_error(error)
+    report.ingestion_job, report.ingestion_error = try_start_ingestion(
+        bedrock_agent_client, knowledge_base_id, data_source_id
+    )

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 
 from anchorkit import snapshot
 from anchorkit.redmine import RedmineClient, RedmineError, RetryPolicy
+from anchorkit.textformat import TEXT_FORMATS
 
 DEFAULT_CONCURRENCY = 4
 DEFAULT_FULL_EVERY = 10
@@ -37,7 +38,6 @@ DEFAULT_FULL_EVERY = 10
 # issues updated while a listing was under way (an incremental listing takes seconds).
 DEFAULT_OVERLAP_S = 120
 DEFAULT_LOOKUPS_MAX_AGE_S = 24 * 3600
-TEXT_FORMATS = ("textile", "common_mark")
 DEFAULT_TEXT_FORMAT = "textile"
 REDMINE_TIME = "%Y-%m-%dT%H:%M:%SZ"
 LOCK_FILE = ".pull.lock"
@@ -61,7 +61,6 @@ class PullReport:
     listed: int = 0
     fetched: int = 0
     unchanged: int = 0
-    removed: int = 0
     removed_ids: list[int] = field(default_factory=list)  # stored issues dropped (deleted, hidden, private)
     written_ids: list[int] = field(default_factory=list)  # issue files (re)written: new bytes on disk
     skipped_private: int = 0
@@ -82,11 +81,16 @@ class PullReport:
         return not self.failed and not self.errors
 
     @property
+    def removed(self) -> int:
+        return len(self.removed_ids)
+
+    @property
     def failed_ids(self) -> list[int]:
         return sorted(f.issue_id for f in self.failed)
 
     def to_json(self) -> dict[str, Any]:
         payload = asdict(self)
+        payload["removed"] = self.removed
         payload["failed_ids"] = self.failed_ids
         payload["ok"] = self.ok
         return payload
@@ -320,7 +324,6 @@ class Puller:
         # Issues stored elsewhere (a sync state) count as stored although their files are not here.
         self.known = dict(known or {})
         self.stored_ids = snapshot.stored_issue_ids(snapshot_dir) | set(self.known)
-        self.visible_ids: set[int] = set()
         self.listed_projects: set[int] = set()
         self.listed_updated_on: dict[int, str] = {}
         self.futures: list[Future[IssueOutcome]] = []
@@ -355,14 +358,12 @@ class Puller:
             return
         updated_on = str(summary.get("updated_on") or "")
         self.listed_updated_on[issue_id] = updated_on
-        self.visible_ids.add(issue_id)
         self.report.listed += 1
         if isinstance(summary.get("project"), dict) and isinstance(summary["project"].get("id"), int):
             self.listed_projects.add(summary["project"]["id"])
         if summary.get("is_private") and not self.include_private:
             self.report.skipped_private += 1
-            if self.forget(issue_id):
-                self.report.removed += 1
+            self.forget(issue_id)
             return
         if issue_id in self.stored_ids and not self.refetch_all:
             stamp = self.stamp_of(issue_id)
@@ -380,13 +381,11 @@ class Puller:
         """The stored copy's stamp: the file when present, else what the caller said it has stored."""
         return snapshot.stored_stamp(self.snapshot_dir, issue_id) or self.known.get(issue_id)
 
-    def forget(self, issue_id: int) -> bool:
-        """Drop a stored issue (file and all); True if it was stored, and then its id is reported."""
-        was_stored = snapshot.remove_issue(self.snapshot_dir, issue_id) or issue_id in self.known
-        if was_stored:
+    def forget(self, issue_id: int) -> None:
+        """Drop a stored issue (file and all); if it was stored, its id is reported as removed."""
+        if snapshot.remove_issue(self.snapshot_dir, issue_id) or issue_id in self.known:
             with self.lock:
                 self.report.removed_ids.append(issue_id)
-        return was_stored
 
     def tick(self, _: Future[IssueOutcome]) -> None:
         with self.lock:
@@ -441,16 +440,13 @@ class Puller:
             elif outcome.status == "private":
                 self.report.fetched += 1
                 self.report.skipped_private += 1
-                self.report.removed += int(outcome.issue_id in self.stored_ids)
-            else:  # gone
-                self.report.removed += int(outcome.issue_id in self.stored_ids)
         return seen, failed_stamps
 
     # -- deletions -------------------------------------------------------------------------------
 
     def remove_unlisted(self, in_scope: Callable[[int], bool]) -> None:
         """After a complete full listing: stored issues Redmine no longer shows us were deleted or hidden."""
-        unlisted = [i for i in sorted(self.stored_ids - self.visible_ids) if in_scope(i)]
+        unlisted = [i for i in sorted(self.stored_ids.difference(self.listed_updated_on)) if in_scope(i)]
         if not unlisted:
             return
         # Redmine answers an unknown key as if anonymous, and anonymous sees little: a mistyped key must
@@ -468,8 +464,7 @@ class Puller:
             )
             return
         for issue_id in unlisted:
-            if self.forget(issue_id):
-                self.report.removed += 1
+            self.forget(issue_id)
 
 
 @dataclass(frozen=True)

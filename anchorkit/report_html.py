@@ -11,7 +11,7 @@ import html
 import json
 from collections.abc import Iterable
 
-from anchorkit.verify import Chunk, Finding, VerifyReport, mentioned_ids
+from anchorkit.verify import Chunk, Finding, Severity, VerifyReport, mentioned_ids
 
 _STYLE = """
 body{font-family:system-ui,"Hiragino Sans","Noto Sans JP",sans-serif;max-width:54rem;margin:2rem auto;
@@ -28,6 +28,8 @@ table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:.2rem .5rem;t
 """
 _EXCERPT_CHARS = 600
 _FLAG_RANK = {"ok": 0, "drift": 1, "phantom": 2}
+# The CSS class a finding is shown with, by severity (info findings are not highlighted).
+_SEVERITY_CLASS: dict[Severity, str] = {"critical": "phantom", "warning": "drift", "info": ""}
 
 
 def _e(text: object) -> str:
@@ -93,7 +95,7 @@ def _claims_html(report: VerifyReport, references: _References, phantom_ids: set
                 f'<sup><a class="{flag}" href="#ref-{number}" title="{_e(tooltip)}">[{number}]{_e(label)}</a></sup>'
             )
         badges = "".join(
-            f'<span class="badge {"phantom" if f.severity == "critical" else "drift"}" title="{_e(f.message)}">'
+            f'<span class="badge {_SEVERITY_CLASS[f.severity]}" title="{_e(f.message)}">'
             f"{_e(f.kind)}</span>"
             for f in findings
             if f.citation is None
@@ -138,7 +140,7 @@ def _references_html(report: VerifyReport, references: _References) -> list[str]
 
 def _findings_html(findings: Iterable[Finding]) -> list[str]:
     rows = [
-        f'<tr class="{"phantom" if f.severity == "critical" else "drift" if f.severity == "warning" else ""}">'
+        f'<tr class="{_SEVERITY_CLASS[f.severity]}">'
         f"<td>{_e(f.severity)}</td><td>{_e(f.kind)}</td>"
         f"<td>{_e('' if f.claim is None else f.claim + 1)}</td><td>{_e(f.message)}</td></tr>"
         for f in findings

@@ -22,6 +22,8 @@ MAX_STRING_CHARS = 2048
 MAX_LIST_ITEMS = 10
 RESERVED_PREFIX = "x-amz-bedrock-kb-"
 SCHEMAS = ("simple", "typed")
+# A document's sidecar is the document's path plus this suffix (Bedrock's naming rule).
+SIDECAR_SUFFIX = ".metadata.json"
 
 # Built-in attributes that may be dropped, most important first (ticket_id is never dropped).
 _OPTIONAL_ORDER = (
@@ -45,8 +47,7 @@ _OPTIONAL_ORDER = (
 
 def build_sidecar(issue: dict[str, Any], lookups: Lookups, schema: str = "simple") -> tuple[bytes, list[str]]:
     """The sidecar's bytes and the warnings about what had to be truncated or dropped."""
-    if schema not in SCHEMAS:
-        raise ValueError(f"unknown sidecar schema {schema!r} (expected one of {', '.join(SCHEMAS)})")
+    check_schema(schema)
     ticket = f"#{issue['id']}"
     warnings: list[str] = []
     attributes = {key: _fit(key, value, ticket, warnings) for key, value in _attributes(issue, lookups).items()}
@@ -60,6 +61,12 @@ def build_sidecar(issue: dict[str, Any], lookups: Lookups, schema: str = "simple
         del attributes[dropped]
         warnings.append(f"{ticket}: sidecar over {MAX_FILE_BYTES} bytes, dropped attribute {dropped!r}")
     return data, warnings
+
+
+def check_schema(schema: str) -> None:
+    """Raise ValueError, naming the known schemas, unless ``schema`` is one of them."""
+    if schema not in SCHEMAS:
+        raise ValueError(f"unknown sidecar schema {schema!r} (expected one of {', '.join(SCHEMAS)})")
 
 
 def _attributes(issue: dict[str, Any], lookups: Lookups) -> dict[str, Value]:

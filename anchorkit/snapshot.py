@@ -28,11 +28,16 @@ def iter_issue_paths(snapshot_dir: Path) -> Iterator[Path]:
     issues_dir = snapshot_dir / ISSUES_DIR
     if not issues_dir.is_dir():
         raise SnapshotError(f"{issues_dir}: not a snapshot (no {ISSUES_DIR}/ folder)")
-    # Names, not Path objects, until needed: a 100,000-ticket snapshot would hold 100,000 Paths.
-    names = [entry.name for entry in os.scandir(issues_dir) if entry.name.endswith(".json") and not entry.name.startswith(".")]
-    names.sort(key=lambda name: (not name[:-5].isdigit(), int(name[:-5]) if name[:-5].isdigit() else 0, name))
-    for name in names:
-        yield issues_dir / name
+    for stem in sorted(_issue_file_stems(issues_dir), key=_id_order):
+        yield issues_dir / f"{stem}.json"
+
+
+def _issue_file_stems(issues_dir: Path) -> list[str]:
+    """The names of the visible ``.json`` files in ``issues_dir`` without the suffix (hidden ones are
+    the temporary files of interrupted writes). Strings, not Path objects: a 100,000-ticket snapshot
+    would hold 100,000 Paths."""
+    with os.scandir(issues_dir) as entries:
+        return [entry.name[:-5] for entry in entries if entry.name.endswith(".json") and not entry.name.startswith(".")]
 
 
 def read_json(path: Path) -> Any:
@@ -49,6 +54,8 @@ def read_json(path: Path) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise SnapshotError(f"{path}: malformed JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    except RecursionError:  # e.g. 100,000 "[": the parser gives up before it finds anything malformed
+        raise SnapshotError(f"{path}: JSON nested too deeply") from None
 
 
 def load_issue(path: Path) -> dict[str, Any]:
@@ -138,7 +145,7 @@ def stored_issue_ids(snapshot_dir: Path) -> set[int]:
     issues_dir = snapshot_dir / ISSUES_DIR
     if not issues_dir.is_dir():
         return set()
-    return {int(p.stem) for p in issues_dir.iterdir() if p.suffix == ".json" and p.stem.isdigit()}
+    return {int(stem) for stem in _issue_file_stems(issues_dir) if stem.isdigit()}
 
 
 def stored_stamp(snapshot_dir: Path, issue_id: int) -> StoredStamp | None:
@@ -168,7 +175,7 @@ def remove_stale_temp_files(snapshot_dir: Path) -> int:
 
 def write_lookups(snapshot_dir: Path, lookups: dict[str, dict[str, dict[str, Any]]]) -> bool:
     """Store ``lookups.json`` with tables and ids sorted, so an unchanged lookup leaves the file untouched."""
-    ordered = {table: dict(sorted(rows.items(), key=_id_order)) for table, rows in sorted(lookups.items())}
+    ordered = {table: dict(sorted(rows.items(), key=lambda row: _id_order(row[0]))) for table, rows in sorted(lookups.items())}
     return write_if_changed(snapshot_dir / LOOKUPS_FILE, encode_json(ordered))
 
 
@@ -176,6 +183,6 @@ def write_state(snapshot_dir: Path, state: dict[str, Any]) -> bool:
     return write_if_changed(snapshot_dir / STATE_FILE, encode_json(dict(sorted(state.items()))))
 
 
-def _id_order(item: tuple[str, Any]) -> tuple[bool, int, str]:
-    key = item[0]
+def _id_order(key: str) -> tuple[bool, int, str]:
+    """Numeric ids in numeric order first, then any other names in text order."""
     return (not key.isdigit(), int(key) if key.isdigit() else 0, key)

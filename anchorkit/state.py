@@ -34,10 +34,13 @@ from botocore.exceptions import ClientError
 
 from anchorkit.files import write_atomic
 from anchorkit.publish import (
+    MISSING_CODES,
+    PRECONDITION_CODES,
     AwsSettings,
     PublishError,
     PublishSettings,
     S3Location,
+    error_code,
     make_s3_client,
     make_session,
     validate_key,
@@ -48,8 +51,6 @@ ISSUES_FOLDER = "issues"
 LEASE_NAME = "lease.json"
 LOCK_NAME = ".sync.lock"
 DEFAULT_LEASE_SECONDS = 3600.0
-MISSING_CODES = {"404", "NoSuchKey", "NotFound"}
-PRECONDITION_CODES = {"412", "PreconditionFailed", "ConditionalRequestConflict"}
 
 
 class StateError(Exception):
@@ -58,10 +59,6 @@ class StateError(Exception):
 
 class StateConflict(StateError):
     """Another sync holds or changed the state; this run stopped without writing anything more."""
-
-
-def error_code(error: ClientError) -> str:
-    return str(error.response.get("Error", {}).get("Code", ""))
 
 
 def encode_manifest(manifest: dict[str, Any]) -> bytes:
@@ -89,8 +86,6 @@ class StateStore(Protocol):
     def read_manifest(self) -> dict[str, Any] | None: ...
 
     def begin_writes(self) -> None: ...
-
-    def end_writes(self) -> None: ...
 
     def get_issue(self, issue_id: int) -> bytes | None: ...
 
@@ -130,9 +125,6 @@ class LocalStateStore:
 
     def begin_writes(self) -> None:
         """Nothing to do: the lock taken by ``session`` already excludes every other run."""
-
-    def end_writes(self) -> None:
-        """Nothing to do: the lock is released when the session ends."""
 
     def issue_path(self, issue_id: int) -> Path:
         return self.root / ISSUES_FOLDER / f"{int(issue_id)}.json"
@@ -182,7 +174,7 @@ class S3StateStore:
         try:
             yield
         finally:
-            self.end_writes()
+            self._end_writes()
 
     def _get(self, name: str) -> tuple[bytes, str] | None:
         try:
@@ -234,7 +226,7 @@ class S3StateStore:
                 raise
             self.lease = self._take_over_expired_lease()
         if self._manifest_moved():
-            self.end_writes()
+            self._end_writes()
             raise StateConflict(
                 f"{self.location}: another sync committed the state while this run was working; "
                 "this run stopped without writing (the next run picks up from the new state)"
@@ -272,7 +264,8 @@ class S3StateStore:
                 raise StateConflict(f"{self.location}: another sync took the expired lease first; this run stopped") from None
             raise
 
-    def end_writes(self) -> None:
+    def _end_writes(self) -> None:
+        """Release this run's lease, if it holds one."""
         if self.lease is None:
             return
         lease, self.lease = self.lease, None

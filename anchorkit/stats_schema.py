@@ -1,6 +1,6 @@
 """JSON Schema (draft 2020-12) of ``anchorkit stats --json``: the contract auditors diff against.
 
-Bump ``stats.SCHEMA_VERSION`` (and the ``version`` const here) on any incompatible change;
+Bump ``stats.SCHEMA_VERSION`` on any incompatible change (the ``version`` const here follows it);
 adding optional keys is compatible.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from anchorkit.stats import LIMIT_FINDINGS, SCHEMA_NAME, SCHEMA_VERSION
+from anchorkit.tokens import APPROX, CL100K_BASE
 
 _PERCENT = {"type": ["number", "null"]}
 _COUNT = {"type": "integer", "minimum": 0}
@@ -43,7 +44,7 @@ REPORT_SCHEMA: dict[str, Any] = {
             "source": _object({"path": {"type": "string"}, "kind": {"enum": ["output", "snapshot"]}, "documents": _COUNT}),
             "tokenizer": _object(
                 {
-                    "name": {"enum": ["cl100k_base", "approx"]},
+                    "name": {"enum": [CL100K_BASE, APPROX]},
                     "exact": {"type": "boolean"},
                     "fallback_reason": {"type": ["string", "null"]},
                     "approx_error_percent": {

@@ -39,6 +39,7 @@ from anchorkit import __version__, publish, pull, snapshot, state, transform
 from anchorkit.document import RenderOptions
 from anchorkit.files import write_atomic
 from anchorkit.redmine import RetryPolicy
+from anchorkit.sidecar import SIDECAR_SUFFIX
 
 CONFIG_FILE_NAME = "anchorkit.toml"
 CONFIG_ENV = "ANCHORKIT_CONFIG"
@@ -487,7 +488,8 @@ def hold_back_cursor(pull_state: dict[str, Any], held_back: list[str]) -> dict[s
     """Pull bookkeeping whose cursor does not pass these stamps (tickets this run did not finish)."""
     next_pull = dict(pull_state)
     if held_back and next_pull.get("cursor"):
-        next_pull["cursor"] = min([next_pull["cursor"], *held_back])
+        # pull's rule for issues that failed: the cursor never passes one.
+        next_pull["cursor"] = pull.next_cursor(next_pull["cursor"], [], held_back)
     return next_pull
 
 
@@ -607,10 +609,7 @@ def _run_stateless(
     rendered_ids = {p.ticket_id for p in plans}
     gone -= rendered_ids  # an issue that came back is published again
 
-    uploads = [
-        publish.LocalObject(key, publish.Checksums.of(plan.objects[key]), plan.objects[key])
-        for plan in plans for key in plan.changed_keys()
-    ]
+    uploads = publish.objects_from_bytes({key: plan.objects[key] for plan in plans for key in plan.changed_keys()})
     deletes = [key for plan in plans for key in plan.dropped_keys()]
     if delete:
         deletes += [key for issue_id in sorted(gone) for key in before[str(issue_id)].get("objects", {})]
@@ -645,8 +644,9 @@ def _run_stateless(
     store.begin_writes()  # may raise StateConflict: then nothing has been written
     results = publish.apply_plan(publish_plan, target, threads=threads)
     outcome = {result.operation.key: result.error for result in results}
-    report.uploaded = sorted(k for k, e in outcome.items() if e is None and k in {u.key for u in uploads})
-    report.deleted = sorted(k for k, e in outcome.items() if e is None and k in set(deletes))
+    upload_keys, delete_keys = {u.key for u in uploads}, set(deletes)
+    report.uploaded = sorted(k for k, e in outcome.items() if e is None and k in upload_keys)
+    report.deleted = sorted(k for k, e in outcome.items() if e is None and k in delete_keys)
     report.failures = [publish.Failure(k, e) for k, e in sorted(outcome.items()) if e is not None]
     raw = write_raw_issues(store, work_dir, raw_writes, raw_deletes, threads)
     report.failures += raw.failures
@@ -692,7 +692,7 @@ def _render_changed(
         report.rendered += 1
         objects = {result.relpath: result.markdown.encode("utf-8")}
         if result.sidecar is not None:
-            objects[result.relpath + publish.SIDECAR_SUFFIX] = result.sidecar
+            objects[result.relpath + SIDECAR_SUFFIX] = result.sidecar
         stamp = snapshot.stored_stamp(work_dir, result.ticket_id)
         plans.append(
             TicketPlan(

@@ -176,7 +176,7 @@ def _wiki_link_label(match: re.Match[str]) -> str:
 def _next_block_macro(text: str, start: int, before: int) -> tuple[re.Match[str], int] | None:
     """The first block macro ({{collapse(title)...}}) whose opening line lies in text[start:before],
     with the position of its closing "}}" line; unknown and escaped macros stay text."""
-    if "{{" not in text:
+    if text.find("{{", start, before) == -1:  # only the searched range: callers step through the text
         return None
     for opening in _BLOCK_MACRO_OPENING.finditer(text, start, before):
         if opening[1] or opening[2].lower() not in _BUILTIN_MACROS:
@@ -371,8 +371,12 @@ class _TextileConverter:
             return self.text_blocks(text)
         blocks: list[str] = []
         position = 0
+        pre = _PRE_OPEN.search(text)
         while position < len(text):
-            pre = _PRE_OPEN.search(text, position)
+            # The next <pre> is still ahead unless the last block ended past its start: searching
+            # again on every pass would rescan the text up to it once per macro before it.
+            if pre is not None and pre.start() < position:
+                pre = _PRE_OPEN.search(text, position)
             macro = _next_block_macro(text, position, pre.start() if pre else len(text))
             if macro is not None:
                 opening, close = macro
@@ -723,7 +727,7 @@ def _flush_left(text: str) -> str:
 def _flush_paragraph_starts(lines: list[str]) -> str:
     """Indented text after a paragraph, as RedCloth shows it: only lines after a blank line lose
     their common indentation (the others were already joined to their line by a <br />)."""
-    starts = [i for i, line in enumerate(lines) if line.strip() and (i == 0 or not lines[i - 1].strip())]
+    starts = {i for i, line in enumerate(lines) if line.strip() and (i == 0 or not lines[i - 1].strip())}
     common = min(len(lines[i]) - len(lines[i].lstrip(" ")) for i in starts) if starts else 0
     return "\n".join(line[common:] if i in starts else line for i, line in enumerate(lines)).strip("\n")
 

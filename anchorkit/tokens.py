@@ -23,13 +23,14 @@ byte offsets. Chunks are then plain token index ranges and nothing is decoded.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import string
 import tempfile
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, chain
 from pathlib import Path
@@ -118,6 +119,11 @@ class InterpolatedTokens:
     piece_tokens: Sequence[int]  # cumulative token count at each piece start, then the total
     piece_bytes: Sequence[int]  # cumulative byte offset at each piece start, then the total
 
+    @classmethod
+    def from_pieces(cls, tokens_per_piece: Iterable[int], bytes_per_piece: Iterable[int]) -> InterpolatedTokens:
+        """From each piece's own token count and byte size (not cumulative)."""
+        return cls(list(accumulate(tokens_per_piece, initial=0)), list(accumulate(bytes_per_piece, initial=0)))
+
     @property
     def token_count(self) -> int:
         return self.piece_tokens[-1]
@@ -190,26 +196,21 @@ class ApproxTokenizer:
         return [self._tokenize(text) for text in texts]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        return [self._tokenize(text).token_count for text in texts]
+        return [sum(map(approx_tokens, self._pieces(text))) for text in texts]
 
     def tokenize_pairs(self, texts: Sequence[str], cuts: Sequence[Sequence[Cut]]) -> list[tuple[TokenizedText, TokenizedText]]:
         pairs: list[tuple[TokenizedText, TokenizedText]] = []
         for text, text_cuts in zip(texts, cuts):
-            pieces = self._pieces(text)
-            piece_bytes = [len(piece.encode("utf-8")) for piece in pieces]
-            piece_tokens = [approx_tokens(piece) for piece in pieces]
-            starts = list(accumulate(piece_bytes, initial=0))
+            piece_tokens, piece_bytes = self._piece_sizes(text)
+            whole = InterpolatedTokens.from_pieces(piece_tokens, piece_bytes)
             byte_cuts = byte_offsets(text, [offset for cut in text_cuts for offset in cut])
             cut_bytes = sum(end - start for start, end in zip(byte_cuts[::2], byte_cuts[1::2]))
-            piece_at = {start: index for index, start in enumerate(starts[:-1])}
+            piece_at = {start: index for index, start in enumerate(whole.piece_bytes[:-1])}
             cut_pieces = {piece_at[start] for start in byte_cuts[::2] if start in piece_at}
-            whole = InterpolatedTokens(list(accumulate(piece_tokens, initial=0)), starts)
             if sum(piece_bytes[index] for index in cut_pieces) == cut_bytes:
                 # Each cut is one whole paragraph (an anchor line and its blank line): drop its piece.
-                kept = [index for index in range(len(pieces)) if index not in cut_pieces]
-                bare = InterpolatedTokens(
-                    list(accumulate((piece_tokens[i] for i in kept), initial=0)), list(accumulate((piece_bytes[i] for i in kept), initial=0))
-                )
+                kept = [index for index in range(len(piece_tokens)) if index not in cut_pieces]
+                bare = InterpolatedTokens.from_pieces((piece_tokens[i] for i in kept), (piece_bytes[i] for i in kept))
             else:
                 bare = self._tokenize(without(text, text_cuts))
             pairs.append((whole, bare))
@@ -223,11 +224,14 @@ class ApproxTokenizer:
         return [paragraph + "\n\n" for paragraph in paragraphs[:-1]] + [paragraphs[-1]]
 
     @classmethod
-    def _tokenize(cls, text: str) -> InterpolatedTokens:
+    def _piece_sizes(cls, text: str) -> tuple[list[int], list[int]]:
+        """Token count and UTF-8 byte size of each piece of ``text``."""
         pieces = cls._pieces(text)
-        piece_bytes = [len(piece.encode("utf-8")) for piece in pieces]
-        piece_tokens = [approx_tokens(piece) for piece in pieces]
-        return InterpolatedTokens(list(accumulate(piece_tokens, initial=0)), list(accumulate(piece_bytes, initial=0)))
+        return [approx_tokens(piece) for piece in pieces], [len(piece.encode("utf-8")) for piece in pieces]
+
+    @classmethod
+    def _tokenize(cls, text: str) -> InterpolatedTokens:
+        return InterpolatedTokens.from_pieces(*cls._piece_sizes(text))
 
 
 class TiktokenTokenizer:
@@ -318,10 +322,13 @@ def load_cl100k_base(vocabulary_file: Path | None = None, allow_download: bool =
     if path is not None:
         if not path.is_file():
             raise TokenizerUnavailable(f"cl100k_base vocabulary file not found: {path}")
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        data = path.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
         if digest != CL100K_SHA256:
             raise TokenizerUnavailable(f"{path}: sha256 {digest} is not cl100k_base's ({CL100K_SHA256})")
-        ranks = load_tiktoken_bpe(str(path), expected_hash=CL100K_SHA256)
+        # Parsed here, as load_tiktoken_bpe does, rather than through it: it would read and hash the
+        # file again and copy it into tiktoken's cache (failing when that cache is not writable).
+        ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)}
     elif allow_download or _in_tiktoken_cache():
         try:
             ranks = load_tiktoken_bpe(CL100K_URL, expected_hash=CL100K_SHA256)

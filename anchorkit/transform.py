@@ -19,17 +19,16 @@ from typing import Any
 
 from anchorkit import parallel
 from anchorkit.document import Lookups, RenderOptions, render_document
-from anchorkit.files import write_atomic
-from anchorkit.sidecar import build_sidecar
+from anchorkit.files import sync_file
+from anchorkit.sidecar import SIDECAR_SUFFIX, build_sidecar, check_schema
 from anchorkit.snapshot import SnapshotError, iter_issue_paths, load_issue, load_lookups, load_state
 from anchorkit.textformat import TEXT_FORMATS
 
 LAYOUTS = ("flat", "by-project")
-SIDECAR_SUFFIX = ".metadata.json"
 DEFAULT_MAX_TEXT_BYTES = 1_000_000
 # Files this stage owns in the output folder (anything else there is left alone).
-_OUTPUT_NAME = re.compile(r"^\d+\.md(?:\.metadata\.json)?$")
-_TEMP_NAME = re.compile(r"^\.\d+\.md(?:\.metadata\.json)?\..*\.tmp$")
+_OUTPUT_NAME = re.compile(rf"^\d+\.md(?:{re.escape(SIDECAR_SUFFIX)})?$")
+_TEMP_NAME = re.compile(rf"^\.\d+\.md(?:{re.escape(SIDECAR_SUFFIX)})?\..*\.tmp$")
 _PROJECT_DIR = re.compile(r"[^A-Za-z0-9_-]+")
 
 
@@ -165,6 +164,8 @@ def transform_snapshot(
     """
     if options.layout not in LAYOUTS:
         raise ValueError(f"unknown layout {options.layout!r} (expected one of {', '.join(LAYOUTS)})")
+    if options.sidecars:  # one error for the run, not one failed ticket per ticket
+        check_schema(options.sidecar_schema)
     started = time.perf_counter()
     report = TransformReport()
     expected: set[str] = set()
@@ -233,22 +234,9 @@ def _transform_batch(paths: list[Path]) -> list[TicketOutputs | TicketFailure]:
         files = [(result.relpath, result.markdown.encode("utf-8"))]
         if result.sidecar is not None:
             files.insert(0, (result.relpath + SIDECAR_SUFFIX, result.sidecar))  # metadata before its document
-        outputs = [(relpath, _sync_file(settings.out_dir / relpath, data, settings.check)) for relpath, data in files]
+        outputs = [(relpath, sync_file(settings.out_dir / relpath, data, check=settings.check)) for relpath, data in files]
         outcomes.append(TicketOutputs(outputs, result.warnings))
     return outcomes
-
-
-def _sync_file(path: Path, data: bytes, check: bool) -> str:
-    """Write ``data`` unless ``path`` holds it already; returns "created", "changed" or "unchanged"."""
-    try:
-        current: bytes | None = path.read_bytes()
-    except FileNotFoundError:
-        current = None
-    if current == data:
-        return "unchanged"
-    if not check:
-        write_atomic(path, data)
-    return "created" if current is None else "changed"
 
 
 def _stale_outputs(out_dir: Path, expected: set[str], keep_ids: set[int]) -> list[str]:

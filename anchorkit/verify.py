@@ -233,8 +233,13 @@ class _IdChecker(Generic[T]):
         self.on_empty = on_empty
         self.id_of = id_of
 
+    @property
+    def unchecked(self) -> bool:
+        """Nothing is valid and ``on_empty="pass"``: every item passes through unchecked."""
+        return not self.valid and self.on_empty == "pass"
+
     def status(self, ticket_id: int | None) -> Status:
-        if not self.valid and self.on_empty == "pass":
+        if self.unchecked:
             return "unchecked"
         return "valid" if ticket_id in self.valid else "invalid"
 
@@ -419,9 +424,6 @@ def claim_overlap(claim_text: str, sources: Sequence[str | MatchText]) -> float:
 # --------------------------------------------------------------------------- verification
 
 
-CRITICAL_KINDS = frozenset({"phantom_ticket_id", "phantom_source_id"})
-
-
 @dataclass(frozen=True)
 class Finding:
     """One problem. ``claim``/``citation``/``result`` are 0-based positions in the answer."""
@@ -594,7 +596,7 @@ class _Verification:
         return self.checker.status(ticket_id) == "invalid"
 
     def run(self) -> VerifyReport:
-        unchecked = not self.valid and self.options.on_empty == "pass"
+        unchecked = self.checker.unchecked
         if unchecked:
             self.findings.append(
                 Finding("unchecked", "info", "no retrieved chunk carries a ticket id: ticket ids were passed through unchecked")
@@ -693,10 +695,8 @@ class _Verification:
 
     def results(self) -> list[dict[str, Any]]:
         """Check ticket results; return those that stay in the filtered answer."""
-        checked_results = filter_ids(
-            self.answer.results, self.valid, on_invalid=self.options.on_invalid, on_empty=self.options.on_empty
-        )
-        for index, checked in enumerate(checked_results.checked):
+        checked_results = [self.checker.check(result) for result in self.answer.results]
+        for index, checked in enumerate(checked_results):
             self.units += 1
             if checked.ticket_id is None:
                 message = f"result {index}: missing or malformed issue_id"
@@ -707,4 +707,4 @@ class _Verification:
                 self.findings.append(
                     Finding("phantom_ticket_id", "critical", message, result=index, ticket_id=checked.ticket_id)
                 )
-        return [dict(r) for r in checked_results.kept]
+        return [dict(checked.item) for checked in checked_results if self.checker.keeps(checked)]

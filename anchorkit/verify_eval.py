@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from anchorkit.verify import CRITICAL_KINDS, Answer, Chunk, VerifyOptions, VerifyReport, parse_ticket_id, verify_citations
+from anchorkit.verify import Answer, Chunk, VerifyOptions, VerifyReport, parse_ticket_id, verify_citations
 from anchorkit.verify_shapes import InputError, read_answer, read_retrieval, read_text_file
 
 CASE_FIELDS = '{"id"?, "query", "retrieved", "answer", "expected_ids"?, "context"?}'
@@ -42,7 +42,7 @@ class CaseResult:
 
     @property
     def has_phantom(self) -> bool:
-        return any(f.kind in CRITICAL_KINDS for f in self.report.findings)
+        return self.report.critical > 0
 
     @property
     def hit(self) -> bool | None:
@@ -150,6 +150,8 @@ def parse_cases(lines: Iterable[str], origin: str) -> tuple[list[EvalCase], list
             cases.append(read_case(json.loads(line), where))
         except json.JSONDecodeError as error:
             errors.append(f"{where}: malformed JSON: {error.msg} at column {error.colno}")
+        except RecursionError:
+            errors.append(f"{where}: JSON nested too deeply")
         except InputError as error:
             errors.append(str(error))
     return cases, errors

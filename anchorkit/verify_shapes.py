@@ -206,8 +206,6 @@ def load_json(path: Path) -> Any:
         return read_json(path)
     except SnapshotError as error:
         raise InputError(str(error)) from None
-    except RecursionError:
-        raise InputError(f"{path}: JSON nested too deeply") from None
 
 
 def read_text_file(path: Path) -> str:

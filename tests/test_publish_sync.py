@@ -118,6 +118,25 @@ def test_sync_with_a_bad_setting_is_a_usage_error_before_anything_runs(
     assert not (tmp_path / "s").exists()
 
 
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["s3://kb-docs/t", "--start-ingestion", "KB_ONLY"], "expected KB_ID:DATA_SOURCE_ID"),
+        (["s", "--start-ingestion", "KB:DS"], "overlaps"),  # the destination folder holds --out
+    ],
+)
+def test_sync_with_a_bad_destination_stops_before_pulling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, arguments: list[str], message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("REDMINE_API_KEY", "not used")
+    result = runner.invoke(
+        app, ["sync", *arguments, "--url", "http://127.0.0.1:9", "--snapshot", "snap", "--out", "s/out"]
+    )
+    assert result.exit_code == 2 and message in result.stderr
+    assert not (tmp_path / "snap").exists()  # nothing was pulled
+
+
 @pytest.mark.redmine
 @pytest.mark.s3
 @pytest.mark.timeout(300)

@@ -9,7 +9,7 @@ import pytest
 from support import skip_or_fail
 from support.corpus import generated_document
 
-from anchorkit import chunking, stats, tokens
+from anchorkit import chunking, parallel, stats, tokens
 from anchorkit.anchors import anchor_line, identified_ticket_ids, insert_anchors, strip_anchors, title_line
 from anchorkit.transform import TransformOptions
 
@@ -59,6 +59,16 @@ def test_cl100k_base_loads_offline_from_the_vocabulary_file(cl100k: tokens.Tikto
     assert cl100k.count_many(["hello world", ""]) == [2, 0]
     [tokenized] = cl100k.tokenize_many(["VPN接続"])
     assert tokenized.byte_offset(tokenized.token_count) == len("VPN接続".encode())
+
+
+def test_the_vocabulary_file_loads_when_tiktokens_cache_is_not_writable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not VOCABULARY.is_file():
+        skip_or_fail(f"cl100k_base vocabulary not found at {VOCABULARY}")
+    not_a_directory = tmp_path / "cache"
+    not_a_directory.write_text("a file where the cache directory should be")
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(not_a_directory))
+    assert tokens.load_cl100k_base(VOCABULARY).count_many(["hello world"]) == [2]
+    assert not_a_directory.read_text() == "a file where the cache directory should be"
 
 
 def test_a_vocabulary_file_with_the_wrong_hash_is_refused(tmp_path: Path) -> None:
@@ -201,6 +211,14 @@ def test_chunker_specs_parse_with_defaults_and_reject_nonsense() -> None:
             chunking.parse_chunker_spec(bad)
 
 
+def test_a_langchain_spec_with_spaces_still_needs_langchain(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(chunking, "langchain_available", lambda: False)  # as without the [chunkers] extra
+    for spec in ["langchain-recursive", " langchain-recursive ", " langchain-markdown:size=500"]:
+        with pytest.raises(ValueError, match="needs langchain-text-splitters"):
+            chunking.parse_chunker_spec(spec)
+    assert chunking.parse_chunker_spec(" fixed ") == chunking.FixedSizeChunker()
+
+
 # --- chunk identification and coverage ----------------------------------------------------------
 
 
@@ -267,7 +285,7 @@ def test_langchain_splitters_are_measured_when_installed() -> None:
 
 
 def test_jobs_give_the_same_report(cl100k: tokens.TiktokenTokenizer) -> None:
-    documents = generated_documents(stats.BATCH_SIZE + 20)
+    documents = generated_documents(parallel.DEFAULT_BATCH_SIZE + 20)
     choice = tokens.TokenizerChoice(cl100k)
     chunkers = chunking.default_chunkers()
     single = stats.audit(documents, choice, chunkers, SOURCE, jobs=1)

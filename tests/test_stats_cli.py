@@ -178,6 +178,13 @@ def test_html_report_is_self_contained_and_shows_the_json_figures(out: Path, voc
     assert histogram_bars == len(overhead["histogram"]["bins"])
 
 
+def test_an_unwritable_html_path_is_a_usage_error(out: Path, tmp_path: Path) -> None:
+    not_a_folder = tmp_path / "report"
+    not_a_folder.write_text("a file, not a folder", encoding="utf-8")
+    code, _, stderr = run(str(out), "--tokenizer", "approx", "--html", str(not_a_folder / "stats.html"))
+    assert code == 2 and f"--html {not_a_folder / 'stats.html'}" in stderr
+
+
 def test_html_escapes_corpus_text(tmp_path: Path) -> None:
     project = "<img src=x onerror=alert(1)>"  # a project folder name is corpus text too
     (tmp_path / "out" / project).mkdir(parents=True)

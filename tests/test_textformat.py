@@ -135,6 +135,30 @@ def test_one_megabyte_on_one_line_converts_in_linear_time(text: str) -> None:
     assert _missing_words(text, converted) == set()
 
 
+# Many small constructs in one text: each must cost the same wherever it sits (rescanning the whole
+# text per <pre> block, per macro or per indented line would take minutes at these sizes).
+MANY_BLOCKS = {
+    "pre blocks": (
+        "".join(f"段落 {i}\n\n<pre>code {i}</pre>\n\n" for i in range(30_000)),
+        "\n\n".join(f"段落 {i}\n\n```\ncode {i}\n```" for i in range(30_000)),
+    ),
+    "collapse macros before a pre block": (
+        "".join(f"{{{{collapse(見出し {i})\n本文 {i}\n}}}}\n\n" for i in range(64_000)) + "<pre>最後</pre>",
+        "\n\n".join(f"見出し {i}\n\n本文 {i}" for i in range(64_000)) + "\n\n```\n最後\n```",
+    ),
+    "indented paragraphs after a paragraph": (
+        "設定:\n\n" + "".join(f"    行 {i}\n      続き {i}\n\n" for i in range(40_000)),
+        "設定:\n\n```\n" + "\n\n".join(f"行 {i}\n      続き {i}" for i in range(40_000)) + "\n```",
+    ),
+}
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize(("text", "expected"), MANY_BLOCKS.values(), ids=MANY_BLOCKS.keys())
+def test_many_blocks_convert_in_linear_time(text: str, expected: str) -> None:
+    assert to_markdown(text, "textile") == expected
+
+
 BAD_INPUTS = {
     "unbalanced pre": "<pre>\nnever closed\n# heading?\n> anchor?",
     "stray closing pre": "text </pre> more\n\nh1. after",

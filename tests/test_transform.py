@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from anchorkit import parallel
 from anchorkit.anchors import find_anchors
 from anchorkit.cli import app
+from anchorkit.transform import TransformOptions, transform_snapshot
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 runner = CliRunner()
@@ -198,6 +199,13 @@ def test_usage_errors_exit_2(snapshot: Path, tmp_path: Path) -> None:
     assert run("transform", str(snapshot), "--out", str(tmp_path / "o"), "--timezone", "Mars/Base")[0] == 2
 
 
+def test_an_unknown_sidecar_schema_is_one_error_before_any_ticket(snapshot: Path, tmp_path: Path) -> None:
+    options = TransformOptions(sidecars=True, sidecar_schema="tpyed")
+    with pytest.raises(ValueError, match=r"unknown sidecar schema 'tpyed' \(expected one of simple, typed\)"):
+        transform_snapshot(snapshot, tmp_path / "out", options, jobs=1)
+    assert not (tmp_path / "out").exists()
+
+
 def test_max_gap_tokens_adds_anchors_to_long_sections(snapshot: Path, tmp_path: Path) -> None:
     run("transform", str(snapshot), "--out", str(tmp_path / "plain"))
     run("transform", str(snapshot), "--out", str(tmp_path / "gap"), "--max-gap-tokens", "200")
@@ -227,3 +235,12 @@ def test_link_issues_turns_ticket_mentions_into_links(snapshot: Path, tmp_path: 
     assert "（#12301 と同様の事象" in document
     assert find_anchors(document) and {a.ticket_id for a in find_anchors(document)} == {12345}
     assert run("transform", str(snapshot), "--out", str(tmp_path / "p"), "--link-issues", "javascript:alert(1)")[0] == 2
+
+
+def test_failures_print_paths_with_brackets_literally(tmp_path: Path) -> None:
+    snapshot = tmp_path / "snap[/archive] [bold]"  # rich would take both for markup
+    shutil.copytree(FIXTURES, snapshot, ignore=shutil.ignore_patterns("eval"))
+    (snapshot / "issues" / "90001.json").write_bytes(BAD_TICKETS["90001.json"][0])
+    code, _, stderr = run("transform", str(snapshot), "--out", str(tmp_path / "out"))
+    assert code == 1
+    assert f"failed: {snapshot / 'issues' / '90001.json'}: malformed JSON" in stderr

@@ -158,6 +158,16 @@ def test_eval_goes_on_past_a_bad_line_and_exits_1(tmp_path: Path) -> None:
     assert "eval: 2 cases, 2 unreadable" in out
 
 
+def test_eval_reports_a_too_deeply_nested_line_and_goes_on(tmp_path: Path) -> None:
+    lines = (EVAL / "cases.jsonl").read_text(encoding="utf-8").splitlines()
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("\n".join([lines[0], "[" * 200_000, lines[2]]) + "\n")
+    code, out, err = run("eval", cases)
+    assert code == 1
+    assert f"{cases}:2: JSON nested too deeply" in err and "Traceback" not in err
+    assert "eval: 2 cases, 1 unreadable" in out
+
+
 def test_eval_gates(tmp_path: Path) -> None:
     assert run("eval", EVAL / "cases.jsonl", "--strict")[0] == 1
     assert run("eval", EVAL / "cases.jsonl", "--min-grounding", "0.7")[0] == 0
