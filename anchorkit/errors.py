@@ -1,0 +1,41 @@
+"""One base for anchorkit's errors: each carries the exit code the CLI turns it into.
+
+The exit codes are the same for every command (README, "Exit codes"):
+
+- 0: done.
+- 1: some work failed (a ticket, a file, an object); the rest was done and nothing written is corrupt.
+- 2: usage or setup error (bad option or destination, missing bucket, wrong API key, unwritable folder):
+  nothing was done.
+- 3: another run holds the lock or changed the state first: this run stopped, nothing of it was written.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_LOCKED = 3
+
+
+class AnchorkitError(Exception):
+    """An error the CLI reports as one line (never a traceback) and exits with `exit_code`."""
+
+    exit_code: int = EXIT_USAGE
+
+
+class UsageError(AnchorkitError):
+    """A bad option, destination, key or folder: nothing was done."""
+
+    exit_code = EXIT_USAGE
+
+
+class WorkFailed(AnchorkitError):
+    """Part of the work failed; what was done is intact."""
+
+    exit_code = EXIT_FAILED
+
+
+class LockHeld(AnchorkitError):
+    """Another run holds the lock (or committed first)."""
+
+    exit_code = EXIT_LOCKED
