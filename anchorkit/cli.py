@@ -39,6 +39,7 @@ from anchorkit import tokens as tokenizing
 from anchorkit import transform as transforming
 from anchorkit import verify as verifying
 from anchorkit.document import LABELS, RenderOptions
+from anchorkit.errors import LockHeld, UsageError
 from anchorkit.files import write_atomic
 from anchorkit.redmine import RetryPolicy
 from anchorkit.report_html import render_report
@@ -1141,10 +1142,10 @@ def state_run_exit_codes() -> Iterator[None]:
     """A run against a --state: exit 3 when another run holds or changed the state, 2 for unusable input."""
     try:
         yield
-    except states.StateConflict as conflict:
+    except LockHeld as conflict:
         print_problem("stopped", str(conflict))
-        raise typer.Exit(CONFLICT_EXIT_CODE) from None
-    except (states.StateError, pulling.PullError, SnapshotError) as error:
+        raise typer.Exit(conflict.exit_code) from None
+    except (UsageError, pulling.PullError, SnapshotError) as error:
         raise usage_error(str(error)) from None
 
 

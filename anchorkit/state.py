@@ -32,6 +32,7 @@ from typing import IO, Any, Protocol
 
 from botocore.exceptions import ClientError
 
+from anchorkit.errors import LockHeld, UsageError
 from anchorkit.files import write_atomic
 from anchorkit.publish import (
     MISSING_CODES,
@@ -53,11 +54,11 @@ LOCK_NAME = ".sync.lock"
 DEFAULT_LEASE_SECONDS = 3600.0
 
 
-class StateError(Exception):
+class StateError(UsageError):
     """The state cannot be used (unreadable manifest, bad location); nothing was written."""
 
 
-class StateConflict(StateError):
+class StateConflict(LockHeld):
     """Another sync holds or changed the state; this run stopped without writing anything more."""
 
 
