@@ -1332,9 +1332,10 @@ StateArgument = Annotated[str, typer.Argument(help="The state: s3://bucket/prefi
 
 
 def open_state(state_url: str, endpoint_url: str | None, region: str | None, profile: str | None) -> states.StateStore:
+    """The store of a `state` command; the endpoint also from ANCHORKIT_ENDPOINT_URL, like the sync job's."""
+    aws = publishing.AwsSettings(endpoint_url or os.environ.get("ANCHORKIT_ENDPOINT_URL"), region, profile)
     try:
-        location = publishing.parse_destination(state_url)
-        return states.open_store(location, publishing.AwsSettings(endpoint_url, region, profile), publishing.PublishSettings())
+        return states.open_store(publishing.parse_destination(state_url), aws, publishing.PublishSettings())
     except publishing.PublishError as error:
         raise usage_error(str(error)) from None
 
