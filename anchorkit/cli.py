@@ -509,9 +509,9 @@ def pull_arguments(
     text_format: str | None,
     retries: int,
     timeout: float,
-) -> syncing.PullArguments:
+) -> pulling.PullSettings:
     """What `pull` and `sync` were asked to pull, from their command-line values."""
-    return syncing.PullArguments(
+    return pulling.PullSettings(
         projects=tuple(projects or ()), full=full, concurrency=concurrency, include_private=include_private,
         full_every=full_every, overlap_s=overlap, lookups_max_age_s=lookups_max_age, text_format=text_format,
         policy=RetryPolicy(attempts=retries, read_timeout_s=timeout),
@@ -519,7 +519,7 @@ def pull_arguments(
 
 
 def pull_with_progress(
-    show_progress: bool, url: str, snapshot_dir: Path, api_key: str, arguments: syncing.PullArguments
+    show_progress: bool, url: str, snapshot_dir: Path, api_key: str, arguments: pulling.PullSettings
 ) -> pulling.PullReport:
     """Run the pull with a rich progress bar of the issue fetches on stderr."""
     with pull_progress_bar(show_progress) as on_progress:
@@ -1111,35 +1111,27 @@ def sync_command(
         return
     if rescope:
         raise usage_error("--rescope needs --state")
-    snapshot_dir: Path = settings["snapshot"]
     out_dir: Path = settings["out"]
     aws = publishing.AwsSettings(settings["endpoint_url"], settings["region"], settings["profile"])
     destination = open_destination(out_dir, settings["dest"], publish_settings, aws, settings["start_ingestion"])
-    pull_report = pull_with_progress(
-        not json_output, settings["url"], snapshot_dir, read_api_key(settings["api_key_file"]), arguments
-    )
-    # The snapshot stays consistent even when some issues failed (they keep their previous copy),
-    # so transform and upload still run; the exit code reports the failure.
-    try:
-        transform_report = transforming.transform_snapshot(snapshot_dir, out_dir, transform_settings)
-    except SnapshotError as error:
-        raise usage_error(str(error)) from None
-    upload_report = run_publish(out_dir, destination, publish_settings, json_output)
-    ok = pull_report.ok and not transform_report.failed and upload_report.ok
+    api_key = read_api_key(settings["api_key_file"])
+    with sync_progress(not json_output and err_console.is_terminal) as on_progress:
+        try:
+            report = syncing.sync_folders(
+                settings["url"], api_key, settings["snapshot"], out_dir, destination.target, transform_settings,
+                arguments, publish_settings, progress=on_progress,
+            )
+        except (pulling.PullError, SnapshotError) as error:
+            raise usage_error(str(error)) from None
+    if destination.ingestion is not None:
+        publishing.ingest_after(report.upload, lambda: destination.session.client("bedrock-agent"), *destination.ingestion)
     if json_output:
-        print_json(
-            {
-                "ok": ok,
-                "pull": pull_report.to_json(),
-                "transform": {"out": str(out_dir), **transform_report.as_dict()},
-                "upload": upload_report.to_dict(),
-            }
-        )
+        print_json(report.to_dict())
     else:
-        print_pull_report(pull_report, json_output=False)
-        print_transform_report(transform_report, out_dir, check=False)
-        print_publish_report(upload_report, json_output=False)
-    if not ok:
+        print_pull_report(report.pull, json_output=False)
+        print_transform_report(report.transform, out_dir, check=False)
+        print_publish_report(report.upload, json_output=False)
+    if not report.ok:
         raise typer.Exit(1)
 
 
@@ -1163,7 +1155,7 @@ def state_run_exit_codes() -> Iterator[None]:
 
 def run_stateless_sync_command(
     settings: syncing.ResolvedSettings,
-    arguments: syncing.PullArguments,
+    arguments: pulling.PullSettings,
     transform_settings: transforming.TransformOptions,
     publish_settings: publishing.PublishSettings,
     rescope: bool,
@@ -1196,9 +1188,9 @@ def run_stateless_sync_command(
         )
     ingestion_job = None
     if ingestion is not None and report.ok and not report.dry_run:
-        ingestion_job, error = publishing.try_start_ingestion(lambda: session.client("bedrock-agent"), *ingestion)
-        if error:
-            report.failures.append(publishing.Failure("--start-ingestion", error))
+        ingestion_job, problem = publishing.try_start_ingestion(lambda: session.client("bedrock-agent"), *ingestion)
+        if problem:
+            report.failures.append(publishing.Failure("--start-ingestion", problem))
     print_stateless_sync_report(report, ingestion_job, json_output)
     if not report.ok:
         raise typer.Exit(1)
@@ -1280,7 +1272,7 @@ def run_pull_with_state_command(
     url: str,
     snapshot_dir: Path,
     api_key: str,
-    arguments: syncing.PullArguments,
+    arguments: pulling.PullSettings,
     state_url: str,
     aws: publishing.AwsSettings,
     threads: int | None,
@@ -1374,7 +1366,7 @@ def state_show_command(
     if json_output:
         print_json(shown)
         return
-    counts = shown["counts"]
+    counts = manifest.counts()
     lines = [
         f"state {store.describe()}" + ("" if exists else " (empty: no run committed yet)"),
         f"scope: {manifest.scope.describe() if manifest.scope else '(not recorded: the next sync --state records it)'}",

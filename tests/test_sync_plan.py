@@ -12,7 +12,13 @@ import pytest
 
 from anchorkit.publish import parse_max_delete
 from anchorkit.snapshot import StoredStamp
-from anchorkit.sync.manifest import MANIFEST_FORMAT, Manifest, ManifestError, Scope, TicketEntry
+from anchorkit.sync.manifest import (
+    MANIFEST_FORMAT,
+    Manifest,
+    ManifestError,
+    Scope,
+    TicketEntry,
+)
 from anchorkit.sync.plan import (
     DeletePolicy,
     Listing,

@@ -31,8 +31,14 @@ from anchorkit import pull
 from anchorkit.cli import CONFLICT_EXIT_CODE, app
 from anchorkit.document import RenderOptions
 from anchorkit.publish import LocalDirTarget, S3Location, S3Target
+from anchorkit.pull import PullSettings
 from anchorkit.state import LocalStateStore, S3StateStore, StateConflict
-from anchorkit.sync import PullArguments, StatelessSyncReport, StatePullReport, pull_with_state, run_sync
+from anchorkit.sync import (
+    StatelessSyncReport,
+    StatePullReport,
+    pull_with_state,
+    run_sync,
+)
 from anchorkit.transform import TransformOptions
 
 runner = CliRunner()
@@ -78,7 +84,7 @@ class StatelessRunner:
         options = TransformOptions(render=RenderOptions(labels={"ticket": label} if label else {}), sidecars=True)
         return run_sync(
             self.redmine.url, self.redmine.admin_key, store, target, options,
-            PullArguments(projects=(self.project,), full=full), work_dir=self.empty_folder(), force=True,
+            PullSettings(projects=(self.project,), full=full), work_dir=self.empty_folder(), force=True,
         )
 
     def pull(self, full: bool = False, snapshot_dir: Path | None = None) -> StatePullReport:
@@ -86,7 +92,7 @@ class StatelessRunner:
         store = S3StateStore(self.s3.client(), S3Location(self.s3.bucket, f"{self.state}/"))
         return pull_with_state(
             self.redmine.url, self.redmine.admin_key, store, snapshot_dir or self.empty_folder(),
-            PullArguments(projects=(self.project,), full=full),
+            PullSettings(projects=(self.project,), full=full),
         )
 
     def manifest(self) -> dict[str, Any]:
@@ -199,7 +205,7 @@ def test_a_local_state_folder_and_a_local_destination_work_the_same_way(
     def sync(full: bool) -> StatelessSyncReport:
         return run_sync(
             redmine_server.url, redmine_server.admin_key, LocalStateStore(state_dir), LocalDirTarget(docs_dir),
-            TransformOptions(sidecars=False), PullArguments(projects=(project["identifier"],), full=full),
+            TransformOptions(sidecars=False), PullSettings(projects=(project["identifier"],), full=full),
             work_dir=Path(tempfile.mkdtemp(dir=tmp_path)), force=True,
         )
 
@@ -593,7 +599,7 @@ def test_pull_with_a_local_state_folder_holds_its_lock_and_feeds_a_local_sync(
 
     pulled = pull_with_state(
         redmine_server.url, redmine_server.admin_key, LocalStateStore(state_dir), tmp_path / "snapshot",
-        PullArguments(projects=(project["identifier"],)), progress=try_to_take_the_state,
+        PullSettings(projects=(project["identifier"],)), progress=try_to_take_the_state,
     )
     assert pulled.ok and pulled.state_written and seen_while_pulling and set(seen_while_pulling) == {"held"}
     assert sorted(p.name for p in (state_dir / "issues").iterdir()) == sorted([f"{vpn}.json", f"{printer}.json"])
@@ -601,7 +607,7 @@ def test_pull_with_a_local_state_folder_holds_its_lock_and_feeds_a_local_sync(
     docs_dir = tmp_path / "docs"
     synced = run_sync(
         redmine_server.url, redmine_server.admin_key, LocalStateStore(state_dir), LocalDirTarget(docs_dir),
-        TransformOptions(sidecars=False), PullArguments(projects=(project["identifier"],)),
+        TransformOptions(sidecars=False), PullSettings(projects=(project["identifier"],)),
         work_dir=tmp_path / "work", force=True,
     )
     assert synced.ok and sorted(synced.uploaded) == sorted([f"{vpn}.md", f"{printer}.md"])
@@ -614,7 +620,7 @@ def test_a_manifest_from_before_stored_versions_is_read_as_storing_the_published
     redmine_server: RedmineServer, redmine_admin: RedmineAdmin, tmp_path: Path
 ) -> None:
     project, (vpn, printer) = seed_issues(redmine_admin, 2)
-    state_dir, arguments = tmp_path / "state", PullArguments(projects=(project["identifier"],))
+    state_dir, arguments = tmp_path / "state", PullSettings(projects=(project["identifier"],))
 
     def sync() -> StatelessSyncReport:
         return run_sync(

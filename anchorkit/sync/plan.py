@@ -308,9 +308,9 @@ class PullPlan:
             )
             tickets[issue_id] = replace(published, gone=False, project_id=stamp.project_id, stored=stamp.updated_on)
         for issue_id in self.raw_deletes:
-            published = self.before.tickets[issue_id].objects
-            if published:  # sync --state deletes them (with --delete)
-                tickets[issue_id] = TicketEntry(objects=published, gone=True)
+            objects = self.before.tickets[issue_id].objects
+            if objects:  # sync --state deletes them (with --delete)
+                tickets[issue_id] = TicketEntry(objects=objects, gone=True)
             else:
                 tickets.pop(issue_id)
         return replace(

@@ -12,7 +12,7 @@ import contextlib
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,28 +21,11 @@ from typing import Any
 from anchorkit import __version__, publish, pull, snapshot, state, transform
 from anchorkit.document import RenderOptions
 from anchorkit.files import write_atomic
-from anchorkit.redmine import RetryPolicy
 from anchorkit.sidecar import SIDECAR_SUFFIX
 from anchorkit.sync import plan as planning
 from anchorkit.sync.apply import apply, apply_pull
 from anchorkit.sync.manifest import Manifest, Scope, ScopeMismatch
-
-SyncProgress = Callable[[str, int, int], None]  # (stage: pulling/rendering/uploading, done, total)
-
-
-@dataclass(frozen=True)
-class PullArguments:
-    """What `pull` is asked to do inside a stateless sync (see :func:`anchorkit.pull.pull`)."""
-
-    projects: tuple[str, ...] = ()
-    full: bool = False
-    concurrency: int = pull.DEFAULT_CONCURRENCY
-    include_private: bool = False
-    full_every: int = pull.DEFAULT_FULL_EVERY
-    overlap_s: float = pull.DEFAULT_OVERLAP_S
-    lookups_max_age_s: float = pull.DEFAULT_LOOKUPS_MAX_AGE_S
-    text_format: str | None = None
-    policy: RetryPolicy | None = None
+from anchorkit.sync.progress import SyncProgress, pulling_stage, stage_counter
 
 
 @dataclass
@@ -201,13 +184,13 @@ def run_pull(
     url: str,
     api_key: str,
     snapshot_dir: Path,
-    arguments: PullArguments,
+    arguments: pull.PullSettings,
     *,
     full: bool,
     known: dict[int, snapshot.StoredStamp],
     progress: pull.ProgressCallback | None,
 ) -> pull.PullReport:
-    """:func:`anchorkit.pull.pull` as ``arguments`` ask, with the issues the state holds as ``known``."""
+    """:func:`anchorkit.pull.pull` as ``arguments`` ask (``full`` aside), with the issues the state holds as ``known``."""
     return pull.pull(
         url, snapshot_dir, api_key, projects=list(arguments.projects), full=full,
         concurrency=arguments.concurrency, include_private=arguments.include_private,
@@ -244,7 +227,7 @@ def run_sync(
     store: state.StateStore,
     target: publish.Target,
     options: transform.TransformOptions,
-    pull_arguments: PullArguments = PullArguments(),
+    pull_arguments: pull.PullSettings = pull.PullSettings(),
     *,
     work_dir: Path,
     delete: bool = True,
@@ -287,28 +270,13 @@ def run_sync(
         if plan.idle:
             report.tickets = len(manifest.tickets)
             return report  # nothing to write, not even the state
-        uploading = _stage(progress, "uploading", len(plan.uploads) + len(plan.deletes))
+        uploading = stage_counter(progress, "uploading", len(plan.uploads) + len(plan.deletes))
         applied = apply(plan, store, target, work_dir, threads=threads, on_result=lambda _: uploading())
         report.uploaded, report.deleted, report.failures = applied.uploaded, applied.deleted, applied.failures
         report.state_issues_written = applied.raw.written
         report.state_written = True
         report.tickets = len(applied.committed.tickets) if applied.committed else 0
     return report
-
-
-def _stage(progress: SyncProgress | None, stage: str, total: int) -> Callable[[], None]:
-    """A counter reporting ``stage`` progress (done of total) to ``progress``, starting at 0."""
-    done = 0
-    if progress is not None:
-        progress(stage, 0, total)
-
-    def advance() -> None:
-        nonlocal done
-        done += 1
-        if progress is not None:
-            progress(stage, done, total)
-
-    return advance
 
 
 def _plan_sync(
@@ -320,7 +288,7 @@ def _plan_sync(
     api_key: str,
     store: state.StateStore,
     options: transform.TransformOptions,
-    arguments: PullArguments,
+    arguments: pull.PullSettings,
     work_dir: Path,
     policy: planning.DeletePolicy,
     threads: int,
@@ -337,7 +305,7 @@ def _plan_sync(
     seed_snapshot(work_dir, manifest)
     fetched: set[int] = set()  # issues pull wrote into the work snapshot: their raw JSON is new
     removed: set[int] = set()
-    on_pull = None if progress is None else (lambda done, total: progress("pulling", done, total))
+    on_pull = pulling_stage(progress)
 
     def pull_once(full: bool, known: dict[int, snapshot.StoredStamp]) -> None:
         pulled = run_pull(url, api_key, work_dir, arguments, full=full, known=known, progress=on_pull)
@@ -386,7 +354,7 @@ def _render(
     rendered: list[planning.Rendered] = []
     failed: dict[int, str | None] = {}
     paths = list(snapshot.iter_issue_paths(work_dir))
-    advance = _stage(progress, "rendering", len(paths))
+    advance = stage_counter(progress, "rendering", len(paths))
     for path in paths:
         result = transform.render_ticket(path, lookups, render, options)
         advance()
@@ -418,7 +386,7 @@ def pull_with_state(
     api_key: str,
     store: state.StateStore,
     snapshot_dir: Path,
-    arguments: PullArguments = PullArguments(),
+    arguments: pull.PullSettings = pull.PullSettings(),
     *,
     threads: int = publish.DEFAULT_THREADS,
     progress: pull.ProgressCallback | None = None,
@@ -462,7 +430,7 @@ def _plan_pull(
     api_key: str,
     store: state.StateStore,
     snapshot_dir: Path,
-    arguments: PullArguments,
+    arguments: pull.PullSettings,
     threads: int,
     progress: pull.ProgressCallback | None,
 ) -> planning.PullPlan:
@@ -487,9 +455,9 @@ def _plan_pull(
     )
     report.pull_report = pulled
     fetched = {
-        issue_id: stamp
+        issue_id: written
         for issue_id in sorted(set(pulled.written_ids) - set(pulled.removed_ids))
-        if (stamp := snapshot.stored_stamp(snapshot_dir, issue_id)) is not None
+        if (written := snapshot.stored_stamp(snapshot_dir, issue_id)) is not None
     }
     return planning.plan_pull(
         manifest, scope, fetched, set(pulled.removed_ids), snapshot.load_state(snapshot_dir),
