@@ -4,6 +4,7 @@ real Redmine and the real S3 server, through the CLI as a scheduled job runs it.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -18,9 +19,16 @@ import pytest
 from support.redmine_server import RedmineAdmin, RedmineServer
 from support.s3_server import S3Server
 from test_sync_state import KILLED_SYNC, cli_environment, manifest_of, objects_under
+from rich.console import Console
 from typer.testing import CliRunner
 
+from anchorkit import cli
 from anchorkit.cli import app
+from anchorkit.publish import S3Location, S3Target
+from anchorkit.pull import PullSettings
+from anchorkit.state import S3StateStore
+from anchorkit.sync import run_sync
+from anchorkit.transform import TransformOptions
 
 runner = CliRunner()
 
@@ -228,3 +236,37 @@ def test_state_show_tells_a_live_lease_on_another_host_from_an_expired_one(
     shown = json.loads(runner.invoke(app, ["state", "show", state, "--json"]).stdout)
     assert shown["lease"]["status"] == "stale" and shown["lease"]["expires_in_seconds"] < 0
     assert shown["exists"] is False and shown["scope"] is None
+
+
+@pytest.mark.redmine
+@pytest.mark.s3
+@pytest.mark.timeout(300)
+def test_sync_with_the_state_shows_progress_per_stage_on_a_terminal_and_nothing_in_a_log(
+    redmine_server: RedmineServer, redmine_admin: RedmineAdmin, s3_server: S3Server, s3_prefix: str,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    project, ids = seed_project(redmine_admin, "社内ITサービスデスク", 3)
+    job = Job(redmine_server, s3_server, s3_prefix, tmp_path, monkeypatch)
+    client = s3_server.client()
+    seen: list[tuple[str, int, int]] = []
+    report = run_sync(
+        redmine_server.url, redmine_server.admin_key, S3StateStore(client, S3Location(s3_server.bucket, f"{job.state_prefix}/")),
+        S3Target(client, S3Location(s3_server.bucket, f"{job.docs_prefix}/")), TransformOptions(),
+        PullSettings(projects=(project["identifier"],)), work_dir=tmp_path / "work",
+        progress=lambda stage, done, total: seen.append((stage, done, total)),
+    )
+    assert report.ok
+    assert {("pulling", 3, 3), ("rendering", 3, 3), ("uploading", 3, 3)} <= set(seen)
+
+    redmine_admin.add_note(ids[0], "再発したため再調査")
+    logged = runner.invoke(app, ["sync", job.docs, "--state", job.state, "--url", redmine_server.url,
+                                 "--project", project["identifier"]])
+    assert logged.exit_code == 0 and logged.stderr == ""  # CliRunner's stderr is no terminal: a CI log
+    terminal = io.StringIO()
+    monkeypatch.setattr(cli, "err_console", Console(file=terminal, force_terminal=True, width=100))
+    redmine_admin.add_note(ids[1], "再発したため再調査")
+    shown = runner.invoke(app, ["sync", job.docs, "--state", job.state, "--url", redmine_server.url,
+                                "--project", project["identifier"]])
+    assert shown.exit_code == 0, shown.stderr
+    drawn = terminal.getvalue()
+    assert "rendering" in drawn and "uploading" in drawn and "1/1" in drawn
