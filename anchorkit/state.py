@@ -175,7 +175,7 @@ class LocalStateStore:
             except BlockingIOError:
                 holder = self._lock_holder()
                 raise StateConflict(
-                    f"{self.root}: another sync{f' ({holder})' if holder else ''} is running on this state; this run stopped"
+                    f"{self.root}: another sync is running on this state{f' ({holder})' if holder else ''}; this run stopped"
                 ) from None
             handle.seek(0)
             handle.truncate()

@@ -143,6 +143,18 @@ def test_a_local_state_admits_one_sync_at_a_time(tmp_path: Path) -> None:
         assert second.read_manifest() is None
 
 
+def test_a_local_state_names_the_run_holding_its_lock_and_is_free_once_it_ended(tmp_path: Path) -> None:
+    store = LocalStateStore(tmp_path / "state")
+    with store.session():
+        held = LocalStateStore(tmp_path / "state").lease_status()
+        assert held is not None and held.alive and held.status(time.time()) == "active"
+        assert held.holder.split(":")[1] == str(os.getpid())
+        with pytest.raises(StateConflict, match=f"another sync is running on this state \\({held.holder}\\)"):
+            with LocalStateStore(tmp_path / "state").session():
+                pass
+    assert store.lease_status() is None
+
+
 # --------------------------------------------------------------------------------------------------
 # Incremental runs from an empty disk
 

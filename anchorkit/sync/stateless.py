@@ -448,18 +448,26 @@ def _plan_pull(
             outdated[issue_id] = stamp
     unrestorable = restore_raw_issues(store, snapshot_dir, outdated, threads)
     report.restored = len(outdated) - len(unrestorable)
-    # What the state cannot give back: an incremental listing may not show it, a full one does.
+    # What the state cannot give back: an incremental listing may not show it, a full one does. A state
+    # from before scopes is listed whole once, and what lies outside this run's projects is dropped.
+    legacy = manifest.scope is None and bool(manifest.tickets)
     pulled = run_pull(
-        url, api_key, snapshot_dir, arguments, full=arguments.full or bool(unrestorable),
+        url, api_key, snapshot_dir, arguments, full=arguments.full or bool(unrestorable) or legacy,
         known=planning.unknown_stamps(stamps, unrestorable), progress=progress,
     )
     report.pull_report = pulled
+    removed = set(pulled.removed_ids)
+    if legacy:
+        outside = planning.outside_scope(manifest, scope.projects, snapshot.load_lookups(snapshot_dir).get("projects", {}))
+        for issue_id in outside:
+            snapshot.remove_issue(snapshot_dir, issue_id)
+        removed |= outside
     fetched = {
         issue_id: written
-        for issue_id in sorted(set(pulled.written_ids) - set(pulled.removed_ids))
+        for issue_id in sorted(set(pulled.written_ids) - removed)
         if (written := snapshot.stored_stamp(snapshot_dir, issue_id)) is not None
     }
     return planning.plan_pull(
-        manifest, scope, fetched, set(pulled.removed_ids), snapshot.load_state(snapshot_dir),
+        manifest, scope, fetched, removed, snapshot.load_state(snapshot_dir),
         snapshot.load_lookups(snapshot_dir),
     )
