@@ -16,10 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from support.redmine_server import RedmineAdmin, RedmineServer
 from support.s3_server import S3Server
-from test_sync_state import KILLED_SYNC, cli_environment, manifest_of, objects_under
-from rich.console import Console
+from test_sync_state import (
+    KILLED_SYNC,
+    cli_environment,
+    manifest_of,
+    objects_under,
+    seed_issues,
+)
 from typer.testing import CliRunner
 
 from anchorkit import cli
@@ -31,16 +37,6 @@ from anchorkit.sync import run_sync
 from anchorkit.transform import TransformOptions
 
 runner = CliRunner()
-
-
-def seed_project(admin: RedmineAdmin, name: str, count: int) -> tuple[dict[str, Any], list[int]]:
-    project = admin.create_project(name=name)
-    ids = []
-    for n in range(count):
-        issue = admin.create_issue(project["id"], f"{name}: VPN接続が不安定になる ({n})", description="在宅勤務中にVPNが切れる。")
-        admin.add_note(issue["id"], f"対応履歴 {n}: ルーターを再起動")
-        ids.append(issue["id"])
-    return project, ids
 
 
 class Job:
@@ -85,8 +81,8 @@ def test_a_run_with_another_scope_is_refused_naming_the_states_scope_and_rescope
     redmine_server: RedmineServer, redmine_admin: RedmineAdmin, s3_server: S3Server, s3_prefix: str,
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    ops, ops_ids = seed_project(redmine_admin, "運用チーム", 2)
-    sales, sales_ids = seed_project(redmine_admin, "営業支援", 2)
+    ops, ops_ids = seed_issues(redmine_admin, 2, "運用チーム")
+    sales, sales_ids = seed_issues(redmine_admin, 2, "営業支援")
     job = Job(redmine_server, s3_server, s3_prefix, tmp_path, monkeypatch)
     both = ["--project", ops["identifier"], "--project", sales["identifier"]]
     status, report, stderr = job.sync(*both, "--delete")
@@ -128,7 +124,7 @@ def test_a_rescope_to_a_corrected_destination_publishes_everything_there(
     redmine_server: RedmineServer, redmine_admin: RedmineAdmin, s3_server: S3Server, s3_prefix: str,
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    project, ids = seed_project(redmine_admin, "社内ITサービスデスク", 2)
+    project, ids = seed_issues(redmine_admin, 2)
     job = Job(redmine_server, s3_server, s3_prefix, tmp_path, monkeypatch)
     assert job.sync("--project", project["identifier"])[0] == 0
     status, report, stderr = job.sync("--project", project["identifier"], "--rescope", docs=f"{job.docs}-v2")
@@ -145,7 +141,7 @@ def test_a_dry_run_prints_the_plan_and_writes_nothing_then_the_real_run_does_exa
     redmine_server: RedmineServer, redmine_admin: RedmineAdmin, s3_server: S3Server, s3_prefix: str,
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    project, ids = seed_project(redmine_admin, "社内ITサービスデスク", 3)
+    project, ids = seed_issues(redmine_admin, 3)
     job = Job(redmine_server, s3_server, s3_prefix, tmp_path, monkeypatch)
     scope = ["--project", project["identifier"], "--sidecars"]
 
@@ -181,7 +177,7 @@ def test_a_run_killed_holding_the_lease_shows_as_stale_and_breaking_it_lets_the_
     redmine_server: RedmineServer, redmine_admin: RedmineAdmin, s3_server: S3Server, s3_prefix: str,
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    project, ids = seed_project(redmine_admin, "社内ITサービスデスク", 3)
+    project, ids = seed_issues(redmine_admin, 3)
     job = Job(redmine_server, s3_server, s3_prefix, tmp_path, monkeypatch)
     scope = ["--project", project["identifier"]]
     # kill -9 right after the run took its (hour-long) lease: its first write.
@@ -245,7 +241,7 @@ def test_sync_with_the_state_shows_progress_per_stage_on_a_terminal_and_nothing_
     redmine_server: RedmineServer, redmine_admin: RedmineAdmin, s3_server: S3Server, s3_prefix: str,
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    project, ids = seed_project(redmine_admin, "社内ITサービスデスク", 3)
+    project, ids = seed_issues(redmine_admin, 3)
     job = Job(redmine_server, s3_server, s3_prefix, tmp_path, monkeypatch)
     client = s3_server.client()
     seen: list[tuple[str, int, int]] = []

@@ -102,8 +102,8 @@ class StatelessRunner:
         return objects_under(self.s3, self.docs)
 
 
-def seed_issues(admin: RedmineAdmin, count: int) -> tuple[dict[str, Any], list[int]]:
-    project = admin.create_project(name="社内ITサービスデスク")
+def seed_issues(admin: RedmineAdmin, count: int, name: str = "社内ITサービスデスク") -> tuple[dict[str, Any], list[int]]:
+    project = admin.create_project(name=name)
     ids = []
     for n in range(count):
         issue = admin.create_issue(project["id"], f"VPN接続が不安定になる ({n})", description="在宅勤務中にVPNが切れる。")
