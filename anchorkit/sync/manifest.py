@@ -76,7 +76,7 @@ class Scope:
                 "destination": self.destination}
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a state holds 10,000s of them, and a frozen one is slower to build
 class TicketEntry:
     """One ticket in the state: what is stored, what is published, and the objects published for it.
 

@@ -257,13 +257,13 @@ def plan(manifest: Manifest, listing: Listing, local: Local, policy: DeletePolic
         deletes += dropped_keys(rendered, previous)
     if policy.delete:
         deletes += [key for issue_id in sorted(gone) for key in manifest.tickets[issue_id].objects]
-    stamps = manifest.stamps()
+    stored = {issue_id for issue_id, entry in manifest.tickets.items() if not entry.gone}
     drafted = Plan(
         before=manifest, scope=scope, listing=listing, local=local, uploads=uploads, deletes=deletes,
         gone=frozenset(gone),
         raw_writes=sorted(i for i in listing.fetched if i in rendered_ids),
         # The raw copy of an issue that went away (deleted, hidden, now private) goes with it, --delete or not.
-        raw_deletes=sorted((set(listing.removed) & set(stamps)) - rendered_ids),
+        raw_deletes=sorted((set(listing.removed) & stored) - rendered_ids),
         refused=None,
     )
     return replace(drafted, refused=publish.delete_refusal(drafted.documents(), policy.max_delete, policy.force))
