@@ -15,6 +15,7 @@ import json
 import os
 import re
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,7 @@ from anchorkit import tokens as tokenizing
 from anchorkit import transform as transforming
 from anchorkit import verify as verifying
 from anchorkit.document import LABELS, RenderOptions
+from anchorkit.errors import LockHeld, UsageError
 from anchorkit.files import write_atomic
 from anchorkit.redmine import RetryPolicy
 from anchorkit.report_html import render_report
@@ -507,9 +509,9 @@ def pull_arguments(
     text_format: str | None,
     retries: int,
     timeout: float,
-) -> syncing.PullArguments:
+) -> pulling.PullSettings:
     """What `pull` and `sync` were asked to pull, from their command-line values."""
-    return syncing.PullArguments(
+    return pulling.PullSettings(
         projects=tuple(projects or ()), full=full, concurrency=concurrency, include_private=include_private,
         full_every=full_every, overlap_s=overlap, lookups_max_age_s=lookups_max_age, text_format=text_format,
         policy=RetryPolicy(attempts=retries, read_timeout_s=timeout),
@@ -517,7 +519,7 @@ def pull_arguments(
 
 
 def pull_with_progress(
-    show_progress: bool, url: str, snapshot_dir: Path, api_key: str, arguments: syncing.PullArguments
+    show_progress: bool, url: str, snapshot_dir: Path, api_key: str, arguments: pulling.PullSettings
 ) -> pulling.PullReport:
     """Run the pull with a rich progress bar of the issue fetches on stderr."""
     with pull_progress_bar(show_progress) as on_progress:
@@ -1073,6 +1075,15 @@ def sync_command(
     start_ingestion: StartIngestionOption = None,
     state: StateOption = None,
     lease_seconds: LeaseSecondsOption = None,
+    rescope: Annotated[
+        bool,
+        typer.Option(
+            "--rescope",
+            help="With --state: accept a Redmine URL, --project, --include-private or destination other than the "
+            "state's (otherwise refused, exit 2); this run lists every issue, and with --delete deletes the documents "
+            "of tickets outside the new scope. A command-line flag only.",
+        ),
+    ] = False,
     json_output: JsonFlag = False,
 ) -> None:
     """Pull from Redmine, transform, and upload by content, in one go (flags > ANCHORKIT_*/REDMINE_* > anchorkit.toml)."""
@@ -1096,37 +1107,31 @@ def sync_command(
         settings["retries"], settings["timeout"],
     )
     if settings["state"]:
-        run_stateless_sync_command(settings, arguments, transform_settings, publish_settings, json_output)
+        run_stateless_sync_command(settings, arguments, transform_settings, publish_settings, rescope, json_output)
         return
-    snapshot_dir: Path = settings["snapshot"]
+    if rescope:
+        raise usage_error("--rescope needs --state")
     out_dir: Path = settings["out"]
     aws = publishing.AwsSettings(settings["endpoint_url"], settings["region"], settings["profile"])
     destination = open_destination(out_dir, settings["dest"], publish_settings, aws, settings["start_ingestion"])
-    pull_report = pull_with_progress(
-        not json_output, settings["url"], snapshot_dir, read_api_key(settings["api_key_file"]), arguments
-    )
-    # The snapshot stays consistent even when some issues failed (they keep their previous copy),
-    # so transform and upload still run; the exit code reports the failure.
-    try:
-        transform_report = transforming.transform_snapshot(snapshot_dir, out_dir, transform_settings)
-    except SnapshotError as error:
-        raise usage_error(str(error)) from None
-    upload_report = run_publish(out_dir, destination, publish_settings, json_output)
-    ok = pull_report.ok and not transform_report.failed and upload_report.ok
+    api_key = read_api_key(settings["api_key_file"])
+    with sync_progress(not json_output and err_console.is_terminal) as on_progress:
+        try:
+            report = syncing.sync_folders(
+                settings["url"], api_key, settings["snapshot"], out_dir, destination.target, transform_settings,
+                arguments, publish_settings, progress=on_progress,
+            )
+        except (pulling.PullError, SnapshotError) as error:
+            raise usage_error(str(error)) from None
+    if destination.ingestion is not None:
+        publishing.ingest_after(report.upload, lambda: destination.session.client("bedrock-agent"), *destination.ingestion)
     if json_output:
-        print_json(
-            {
-                "ok": ok,
-                "pull": pull_report.to_json(),
-                "transform": {"out": str(out_dir), **transform_report.as_dict()},
-                "upload": upload_report.to_dict(),
-            }
-        )
+        print_json(report.to_dict())
     else:
-        print_pull_report(pull_report, json_output=False)
-        print_transform_report(transform_report, out_dir, check=False)
-        print_publish_report(upload_report, json_output=False)
-    if not ok:
+        print_pull_report(report.pull, json_output=False)
+        print_transform_report(report.transform, out_dir, check=False)
+        print_publish_report(report.upload, json_output=False)
+    if not report.ok:
         raise typer.Exit(1)
 
 
@@ -1141,25 +1146,24 @@ def state_run_exit_codes() -> Iterator[None]:
     """A run against a --state: exit 3 when another run holds or changed the state, 2 for unusable input."""
     try:
         yield
-    except states.StateConflict as conflict:
+    except LockHeld as conflict:
         print_problem("stopped", str(conflict))
-        raise typer.Exit(CONFLICT_EXIT_CODE) from None
-    except (states.StateError, pulling.PullError, SnapshotError) as error:
+        raise typer.Exit(conflict.exit_code) from None
+    except (UsageError, pulling.PullError, SnapshotError) as error:
         raise usage_error(str(error)) from None
 
 
 def run_stateless_sync_command(
     settings: syncing.ResolvedSettings,
-    arguments: syncing.PullArguments,
+    arguments: pulling.PullSettings,
     transform_settings: transforming.TransformOptions,
     publish_settings: publishing.PublishSettings,
+    rescope: bool,
     json_output: bool,
 ) -> None:
     """Open the state store and the destination, run `syncing.run_sync`, print, exit 0/1/2/3."""
     import tempfile
 
-    if publish_settings.dry_run:
-        raise usage_error("--dry-run is not supported together with --state")
     try:
         destination = publishing.parse_destination(settings["dest"])
         location = publishing.parse_destination(settings["state"])
@@ -1173,21 +1177,42 @@ def run_stateless_sync_command(
     except publishing.PublishError as error:
         raise usage_error(str(error)) from None
     api_key = read_api_key(settings["api_key_file"])
-    with tempfile.TemporaryDirectory(prefix="anchorkit-sync-") as scratch, state_run_exit_codes():
+    with tempfile.TemporaryDirectory(prefix="anchorkit-sync-") as scratch, state_run_exit_codes(), \
+            sync_progress(not json_output and err_console.is_terminal) as on_progress:
         report = syncing.run_sync(
             settings["url"], api_key, store, target, transform_settings, arguments,
             work_dir=settings["snapshot"] or Path(scratch) / "snapshot",
             delete=publish_settings.delete, max_delete=publish_settings.max_delete,
             force=publish_settings.force, threads=publish_settings.threads,
+            dry_run=publish_settings.dry_run, rescope=rescope, progress=on_progress,
         )
     ingestion_job = None
-    if ingestion is not None and report.ok:
-        ingestion_job, error = publishing.try_start_ingestion(lambda: session.client("bedrock-agent"), *ingestion)
-        if error:
-            report.failures.append(publishing.Failure("--start-ingestion", error))
+    if ingestion is not None and report.ok and not report.dry_run:
+        ingestion_job, problem = publishing.try_start_ingestion(lambda: session.client("bedrock-agent"), *ingestion)
+        if problem:
+            report.failures.append(publishing.Failure("--start-ingestion", problem))
     print_stateless_sync_report(report, ingestion_job, json_output)
     if not report.ok:
         raise typer.Exit(1)
+
+
+@contextlib.contextmanager
+def sync_progress(show: bool) -> Iterator[syncing.SyncProgress]:
+    """One rich progress bar per stage of `sync --state` (pulling, rendering, uploading) on stderr; only
+    on a terminal, so CI logs get the summary alone."""
+    progress = Progress(
+        TextColumn("{task.description:<9}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(), console=err_console, disable=not show, transient=True,
+    )
+    tasks: dict[str, Any] = {}
+
+    def on_progress(stage: str, done: int, total: int) -> None:
+        if stage not in tasks:
+            tasks[stage] = progress.add_task(stage, total=total)
+        progress.update(tasks[stage], completed=done, total=total)
+
+    with progress:
+        yield on_progress
 
 
 def print_stateless_sync_report(
@@ -1198,14 +1223,17 @@ def print_stateless_sync_report(
         return
     for pull_report in report.pulls:
         print_pull_report(pull_report, json_output=False)
-    console.print(
-        f"{report.destination}: rendered {report.rendered}{' (all: output fingerprint changed)' if report.regenerated_all else ''}, "
-        f"uploaded {len(report.uploaded)}, deleted {len(report.deleted)}, failed {len(report.failures)}; "
-        f"state {report.state}: {'committed' if report.state_written else 'unchanged'} ({report.tickets} tickets) "
-        f"in {report.seconds:.1f} s",
-        highlight=False,
-        markup=False,
-    )
+    if report.dry_run and report.plan is not None:
+        print_sync_plan(report)
+    else:
+        console.print(
+            f"{report.destination}: rendered {report.rendered}{' (all: output fingerprint changed)' if report.regenerated_all else ''}, "
+            f"uploaded {len(report.uploaded)}, deleted {len(report.deleted)}, failed {len(report.failures)}; "
+            f"state {report.state}: {'committed' if report.state_written else 'unchanged'} ({report.tickets} tickets) "
+            f"in {report.seconds:.1f} s",
+            highlight=False,
+            markup=False,
+        )
     print_ingestion_job(ingestion_job)
     if report.refused:
         print_problem("refused", report.refused)
@@ -1213,6 +1241,27 @@ def print_stateless_sync_report(
         print_problem("failed", failure.message)
     for failure in report.failures:
         print_problem("failed", f"{failure.key}: {failure.error}")
+
+
+def print_sync_plan(report: syncing.StatelessSyncReport) -> None:
+    """`sync --state --dry-run`: what the run would write, nothing of which was."""
+    assert report.plan is not None
+    planned = report.plan.summary()
+    cursor = planned["cursor"]
+    console.print(
+        f"plan for {report.destination} (dry run, nothing written): rendered {report.rendered}"
+        f"{' (all: output fingerprint changed)' if report.regenerated_all else ''}, upload {planned['upload']} "
+        f"({planned['upload_bytes']:,} bytes), delete {planned['delete']}"
+        + (f", {planned['gone_kept']} of gone issues kept (no --delete)" if planned["gone_kept"] else "")
+        + f"; state {report.state}: store {planned['store_issues']} raw issues, drop {planned['drop_issues']}, "
+        f"cursor {cursor['from'] or '(none)'} -> {cursor['to'] or '(none)'}, "
+        f"{'would be committed' if planned['state_rewritten'] else 'unchanged'}",
+        highlight=False,
+        markup=False,
+    )
+    for action in ("upload", "delete"):
+        for key in planned["first_keys"][action]:
+            console.print(f"  {action} {key}", highlight=False, markup=False)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1223,7 +1272,7 @@ def run_pull_with_state_command(
     url: str,
     snapshot_dir: Path,
     api_key: str,
-    arguments: syncing.PullArguments,
+    arguments: pulling.PullSettings,
     state_url: str,
     aws: publishing.AwsSettings,
     threads: int | None,
@@ -1262,3 +1311,102 @@ def print_state_pull_report(report: syncing.StatePullReport, json_output: bool) 
     )
     for failure in report.failures:
         print_problem("failed", f"{failure.key}: {failure.error}")
+
+
+# ------------------------------------------------------------------------------------------------
+# state: look at a sync state, and break the lease of a run that died holding it (anchorkit.state)
+
+state_app = typer.Typer(
+    help="Inspect the sync state of `sync --state` / `pull --state`, and break a stale lease.", no_args_is_help=True
+)
+app.add_typer(state_app, name="state")
+StateArgument = Annotated[str, typer.Argument(help="The state: s3://bucket/prefix/ or a local folder.")]
+
+
+def open_state(state_url: str, endpoint_url: str | None, region: str | None, profile: str | None) -> states.StateStore:
+    """The store of a `state` command; the endpoint also from ANCHORKIT_ENDPOINT_URL, like the sync job's."""
+    aws = publishing.AwsSettings(endpoint_url or os.environ.get("ANCHORKIT_ENDPOINT_URL"), region, profile)
+    try:
+        return states.open_store(publishing.parse_destination(state_url), aws, publishing.PublishSettings())
+    except publishing.PublishError as error:
+        raise usage_error(str(error)) from None
+
+
+@state_app.command("show")
+def state_show_command(
+    state: StateArgument,
+    endpoint_url: EndpointOption = None,
+    region: RegionOption = None,
+    profile: ProfileOption = None,
+    json_output: JsonFlag = False,
+) -> None:
+    """Print a state's scope, cursor, ticket counts and lease (holder, expiry, active or stale); writes nothing.
+
+    The lease status: "active" (a run on this host is writing), "held" (unexpired, holder on another host:
+    active unless that run was killed), "stale" (expired, or its process is gone: the next run takes an
+    expired lease over; `anchorkit state break-lease` ends one before it expires).
+    """
+    store = open_state(state, endpoint_url, region, profile)
+    with state_run_exit_codes():
+        raw = store.read_manifest()
+        manifest = syncing.Manifest() if raw is None else syncing.Manifest.from_json(raw, store.describe())
+        lease = store.lease_status()
+    now = time.time()
+    exists = raw is not None
+    shown = {
+        "state": store.describe(),
+        "exists": exists,
+        "scope": manifest.scope.to_json() if manifest.scope else None,
+        "cursor": manifest.cursor,
+        "counts": manifest.counts(),
+        "fingerprint": manifest.fingerprint,
+        "lookups_refreshed_at": manifest.pull.get("lookups_refreshed_at"),
+        "lease": lease.to_json(now) if lease else None,
+    }
+    if json_output:
+        print_json(shown)
+        return
+    counts = manifest.counts()
+    lines = [
+        f"state {store.describe()}" + ("" if exists else " (empty: no run committed yet)"),
+        f"scope: {manifest.scope.describe() if manifest.scope else '(not recorded: the next sync --state records it)'}",
+        f"cursor: {manifest.cursor or '(none)'}",
+        f"tickets: {counts['tickets']} ({counts['published']} published, {counts['unpublished']} not yet published, "
+        f"{counts['gone']} gone with documents left; {counts['objects']} objects)",
+    ]
+    if lease is None:
+        lines.append("lease: free")
+    else:
+        described = lease.to_json(now)
+        expiry = f", expires {described['expires_at']}" if described["expires_at"] else ""
+        lines.append(f"lease: {described['status']}, held by {lease.holder} since {described['taken_at'] or '?'}{expiry}")
+    for line in lines:
+        console.print(line, highlight=False, markup=False)
+
+
+@state_app.command("break-lease")
+def state_break_lease_command(
+    state: StateArgument,
+    holder: Annotated[
+        str, typer.Option("--holder", help="The holder `state show` names; nothing is broken if another holds the lease.")
+    ],
+    endpoint_url: EndpointOption = None,
+    region: RegionOption = None,
+    profile: ProfileOption = None,
+) -> None:
+    """End the S3 lease of a run that died holding it (kill -9, a lost runner) before it expires.
+
+    The lease is rewritten as expired with If-Match on the ETag just read, so a live holder that renewed it
+    meanwhile is never overridden (exit 3); another holder, no lease, or a holder running on this host: exit 2.
+    A local state needs no breaking: the OS releases the lock of a dead process.
+    """
+    store = open_state(state, endpoint_url, region, profile)
+    if not isinstance(store, states.S3StateStore):
+        raise usage_error(f"{state}: a local state is held by an OS lock that dies with its process; nothing to break")
+    with state_run_exit_codes():
+        broken = store.break_lease(holder)
+    console.print(
+        f"{store.describe()}: broke the lease of {broken.holder} (taken {states.iso_time(broken.taken_at) or '?'}, "
+        f"would have expired {states.iso_time(broken.expires_at)}); the next run takes it over",
+        highlight=False, markup=False,
+    )

@@ -479,6 +479,7 @@ class PullSettings:
     overlap_s: float = DEFAULT_OVERLAP_S
     lookups_max_age_s: float = DEFAULT_LOOKUPS_MAX_AGE_S
     text_format: str | None = None
+    policy: RetryPolicy | None = None  # retries and timeouts of the Redmine requests
 
     def check(self) -> None:
         if self.concurrency < 1:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import os
 import socket
 import time
 import uuid
@@ -32,6 +33,7 @@ from typing import IO, Any, Protocol
 
 from botocore.exceptions import ClientError
 
+from anchorkit.errors import LockHeld, UsageError
 from anchorkit.files import write_atomic
 from anchorkit.publish import (
     MISSING_CODES,
@@ -53,12 +55,16 @@ LOCK_NAME = ".sync.lock"
 DEFAULT_LEASE_SECONDS = 3600.0
 
 
-class StateError(Exception):
+class StateError(UsageError):
     """The state cannot be used (unreadable manifest, bad location); nothing was written."""
 
 
-class StateConflict(StateError):
+class StateConflict(LockHeld):
     """Another sync holds or changed the state; this run stopped without writing anything more."""
+
+
+class LeaseNotBroken(UsageError):
+    """`state break-lease` found no lease of the named holder (or a live one): nothing was changed."""
 
 
 def encode_manifest(manifest: dict[str, Any]) -> bytes:
@@ -95,6 +101,60 @@ class StateStore(Protocol):
 
     def commit(self, manifest: dict[str, Any]) -> None: ...
 
+    def lease_status(self) -> LeaseStatus | None: ...
+
+
+@dataclass(frozen=True)
+class LeaseStatus:
+    """Who holds a state right now, for `state show`: a live run, or one that died holding it."""
+
+    holder: str
+    taken_at: float | None  # when the holder took (or last renewed) it; None: not recorded
+    expires_at: float | None  # None: a local lock, held exactly as long as its process lives
+    alive: bool | None  # is the holder's process running? None: it runs on another host, cannot tell
+
+    def expired(self, now: float) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
+
+    def status(self, now: float) -> str:
+        """``active`` (a run is writing: wait), ``stale`` (its run is gone: the next run takes it over, or
+        break it), or ``held`` (unexpired, holder on another host: active unless that run was killed)."""
+        if self.expired(now) or self.alive is False:
+            return "stale"
+        return "active" if self.alive else "held"
+
+    def to_json(self, now: float) -> dict[str, Any]:
+        return {
+            "holder": self.holder, "status": self.status(now), "alive": self.alive,
+            "taken_at": iso_time(self.taken_at), "expires_at": iso_time(self.expires_at),
+            "age_seconds": None if self.taken_at is None else round(now - self.taken_at, 1),
+            "expires_in_seconds": None if self.expires_at is None else round(self.expires_at - now, 1),
+        }
+
+
+def iso_time(epoch: float | None) -> str | None:
+    return None if epoch is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def run_holder() -> str:
+    """Names this run in a lease or lock: host, process id, and a random part (pids are reused)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def holder_alive(holder: str) -> bool | None:
+    """Whether the process a holder names is running, when it is on this host (None: another host)."""
+    host, _, rest = holder.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: it exists
+    return True
+
 
 class LocalStateStore:
     """A state folder on a local (or mounted) disk, serialised by an OS file lock."""
@@ -109,12 +169,43 @@ class LocalStateStore:
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
         self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / LOCK_NAME, "w") as handle:
+        with open(self.root / LOCK_NAME, "a+") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise StateConflict(f"{self.root}: another sync is running on this state; this run stopped") from None
+                holder = self._lock_holder()
+                raise StateConflict(
+                    f"{self.root}: another sync is running on this state{f' ({holder})' if holder else ''}; this run stopped"
+                ) from None
+            handle.seek(0)
+            handle.truncate()
+            handle.write(json.dumps({"holder": run_holder(), "taken_at": time.time()}))
+            handle.flush()
             yield  # the OS releases the lock when the file closes or the process dies (kill -9 included)
+
+    def _lock_holder(self) -> str | None:
+        try:
+            return str(json.loads((self.root / LOCK_NAME).read_text(encoding="utf-8"))["holder"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def lease_status(self) -> LeaseStatus | None:
+        """The run holding the lock, if one does (the OS drops the lock of a dead process: never stale)."""
+        path = self.root / LOCK_NAME
+        if not path.exists():
+            return None
+        with open(path) as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                try:
+                    held = json.loads(path.read_text(encoding="utf-8"))
+                except ValueError:
+                    held = {}
+                holder = str(held.get("holder", "?"))
+                return LeaseStatus(holder, held.get("taken_at"), None, alive=True)  # the lock dies with its process
+            fcntl.flock(handle, fcntl.LOCK_UN)
+        return None
 
     def read_manifest(self) -> dict[str, Any] | None:
         path = self.root / MANIFEST_NAME
@@ -158,7 +249,7 @@ class S3StateStore:
         self.client = client
         self.location = location
         self.lease_seconds = lease_seconds
-        self.owner = f"{socket.gethostname()}:{uuid.uuid4().hex[:12]}"
+        self.owner = run_holder()
         self.manifest_etag: str | None = None  # None: there was no manifest when the run started
         self.lease: Lease | None = None
 
@@ -194,8 +285,9 @@ class S3StateStore:
         return decode_manifest(data, f"{self.location}{MANIFEST_NAME}")
 
     def _lease_body(self) -> tuple[bytes, float]:
-        expires_at = time.time() + self.lease_seconds
-        body = {"owner": self.owner, "expires_at": expires_at, "expires": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires_at))}
+        now = time.time()
+        expires_at = now + self.lease_seconds
+        body = {"owner": self.owner, "taken_at": now, "expires_at": expires_at, "expires": iso_time(expires_at)}
         return json.dumps(body).encode("utf-8"), expires_at
 
     def _put_lease(self, **condition: str) -> Lease:
@@ -242,20 +334,61 @@ class S3StateStore:
             raise
         return str(head["ETag"]) != self.manifest_etag
 
-    def _take_over_expired_lease(self) -> Lease:
+    def _read_lease(self) -> tuple[LeaseStatus, str] | None:
+        """The lease as it is now, and its ETag (None: no run holds one)."""
         found = self._get(LEASE_NAME)
-        if found is None:  # released between our attempt and this read: try once more
-            return self._put_lease(IfNoneMatch="*")
+        if found is None:
+            return None
         data, etag = found
         try:
             held = json.loads(data)
             expires_at, owner = float(held["expires_at"]), str(held.get("owner", "?"))
+            taken_at = float(held["taken_at"]) if "taken_at" in held else None
         except (ValueError, KeyError, TypeError):
-            expires_at, owner = 0.0, "?"  # an unreadable lease protects nothing
-        if expires_at > time.time():
+            expires_at, owner, taken_at = 0.0, "?", None  # an unreadable lease protects nothing
+        return LeaseStatus(owner, taken_at, expires_at, holder_alive(owner)), etag
+
+    def lease_status(self) -> LeaseStatus | None:
+        found = self._read_lease()
+        return None if found is None else found[0]
+
+    def break_lease(self, holder: str) -> LeaseStatus:
+        """End the lease of ``holder``, a run known to be dead, before it expires: the lease is rewritten
+        as expired with ``If-Match`` on the ETag just read, so a live holder that renewed it meanwhile
+        (or another run that took it) is never overridden. Raises :class:`LeaseNotBroken` (exit 2) when
+        no lease or another holder's is there, :class:`StateConflict` (exit 3) when it changed."""
+        found = self._read_lease()
+        if found is None:
+            raise LeaseNotBroken(f"{self.location}: no lease is held; nothing to break")
+        lease, etag = found
+        if lease.holder != holder:
+            raise LeaseNotBroken(f"{self.location}: the lease is held by {lease.holder}, not {holder}; nothing broken")
+        if lease.alive:
+            raise LeaseNotBroken(f"{self.location}: the lease holder {holder} is a running process on this host; nothing broken")
+        body = {"owner": holder, "expires_at": 0, "expires": iso_time(0), "broken_at": iso_time(time.time())}
+        try:
+            self.client.put_object(
+                Bucket=self.location.bucket, Key=self.key(LEASE_NAME), Body=json.dumps(body).encode("utf-8"),
+                ContentType="application/json", IfMatch=etag,
+            )
+        except ClientError as error:
+            if error_code(error) in PRECONDITION_CODES:
+                raise StateConflict(
+                    f"{self.location}: the lease changed while breaking it (its holder renewed it, or another run "
+                    "took it over): that run is alive; nothing broken"
+                ) from None
+            raise
+        return lease
+
+    def _take_over_expired_lease(self) -> Lease:
+        found = self._read_lease()
+        if found is None:  # released between our attempt and this read: try once more
+            return self._put_lease(IfNoneMatch="*")
+        lease, etag = found
+        if not lease.expired(time.time()):
             raise StateConflict(
-                f"{self.location}: another sync ({owner}) is writing (lease until "
-                f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(expires_at))}); this run stopped without writing"
+                f"{self.location}: another sync ({lease.holder}) is writing (lease until {iso_time(lease.expires_at)}); "
+                "this run stopped without writing (a run that was killed: see `anchorkit state show`)"
             )
         try:
             return self._put_lease(IfMatch=etag)

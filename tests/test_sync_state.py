@@ -31,8 +31,14 @@ from anchorkit import pull
 from anchorkit.cli import CONFLICT_EXIT_CODE, app
 from anchorkit.document import RenderOptions
 from anchorkit.publish import LocalDirTarget, S3Location, S3Target
+from anchorkit.pull import PullSettings
 from anchorkit.state import LocalStateStore, S3StateStore, StateConflict
-from anchorkit.sync import PullArguments, StatelessSyncReport, StatePullReport, pull_with_state, run_sync
+from anchorkit.sync import (
+    StatelessSyncReport,
+    StatePullReport,
+    pull_with_state,
+    run_sync,
+)
 from anchorkit.transform import TransformOptions
 
 runner = CliRunner()
@@ -78,7 +84,7 @@ class StatelessRunner:
         options = TransformOptions(render=RenderOptions(labels={"ticket": label} if label else {}), sidecars=True)
         return run_sync(
             self.redmine.url, self.redmine.admin_key, store, target, options,
-            PullArguments(projects=(self.project,), full=full), work_dir=self.empty_folder(), force=True,
+            PullSettings(projects=(self.project,), full=full), work_dir=self.empty_folder(), force=True,
         )
 
     def pull(self, full: bool = False, snapshot_dir: Path | None = None) -> StatePullReport:
@@ -86,7 +92,7 @@ class StatelessRunner:
         store = S3StateStore(self.s3.client(), S3Location(self.s3.bucket, f"{self.state}/"))
         return pull_with_state(
             self.redmine.url, self.redmine.admin_key, store, snapshot_dir or self.empty_folder(),
-            PullArguments(projects=(self.project,), full=full),
+            PullSettings(projects=(self.project,), full=full),
         )
 
     def manifest(self) -> dict[str, Any]:
@@ -96,8 +102,8 @@ class StatelessRunner:
         return objects_under(self.s3, self.docs)
 
 
-def seed_issues(admin: RedmineAdmin, count: int) -> tuple[dict[str, Any], list[int]]:
-    project = admin.create_project(name="社内ITサービスデスク")
+def seed_issues(admin: RedmineAdmin, count: int, name: str = "社内ITサービスデスク") -> tuple[dict[str, Any], list[int]]:
+    project = admin.create_project(name=name)
     ids = []
     for n in range(count):
         issue = admin.create_issue(project["id"], f"VPN接続が不安定になる ({n})", description="在宅勤務中にVPNが切れる。")
@@ -135,6 +141,18 @@ def test_a_local_state_admits_one_sync_at_a_time(tmp_path: Path) -> None:
                 pass
     with second.session():  # released once the first run ended
         assert second.read_manifest() is None
+
+
+def test_a_local_state_names_the_run_holding_its_lock_and_is_free_once_it_ended(tmp_path: Path) -> None:
+    store = LocalStateStore(tmp_path / "state")
+    with store.session():
+        held = LocalStateStore(tmp_path / "state").lease_status()
+        assert held is not None and held.alive and held.status(time.time()) == "active"
+        assert held.holder.split(":")[1] == str(os.getpid())
+        with pytest.raises(StateConflict, match=f"another sync is running on this state \\({held.holder}\\)"):
+            with LocalStateStore(tmp_path / "state").session():
+                pass
+    assert store.lease_status() is None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -199,7 +217,7 @@ def test_a_local_state_folder_and_a_local_destination_work_the_same_way(
     def sync(full: bool) -> StatelessSyncReport:
         return run_sync(
             redmine_server.url, redmine_server.admin_key, LocalStateStore(state_dir), LocalDirTarget(docs_dir),
-            TransformOptions(sidecars=False), PullArguments(projects=(project["identifier"],), full=full),
+            TransformOptions(sidecars=False), PullSettings(projects=(project["identifier"],), full=full),
             work_dir=Path(tempfile.mkdtemp(dir=tmp_path)), force=True,
         )
 
@@ -317,9 +335,9 @@ def test_a_sync_that_finds_a_live_lease_stops_with_its_own_exit_code_and_writes_
 # kill -9 at random points
 
 
-def cli_environment(redmine_server: RedmineServer, s3_server: S3Server, folder: Path) -> dict[str, str]:
+def cli_environment(redmine_server: RedmineServer | None, s3_server: S3Server, folder: Path) -> dict[str, str]:
     return {
-        "REDMINE_API_KEY": redmine_server.admin_key,
+        **({"REDMINE_API_KEY": redmine_server.admin_key} if redmine_server else {}),
         "ANCHORKIT_ENDPOINT_URL": s3_server.endpoint_url,
         "AWS_ACCESS_KEY_ID": DUMMY_CREDENTIALS["aws_access_key_id"],
         "AWS_SECRET_ACCESS_KEY": DUMMY_CREDENTIALS["aws_secret_access_key"],
@@ -593,7 +611,7 @@ def test_pull_with_a_local_state_folder_holds_its_lock_and_feeds_a_local_sync(
 
     pulled = pull_with_state(
         redmine_server.url, redmine_server.admin_key, LocalStateStore(state_dir), tmp_path / "snapshot",
-        PullArguments(projects=(project["identifier"],)), progress=try_to_take_the_state,
+        PullSettings(projects=(project["identifier"],)), progress=try_to_take_the_state,
     )
     assert pulled.ok and pulled.state_written and seen_while_pulling and set(seen_while_pulling) == {"held"}
     assert sorted(p.name for p in (state_dir / "issues").iterdir()) == sorted([f"{vpn}.json", f"{printer}.json"])
@@ -601,7 +619,7 @@ def test_pull_with_a_local_state_folder_holds_its_lock_and_feeds_a_local_sync(
     docs_dir = tmp_path / "docs"
     synced = run_sync(
         redmine_server.url, redmine_server.admin_key, LocalStateStore(state_dir), LocalDirTarget(docs_dir),
-        TransformOptions(sidecars=False), PullArguments(projects=(project["identifier"],)),
+        TransformOptions(sidecars=False), PullSettings(projects=(project["identifier"],)),
         work_dir=tmp_path / "work", force=True,
     )
     assert synced.ok and sorted(synced.uploaded) == sorted([f"{vpn}.md", f"{printer}.md"])
@@ -614,7 +632,7 @@ def test_a_manifest_from_before_stored_versions_is_read_as_storing_the_published
     redmine_server: RedmineServer, redmine_admin: RedmineAdmin, tmp_path: Path
 ) -> None:
     project, (vpn, printer) = seed_issues(redmine_admin, 2)
-    state_dir, arguments = tmp_path / "state", PullArguments(projects=(project["identifier"],))
+    state_dir, arguments = tmp_path / "state", PullSettings(projects=(project["identifier"],))
 
     def sync() -> StatelessSyncReport:
         return run_sync(

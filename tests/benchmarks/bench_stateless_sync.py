@@ -38,7 +38,8 @@ from support.s3_server import running_seaweedfs  # noqa: E402
 from anchorkit.document import RenderOptions  # noqa: E402
 from anchorkit.publish import S3Location, S3Target  # noqa: E402
 from anchorkit.state import S3StateStore  # noqa: E402
-from anchorkit.sync import PullArguments, StatelessSyncReport, StatePullReport, pull_with_state, run_sync  # noqa: E402
+from anchorkit.pull import PullSettings
+from anchorkit.sync import StatelessSyncReport, StatePullReport, pull_with_state, run_sync  # noqa: E402
 from anchorkit.transform import TransformOptions  # noqa: E402
 
 ISSUES = int(os.environ.get("BENCH_STATELESS_ISSUES", "10000"))
@@ -90,7 +91,7 @@ def main() -> None:
             target = S3Target(client, S3Location(s3.bucket, "tickets/"))
             return run_sync(
                 server.url, server.admin_key, store, target, options,
-                PullArguments(projects=(project["identifier"],)),
+                PullSettings(projects=(project["identifier"],)),
                 work_dir=Path(scratch) / f"run-{runs}", threads=THREADS,
             )
 
@@ -107,7 +108,7 @@ def main() -> None:
             note_with_retries(admin, issue_id)
         pulled = pull_with_state(
             server.url, server.admin_key, S3StateStore(client, S3Location(s3.bucket, "anchorkit-state/")),
-            Path(scratch) / "pull-state", PullArguments(projects=(project["identifier"],)), threads=THREADS,
+            Path(scratch) / "pull-state", PullSettings(projects=(project["identifier"],)), threads=THREADS,
         )
         describe_pull(f"pull --state after {len(changed)} more changed, empty folder", pulled)
         describe("then sync --state, empty disk", sync_from_empty_disk())

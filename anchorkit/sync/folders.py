@@ -1,0 +1,67 @@
+"""The ordinary `sync` (no ``--state``): pull into a snapshot folder, transform into an output folder, and
+publish that folder, each stage as its own command does it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from anchorkit import publish, pull, transform
+from anchorkit.sync.progress import SyncProgress, pulling_stage, stage_counter
+from anchorkit.sync.stateless import run_pull
+
+
+@dataclass
+class FolderSyncReport:
+    pull: pull.PullReport
+    transform: transform.TransformReport
+    upload: publish.PublishReport
+    out: Path
+
+    @property
+    def ok(self) -> bool:
+        return self.pull.ok and not self.transform.failed and self.upload.ok
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "pull": self.pull.to_json(),
+            "transform": {"out": str(self.out), **self.transform.as_dict()},
+            "upload": self.upload.to_dict(),
+        }
+
+
+def sync_folders(
+    url: str,
+    api_key: str,
+    snapshot_dir: Path,
+    out_dir: Path,
+    target: publish.Target,
+    options: transform.TransformOptions,
+    pull_settings: pull.PullSettings = pull.PullSettings(),
+    publish_settings: publish.PublishSettings = publish.PublishSettings(),
+    *,
+    progress: SyncProgress | None = None,
+) -> FolderSyncReport:
+    """pull → transform → upload over local folders. Issues that fail to pull keep their previous copy
+    and tickets that fail to transform keep their previous documents, so the upload still runs (and never
+    deletes their objects); ``report.ok`` is False when any stage failed. Raises :class:`pull.PullError`
+    or :class:`anchorkit.snapshot.SnapshotError` for unusable input (nothing uploaded then)."""
+    pulled = run_pull(
+        url, api_key, snapshot_dir, pull_settings, full=pull_settings.full, known={}, progress=pulling_stage(progress)
+    )
+    transformed = transform.transform_snapshot(snapshot_dir, out_dir, options)
+    local_objects, local_failures = publish.scan_folder(out_dir)
+    uploading: Callable[[], None] = lambda: None
+
+    def on_plan(plan: publish.Plan) -> None:
+        nonlocal uploading
+        uploading = stage_counter(progress, "uploading", len(plan.uploads) + len(plan.deletes))
+
+    uploaded = publish.publish(
+        local_objects, target, settings=publish_settings, local_failures=local_failures, on_plan=on_plan,
+        on_result=lambda _: uploading(),
+    )
+    return FolderSyncReport(pulled, transformed, uploaded, out_dir)
