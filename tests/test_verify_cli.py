@@ -43,10 +43,11 @@ def test_verify_claims_reports_and_filters() -> None:
 def test_verify_json_schema_is_stable() -> None:
     report = verify_json("-r", EVAL / "retrieval-chunks.json", "-a", EVAL / "answer.txt")
     assert sorted(report) == [
-        "answer_shape", "cited_ids", "counts", "filtered_answer", "findings", "grounding_score", "unchecked", "valid_ids",
+        "answer_shape", "cited_ids", "cited_source_ids", "counts", "filtered_answer", "findings", "grounding_score",
+        "nothing_retrieved", "unchecked", "valid_ids",
     ]
     assert sorted(report["findings"][0]) == [  # type: ignore[index]
-        "citation", "claim", "kind", "message", "result", "score", "severity", "source_id", "ticket_id",
+        "citation", "claim", "kind", "message", "part", "result", "score", "severity", "source_id", "ticket_id",
     ]
     assert report["filtered_answer"]["text"].endswith("在宅勤務の切断は [unverified] と同じ原因です。\n")  # type: ignore[index]
 
@@ -54,7 +55,7 @@ def test_verify_json_schema_is_stable() -> None:
 def test_strict_exits_1_only_when_something_critical_was_found() -> None:
     assert run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", EVAL / "answer-results.json")[0] == 0
     code, out, _ = run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", EVAL / "answer-results.json", "--strict")
-    assert code == 1 and "result 2: ticket id #12301 was not retrieved" in out
+    assert code == 1 and "(result 3): result 3: ticket id #12301 was not retrieved" in out
     assert run("verify", "-r", EVAL / "retrieve-and-generate.json", "--strict")[0] == 0
 
 
@@ -112,11 +113,11 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
 
 def test_uri_pattern_option(tmp_path: Path) -> None:
     retrieval = tmp_path / "r.json"
-    retrieval.write_text(json.dumps([{"id": "a", "text": "本文", "uri": "https://wiki/issues/12345"}]))
+    retrieval.write_text(json.dumps([{"id": "a", "text": "本文", "uri": "https://wiki/tickets/12345"}]))
     answer = tmp_path / "a.txt"
     answer.write_text("#12345 です")
     assert verify_json("-r", retrieval, "-a", answer)["valid_ids"] == []
-    assert verify_json("-r", retrieval, "-a", answer, "--uri-pattern", r"/issues/(\d+)$")["valid_ids"] == [12345]
+    assert verify_json("-r", retrieval, "-a", answer, "--uri-pattern", r"/tickets/(\d+)$")["valid_ids"] == [12345]
 
 
 def test_html_report_is_written(tmp_path: Path) -> None:
@@ -141,6 +142,7 @@ def test_eval_metrics_on_the_example_set() -> None:
         "mean_grounding_score": 0.7,
         "phantom_rate": 0.4,
         "source_recall": 0.8,
+        "source_id_recall": None,
         "citation_precision": 0.875,
     }
     by_id = {r["id"]: r for r in summary["results"]}
