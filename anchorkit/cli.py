@@ -858,9 +858,10 @@ def verify_command(
         critical = critical or report.critical > 0
         if html_file is not None:
             write_html(html_file, render_report(report))
-        if json_output:
-            payload = report.to_json()
-            sys.stdout.write(json.dumps({"origin": origin, **payload} if several else payload, ensure_ascii=False) + "\n")
+        if json_output and several:  # JSON Lines: one compact object per answer
+            sys.stdout.write(json.dumps({"origin": origin, **report.to_json()}, ensure_ascii=False, sort_keys=True) + "\n")
+        elif json_output:
+            print_json(report.to_json())
         else:
             print_verify_report(report, origin if several else None)
     for error in inputs.errors:

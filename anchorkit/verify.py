@@ -53,15 +53,16 @@ _URL = r"https?://[^\s<>\"'`\]\)）」』】]+"
 # One scan finds the three ways an answer names a ticket. URLs come first: a fragment ("page#12")
 # or a path inside one is not a mention, a Redmine issue URL ("…/issues/12345#note-3") is.
 _MENTION = re.compile(
-    rf"(?P<url>{_URL})"
+    # The look-ahead at the first characters of the alternatives lets the scan skip other positions fast.
+    rf"(?=[hH#＃{DEFAULT_LABEL[0]}課TtIiRrBbFfSs])(?:(?P<url>{_URL})"
     rf"|(?<![A-Za-z0-9_])(?:{_LABEL_WORDS})[ \t\u3000]*(?i:no\.?|number)?[ \t\u3000:：]*"
     rf"(?:(?P<lhash>[#＃])[ \t]*)?(?P<lid>{_NUMBER})"
-    rf"|(?<![&A-Za-z0-9_])[#＃](?P<bid>{_NUMBER})"
+    rf"|(?<![&A-Za-z0-9_])[#＃](?P<bid>{_NUMBER}))"
 )
 _REDMINE_ISSUE = re.compile(r"/issues/(\d{1,12})(?!\d)")
 # Inline citation markers: "[2]", "[1, 3]", "【2】" (seed 004: a 1-based position in the retrieval) and
 # seed 000's "[SRC:id]" (a source id). Not after an ASCII word character: "a[1]" is an index.
-_MARKER = re.compile(r"(?<![A-Za-z0-9_])(?:[\[［【](?P<numbers>\d{1,4}(?:[ \t]*[,，、][ \t]*\d{1,4})*)[\]］】]|\[SRC:(?P<src>[^\]\s]+)\])")
+_MARKER = re.compile(r"(?=[\[［【])(?<![A-Za-z0-9_])(?:[\[［【](?P<numbers>\d{1,4}(?:[ \t]*[,，、][ \t]*\d{1,4})*)[\]］】]|\[SRC:(?P<src>[^\]\s]+)\])")
 # The end of a text that may still grow into a mention ("…#123" → "…#12345", "チケ" → "チケット12345",
 # "https://red" → a Redmine URL): a streaming filter holds it back.
 _TRAILING_PARTIAL_MENTION = re.compile(
@@ -551,13 +552,18 @@ def content_tokens(text: str) -> set[str]:
     return bigrams | words
 
 
-def claim_overlap(claim_text: str, sources: Sequence[str | MatchText]) -> float:
-    """The share of the claim's tokens (ticket-id mentions removed) that occur in any of the sources.
+def claim_tokens(claim_text: str) -> tuple[set[str], set[str]]:
+    """The (CJK bigrams, words) a claim is measured by: ticket-id mentions and citation markers removed."""
+    return _split_tokens(_MARKER.sub(" ", _MENTION.sub(" ", claim_text)))
+
+
+def claim_overlap(claim: str | tuple[set[str], set[str]], sources: Sequence[str | MatchText]) -> float:
+    """The share of the claim's tokens (claim_tokens, or the claim's text) that occur in any of the sources.
 
     A CJK bigram occurs in a source when it is a substring of its text (two adjacent CJK characters
     there are one of its bigrams); a word when it is one of the source's words.
     """
-    bigrams, words = _split_tokens(_MARKER.sub(" ", _MENTION.sub(" ", claim_text)))
+    bigrams, words = claim_tokens(claim) if isinstance(claim, str) else claim
     if not bigrams and not words:
         return 1.0
     prepared = [s if isinstance(s, MatchText) else MatchText.of(s) for s in sources]
@@ -793,6 +799,7 @@ class _Verification:
         self.citations = 0
         self.citation_chunks: dict[tuple[int, int], list[Chunk]] = {}
         self.claim_citations: dict[int, tuple[Citation, ...]] = {}
+        self.tokens: dict[str, tuple[set[str], set[str]]] = {}
 
     @property
     def dropping(self) -> bool:
@@ -950,7 +957,9 @@ class _Verification:
         return resolved
 
     def grounding(self, text: str, chunks: list[Chunk], **where: Any) -> None:
-        overlap = claim_overlap(text, [self.sources.match_text(c) for c in chunks])
+        if text not in self.tokens:  # a claim is measured against each of its citations
+            self.tokens[text] = claim_tokens(text)
+        overlap = claim_overlap(self.tokens[text], [self.sources.match_text(c) for c in chunks])
         if overlap < self.options.grounding_threshold:
             message = (
                 f"shares {overlap:.0%} of its content with the cited source"

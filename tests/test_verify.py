@@ -159,9 +159,12 @@ def test_filter_text_marks_unverified_ids() -> None:
     assert filter_text(text, set(), on_empty="block") == "チケット [unverified] で解決。[unverified] と同じ原因。"
 
 
-@given(st.lists(st.integers(min_value=0, max_value=60), max_size=8))
+@given(st.lists(st.integers(min_value=0, max_value=150), max_size=12))
 def test_filter_text_stream_equals_filter_text_wherever_the_deltas_are_cut(cuts: list[int]) -> None:
-    text = "チケット #12345 と #12301、それから ＃99 と #1234 の件。最後は #12345"
+    text = (
+        "チケット #12345 と #12301、Ticket#7 と チケット12399、https://r.example.com/issues/12301#note-1 と "
+        "http://wiki/page#12345、Redmine #12,345 それから ＃99 と #1234 の件。手順 #2 と【1】。最後は #12345"
+    )
     points = sorted({min(c, len(text)) for c in cuts})
     deltas = [text[a:b] for a, b in zip([0, *points], [*points, len(text)])]
 
