@@ -37,7 +37,9 @@ from anchorkit import stats as auditing
 from anchorkit import sync as syncing
 from anchorkit import tokens as tokenizing
 from anchorkit import transform as transforming
+from anchorkit import inject as injecting
 from anchorkit import verify as verifying
+from anchorkit.anchors import DEFAULT_LABEL
 from anchorkit.document import LABELS, RenderOptions
 from anchorkit.files import write_atomic
 from anchorkit.redmine import RetryPolicy
@@ -47,7 +49,7 @@ from anchorkit.snapshot import SnapshotError
 from anchorkit.stats_html import format_percent, render_html
 from anchorkit.textformat import TEXT_FORMATS
 from anchorkit.verify_eval import EvalSummary, evaluate, load_cases
-from anchorkit.verify_shapes import CARRYING_SHAPES, InputError, load_answers, load_context, load_retrieval
+from anchorkit.verify_shapes import CARRYING_SHAPES, InputError, load_answers, load_context, load_retrieval, load_retrieval_json
 
 app = typer.Typer(
     name="anchorkit",
@@ -939,6 +941,65 @@ def print_eval_summary(summary: EvalSummary) -> None:
         f"{shown(summary.source_id_recall)} by source id, citation precision {shown(summary.citation_precision)}"
     )
     sys.stdout.write("\n".join(lines) + "\n")
+
+
+@app.command("inject")
+def inject_command(
+    retrieval: Annotated[
+        Path,
+        typer.Argument(help="The retrieval, '-' for stdin: any shape verify reads (Bedrock Retrieve or RetrieveAndGenerate, LlamaIndex, a list of chunks)."),
+    ],
+    out: Annotated[
+        Optional[Path],
+        typer.Option("--out", "-o", help="Write the anchored retrieval here (atomically) instead of stdout; the summary then goes to stdout."),
+    ] = None,
+    uri_pattern: UriPatternOption = verifying.DEFAULT_URI_PATTERN,
+    label: Annotated[str, typer.Option("--label", help="Ticket label in the anchor lines (as transform's --label).")] = DEFAULT_LABEL,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 1 if a chunk got no anchor: its ticket is unknown, or its metadata and URI disagree.")
+    ] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="The summary as one JSON object (per chunk: status, ticket, where the ticket came from).")
+    ] = False,
+) -> None:
+    """Prepend '> チケット #ID: subject' to each retrieved chunk (query-time anchoring); write the same shape back.
+
+    The ticket comes from the chunk's ticket_id metadata, else its source URI, else a genuine anchor in it;
+    the subject from the metadata, else the anchor, else the title. A chunk already starting with its
+    anchor is left as it is; so is a chunk whose ticket is unknown or whose metadata and URI disagree
+    (reported). Without --out the retrieval goes to stdout and the summary to stderr.
+
+    Exit 0 done, 1 with --strict when a chunk got no anchor, 2 for a usage error or unusable input.
+    """
+    try:
+        pattern = verifying.compile_uri_pattern(uri_pattern)
+    except (re.error, ValueError) as exc:
+        raise usage_error(f"--uri-pattern: {exc}") from None
+    with input_errors():
+        report = injecting.anchor_chunks(load_retrieval_json(retrieval), str(retrieval), uri_pattern=pattern, label=label)
+    body = json.dumps(report.retrieval, ensure_ascii=False, indent=2) + "\n"
+    if out is None:
+        sys.stdout.write(body)
+    else:
+        try:
+            write_atomic(out, body.encode("utf-8"))
+        except OSError as exc:
+            raise usage_error(f"--out {out}: {exc.strerror or exc}") from None
+    summary = json.dumps(report.to_json(), ensure_ascii=False) if json_output else inject_summary(report)
+    (sys.stdout if out is not None else sys.stderr).write(summary + "\n")
+    if strict and (report.count("unknown_ticket") or report.count("conflict")):
+        raise typer.Exit(1)
+
+
+def inject_summary(report: injecting.InjectReport) -> str:
+    lines = [f"{o.status} [{o.position}] {o.chunk_id}: {o.message}" for o in report.outcomes if o.message]
+    lines += [f"note: {note}" for note in report.notes]
+    counts = report.to_json()["counts"]
+    lines.append(
+        f"inject: {len(report.outcomes)} chunks ({report.shape}): {counts['anchored']} anchored, {counts['already_anchored']} already anchored, "
+        f"{counts['unknown_ticket']} unknown ticket, {counts['conflict']} metadata/URI conflicts"
+    )
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from rapidfuzz import fuzz
 
-from anchorkit.anchors import DEFAULT_LABEL, find_anchors, find_titles, identified_ticket_ids, one_line
+from anchorkit.anchors import ANCHOR_PATTERN, DEFAULT_LABEL, TITLE_PATTERN, find_anchors, find_titles, identified_ticket_ids, one_line
 
 DEFAULT_URI_PATTERN = r"/(\d+)\.md$"
 """Source URI → ticket id: ``…/12345.md`` (flat layout) and ``…/<project>/12345.md`` (by-project)."""
@@ -210,10 +210,12 @@ def context_ticket_ids(text: str) -> set[int]:
     Escapes are decoded and each ``> `` after whitespace is put at the start of its own line; a
     neutralised forgery (``> チケット \\#99: …``) keeps its backslash through both, so it stays no anchor.
     """
-    ids = identified_ticket_ids(text)
     if "\\" in text:
         text = _JSON_ESCAPE.sub(lambda m: json.loads(f'"{m[0]}"'), text)
-    return ids | identified_ticket_ids(_BEFORE_QUOTE.sub("\n", text))
+    # Lines that are anchors or titles already count as they are; only the rest is unflattened, so
+    # "> チケット #99: …" inside an anchor's subject never becomes an anchor of its own.
+    rest = TITLE_PATTERN.sub("", ANCHOR_PATTERN.sub("", text))
+    return identified_ticket_ids(text) | identified_ticket_ids(_BEFORE_QUOTE.sub("\n", rest))
 
 
 def valid_ids(

@@ -86,13 +86,31 @@ def _unknown_shape(origin: str, what: str, shapes: tuple[str, ...]) -> InputErro
 
 def read_retrieval(data: Any, origin: str) -> Retrieval:
     """A retrieval in any accepted shape."""
+    shape, items, notes = retrieval_items(data, origin)
+    return Retrieval(shape, [chunk for _, chunk in items if chunk is not None], notes)
+
+
+def retrieval_items(data: Any, origin: str) -> tuple[str, list[tuple[Mapping[str, Any], Chunk | None]], list[str]]:
+    """(shape, each chunk item of ``data`` as it is in ``data`` with its Chunk or None where it was
+    skipped, notes): for rewriting a retrieval in place (set_chunk_text) in its own shape."""
     located = _chunk_list(data, origin)
     if located is None:
         raise _unknown_shape(origin, "retrieval", RETRIEVAL_SHAPES)
     shape, items, key = located
     notes: list[str] = []
-    chunks = [c for i, item in enumerate(items) if (c := read_chunk(item, i, f"{origin}: {key}[{i}]", notes))]
-    return Retrieval(shape, chunks, notes)
+    return shape, [(item, read_chunk(item, i, f"{origin}: {key}[{i}]", notes)) for i, item in enumerate(items)], notes
+
+
+def set_chunk_text(item: Any, text: str) -> None:
+    """Replace a chunk item's text where read_chunk found it (the item is changed in place)."""
+    for wrapper in ("kwargs", "node"):
+        if isinstance(item.get(wrapper), Mapping):
+            item = item[wrapper]
+    key = next((k for k in _CHUNK_TEXT if isinstance(item.get(k), str)), None)
+    if key is not None:
+        item[key] = text
+    else:
+        item["content"]["text"] = text
 
 
 def _chunk_list(data: Any, origin: str) -> tuple[str, list[Any], str] | None:
@@ -424,11 +442,16 @@ def _json_documents(path: Path, what: str, shapes: tuple[str, ...]) -> tuple[lis
     return documents, errors
 
 
-def load_retrieval(path: Path) -> Retrieval:
+def load_retrieval_json(path: Path) -> Any:
+    """The one JSON document of a retrieval file or stdin ("-"), not yet read as a shape."""
     documents, errors = _json_documents(path, "retrieval", RETRIEVAL_SHAPES)
     if errors or len(documents) != 1 or not documents[0][0]:
         raise InputError(f"{_name(path)}: a retrieval must be one JSON document; {_accepted('retrieval', RETRIEVAL_SHAPES)}")
-    return read_retrieval(documents[0][1], documents[0][0])
+    return documents[0][1]
+
+
+def load_retrieval(path: Path) -> Retrieval:
+    return read_retrieval(load_retrieval_json(path), _name(path))
 
 
 def load_answers(path: Path) -> tuple[list[tuple[str, Answer]], list[str]]:

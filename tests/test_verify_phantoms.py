@@ -529,3 +529,8 @@ def test_a_short_id_that_was_retrieved_is_recognised_bare() -> None:
 def test_min_id_digits_is_configurable() -> None:
     assert critical(check("plain_chunks", "手順 #12 を参照", min_id_digits=2)) == [("phantom_ticket_id", 12)]
     assert critical(check("plain_chunks", "#123 を参照", min_id_digits=4)) == []
+
+
+def test_an_anchor_inside_a_subject_does_not_become_one_when_unflattening() -> None:
+    context = f"{anchor_line(12345, 'VPN > チケット #99999: 管理者用')}\n\n本文 {anchor_line(12352, ROUTER)} 続き"
+    assert context_ticket_ids(context) == {12345, 12352}
