@@ -48,8 +48,9 @@ DEFAULT_MIN_ID_DIGITS = 3
 # trackers ("Bug #123" is how Redmine itself writes a ticket).
 _LABEL_WORDS = rf"{re.escape(DEFAULT_LABEL)}(?:番号)?|課題|(?i:ticket|issue|redmine|bug|feature|support)"
 # A ticket number: digits, or digits in groups of three ("#12,300" is ticket 12300, not 12).
-_NUMBER = r"\d{1,3}(?:,\d{3})+(?!\d)|\d{1,12}(?!\d)"
-_URL = r"https?://[^\s<>\"'`\]\)）」』】]+"
+# Not a ticket: the start of a date, a time or a version ("#2024-03-14", "#12:30", "ticket 2024年", "#3.2").
+_NUMBER = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d{1,12}(?!\d))(?![-./:：]\d|[年月日時分秒])"
+_URL = r"(?i:https?)://[^\s<>\"'`\]\)）」』】]+"
 # One scan finds the three ways an answer names a ticket. URLs come first: a fragment ("page#12")
 # or a path inside one is not a mention, a Redmine issue URL ("…/issues/12345#note-3") is.
 _MENTION = re.compile(
@@ -59,14 +60,16 @@ _MENTION = re.compile(
     rf"(?:(?P<lhash>[#＃])[ \t]*)?(?P<lid>{_NUMBER})"
     rf"|(?<![&A-Za-z0-9_])[#＃](?P<bid>{_NUMBER}))"
 )
-_REDMINE_ISSUE = re.compile(r"/issues/(\d{1,12})(?!\d)")
+# Redmine's issue URL: /issues/<id> at the root or under one sub-URI segment ("/redmine/issues/5");
+# not GitHub's or GitLab's (/owner/repo/issues/5, /group/project/-/issues/5).
+_REDMINE_ISSUE = re.compile(r"\Ahttps?://[^/\s]+(?:/[^/\s]+)?/issues/(\d{1,12})(?!\d)", re.IGNORECASE)
 # Inline citation markers: "[2]", "[1, 3]", "【2】" (seed 004: a 1-based position in the retrieval) and
 # seed 000's "[SRC:id]" (a source id). Not after an ASCII word character: "a[1]" is an index.
 _MARKER = re.compile(r"(?=[\[［【])(?<![A-Za-z0-9_])(?:[\[［【](?P<numbers>\d{1,4}(?:[ \t]*[,，、][ \t]*\d{1,4})*)[\]］】]|\[SRC:(?P<src>[^\]\s]+)\])")
 # The end of a text that may still grow into a mention ("…#123" → "…#12345", "チケ" → "チケット12345",
 # "https://red" → a Redmine URL): a streaming filter holds it back.
 _TRAILING_PARTIAL_MENTION = re.compile(
-    r"(?:https?:/?/?\S*|[A-Za-z\u30a0-\u30ff番号課題]*[ \t\u3000]*(?i:no\.?|number)?[ \t\u3000:：]*(?:[#＃][ \t]*)?[\d,]*)\Z"
+    r"(?:https?:/?/?\S*|[A-Za-z\u30a0-\u30ff番号課題]*[ \t\u3000]*(?i:no\.?|number)?[ \t\u3000:：]*(?:[#＃][ \t]*)?[\d,]*[-./:：]?)\Z"
 )
 # How much already emitted text a streaming filter looks back at (labels and look-behinds before a cut).
 _STREAM_LOOKBACK = 48
@@ -167,7 +170,7 @@ def uri_ticket_id(uri: str | None, uri_pattern: re.Pattern[str]) -> int | None:
     match = uri_pattern.search(uri)
     if match is not None and match.group(1) and match.group(1).isdigit():
         return int(match.group(1))
-    issue = _REDMINE_ISSUE.search(uri) if uri.lower().startswith(("http://", "https://")) else None
+    issue = _REDMINE_ISSUE.match(uri)
     return int(issue.group(1)) if issue else None
 
 
@@ -374,7 +377,7 @@ class Mention:
 def _mentions(text: str, min_digits: int, known: Set[int], offset: int = 0) -> Iterator[Mention]:
     for match in _MENTION.finditer(text):
         if match["url"] is not None:
-            issue = _REDMINE_ISSUE.search(match["url"])
+            issue = _REDMINE_ISSUE.match(match["url"])
             if issue and match.start() >= offset:
                 yield Mention(int(issue[1]), match.start(), match.end())
             continue
@@ -402,16 +405,20 @@ def mentioned_ids(text: str, min_digits: int = DEFAULT_MIN_ID_DIGITS, known: Set
 
 
 def _replace_mentions(
-    text: str, valid: Set[int], marker: str, min_digits: int, offset: int = 0
+    text: str, valid: Set[int], marker: str, min_digits: int, start: int = 0, end: int | None = None
 ) -> str:
-    """text[offset:] with every mention (starting at or after offset) of an id not in ``valid`` replaced."""
+    """text[start:end] with every mention there of an id not in ``valid`` replaced; the text around
+    that window is context only (labels before it, what follows a number after it)."""
+    end = len(text) if end is None else end
     pieces: list[str] = []
-    position = offset
-    for mention in _mentions(text, min_digits, valid, offset):
+    position = start
+    for mention in _mentions(text, min_digits, valid, start):
+        if mention.start >= end:
+            break
         if mention.ticket_id not in valid:
             pieces += [text[position : mention.start], marker]
             position = mention.end
-    pieces.append(text[position:])
+    pieces.append(text[position:end])
     return "".join(pieces)
 
 
@@ -454,9 +461,10 @@ async def filter_text_stream(
         hold = _TRAILING_PARTIAL_MENTION.search(pending)
         cut = hold.start() if hold else len(pending)
         if cut:
-            ready, pending = pending[:cut], pending[cut:]
-            yield _replace_mentions(emitted + ready, valid, marker, min_digits, len(emitted))
-            emitted = (emitted + ready)[-_STREAM_LOOKBACK:]
+            # What is held back is still context: a number followed by "-0" is a date, not a mention.
+            yield _replace_mentions(emitted + pending, valid, marker, min_digits, len(emitted), len(emitted) + cut)
+            emitted = (emitted + pending[:cut])[-_STREAM_LOOKBACK:]
+            pending = pending[cut:]
     if pending:
         yield _replace_mentions(emitted + pending, valid, marker, min_digits, len(emitted))
 

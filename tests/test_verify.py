@@ -163,7 +163,8 @@ def test_filter_text_marks_unverified_ids() -> None:
 def test_filter_text_stream_equals_filter_text_wherever_the_deltas_are_cut(cuts: list[int]) -> None:
     text = (
         "チケット #12345 と #12301、Ticket#7 と チケット12399、https://r.example.com/issues/12301#note-1 と "
-        "http://wiki/page#12345、Redmine #12,345 それから ＃99 と #1234 の件。手順 #2 と【1】。最後は #12345"
+        "http://wiki/page#12345、Redmine #12,345 それから ＃99 と #1234 の件。手順 #2 と【1】。#2024-03-14 と "
+        "ticket 12399年、https://github.com/o/r/issues/12399 と #12:30。最後は #12345"
     )
     points = sorted({min(c, len(text)) for c in cuts})
     deltas = [text[a:b] for a, b in zip([0, *points], [*points, len(text)])]

@@ -534,3 +534,17 @@ def test_min_id_digits_is_configurable() -> None:
 def test_an_anchor_inside_a_subject_does_not_become_one_when_unflattening() -> None:
     context = f"{anchor_line(12345, 'VPN > チケット #99999: 管理者用')}\n\n本文 {anchor_line(12352, ROUTER)} 続き"
     assert context_ticket_ids(context) == {12345, 12352}
+
+
+@shapes
+@pytest.mark.parametrize(
+    "text",
+    ["#2024-03-14 の作業で解消", "ticket 2024年の棚卸し", "会議は #12:30 から", "ファームウェア v#15.02 へ", "https://github.com/acme/vpn/issues/12399 を参照", "https://gitlab.example.com/g/p/-/issues/12399"],
+)
+def test_dates_times_versions_and_other_trackers_urls_are_not_tickets(shape: str, text: str) -> None:
+    assert critical(check(shape, text)) == [] and filter_text(text, {12345}) == text
+
+
+@pytest.mark.parametrize("url", ["https://redmine.example.com/redmine/issues/12399", "HTTPS://REDMINE.EXAMPLE.COM/issues/12399.json"])
+def test_redmine_under_a_sub_uri_or_in_capitals_is_still_redmine(url: str) -> None:
+    assert critical(check("plain_chunks", f"{url} を参照")) == [("phantom_ticket_id", 12399)]
