@@ -69,7 +69,7 @@ _MARKER = re.compile(r"(?=[\[［【])(?<![A-Za-z0-9_])(?:[\[［【](?P<numbers>\
 # The end of a text that may still grow into a mention ("…#123" → "…#12345", "チケ" → "チケット12345",
 # "https://red" → a Redmine URL): a streaming filter holds it back.
 _TRAILING_PARTIAL_MENTION = re.compile(
-    r"(?:https?:/?/?\S*|[A-Za-z\u30a0-\u30ff番号課題]*[ \t\u3000]*(?i:no\.?|number)?[ \t\u3000:：]*(?:[#＃][ \t]*)?[\d,]*[-./:：]?)\Z"
+    r"(?:(?i:https?):/?/?\S*|[A-Za-z\u30a0-\u30ff番号課題]*[ \t\u3000]*(?i:no\.?|number)?[ \t\u3000:：]*(?:[#＃][ \t]*)?[\d,]*[-./:：]?)\Z"
 )
 # How much already emitted text a streaming filter looks back at (labels and look-behinds before a cut).
 _STREAM_LOOKBACK = 48
