@@ -653,7 +653,8 @@ OnEmptyOption = Annotated[
     str,
     typer.Option(
         "--on-empty",
-        help="When no retrieved chunk carries a ticket id: pass (keep ids, report 'unchecked') or block (treat every id as phantom).",
+        help="When chunks were retrieved but none carries a ticket id (an unknown URI layout): pass (keep ids, report "
+        "'unchecked') or block (treat every id as phantom). Nothing retrieved at all always makes every id phantom.",
     ),
 ]
 StrictFlag = Annotated[
