@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from anchorkit.errors import UsageError
 from anchorkit.verify import Answer, Chunk, Citation, Claim, parse_ticket_id
 
 RETRIEVAL_SHAPES = (
@@ -60,8 +61,8 @@ _TEXT_KEYS = ("answer", "text", "response", "result")
 _FENCE = re.compile(r"\A\s*```[A-Za-z]*[ \t]*\n(?P<body>.*?)\n\s*```\s*\Z", re.S)
 
 
-class InputError(ValueError):
-    """Input that cannot be used; the message names where it came from and what is wrong."""
+class InputError(UsageError):
+    """Input that cannot be used (exit 2); the message names where it came from and what is wrong."""
 
 
 @dataclass(frozen=True)
