@@ -63,9 +63,9 @@ _MENTION = re.compile(
 # Redmine's issue URL: /issues/<id> at the root or under one sub-URI segment ("/redmine/issues/5");
 # not GitHub's or GitLab's (/owner/repo/issues/5, /group/project/-/issues/5).
 _REDMINE_ISSUE = re.compile(r"\Ahttps?://[^/\s]+(?:/[^/\s]+)?/issues/(\d{1,12})(?!\d)", re.IGNORECASE)
-# Inline citation markers: "[2]", "[1, 3]", "【2】" (seed 004: a 1-based position in the retrieval) and
+# Inline citation markers: "[2]", "[1, 3]", "【2】", "[^2]" (seed 004: a 1-based position in the retrieval) and
 # seed 000's "[SRC:id]" (a source id). Not after an ASCII word character: "a[1]" is an index.
-_MARKER = re.compile(r"(?=[\[［【])(?<![A-Za-z0-9_])(?:[\[［【](?P<numbers>\d{1,4}(?:[ \t]*[,，、][ \t]*\d{1,4})*)[\]］】]|\[SRC:(?P<src>[^\]\s]+)\])")
+_MARKER = re.compile(r"(?=[\[［【])(?<![A-Za-z0-9_])(?:[\[［【]\^?(?P<numbers>\d{1,4}(?:[ \t]*[,，、][ \t]*\d{1,4})*)[\]］】]|\[SRC:(?P<src>[^\]\s]+)\])")
 # The end of a text that may still grow into a mention ("…#123" → "…#12345", "チケ" → "チケット12345",
 # "https://red" → a Redmine URL): a streaming filter holds it back.
 _TRAILING_PARTIAL_MENTION = re.compile(
@@ -711,8 +711,9 @@ class _Sources:
                 self.by_ticket.setdefault(ticket_id, []).append(chunk)
 
     def resolve(self, citation: Citation) -> list[Chunk]:
-        """A citation's source: the chunk at its position; else a chunk id, a source URI, or a ticket
-        (a URI or Redmine URL naming it, "12345", "#12345": the chunks of that ticket)."""
+        """A citation's source: the chunk at its position; else a chunk id, a source URI, a ticket (a
+        URI or Redmine URL naming it, "12345", "#12345": the chunks of that ticket), or a bare number
+        as the chunk's 1-based position."""
         if citation.position is not None:
             in_range = 0 <= citation.position < len(self.ordered)
             return [self.ordered[citation.position]] if in_range else []
@@ -722,7 +723,12 @@ class _Sources:
         if source_id in self.by_uri:
             return self.by_uri[source_id]
         ticket_id = uri_ticket_id(source_id, self.uri_pattern) or parse_ticket_id(source_id)
-        return self.by_ticket.get(ticket_id, []) if ticket_id is not None else []
+        if ticket_id is not None and ticket_id in self.by_ticket:
+            return self.by_ticket[ticket_id]
+        # A bare number that names nothing else is the chunk's 1-based number in the prompt (seed 004).
+        if source_id.isdigit() and 1 <= int(source_id) <= len(self.ordered):
+            return [self.ordered[int(source_id) - 1]]
+        return []
 
     def ticket_ids(self, chunks: Iterable[Chunk]) -> set[int]:
         return set().union(*(self.tickets[c.id] for c in chunks))

@@ -548,3 +548,18 @@ def test_dates_times_versions_and_other_trackers_urls_are_not_tickets(shape: str
 @pytest.mark.parametrize("url", ["https://redmine.example.com/redmine/issues/12399", "HTTPS://REDMINE.EXAMPLE.COM/issues/12399.json"])
 def test_redmine_under_a_sub_uri_or_in_capitals_is_still_redmine(url: str) -> None:
     assert critical(check("plain_chunks", f"{url} を参照")) == [("phantom_ticket_id", 12399)]
+
+
+@pytest.mark.parametrize("shape", ["bedrock_retrieve", "langchain_documents", "seed000_sources"])
+def test_a_bare_number_citing_chunks_with_other_ids_is_their_position(shape: str) -> None:
+    # The chunk ids are "kb-12345"/"kb-12352": a model that was shown numbered chunks cites 1 and 2.
+    claims = [{"text": "VPN 切断はファームウェア更新で解消しました。", "citation_ids": [1]}, {"text": "RTX1220 を更新する", "citations": [{"source_id": "2"}]}]
+    assert clean(check(shape, {"claims": claims}))
+    report = check(shape, {"claims": [{"text": "VPN 切断は解消しました。", "citation_ids": [3]}]})
+    assert critical(report) == [("phantom_source_id", "3")]
+
+
+@shapes
+def test_footnote_markers_are_markers(shape: str) -> None:
+    assert clean(check(shape, "VPN 切断はファームウェア更新で解消しました[^1]。"))
+    assert critical(check(shape, "VPN 切断は解消しました[^5]。")) == [("phantom_source_id", "[5]")]
