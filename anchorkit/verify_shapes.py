@@ -53,7 +53,7 @@ CARRYING_SHAPES = frozenset({"retrieve_and_generate", "llamaindex", "langchain"}
 _CHUNK_TEXT = ("text", "page_content", "content")
 _CHUNK_ID = ("id", "id_")
 _CHUNK_URI = ("uri", "url", "source_uri")
-_METADATA_URI = (SOURCE_URI_METADATA, "source", "source_uri", "url", "uri")
+_METADATA_URI = (SOURCE_URI_METADATA, "source", "source_uri", "url", "uri", "file_path")  # file_path: LlamaIndex's readers
 _CHUNK_LISTS = ("chunks", "sources", "documents", "context", "source_documents")
 # Keys of an answer object that are not the answer: the question and the conversation.
 _NOT_ANSWER = frozenset({"input", "query", "question", "chat_history", "messages", "id"})
@@ -173,7 +173,7 @@ def read_chunk(item: Any, index: int, where: str, notes: list[str]) -> Chunk | N
     metadata = item.get("metadata") if isinstance(item.get("metadata"), Mapping) else {}
     chunk_id = _first(item, _CHUNK_ID, (str, int)) or _first(metadata, (CHUNK_ID_METADATA,), (str, int))
     uri = _location_uri(item.get("location")) or _first(item, _CHUNK_URI) or _first(metadata, _METADATA_URI)
-    raw_ticket = item.get(TICKET_ID_METADATA, metadata.get(TICKET_ID_METADATA))
+    raw_ticket = next((m[k] for m in (item, metadata) for k in (TICKET_ID_METADATA, "issue_id") if m.get(k) is not None), None)
     ticket_id = parse_ticket_id(raw_ticket)
     if raw_ticket is not None and ticket_id is None:
         notes.append(f"{where}: ticket_id {str(raw_ticket)!r} is not a ticket id: ignored")

@@ -563,3 +563,18 @@ def test_a_bare_number_citing_chunks_with_other_ids_is_their_position(shape: str
 def test_footnote_markers_are_markers(shape: str) -> None:
     assert clean(check(shape, "VPN 切断はファームウェア更新で解消しました[^1]。"))
     assert critical(check(shape, "VPN 切断は解消しました[^5]。")) == [("phantom_source_id", "[5]")]
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        {"page_content": "VPN 切断は解消しました。", "metadata": {"source": "/data/redmine/tickets/12345.md"}},
+        {"node": {"id_": "n", "text": "VPN 切断は解消しました。", "metadata": {"file_path": "/data/tickets/12345.md", "file_name": "12345.md"}}, "score": 0.5},
+        {"content": "VPN 切断は解消しました。", "metadata": {"issue_id": 12345}},
+        {"text": "VPN 切断は解消しました。", "issue_id": "＃１２３４５"},
+    ],
+)
+def test_loaders_file_paths_and_issue_ids_say_which_ticket(item: dict[str, Any]) -> None:
+    chunks = read_retrieval([item], "r").chunks
+    report = verify_citations(read_answer("#12345 と #12399", "a"), chunks)
+    assert report.valid_ids == {12345} and critical(report) == [("phantom_ticket_id", 12399)]
