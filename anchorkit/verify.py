@@ -577,8 +577,11 @@ def claim_overlap(claim: str | tuple[set[str], set[str]], sources: Sequence[str 
     if not bigrams and not words:
         return 1.0
     prepared = [s if isinstance(s, MatchText) else MatchText.of(s) for s in sources]
-    found = sum(any(b in p.folded for p in prepared) for b in bigrams)
-    found += sum(any(w in p.words for p in prepared) for w in words)
+    # Joined by a character no bigram contains, the sources are searched once per bigram.
+    folded = "\0".join(p.folded for p in prepared)
+    found = sum(1 for b in bigrams if b in folded)
+    vocabulary = prepared[0].words if len(prepared) == 1 else frozenset().union(*(p.words for p in prepared))
+    found += len(words & vocabulary)
     return found / (len(bigrams) + len(words))
 
 
