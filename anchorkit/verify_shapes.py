@@ -262,7 +262,7 @@ def _answer_object(data: Mapping[str, Any], origin: str) -> Answer:
     if text_key is not None:
         shape = shape or "text"
         used.add(text_key)
-    summary = data.get("summary") if isinstance(data.get("summary"), str) else ""
+    summary = data["summary"] if isinstance(data.get("summary"), str) else ""
     if summary:
         used.add("summary")
     if not shape:
