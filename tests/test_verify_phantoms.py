@@ -12,6 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from anchorkit.anchors import anchor_line, neutralize_forgeries
 from anchorkit.verify import VerifyOptions, VerifyReport, context_ticket_ids, filter_text, mentioned_ids, verify_citations
@@ -578,3 +580,31 @@ def test_loaders_file_paths_and_issue_ids_say_which_ticket(item: dict[str, Any])
     chunks = read_retrieval([item], "r").chunks
     report = verify_citations(read_answer("#12345 と #12399", "a"), chunks)
     assert report.valid_ids == {12345} and critical(report) == [("phantom_ticket_id", 12399)]
+
+
+# --------------------------------------------------------------------------- generated answers, every part and form
+
+
+PARTS = ["text", "summary", "claim", "note", "result_reason"]
+
+
+def answer_naming(ticket_text: str, part: str) -> dict[str, Any]:
+    grounded = {**GROUNDED, "text": "VPN 切断はファームウェア更新で解消しました。"}
+    if part == "claim":
+        return {"claims": [grounded, {**grounded, "text": f"{grounded['text']} {ticket_text}"}]}
+    if part == "result_reason":
+        return {"results": [{"issue_id": 12345, "reason": ticket_text}]}
+    key = {"text": "answer", "summary": "summary", "note": "note"}[part]
+    return {"claims": [grounded], key: f"手順 #2 のあと {ticket_text} を確認。"}
+
+
+@given(
+    shape=st.sampled_from(list(RETRIEVALS)),
+    template=st.sampled_from(ID_FORMS),
+    part=st.sampled_from(PARTS),
+    phantom=st.integers(min_value=100, max_value=999_999).filter(lambda n: n not in (12345, 12352)),
+)
+@settings(max_examples=300, deadline=None)
+def test_a_phantom_in_any_form_in_any_part_is_critical_and_a_retrieved_id_is_not(shape: str, template: str, part: str, phantom: int) -> None:
+    assert critical(check(shape, answer_naming(form(template, 12352), part))) == []
+    assert critical(check(shape, answer_naming(form(template, phantom), part))) == [("phantom_ticket_id", phantom)]
