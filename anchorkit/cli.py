@@ -38,7 +38,9 @@ from anchorkit import stats as auditing
 from anchorkit import sync as syncing
 from anchorkit import tokens as tokenizing
 from anchorkit import transform as transforming
+from anchorkit import inject as injecting
 from anchorkit import verify as verifying
+from anchorkit.anchors import DEFAULT_LABEL
 from anchorkit.document import LABELS, RenderOptions
 from anchorkit.errors import LockHeld, UsageError
 from anchorkit.files import write_atomic
@@ -49,7 +51,7 @@ from anchorkit.snapshot import SnapshotError
 from anchorkit.stats_html import format_percent, render_html
 from anchorkit.textformat import TEXT_FORMATS
 from anchorkit.verify_eval import EvalSummary, evaluate, load_cases
-from anchorkit.verify_shapes import InputError, load_answer, load_context, load_retrieval
+from anchorkit.verify_shapes import CARRYING_SHAPES, InputError, load_answers, load_context, load_retrieval, load_retrieval_json
 
 app = typer.Typer(
     name="anchorkit",
@@ -653,14 +655,41 @@ OnEmptyOption = Annotated[
     str,
     typer.Option(
         "--on-empty",
-        help="When no retrieved chunk carries a ticket id: pass (keep ids, report 'unchecked') or block (treat every id as phantom).",
+        help="When chunks were retrieved but none carries a ticket id (an unknown URI layout): pass (keep ids, report "
+        "'unchecked') or block (treat every id as phantom). Nothing retrieved at all always makes every id phantom.",
     ),
 ]
-StrictFlag = Annotated[bool, typer.Option("--strict", help="Exit 1 if anything critical (phantom ticket ids or sources) was found.")]
+StrictFlag = Annotated[
+    bool, typer.Option("--strict", help="Exit 1 if anything critical was found (phantom ticket ids or sources, an answer that should have refused).")
+]
+MinIdDigitsOption = Annotated[
+    int,
+    typer.Option(
+        "--min-id-digits",
+        min=1,
+        max=12,
+        help="A bare #n (no label such as チケット/Ticket/Redmine before it, not in a Redmine URL) counts as a ticket id "
+        "only with at least this many digits, or when n was retrieved: '手順 #2' is a step, not ticket #2.",
+    ),
+]
+MinScoreOption = Annotated[
+    Optional[float],
+    typer.Option(
+        "--min-score",
+        help="When every retrieved chunk has a score below this (Bedrock's score), treat it as nothing retrieved: "
+        "the answer should refuse (critical not_refused if it names tickets or cites sources).",
+    ),
+]
 
 
 def verify_settings(
-    uri_pattern: str, quote_threshold: float, grounding_threshold: float, on_invalid: str, on_empty: str
+    uri_pattern: str,
+    quote_threshold: float,
+    grounding_threshold: float,
+    on_invalid: str,
+    on_empty: str,
+    min_id_digits: int = verifying.DEFAULT_MIN_ID_DIGITS,
+    min_score: float | None = None,
 ) -> verifying.VerifyOptions:
     """Options checked up front: a bad pattern or mode is a usage error (exit 2), not a traceback."""
     if on_invalid not in ("drop", "flag"):
@@ -671,25 +700,45 @@ def verify_settings(
         pattern = verifying.compile_uri_pattern(uri_pattern)
     except (re.error, ValueError) as exc:
         raise usage_error(f"--uri-pattern: {exc}") from None
-    return verifying.VerifyOptions(pattern, quote_threshold, grounding_threshold, on_invalid, on_empty)  # type: ignore[arg-type]
+    return verifying.VerifyOptions(
+        pattern, quote_threshold, grounding_threshold, on_invalid, on_empty, min_id_digits, min_score  # type: ignore[arg-type]
+    )
 
 
-def read_verify_inputs(
-    retrieval: Path, answer: Path | None, contexts: list[Path]
-) -> tuple[list[verifying.Chunk], verifying.Answer, list[verifying.Chunk], list[str]]:
+@dataclass
+class VerifyInputs:
+    chunks: list[verifying.Chunk]
+    notes: list[str]
+    answers: list[tuple[str, verifying.Answer]]
+    errors: list[str]  # unreadable lines of a JSON Lines answer file
+    context_chunks: list[verifying.Chunk]
+    context_texts: list[str]
+
+
+def read_verify_inputs(retrieval: Path | None, answer: Path | None, contexts: list[Path]) -> VerifyInputs:
     """All input files, or exit: 2 for a missing file, an unreadable file, malformed JSON or an unknown shape."""
     with input_errors():
-        shape, chunks = load_retrieval(retrieval)
-        if answer is None and shape != "retrieve_and_generate":
-            raise usage_error("--answer is required unless --retrieval is a RetrieveAndGenerate response")
-        parsed_answer = load_answer(answer or retrieval)
+        if retrieval is None and answer is None:
+            raise usage_error("give --retrieval, --answer, or both")
+        read = load_retrieval(retrieval) if retrieval is not None and answer is not None else None
+        if answer is None:
+            try:
+                answers, errors = load_answers(retrieval)  # type: ignore[arg-type]
+            except InputError:
+                answers, errors = [], []
+            if not answers or any(a.shape not in CARRYING_SHAPES for _, a in answers):
+                raise usage_error("--answer is required unless --retrieval holds the answer too (RetrieveAndGenerate, LlamaIndex)")
+        else:
+            answers, errors = load_answers(answer)
+        if read is None and retrieval is None and any(a.shape not in CARRYING_SHAPES for _, a in answers):
+            raise usage_error("--retrieval is required unless the answer carries its retrieval (RetrieveAndGenerate, LlamaIndex, LangChain context)")
         context_chunks: list[verifying.Chunk] = []
         context_texts: list[str] = []
         for path in contexts:
-            more_chunks, text = load_context(path)
+            more_chunks, texts = load_context(path)
             context_chunks += more_chunks
-            context_texts += [text] if text else []
-    return chunks, parsed_answer, context_chunks, context_texts
+            context_texts += texts
+    return VerifyInputs(read.chunks if read else [], read.notes if read else [], answers, errors, context_chunks, context_texts)
 
 
 @contextlib.contextmanager
@@ -711,52 +760,62 @@ def write_html(path: Path, html: str) -> None:
         raise usage_error(f"--html {path}: {exc.strerror or exc}") from None
 
 
-def print_verify_report(report: verifying.VerifyReport) -> None:
-    """Human summary; untrusted text (answers, chunks) is printed with markup off."""
-    style = {"critical": "red", "warning": "yellow", "info": "cyan"}
-    for finding in report.findings:
-        console.print(f"[{style[finding.severity]}]{finding.severity}[/] {finding.kind}: ", end="", highlight=False)
-        console.print(finding.message, markup=False, highlight=False)
+def print_verify_report(report: verifying.VerifyReport, origin: str | None = None) -> None:
+    """Human summary: each finding with where it is, the filtered answer, dropped claims marked.
+
+    Untrusted text (answers, chunks) is written as it is, never through rich's markup, and in one
+    write: a huge answer costs what the --json output costs."""
+    lines = [f"== {origin}"] if origin else []
+    lines += [f"{f.severity} {f.kind} ({f.where}): {f.message}" for f in report.findings]
     filtered = report.filtered_answer
-    if filtered["text"]:
-        console.print("answer (filtered):", highlight=False)
-        console.print(filtered["text"], markup=False, highlight=False)
-    for number, claim in enumerate(filtered["claims"], start=1):
-        sources = ", ".join(c["source_id"] for c in claim["citations"])
-        console.print(f"{number}. {claim['text']} [{sources}]", markup=False, highlight=False)
-    for result in filtered["results"]:
-        console.print(json.dumps(result, ensure_ascii=False, sort_keys=True), markup=False, highlight=False)
-    console.print(
+    for label, key in (("summary", "summary"), ("answer (filtered)", "text")):
+        if filtered[key]:
+            lines += [f"{label}:", filtered[key]]
+    kept = iter(filtered["claims"])
+    for index, claim in enumerate(report.answer.claims):
+        if index in report.dropped_claims:
+            lines.append(f"{index + 1}. [dropped] {claim.text}")
+            continue
+        shown = next(kept)
+        sources = ", ".join(c["source_id"] for c in shown["citations"])
+        lines.append(f"{index + 1}. {shown['text']}" + (f" [{sources}]" if sources else ""))
+        lines += [f"   > {c['quoted_span']}" for c in shown["citations"] if c["quoted_span"]]
+    lines += [json.dumps(result, ensure_ascii=False, sort_keys=True) for result in filtered["results"]]
+    lines.append(
         f"verify: grounding score {report.grounding_score:.2f}, {report.critical} critical, {report.warnings} warnings, "
-        f"valid ids: {' '.join(f'#{i}' for i in sorted(report.valid_ids)) or 'none'}",
-        highlight=False,
-        markup=False,
+        f"valid ids: {' '.join(f'#{i}' for i in sorted(report.valid_ids)) or 'none'}"
     )
+    sys.stdout.write("\n".join(lines) + "\n")
 
 
 @app.command("verify")
 def verify_command(
     retrieval: Annotated[
-        Path,
+        Optional[Path],
         typer.Option(
-            "--retrieval", "-r", help="What was retrieved: a Bedrock Retrieve or RetrieveAndGenerate response, or a JSON list of {id, text, uri}."
+            "--retrieval",
+            "-r",
+            help="What was retrieved (docs/verify.md has the shapes): Bedrock Retrieve or RetrieveAndGenerate, LlamaIndex, "
+            "a list of chunks (plain, seed 000 sources, LangChain documents). Not needed when the answer carries its retrieval.",
         ),
-    ],
+    ] = None,
     answer: Annotated[
         Optional[Path],
         typer.Option(
             "--answer",
             "-a",
-            help="The answer: structured claims, a list of {issue_id, ...} results, or plain text (any non-.json file). "
-            "Default: the --retrieval file when it is a RetrieveAndGenerate response.",
+            help="The answer, '-' for stdin: JSON of any answer shape (claims, cited answer, results, RetrieveAndGenerate, "
+            "LlamaIndex…) whatever the file's suffix, JSON Lines of many answers, or plain text. "
+            "Default: the --retrieval file (a RetrieveAndGenerate or LlamaIndex response holds the answer too).",
         ),
     ] = None,
     context: Annotated[
         Optional[list[Path]],
         typer.Option(
             "--context",
-            help="Later turns: the context message sent to the model (text file; its genuine anchors count) or an "
-            "earlier retrieval (.json, any retrieval shape). Its ticket ids are valid too. Repeatable.",
+            help="Later turns: the context message sent to the model (text: its genuine anchors count, also indented, "
+            "flattened or JSON-escaped), Bedrock Converse messages (user/system text), or an earlier retrieval "
+            "(any retrieval shape, an injected one too). Its ticket ids are valid too. Repeatable.",
         ),
     ] = None,
     uri_pattern: UriPatternOption = verifying.DEFAULT_URI_PATTERN,
@@ -770,36 +829,49 @@ def verify_command(
         ),
     ] = "drop",
     on_empty: OnEmptyOption = "pass",
+    min_id_digits: MinIdDigitsOption = verifying.DEFAULT_MIN_ID_DIGITS,
+    min_score: MinScoreOption = None,
     strict: StrictFlag = False,
     html_file: Annotated[
         Optional[Path],
-        typer.Option("--html", help="Also write the answer as a self-contained HTML page with numbered, flagged citations."),
+        typer.Option("--html", help="Also write the answer as a self-contained HTML page with numbered, flagged citations (one answer only)."),
     ] = None,
-    json_output: JsonFlag = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print the report as one JSON object (JSON Lines answers: one object a line).")
+    ] = False,
 ) -> None:
     """Check an answer against the chunks retrieved for it; print the filtered answer and the findings.
 
-    Findings: phantom ticket ids and sources (critical), quote drift, weak grounding, wrong tickets.
+    Findings: phantom ticket ids and sources, answers that should have refused (critical), quote drift,
+    weak grounding, wrong tickets, mismatched URLs and subjects (warnings).
 
-    Exit 0 (findings are reported, not fatal), 1 with --strict when something critical was found,
-    2 for a usage error or input that cannot be read (missing file, malformed JSON, unknown shape).
+    Exit 0 (findings are reported, not fatal), 1 with --strict when something critical was found or when
+    a line of a JSON Lines answer file could not be read, 2 for a usage error or input that cannot be read
+    (missing file, malformed JSON, unknown shape).
     """
-    options = verify_settings(uri_pattern, quote_threshold, grounding_threshold, on_invalid, on_empty)
-    chunks, parsed_answer, context_chunks, context_texts = read_verify_inputs(retrieval, answer, context or [])
-    report = verifying.verify_citations(
-        parsed_answer,
-        chunks,
-        context=context_texts,
-        extra_valid_ids=verifying.valid_ids(context_chunks, options.uri_pattern),
-        options=options,
-    )
-    if html_file is not None:
-        write_html(html_file, render_report(report))
-    if json_output:
-        print_json(report.to_json())
-    else:
-        print_verify_report(report)
-    if strict and report.critical:
+    options = verify_settings(uri_pattern, quote_threshold, grounding_threshold, on_invalid, on_empty, min_id_digits, min_score)
+    inputs = read_verify_inputs(retrieval, answer, context or [])
+    if html_file is not None and len(inputs.answers) != 1:
+        raise usage_error("--html takes a file of one answer")
+    extra_valid = verifying.valid_ids(inputs.context_chunks, options.uri_pattern)
+    several = len(inputs.answers) > 1 or bool(inputs.errors)
+    critical = False
+    for origin, parsed_answer in inputs.answers:
+        report = verifying.verify_citations(
+            parsed_answer, inputs.chunks, context=inputs.context_texts, extra_valid_ids=extra_valid, options=options, notes=inputs.notes
+        )
+        critical = critical or report.critical > 0
+        if html_file is not None:
+            write_html(html_file, render_report(report))
+        if json_output and several:  # JSON Lines: one compact object per answer
+            sys.stdout.write(json.dumps({"origin": origin, **report.to_json()}, ensure_ascii=False, sort_keys=True) + "\n")
+        elif json_output:
+            print_json(report.to_json())
+        else:
+            print_verify_report(report, origin if several else None)
+    for error in inputs.errors:
+        print_problem("error", error)
+    if inputs.errors or (strict and critical):
         raise typer.Exit(1)
 
 
@@ -808,14 +880,16 @@ def eval_command(
     cases_file: Annotated[
         Path,
         typer.Argument(
-            help="JSONL file, one case a line: {id?, query, retrieved, answer, expected_ids?, context?} "
-            "(retrieved and answer in any shape verify accepts)."
+            help="JSONL file, one case a line: {id?, query, retrieved | sources, answer, expected_ids?, expected_source_ids?, "
+            "context?} (retrieved and answer in any shape verify accepts; seed 000's EvalCase fields are accepted)."
         ),
     ],
     uri_pattern: UriPatternOption = verifying.DEFAULT_URI_PATTERN,
     quote_threshold: QuoteThresholdOption = verifying.DEFAULT_QUOTE_THRESHOLD,
     grounding_threshold: GroundingThresholdOption = verifying.DEFAULT_GROUNDING_THRESHOLD,
     on_empty: OnEmptyOption = "pass",
+    min_id_digits: MinIdDigitsOption = verifying.DEFAULT_MIN_ID_DIGITS,
+    min_score: MinScoreOption = None,
     strict: StrictFlag = False,
     min_grounding: Annotated[
         Optional[float],
@@ -827,14 +901,14 @@ def eval_command(
     ] = None,
     json_output: JsonFlag = False,
 ) -> None:
-    """Verify every case of an eval set (JSONL); print grounding, phantom rate, recall, precision.
+    """Verify every case of an eval set (JSONL); print grounding, phantom rate, recall (by ticket and by source id), precision.
 
     Per-case findings are listed too.
 
     Exit 1 if a case could not be read (the others are still evaluated), with --strict if any case has a
     critical finding, or if --min-grounding / --max-phantom-rate are not met; 2 for a usage error.
     """
-    options = verify_settings(uri_pattern, quote_threshold, grounding_threshold, "flag", on_empty)
+    options = verify_settings(uri_pattern, quote_threshold, grounding_threshold, "flag", on_empty, min_id_digits, min_score)
     with input_errors():
         cases, errors = load_cases(cases_file)
     summary = evaluate(cases, errors, options)
@@ -855,25 +929,80 @@ def eval_command(
 def print_eval_summary(summary: EvalSummary) -> None:
     for error in summary.errors:
         print_problem("error", error)
-    for result in summary.results:
-        kinds = ", ".join(sorted({f.kind for f in result.report.findings})) or "no findings"
-        console.print(
-            f"{result.case.case_id}: grounding {result.report.grounding_score:.2f}, cited "
-            f"{' '.join(f'#{i}' for i in sorted(result.report.cited_ids)) or '-'}: {kinds}",
-            markup=False,
-            highlight=False,
-        )
 
     def shown(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.2f}"
 
-    console.print(
+    lines = []
+    for result in summary.results:
+        kinds = ", ".join(sorted({f.kind for f in result.report.findings})) or "no findings"
+        cited = " ".join(f"#{i}" for i in sorted(result.report.cited_ids)) or "-"
+        lines.append(f"{result.case.case_id}: grounding {result.report.grounding_score:.2f}, cited {cited}: {kinds}")
+    lines.append(
         f"eval: {len(summary.results)} cases, {len(summary.errors)} unreadable; mean grounding {shown(summary.mean_grounding)}, "
-        f"phantom rate {shown(summary.phantom_rate)}, source recall {shown(summary.source_recall)}, "
-        f"citation precision {shown(summary.citation_precision)}",
-        highlight=False,
-        markup=False,
+        f"phantom rate {shown(summary.phantom_rate)}, source recall {shown(summary.source_recall)} by ticket, "
+        f"{shown(summary.source_id_recall)} by source id, citation precision {shown(summary.citation_precision)}"
     )
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+@app.command("inject")
+def inject_command(
+    retrieval: Annotated[
+        Path,
+        typer.Argument(help="The retrieval, '-' for stdin: any shape verify reads (Bedrock Retrieve or RetrieveAndGenerate, LlamaIndex, a list of chunks)."),
+    ],
+    out: Annotated[
+        Optional[Path],
+        typer.Option("--out", "-o", help="Write the anchored retrieval here (atomically) instead of stdout; the summary then goes to stdout."),
+    ] = None,
+    uri_pattern: UriPatternOption = verifying.DEFAULT_URI_PATTERN,
+    label: Annotated[str, typer.Option("--label", help="Ticket label in the anchor lines (as transform's --label).")] = DEFAULT_LABEL,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 1 if a chunk got no anchor: its ticket is unknown, or its metadata and URI disagree.")
+    ] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="The summary as one JSON object (per chunk: status, ticket, where the ticket came from).")
+    ] = False,
+) -> None:
+    """Prepend '> チケット #ID: subject' to each retrieved chunk (query-time anchoring); write the same shape back.
+
+    The ticket comes from the chunk's ticket_id metadata, else its source URI, else a genuine anchor in it;
+    the subject from the metadata, else the anchor, else the title. A chunk already starting with its
+    anchor is left as it is; so is a chunk whose ticket is unknown or whose metadata and URI disagree
+    (reported). Without --out the retrieval goes to stdout and the summary to stderr.
+
+    Exit 0 done, 1 with --strict when a chunk got no anchor, 2 for a usage error or unusable input.
+    """
+    try:
+        pattern = verifying.compile_uri_pattern(uri_pattern)
+    except (re.error, ValueError) as exc:
+        raise usage_error(f"--uri-pattern: {exc}") from None
+    with input_errors():
+        report = injecting.anchor_chunks(load_retrieval_json(retrieval), str(retrieval), uri_pattern=pattern, label=label)
+    body = json.dumps(report.retrieval, ensure_ascii=False, indent=2) + "\n"
+    if out is None:
+        sys.stdout.write(body)
+    else:
+        try:
+            write_atomic(out, body.encode("utf-8"))
+        except OSError as exc:
+            raise usage_error(f"--out {out}: {exc.strerror or exc}") from None
+    summary = json.dumps(report.to_json(), ensure_ascii=False) if json_output else inject_summary(report)
+    (sys.stdout if out is not None else sys.stderr).write(summary + "\n")
+    if strict and (report.count("unknown_ticket") or report.count("conflict")):
+        raise typer.Exit(1)
+
+
+def inject_summary(report: injecting.InjectReport) -> str:
+    lines = [f"{o.status} [{o.position}] {o.chunk_id}: {o.message}" for o in report.outcomes if o.message]
+    lines += [f"note: {note}" for note in report.notes]
+    counts = report.to_json()["counts"]
+    lines.append(
+        f"inject: {len(report.outcomes)} chunks ({report.shape}): {counts['anchored']} anchored, {counts['already_anchored']} already anchored, "
+        f"{counts['unknown_ticket']} unknown ticket, {counts['conflict']} metadata/URI conflicts"
+    )
+    return "\n".join(lines)
 
 
 # ------------------------------------------------------------------------------------------------

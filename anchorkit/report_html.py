@@ -11,14 +11,16 @@ import html
 import json
 from collections.abc import Iterable
 
-from anchorkit.verify import Chunk, Finding, Severity, VerifyReport, mentioned_ids
+from anchorkit.verify import Chunk, Citation, Finding, Severity, VerifyReport, chunk_subjects, mentioned_ids
 
 _STYLE = """
 body{font-family:system-ui,"Hiragino Sans","Noto Sans JP",sans-serif;max-width:54rem;margin:2rem auto;
 padding:0 1rem;line-height:1.6;color:#1d1d1f}
 h1{font-size:1.4rem}h2{font-size:1.15rem;margin-top:2rem;border-bottom:1px solid #ddd}
 .summary span{display:inline-block;margin-right:1.2rem}
-.claim{margin:.6rem 0}.text{white-space:pre-wrap}
+.claim{margin:.6rem 0}.text{white-space:pre-wrap}.dropped{text-decoration:line-through;color:#777}
+blockquote.quote{margin:.2rem 0 .2rem 1.2rem;padding-left:.6rem;border-left:3px solid #ccc;font-size:.9rem}
+blockquote.quote.drift{border-color:#a15c00}
 sup a{text-decoration:none;font-weight:600;padding:0 .1rem}
 .ok{color:#0b5cad}.drift{color:#a15c00}.phantom{color:#b00020}
 mark.phantom{background:#fde2e4;color:#b00020}
@@ -40,7 +42,7 @@ def _marked_text(text: str, phantom_ids: set[int]) -> str:
     """Escaped text with the mentions of phantom ticket ids highlighted."""
     pieces: list[str] = []
     position = 0
-    for mention in mentioned_ids(text):
+    for mention in mentioned_ids(text, known=phantom_ids):
         if mention.ticket_id in phantom_ids:
             pieces.append(_e(text[position : mention.start]))
             pieces.append(f'<mark class="phantom" title="not retrieved">{_e(text[mention.start : mention.end])}</mark>')
@@ -60,20 +62,27 @@ def _source_link(chunk: Chunk) -> str:
 
 
 class _References:
-    """Numbers sources in order of first citation: one number per distinct source id."""
+    """Numbers sources in order of first citation: one number per source (the chunks a citation
+    resolves to, or for a phantom the id it names), however many citations name it."""
 
     def __init__(self) -> None:
-        self.numbers: dict[str, int] = {}
-        self.chunks: dict[str, list[Chunk]] = {}
-        self.flags: dict[str, str] = {}
+        self.numbers: dict[tuple[str, ...], int] = {}
+        self.labels: dict[tuple[str, ...], str] = {}
+        self.chunks: dict[tuple[str, ...], list[Chunk]] = {}
+        self.flags: dict[tuple[str, ...], str] = {}
 
-    def number(self, source_id: str, chunks: list[Chunk], flag: str) -> int:
-        if source_id not in self.numbers:
-            self.numbers[source_id] = len(self.numbers) + 1
-            self.chunks[source_id] = chunks
+    def number(self, citation: Citation, chunks: list[Chunk], flag: str) -> int:
+        key = tuple(f"{c.id}\0{c.uri}" for c in chunks) or ("\0phantom", citation.source_id)
+        if key not in self.numbers:
+            self.numbers[key] = len(self.numbers) + 1
+            self.labels[key] = citation.source_id
+            self.chunks[key] = chunks
         # A source cited several times shows its worst state.
-        self.flags[source_id] = max(self.flags.get(source_id, "ok"), flag, key=_FLAG_RANK.__getitem__)
-        return self.numbers[source_id]
+        self.flags[key] = max(self.flags.get(key, "ok"), flag, key=_FLAG_RANK.__getitem__)
+        return self.numbers[key]
+
+
+_FLAG_LABEL = {"phantom": " (phantom source)", "drift": " (quote drift)", "ok": ""}
 
 
 def _claims_html(report: VerifyReport, references: _References, phantom_ids: set[int]) -> list[str]:
@@ -84,23 +93,26 @@ def _claims_html(report: VerifyReport, references: _References, phantom_ids: set
     parts: list[str] = []
     for claim_index, claim in enumerate(report.answer.claims):
         findings = by_claim.get(claim_index, [])
-        markers: list[str] = []
-        for citation_index, citation in enumerate(claim.citations):
+        markers: dict[int, str] = {}  # number -> worst flag: two citations of one source show one marker
+        quotes: list[str] = []
+        for citation_index, citation in enumerate(report.claim_citations.get(claim_index, claim.citations)):
             kinds = {f.kind for f in findings if f.citation == citation_index}
             flag = "phantom" if "phantom_source_id" in kinds else "drift" if "quote_drift" in kinds else "ok"
-            number = references.number(citation.source_id, report.citation_chunks.get((claim_index, citation_index), []), flag)
-            tooltip = citation.quoted_span or citation.source_id
-            label = {"phantom": " (phantom source)", "drift": " (quote drift)", "ok": ""}[flag]
-            markers.append(
-                f'<sup><a class="{flag}" href="#ref-{number}" title="{_e(tooltip)}">[{number}]{_e(label)}</a></sup>'
-            )
+            number = references.number(citation, report.citation_chunks.get((claim_index, citation_index), []), flag)
+            markers[number] = max(markers.get(number, "ok"), flag, key=_FLAG_RANK.__getitem__)
+            if citation.quoted_span:
+                label = " <span class=\"badge drift\">quote drift</span>" if flag == "drift" else ""
+                quotes.append(f'<blockquote class="quote {flag}">[{number}] {_e(citation.quoted_span)}{label}</blockquote>')
+        sups = "".join(
+            f'<sup><a class="{flag}" href="#ref-{number}">[{number}]{_e(_FLAG_LABEL[flag])}</a></sup>' for number, flag in markers.items()
+        )
         badges = "".join(
-            f'<span class="badge {_SEVERITY_CLASS[f.severity]}" title="{_e(f.message)}">'
-            f"{_e(f.kind)}</span>"
+            f'<span class="badge {_SEVERITY_CLASS[f.severity]}" title="{_e(f.message)}">{_e(f.kind)}</span>'
             for f in findings
             if f.citation is None
         )
-        parts.append(f'<p class="claim">{_marked_text(claim.text, phantom_ids)}{"".join(markers)}{badges}</p>')
+        dropped = ' dropped" title="dropped from the filtered answer' if claim_index in report.dropped_claims else ""
+        parts.append(f'<div class="claim{dropped}"><p>{_marked_text(claim.text, phantom_ids)}{sups}{badges}</p>{"".join(quotes)}</div>')
     return parts
 
 
@@ -115,25 +127,34 @@ def _results_html(report: VerifyReport) -> list[str]:
     return ["<ol>", *items, "</ol>"] if items else []
 
 
+def _source_title(report: VerifyReport, chunk: Chunk) -> str:
+    """The source's title (seed 000), else its ticket and subject as its anchors give them."""
+    if chunk.title:
+        return chunk.title
+    tickets = report.chunk_tickets.get(chunk.id, frozenset())
+    subjects = sorted(chunk_subjects(chunk, tickets))
+    return _tickets(tickets) + (f": {subjects[0]}" if subjects else "")
+
+
 def _references_html(report: VerifyReport, references: _References) -> list[str]:
     if not references.numbers:
         return []
     parts = ["<h2>References</h2>", '<ol class="refs">']
-    for source_id, number in references.numbers.items():
-        flag = references.flags[source_id]
-        chunks = references.chunks[source_id]
-        head = f'<li id="ref-{number}" class="ref {flag}"><strong>{_e(source_id)}</strong>'
+    for key, number in references.numbers.items():
+        flag = references.flags[key]
+        chunks = references.chunks[key]
+        head = f'<li id="ref-{number}" class="ref {flag}">'
         if not chunks:
-            parts.append(f'{head} <span class="badge phantom">phantom source: not retrieved</span></li>')
+            parts.append(f'{head}<strong>{_e(references.labels[key])}</strong> <span class="badge phantom">phantom source: not retrieved</span></li>')
             continue
-        badge = '<span class="badge drift">quote drift</span>' if flag == "drift" else ""
+        badge = ' <span class="badge drift">quote drift</span>' if flag == "drift" else ""
         bodies = "".join(
-            f"<div>{_source_link(c)} {_e(_tickets(report.chunk_tickets.get(c.id, frozenset())))}</div>"
+            f"<div><strong>{_e(_source_title(report, c))}</strong> {_source_link(c)} <code>{_e(c.id)}</code></div>"
             f"<pre>{_e(c.text[:_EXCERPT_CHARS])}"
             f"{'…' if len(c.text) > _EXCERPT_CHARS else ''}</pre>"
             for c in chunks
         )
-        parts.append(f"{head} {badge}{bodies}</li>")
+        parts.append(f"{head}{badge}{bodies}</li>")
     parts.append("</ol>")
     return parts
 
@@ -142,12 +163,12 @@ def _findings_html(findings: Iterable[Finding]) -> list[str]:
     rows = [
         f'<tr class="{_SEVERITY_CLASS[f.severity]}">'
         f"<td>{_e(f.severity)}</td><td>{_e(f.kind)}</td>"
-        f"<td>{_e('' if f.claim is None else f.claim + 1)}</td><td>{_e(f.message)}</td></tr>"
+        f"<td>{_e(f.where)}</td><td>{_e(f.message)}</td></tr>"
         for f in findings
     ]
     if not rows:
         return ["<h2>Findings</h2>", "<p>No findings.</p>"]
-    return ["<h2>Findings</h2>", "<table><tr><th>severity</th><th>kind</th><th>claim</th><th>message</th></tr>", *rows, "</table>"]
+    return ["<h2>Findings</h2>", "<table><tr><th>severity</th><th>kind</th><th>where</th><th>message</th></tr>", *rows, "</table>"]
 
 
 def render_report(report: VerifyReport, title: str = "anchorkit verify") -> str:
@@ -167,6 +188,8 @@ def render_report(report: VerifyReport, title: str = "anchorkit verify") -> str:
     if report.answer.text and not (report.answer.shape == "retrieve_and_generate" and report.answer.claims):
         body.append(f'<p class="text">{_marked_text(report.answer.text, phantom_ids)}</p>')
     body += _claims_html(report, references, phantom_ids)
+    if report.answer.summary:
+        body += ["<h2>Summary</h2>", f'<p class="text">{_marked_text(report.answer.summary, phantom_ids)}</p>']
     body += _results_html(report)
     body += _references_html(report, references)
     body += _findings_html(report.findings)

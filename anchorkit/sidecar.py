@@ -1,6 +1,8 @@
 """Amazon Bedrock Knowledge Base metadata sidecars (``<id>.md.metadata.json``). Pure.
 
 Bedrock reads ``{"metadataAttributes": {...}}`` beside each document and lets queries filter on it.
+``ticket_id`` and ``subject`` are what query-time injection (inject.py) needs to write a chunk's
+anchor line, as in the design's own example ``{"ticket_id": 12345, "subject": "VPN接続が不安定"}``.
 Dates are numbers (epoch seconds) so that ``greaterThan``/``lessThan`` filters work, and ISO
 strings for people. Bedrock's limits are enforced here: a ticket that would exceed them loses its
 least important attributes first (custom fields from the last one backwards, then the optional
@@ -27,6 +29,7 @@ SIDECAR_SUFFIX = ".metadata.json"
 
 # Built-in attributes that may be dropped, most important first (ticket_id is never dropped).
 _OPTIONAL_ORDER = (
+    "subject",
     "project",
     "status",
     "is_closed",
@@ -74,6 +77,7 @@ def _attributes(issue: dict[str, Any], lookups: Lookups) -> dict[str, Value]:
     project_entry = lookups.get("projects", {}).get(str(project.get("id")), {})
     candidates: dict[str, Value | None] = {
         "ticket_id": issue["id"],
+        "subject": one_line(str(issue.get("subject") or "")),
         "project": project_entry.get("identifier") or _name(project),
         "tracker": _name(issue.get("tracker")),
         "status": _name(issue.get("status")),

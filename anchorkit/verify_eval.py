@@ -5,10 +5,15 @@ A case (one JSON object per line of a ``.jsonl`` file)::
     {"id": "vpn-1", "query": "VPNが切れる", "retrieved": <any retrieval shape>,
      "answer": <any answer shape>, "expected_ids": [12345], "context": "<optional context message>"}
 
-Metrics: mean grounding score; phantom rate (share of cases with at least one phantom ticket id or
-phantom source); source recall (share of cases with expected ids whose answer cites at least one of
-them); citation precision (mean, over cases with expected ids that cite anything, of the share of
-cited ids that are expected).
+Seed 000's EvalCase is accepted as it is: ``sources`` (its Source list) for ``retrieved`` and
+``expected_source_ids`` (source ids, e.g. ``"doc_2026_legal_001#sec3"``) beside or instead of the
+expected ticket ids.
+
+Metrics: mean grounding score; phantom rate (share of cases with at least one critical finding:
+phantom ticket id or source, not refused); source recall by ticket (share of cases with expected ids
+whose answer cites at least one of them) and by source id (the same with expected source ids and the
+source ids cited); citation precision (mean, over cases with expected ids that cite anything, of the
+share of cited ids that are expected).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import Any
 from anchorkit.verify import Answer, Chunk, VerifyOptions, VerifyReport, parse_ticket_id, verify_citations
 from anchorkit.verify_shapes import InputError, read_answer, read_retrieval, read_text_file
 
-CASE_FIELDS = '{"id"?, "query", "retrieved", "answer", "expected_ids"?, "context"?}'
+CASE_FIELDS = '{"id"?, "query", "retrieved" | "sources", "answer", "expected_ids"?, "expected_source_ids"?, "context"?}'
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,8 @@ class EvalCase:
     answer: Answer
     expected_ids: frozenset[int]
     context: tuple[str, ...] = ()
+    expected_source_ids: frozenset[str] = frozenset()
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,13 @@ class CaseResult:
         return bool(self.report.cited_ids & self.case.expected_ids)
 
     @property
+    def source_hit(self) -> bool | None:
+        """Whether the answer cites an expected source id; None when the case expects none."""
+        if not self.case.expected_source_ids:
+            return None
+        return bool(self.report.cited_sources & self.case.expected_source_ids)
+
+    @property
     def precision(self) -> float | None:
         """Share of cited ids that are expected; None without expected ids or without citations."""
         if not self.case.expected_ids or not self.report.cited_ids:
@@ -67,6 +81,9 @@ class CaseResult:
             "grounding_score": round(self.report.grounding_score, 4),
             "phantom": self.has_phantom,
             "hit": self.hit,
+            "expected_source_ids": sorted(self.case.expected_source_ids),
+            "cited_source_ids": sorted(self.report.cited_sources),
+            "source_hit": self.source_hit,
             "precision": None if self.precision is None else round(self.precision, 4),
             "findings": [f.to_json() for f in self.report.findings],
         }
@@ -94,6 +111,10 @@ class EvalSummary:
         return _mean([float(r.hit) for r in self.results if r.hit is not None])
 
     @property
+    def source_id_recall(self) -> float | None:
+        return _mean([float(r.source_hit) for r in self.results if r.source_hit is not None])
+
+    @property
     def citation_precision(self) -> float | None:
         return _mean([r.precision for r in self.results if r.precision is not None])
 
@@ -110,6 +131,7 @@ class EvalSummary:
                 "mean_grounding_score": rounded(self.mean_grounding),
                 "phantom_rate": rounded(self.phantom_rate),
                 "source_recall": rounded(self.source_recall),
+                "source_id_recall": rounded(self.source_id_recall),
                 "citation_precision": rounded(self.citation_precision),
             },
             "results": [r.to_json() for r in self.results],
@@ -117,24 +139,34 @@ class EvalSummary:
 
 
 def read_case(data: Any, origin: str) -> EvalCase:
-    if not isinstance(data, Mapping) or "retrieved" not in data or "answer" not in data:
+    retrieved_key = next((k for k in ("retrieved", "sources") if k in data), None) if isinstance(data, Mapping) else None
+    if not isinstance(data, Mapping) or "answer" not in data:
         raise InputError(f"{origin}: a case must be an object {CASE_FIELDS}")
     expected_raw = data.get("expected_ids", [])
     expected = [parse_ticket_id(value) for value in expected_raw] if isinstance(expected_raw, list) else [None]
     if None in expected:
         raise InputError(f"{origin}: \"expected_ids\" must be a list of ticket ids (12345 or \"#12345\")")
+    sources_raw = data.get("expected_source_ids", [])
+    if not isinstance(sources_raw, list) or not all(isinstance(s, (str, int)) and not isinstance(s, bool) for s in sources_raw):
+        raise InputError(f"{origin}: \"expected_source_ids\" must be a list of source ids")
     context = data.get("context", [])
     contexts = [context] if isinstance(context, str) else context
     if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
         raise InputError(f"{origin}: \"context\" must be a string or a list of strings")
+    answer = read_answer(data["answer"], f"{origin} answer")
+    if retrieved_key is None and not answer.retrieved:
+        raise InputError(f"{origin}: a case needs \"retrieved\" (or seed 000's \"sources\") unless its answer carries them")
+    retrieval = read_retrieval(data[retrieved_key], f"{origin} {retrieved_key}") if retrieved_key else None
     query = data.get("query", "")
     return EvalCase(
         case_id=str(data.get("id", origin)),
         query=query if isinstance(query, str) else json.dumps(query, ensure_ascii=False),
-        chunks=read_retrieval(data["retrieved"], f"{origin} retrieved")[1],
-        answer=read_answer(data["answer"], f"{origin} answer"),
+        chunks=retrieval.chunks if retrieval else [],
+        answer=answer,
         expected_ids=frozenset(e for e in expected if e is not None),
         context=tuple(contexts),
+        expected_source_ids=frozenset(str(s) for s in sources_raw),
+        notes=tuple(retrieval.notes) if retrieval else (),
     )
 
 
@@ -163,7 +195,7 @@ def load_cases(path: Path) -> tuple[list[EvalCase], list[str]]:
 
 def evaluate(cases: Iterable[EvalCase], errors: list[str], options: VerifyOptions = VerifyOptions()) -> EvalSummary:
     results = [
-        CaseResult(case, verify_citations(case.answer, case.chunks, context=case.context, options=options))
+        CaseResult(case, verify_citations(case.answer, case.chunks, context=case.context, options=options, notes=case.notes))
         for case in cases
     ]
     return EvalSummary(results, list(errors))

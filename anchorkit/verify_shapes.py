@@ -1,38 +1,77 @@
-"""Reading what `verify` and `eval` are given: retrievals, answers and context, in the accepted shapes.
+"""Reading what `verify`, `eval` and `inject` are given: retrievals, answers and context, in the accepted shapes.
 
-Shape readers take parsed JSON and return verify.py's data types; file loading is at the edge
-(``load_*``). Every problem raises ``InputError`` naming the file (or case) and what is wrong; for
-an unknown shape or a file that is not JSON, the message lists the shapes that are accepted.
+The one place that knows the shapes (docs/verify.md has them as a table). Shape readers take parsed
+JSON and return verify.py's data types; file loading is at the edge (``load_*``). Every problem raises
+``InputError`` naming the file (or case) and what is wrong; for an unknown shape the message lists the
+shapes that are accepted. Nothing is silently "unchecked" because its shape was not understood.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+import re
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from anchorkit.snapshot import SnapshotError, read_json
+from anchorkit.errors import UsageError
 from anchorkit.verify import Answer, Chunk, Citation, Claim, parse_ticket_id
 
 RETRIEVAL_SHAPES = (
-    'Bedrock Retrieve response {"retrievalResults": [{"content": {"text": …}, "location": {"s3Location": {"uri": …}}, '
-    '"metadata": {…}}]}',
+    'Bedrock Retrieve response {"retrievalResults": [{"content": {"text": …}, "location": {…}, "metadata": {…}, "score": …}]}',
     'Bedrock RetrieveAndGenerate response {"output": {"text": …}, "citations": [{"retrievedReferences": [...]}]}',
-    'a plain list of chunks [{"id": …, "text": …, "uri": …, "ticket_id"?: …}] (or {"chunks": [...]})',
+    'LlamaIndex response {"response": …, "source_nodes": [{"node": {"id_", "text", "metadata"}, "score"}]}',
+    'a list of chunks, or {"chunks" | "sources" | "documents" | "context" | "source_documents": [...]}: plain '
+    '{"id", "text", "uri", "ticket_id"}, seed 000 sources {"id", "title", "content", "url", "metadata"}, '
+    'LangChain documents {"page_content", "metadata": {"source", "ticket_id"}}',
 )
 ANSWER_SHAPES = (
-    'structured claims {"claims": [{"text": …, "citations": [{"source_id": …, "quoted_span": …}]}], "answer": …?}',
+    'structured claims (seed 000 GroundedAnswer, seed 004) {"claims": [{"text": …, "citations": [{"source_id": …, '
+    '"quoted_span": …}] | "citation_ids": [...]}], "summary"?: …, "answer"?: …}',
+    'LangChain cited answer {"answer": …, "citations": [0, 5] | [{"source_id": 7, "quote": …}]}',
     'a list of ticket results [{"issue_id": 12345, …}] (or {"results": [...]})',
-    'plain text: a non-.json file, a JSON string, or {"text": …} / {"answer": …}',
-    "a Bedrock RetrieveAndGenerate response (its output.text and citations)",
+    "a Bedrock RetrieveAndGenerate response, a LlamaIndex response {response, source_nodes}, "
+    'LangChain {"answer" | "result", "context" | "source_documents"}',
+    'plain text: a file that is not JSON, a JSON string (JSON inside it is read as an answer), {"text": …} / {"answer": …}',
+    "JSON Lines: one answer of any of these shapes a line",
+)
+CONTEXT_SHAPES = (
+    "the context message as text (its genuine anchors count)",
+    "an earlier retrieval in any retrieval shape",
+    'Bedrock Converse messages {"messages": [{"role": "user", "content": [{"text": …}]}], "system"?: [...]} '
+    "(user and system text only)",
 )
 SOURCE_URI_METADATA = "x-amz-bedrock-kb-source-uri"
 CHUNK_ID_METADATA = "x-amz-bedrock-kb-chunk-id"
 TICKET_ID_METADATA = "ticket_id"  # the attribute anchorkit's sidecars (sidecar.py) give every document
+CARRYING_SHAPES = frozenset({"retrieve_and_generate", "llamaindex", "langchain"})
+"""Answer shapes that carry the chunks they were generated from (no separate retrieval needed)."""
+
+# Where each chunk field is read from, first found wins (metadata keys are looked up in "metadata").
+_CHUNK_TEXT = ("text", "page_content", "content")
+_CHUNK_ID = ("id", "id_")
+_CHUNK_URI = ("uri", "url", "source_uri")
+_METADATA_URI = (SOURCE_URI_METADATA, "source", "source_uri", "url", "uri", "file_path")  # file_path: LlamaIndex's readers
+_CHUNK_LISTS = ("chunks", "sources", "documents", "context", "source_documents")
+# Keys of an answer object that are not the answer: the question and the conversation.
+_NOT_ANSWER = frozenset({"input", "query", "question", "chat_history", "messages", "id"})
+_TEXT_KEYS = ("answer", "text", "response", "result")
+_FENCE = re.compile(r"\A\s*```[A-Za-z]*[ \t]*\n(?P<body>.*?)\n\s*```\s*\Z", re.S)
 
 
-class InputError(ValueError):
-    """Input that cannot be used; the message names where it came from and what is wrong."""
+class InputError(UsageError):
+    """Input that cannot be used (exit 2); the message names where it came from and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """A retrieval as read: its shape, its chunks and what was skipped (a result without text)."""
+
+    shape: str
+    chunks: list[Chunk]
+    notes: list[str]
 
 
 def _accepted(what: str, shapes: tuple[str, ...]) -> str:
@@ -46,17 +85,51 @@ def _unknown_shape(origin: str, what: str, shapes: tuple[str, ...]) -> InputErro
 # --------------------------------------------------------------------------- retrieval
 
 
-def read_retrieval(data: Any, origin: str) -> tuple[str, list[Chunk]]:
-    """(shape name, chunks) of a retrieval in any accepted shape."""
-    if isinstance(data, Mapping) and isinstance(data.get("retrievalResults"), list):
-        return "bedrock_retrieve", _bedrock_chunks(data["retrievalResults"], origin, "retrievalResults")
-    if isinstance(data, Mapping) and isinstance(data.get("citations"), list):
-        return "retrieve_and_generate", _bedrock_chunks(_rag_references(data, origin), origin, "retrievedReferences")
-    if isinstance(data, Mapping) and isinstance(data.get("chunks"), list):
-        return "chunks", _plain_chunks(data["chunks"], origin)
+def read_retrieval(data: Any, origin: str) -> Retrieval:
+    """A retrieval in any accepted shape."""
+    shape, items, notes = retrieval_items(data, origin)
+    return Retrieval(shape, [chunk for _, chunk in items if chunk is not None], notes)
+
+
+def retrieval_items(data: Any, origin: str) -> tuple[str, list[tuple[Mapping[str, Any], Chunk | None]], list[str]]:
+    """(shape, each chunk item of ``data`` as it is in ``data`` with its Chunk or None where it was
+    skipped, notes): for rewriting a retrieval in place (set_chunk_text) in its own shape."""
+    located = _chunk_list(data, origin)
+    if located is None:
+        raise _unknown_shape(origin, "retrieval", RETRIEVAL_SHAPES)
+    shape, items, key = located
+    notes: list[str] = []
+    return shape, [(item, read_chunk(item, i, f"{origin}: {key}[{i}]", notes)) for i, item in enumerate(items)], notes
+
+
+def set_chunk_text(item: Any, text: str) -> None:
+    """Replace a chunk item's text where read_chunk found it (the item is changed in place)."""
+    for wrapper in ("kwargs", "node"):
+        if isinstance(item.get(wrapper), Mapping):
+            item = item[wrapper]
+    key = next((k for k in _CHUNK_TEXT if isinstance(item.get(k), str)), None)
+    if key is not None:
+        item[key] = text
+    else:
+        item["content"]["text"] = text
+
+
+def _chunk_list(data: Any, origin: str) -> tuple[str, list[Any], str] | None:
+    """(shape, the chunk items, their key) of a retrieval, None for an unknown shape."""
     if isinstance(data, list):
-        return "chunks", _plain_chunks(data, origin)
-    raise _unknown_shape(origin, "retrieval", RETRIEVAL_SHAPES)
+        return "chunks", data, "chunks"
+    if not isinstance(data, Mapping):
+        return None
+    if isinstance(data.get("retrievalResults"), list):
+        return "bedrock_retrieve", data["retrievalResults"], "retrievalResults"
+    if isinstance(data.get("citations"), list) and "output" in data:
+        return "retrieve_and_generate", _rag_references(data, origin), "retrievedReferences"
+    if isinstance(data.get("source_nodes"), list):
+        return "llamaindex", data["source_nodes"], "source_nodes"
+    for key in _CHUNK_LISTS:
+        if isinstance(data.get(key), list):
+            return "chunks", data[key], key
+    return None
 
 
 def _rag_references(data: Mapping[str, Any], origin: str) -> list[Any]:
@@ -69,27 +142,51 @@ def _rag_references(data: Mapping[str, Any], origin: str) -> list[Any]:
     return references
 
 
-def _bedrock_chunks(results: list[Any], origin: str, key: str) -> list[Chunk]:
-    """Bedrock results: text in content.text; URI in location.s3Location.uri (or another location
-    type's url/uri, or the source-URI metadata); id = the chunk-id metadata, else the 1-based position."""
-    chunks: list[Chunk] = []
-    for index, result in enumerate(results):
-        where = f"{origin}: {key}[{index}]"
-        text = _path(result, "content", "text")
-        if not isinstance(text, str):
-            raise InputError(f"{where}.content.text is missing or not a string")
-        metadata = result.get("metadata") if isinstance(result.get("metadata"), Mapping) else {}
-        chunk_id = metadata.get(CHUNK_ID_METADATA)
-        uri = _location_uri(result.get("location")) or metadata.get(SOURCE_URI_METADATA)
-        chunks.append(
-            Chunk(
-                id=str(chunk_id) if chunk_id is not None else str(index + 1),
-                text=text,
-                uri=uri if isinstance(uri, str) else None,
-                ticket_id=parse_ticket_id(metadata.get(TICKET_ID_METADATA)),
-            )
-        )
-    return chunks
+def _first(mapping: Mapping[str, Any], keys: tuple[str, ...], kind: type | tuple[type, ...] = str) -> Any:
+    for key in keys:
+        value = mapping.get(key)
+        if isinstance(value, kind) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def read_chunk(item: Any, index: int, where: str, notes: list[str]) -> Chunk | None:
+    """One chunk of any shape (docs/verify.md); None, with a note, for a result without text (a
+    Bedrock IMAGE or table row): it cannot be cited for text, the others are still checked."""
+    if not isinstance(item, Mapping):
+        raise InputError(f"{where}: a chunk must be an object")
+    if isinstance(item.get("kwargs"), Mapping):  # a LangChain document serialised with dumpd()
+        item = item["kwargs"]
+    if isinstance(item.get("node"), Mapping):  # LlamaIndex NodeWithScore: the node, its score beside it
+        item = {**item["node"], "score": item.get("score")}
+    content = item.get("content")
+    text = _first(item, _CHUNK_TEXT)
+    if text is None and isinstance(content, Mapping):
+        text = content.get("text") if isinstance(content.get("text"), str) else None
+        if text is None:
+            notes.append(f"{where}: skipped: no text (content type {str(content.get('type', '?'))!r})")
+            return None
+    if text is None:
+        raise InputError(f'{where}: no text: a chunk needs "text", "content", "page_content" or Bedrock\'s "content": {{"text": …}}')
+    if "uri" in item and not isinstance(item["uri"], str):
+        raise InputError(f'{where}: "uri" must be a string')
+    metadata = item.get("metadata") if isinstance(item.get("metadata"), Mapping) else {}
+    chunk_id = _first(item, _CHUNK_ID, (str, int)) or _first(metadata, (CHUNK_ID_METADATA,), (str, int))
+    uri = _location_uri(item.get("location")) or _first(item, _CHUNK_URI) or _first(metadata, _METADATA_URI)
+    raw_ticket = next((m[k] for m in (item, metadata) for k in (TICKET_ID_METADATA, "issue_id") if m.get(k) is not None), None)
+    ticket_id = parse_ticket_id(raw_ticket)
+    if raw_ticket is not None and ticket_id is None:
+        notes.append(f"{where}: ticket_id {str(raw_ticket)!r} is not a ticket id: ignored")
+    score = _first(item, ("score",), (int, float))
+    return Chunk(
+        id=str(chunk_id) if chunk_id is not None else str(index + 1),
+        text=text,
+        uri=uri,
+        ticket_id=ticket_id,
+        title=_first(item, ("title",)) or _first(metadata, ("title",)),
+        subject=_first(item, ("subject",)) or _first(metadata, ("subject",)),
+        score=float(score) if score is not None else _first(metadata, ("score",), (int, float)),
+    )
 
 
 def _location_uri(location: Any) -> str | None:
@@ -104,88 +201,150 @@ def _location_uri(location: Any) -> str | None:
     return None
 
 
-def _plain_chunks(items: list[Any], origin: str) -> list[Chunk]:
-    chunks: list[Chunk] = []
-    for index, item in enumerate(items):
-        if not isinstance(item, Mapping) or not isinstance(item.get("text"), str):
-            raise InputError(f"{origin}: chunk [{index}] must be an object with a string \"text\"")
-        uri = item.get("uri")
-        if uri is not None and not isinstance(uri, str):
-            raise InputError(f"{origin}: chunk [{index}]: \"uri\" must be a string")
-        chunk_id = item.get("id")
-        chunk_id = str(chunk_id) if chunk_id is not None else str(index + 1)
-        chunks.append(Chunk(chunk_id, item["text"], uri, parse_ticket_id(item.get(TICKET_ID_METADATA))))
-    return chunks
-
-
 # --------------------------------------------------------------------------- answers
 
 
 def read_answer(data: Any, origin: str) -> Answer:
     """An answer in any accepted shape."""
     if isinstance(data, str):
-        return Answer("text", text=data)
-    if isinstance(data, Mapping) and isinstance(data.get("claims"), list):
-        top_text = data.get("answer", data.get("text", ""))
-        if not isinstance(top_text, str):
-            raise InputError(f"{origin}: \"answer\" must be a string")
-        return Answer("claims", text=top_text, claims=tuple(_claims(data["claims"], origin)))
-    if isinstance(data, Mapping) and isinstance(data.get("citations"), list) and "output" in data:
-        return _rag_answer(data, origin)
-    if isinstance(data, Mapping) and isinstance(data.get("results"), list):
-        return Answer("results", results=tuple(_results(data["results"], origin)))
+        embedded = _embedded_json(data)
+        return read_answer(embedded, origin) if embedded is not None else Answer("text", text=data)
     if isinstance(data, list):
         return Answer("results", results=tuple(_results(data, origin)))
-    if isinstance(data, Mapping):
-        for key in ("text", "answer"):
-            if isinstance(data.get(key), str):
-                return Answer("text", text=data[key])
-    raise _unknown_shape(origin, "answer", ANSWER_SHAPES)
+    if not isinstance(data, Mapping):
+        raise _unknown_shape(origin, "answer", ANSWER_SHAPES)
+    if isinstance(data.get("output"), Mapping) and isinstance(data.get("citations"), list):
+        return _rag_answer(data, origin)
+    return _answer_object(data, origin)
+
+
+def _embedded_json(text: str) -> Any:
+    """The JSON object or list a model's raw text holds (a fenced ```json block or the whole text)."""
+    fenced = _FENCE.match(text)
+    body = (fenced["body"] if fenced else text).strip()
+    if not body.startswith(("{", "[")):
+        return None
+    try:
+        return json.loads(body)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+
+
+def _answer_object(data: Mapping[str, Any], origin: str) -> Answer:
+    """Every recognised part of an answer object; each other string in it is kept to be checked too."""
+    used: set[str] = set()
+    shape = ""
+    claims: list[Claim] = []
+    results: list[Mapping[str, Any]] = []
+    retrieved: list[Chunk] = []
+    notes: list[str] = []
+    text_key = next((k for k in _TEXT_KEYS if isinstance(data.get(k), str)), None)
+    if isinstance(data.get("claims"), list):
+        shape, claims = "claims", _claims(data["claims"], origin)
+        used.add("claims")
+    elif isinstance(data.get("citations"), list) and text_key is not None:
+        # LangChain's cited answer: the whole answer is one claim citing its sources.
+        shape = "cited_answer"
+        claims = [Claim(data[text_key], tuple(_citation(c, f"{origin}: citations[{i}]", positional=True) for i, c in enumerate(data["citations"])))]
+        used |= {"citations", text_key}
+    if isinstance(data.get("results"), list):
+        shape = shape or "results"
+        results = _results(data["results"], origin)
+        used.add("results")
+    for key in ("source_nodes", "context", "source_documents"):
+        if isinstance(data.get(key), list):
+            retrieval = read_retrieval({key: data[key]}, origin)
+            retrieved += retrieval.chunks
+            notes += retrieval.notes
+            shape = shape or ("llamaindex" if key == "source_nodes" else "langchain")
+            used.add(key)
+    text = data[text_key] if text_key is not None and text_key not in used else ""
+    if text_key is not None:
+        shape = shape or "text"
+        used.add(text_key)
+    summary = data["summary"] if isinstance(data.get("summary"), str) else ""
+    if summary:
+        used.add("summary")
+    if not shape:
+        raise _unknown_shape(origin, "answer", ANSWER_SHAPES)
+    extra = [(f"$.{k}", s) for k, v in data.items() if k not in used and k not in _NOT_ANSWER for s in _strings(v)]
+    return Answer(shape, text=text, claims=tuple(claims), results=tuple(results), summary=summary,
+                  extra=tuple(extra), retrieved=tuple(retrieved), notes=tuple(notes))
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string inside a JSON value."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
 
 
 def _claims(items: list[Any], origin: str) -> list[Claim]:
     claims: list[Claim] = []
     for index, item in enumerate(items):
+        where = f"{origin}: claims[{index}]"
         if not isinstance(item, Mapping) or not isinstance(item.get("text"), str):
-            raise InputError(f"{origin}: claims[{index}] must be an object with a string \"text\"")
-        citations = item.get("citations", [])
-        if not isinstance(citations, list):
-            raise InputError(f"{origin}: claims[{index}].citations must be a list")
-        claims.append(Claim(item["text"], tuple(_citation(c, f"{origin}: claims[{index}]") for c in citations)))
+            raise InputError(f'{where} must be an object with a string "text"')
+        citations: list[Citation] = []
+        for key in ("citations", "citation_ids"):  # seed 000 / seed 004
+            listed = item.get(key, [])
+            if not isinstance(listed, list):
+                raise InputError(f"{where}.{key} must be a list")
+            citations += [_citation(c, f"{where}.{key}[{i}]") for i, c in enumerate(listed)]
+        claims.append(Claim(item["text"], tuple(citations)))
     return claims
 
 
-def _citation(item: Any, where: str) -> Citation:
-    if not isinstance(item, Mapping) or isinstance(item.get("source_id"), bool):
-        raise InputError(f"{where}: a citation must be an object with \"source_id\" (string or number)")
-    source_id = item.get("source_id")
-    span = item.get("quoted_span")
-    if not isinstance(source_id, (str, int)) or (span is not None and not isinstance(span, str)):
-        raise InputError(f"{where}: a citation needs \"source_id\" (string or number) and an optional string \"quoted_span\"")
+def _citation(item: Any, where: str, positional: bool = False) -> Citation:
+    """A citation: {"source_id", "quoted_span" | "quote"} or a bare id. ``positional``: LangChain's
+    integer source ids are 0-based positions in the documents it was given."""
+    if isinstance(item, Mapping):
+        source_id, span = item.get("source_id"), item.get("quoted_span", item.get("quote"))
+    else:
+        source_id, span = item, None
+    if isinstance(source_id, bool) or not isinstance(source_id, (str, int)) or (span is not None and not isinstance(span, str)):
+        raise InputError(f'{where}: a citation needs "source_id" (string or number) and an optional string "quoted_span"')
+    if positional and isinstance(source_id, int):
+        return Citation(str(source_id), span, position=source_id)
     return Citation(str(source_id), span)
 
 
 def _results(items: list[Any], origin: str) -> list[Mapping[str, Any]]:
     for index, item in enumerate(items):
         if not isinstance(item, Mapping) or "issue_id" not in item:
-            raise InputError(f"{origin}: results[{index}] must be an object with \"issue_id\"")
+            raise InputError(f'{origin}: results[{index}] must be an object with "issue_id"')
     return items
 
 
 def _rag_answer(data: Mapping[str, Any], origin: str) -> Answer:
-    """RetrieveAndGenerate: each citation's generated part is a claim citing its references, by the
-    ids read_retrieval gives the same references (so pass the same response as the retrieval)."""
-    output = data["output"]
-    text = output.get("text") if isinstance(output, Mapping) else None
+    """RetrieveAndGenerate: each citation's generated part is a claim citing its references, which the
+    answer carries as its retrieval (so the response alone can be verified)."""
+    text = data["output"].get("text")
     if not isinstance(text, str):
         raise InputError(f"{origin}: output.text is missing or not a string")
-    chunks = iter(_bedrock_chunks(_rag_references(data, origin), origin, "retrievedReferences"))
+    notes: list[str] = []
     claims: list[Claim] = []
-    for citation in data["citations"]:
+    retrieved: list[Chunk] = []
+    position = 0
+    for index, citation in enumerate(data["citations"]):
+        refs = citation.get("retrievedReferences", []) if isinstance(citation, Mapping) else None
+        if not isinstance(refs, list):
+            raise InputError(f"{origin}: citations[{index}].retrievedReferences is not a list")
+        cited: list[Citation] = []
+        for ref in refs:
+            chunk = read_chunk(ref, position, f"{origin}: retrievedReferences[{position}]", notes)
+            position += 1
+            if chunk is not None:
+                retrieved.append(chunk)
+                cited.append(Citation(chunk.id))
         part = _path(citation, "generatedResponsePart", "textResponsePart", "text")
-        sources = tuple(Citation(next(chunks).id) for _ in citation.get("retrievedReferences", []))
-        claims.append(Claim(part if isinstance(part, str) else "", sources))
-    return Answer("retrieve_and_generate", text=text, claims=tuple(claims))
+        claims.append(Claim(part if isinstance(part, str) else "", tuple(cited)))
+    return Answer("retrieve_and_generate", text=text, claims=tuple(claims), retrieved=tuple(retrieved), notes=tuple(notes))
 
 
 def _path(data: Any, *keys: str) -> Any:
@@ -197,51 +356,127 @@ def _path(data: Any, *keys: str) -> Any:
     return data
 
 
+# --------------------------------------------------------------------------- context
+
+
+def read_context(data: Any, origin: str) -> tuple[list[Chunk], list[str]]:
+    """(chunks, texts) a later turn's context vouches with: an earlier retrieval, Converse messages, a string."""
+    if isinstance(data, str):
+        return [], [data]
+    messages = data.get("messages") if isinstance(data, Mapping) else data
+    if isinstance(messages, list) and messages and all(isinstance(m, Mapping) and "role" in m for m in messages):
+        system = data.get("system", []) if isinstance(data, Mapping) else []
+        texts = [s for block in (system if isinstance(system, list) else [system]) for s in _strings(block)]
+        for message in messages:
+            if message.get("role") in ("user", "system"):  # the assistant's own words vouch for nothing
+                texts += [json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v for v in _strings_or_json(message.get("content"))]
+        return [], texts
+    if _chunk_list(data, origin) is None:
+        raise _unknown_shape(origin, "context", CONTEXT_SHAPES)
+    return read_retrieval(data, origin).chunks, []
+
+
+def _strings_or_json(content: Any) -> Iterator[Any]:
+    """The text of a message's content: strings, and "json" blocks (tool results) as JSON."""
+    if isinstance(content, Mapping) and "json" in content:
+        yield content["json"]
+        return
+    if isinstance(content, str):
+        yield content
+    elif isinstance(content, Mapping):
+        for value in content.values():
+            yield from _strings_or_json(value)
+    elif isinstance(content, list):
+        for value in content:
+            yield from _strings_or_json(value)
+
+
 # --------------------------------------------------------------------------- files
 
 
-def load_json(path: Path) -> Any:
-    """Parsed JSON of a file (snapshot.read_json); InputError naming the file and what is wrong."""
-    try:
-        return read_json(path)
-    except SnapshotError as error:
-        raise InputError(str(error)) from None
-
-
 def read_text_file(path: Path) -> str:
-    """A UTF-8 text file (a BOM is dropped); a missing file raises FileNotFoundError (a usage error)."""
+    """A UTF-8 text file (a BOM is dropped), or stdin for "-"; a missing file raises FileNotFoundError."""
     try:
-        return path.read_bytes().decode("utf-8-sig")
+        data = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+        return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        raise InputError(f"{path}: invalid UTF-8 at byte {error.start}") from None
+        raise InputError(f"{_name(path)}: invalid UTF-8 at byte {error.start}") from None
 
 
-def _is_json_file(path: Path) -> bool:
-    return path.suffix.lower() == ".json"
+def _name(path: Path) -> str:
+    return "<stdin>" if str(path) == "-" else str(path)
 
 
-def _load_json_of(path: Path, what: str, shapes: tuple[str, ...]) -> Any:
-    """load_json, its error followed by the shapes the file may have."""
+def _parse(text: str, origin: str) -> Any:
     try:
-        return load_json(path)
-    except InputError as error:
-        raise InputError(f"{error}; {_accepted(what, shapes)}") from None
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InputError(f"{origin}: malformed JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
+    except RecursionError:
+        raise InputError(f"{origin}: JSON nested too deeply") from None
 
 
-def load_retrieval(path: Path) -> tuple[str, list[Chunk]]:
-    return read_retrieval(_load_json_of(path, "retrieval", RETRIEVAL_SHAPES), str(path))
+def _json_documents(path: Path, what: str, shapes: tuple[str, ...]) -> tuple[list[tuple[str, Any]], list[str]]:
+    """The JSON value(s) of a file or stdin, whatever the suffix, as (origin, value) pairs and the
+    errors of unreadable lines: one JSON value; JSON Lines (``.jsonl``, or lines that each parse);
+    or [("", text)] for text that is not JSON. A ``.json`` or ``.jsonl`` file must be JSON."""
+    text = read_text_file(path)
+    name, suffix = _name(path), path.suffix.lower()
+    if suffix not in (".json", ".jsonl") and text.lstrip()[:1] not in ("{", "[", '"'):
+        return [("", text)], []  # plain text ("12345" or "true" is an answer in words, not JSON)
+    lines = [(number, line) for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    if suffix != ".jsonl":
+        try:
+            return [(name, _parse(text, name))], []
+        except InputError as error:
+            if suffix == ".json":
+                raise InputError(f"{error}; {_accepted(what, shapes)}") from None
+            if len(lines) < 2 or _embedded_json(lines[0][1]) is None:
+                return [("", text)], []  # plain text
+    documents: list[tuple[str, Any]] = []
+    errors: list[str] = []
+    for number, line in lines:
+        try:
+            documents.append((f"{name}:{number}", _parse(line, f"{name}:{number}")))
+        except InputError as error:
+            errors.append(str(error))
+    return documents, errors
 
 
-def load_answer(path: Path) -> Answer:
-    """A ``.json`` file in any answer shape; any other file is a plain-text answer."""
-    if _is_json_file(path):
-        return read_answer(_load_json_of(path, "answer", ANSWER_SHAPES), str(path))
-    return Answer("text", text=read_text_file(path))
+def load_retrieval_json(path: Path) -> Any:
+    """The one JSON document of a retrieval file or stdin ("-"), not yet read as a shape."""
+    documents, errors = _json_documents(path, "retrieval", RETRIEVAL_SHAPES)
+    if errors or len(documents) != 1 or not documents[0][0]:
+        raise InputError(f"{_name(path)}: a retrieval must be one JSON document; {_accepted('retrieval', RETRIEVAL_SHAPES)}")
+    return documents[0][1]
 
 
-def load_context(path: Path) -> tuple[list[Chunk], str]:
-    """A later turn's context: a ``.json`` file is an earlier retrieval (any retrieval shape: its chunks
-    vouch for ids by URI and anchors); any other file is the context message text (genuine anchors only)."""
-    if _is_json_file(path):
-        return load_retrieval(path)[1], ""
-    return [], read_text_file(path)
+def load_retrieval(path: Path) -> Retrieval:
+    return read_retrieval(load_retrieval_json(path), _name(path))
+
+
+def load_answers(path: Path) -> tuple[list[tuple[str, Answer]], list[str]]:
+    """The answers of a file or stdin ("-"): one JSON answer, JSON Lines of answers, or plain text.
+    Unreadable lines of JSON Lines are errors; the other answers are still returned."""
+    documents, errors = _json_documents(path, "answer", ANSWER_SHAPES)
+    answers: list[tuple[str, Answer]] = []
+    for origin, data in documents:
+        if not origin:
+            return [(_name(path), Answer("text", text=data))], []
+        try:
+            answers.append((origin, read_answer(data, origin)))
+        except InputError as error:
+            if len(documents) == 1:
+                raise
+            errors.append(str(error))
+    return answers, errors
+
+
+def load_context(path: Path) -> tuple[list[Chunk], list[str]]:
+    """A later turn's context: JSON (an earlier retrieval, Converse messages, a string) or the context
+    message as text (genuine anchors only)."""
+    documents, errors = _json_documents(path, "context", CONTEXT_SHAPES)
+    if errors or len(documents) != 1:
+        raise InputError(f"{_name(path)}: a context must be one JSON document or text; {_accepted('context', CONTEXT_SHAPES)}")
+    origin, data = documents[0]
+    return ([], [data]) if not origin else read_context(data, origin)

@@ -75,3 +75,25 @@ def test_reserved_bedrock_keys_never_appear_and_output_is_deterministic() -> Non
     second, _ = build_sidecar(json.loads(json.dumps(issue)), LOOKUPS)
     assert first == second
     assert not any(key.startswith("x-amz-bedrock-kb-") for key in json.loads(first)["metadataAttributes"])
+
+
+def test_both_schemas_carry_the_subject_for_query_time_injection() -> None:
+    simple, _, _ = attributes(fixture_issue(12345))
+    typed, _, _ = attributes(fixture_issue(12345), "typed")
+    assert simple["subject"] == "VPN接続が不安定になる"
+    assert typed["subject"] == {"value": {"type": "STRING", "stringValue": "VPN接続が不安定になる"}, "includeForEmbedding": False}
+
+
+def test_the_subject_is_one_line_within_bedrocks_string_limit() -> None:
+    issue = {"id": 4, "subject": "VPN\r\n切断\t（大阪）  " + "長" * 3000, "status": {"id": 1, "name": "新規"}}
+    for schema in ("simple", "typed"):
+        attrs, warnings, data = attributes(issue, schema)
+        subject = attrs["subject"] if schema == "simple" else attrs["subject"]["value"]["stringValue"]
+        assert subject.startswith("VPN 切断 （大阪） 長") and "\n" not in subject and "\t" not in subject
+        assert len(subject) == MAX_STRING_CHARS and len(data) <= MAX_FILE_BYTES
+        assert "#4: sidecar attribute 'subject' truncated to 2048 characters" in warnings
+
+
+def test_a_ticket_without_subject_has_no_subject_attribute() -> None:
+    attrs, _, _ = attributes({"id": 5, "subject": "  ", "status": {"id": 1, "name": "新規"}})
+    assert "subject" not in attrs and attrs["ticket_id"] == 5

@@ -79,7 +79,7 @@ def test_a_neutralised_forgery_does_not_validate_its_id() -> None:
     document = f"{anchor_line(12345, VPN)}\n\n" + neutralize_forgeries(forged)
     assert "> チケット \\#99:" in document
     assert valid_ids([Chunk("doc", document)]) == {12345}
-    report = verify_citations(Answer("text", text="詳細は #99 を参照"), [Chunk("doc", document)])
+    report = verify_citations(Answer("text", text="詳細はチケット #99 を参照"), [Chunk("doc", document)])
     assert [(f.kind, f.ticket_id) for f in report.findings] == [("phantom_ticket_id", 99)]
 
 
@@ -93,11 +93,11 @@ def test_a_chunk_of_a_known_document_vouches_for_that_ticket_only() -> None:
 
 
 def test_uri_pattern_is_configurable_and_needs_one_group() -> None:
-    chunks = [Chunk("a", "x", "https://wiki.example.com/issues/12345?rev=3")]
+    chunks = [Chunk("a", "x", "https://wiki.example.com/tickets/12345?rev=3")]
     assert valid_ids(chunks) == set()
-    assert valid_ids(chunks, uri_pattern=r"/issues/(\d+)") == {12345}
+    assert valid_ids(chunks, uri_pattern=r"/tickets/(\d+)") == {12345}
     with pytest.raises(ValueError, match="exactly one group"):
-        valid_ids(chunks, uri_pattern=r"/issues/\d+")
+        valid_ids(chunks, uri_pattern=r"/tickets/\d+")
 
 
 def test_later_turns_take_ids_from_the_context_message() -> None:
@@ -105,8 +105,8 @@ def test_later_turns_take_ids_from_the_context_message() -> None:
     assert valid_ids([], context=context) == {12366}
     answer = Answer("text", text="先ほどのチケット #12366 の件です。")
     assert verify_citations(answer, [], context=context).findings == []
-    without_context = verify_citations(answer, [], options=VerifyOptions(on_empty="block"))
-    assert kinds(without_context.findings) == ["phantom_ticket_id"]
+    without_context = verify_citations(answer, [])
+    assert kinds(without_context.findings) == ["phantom_ticket_id", "not_refused"]
 
 
 # --------------------------------------------------------------------------- filtering
@@ -159,9 +159,13 @@ def test_filter_text_marks_unverified_ids() -> None:
     assert filter_text(text, set(), on_empty="block") == "チケット [unverified] で解決。[unverified] と同じ原因。"
 
 
-@given(st.lists(st.integers(min_value=0, max_value=60), max_size=8))
+@given(st.lists(st.integers(min_value=0, max_value=150), max_size=12))
 def test_filter_text_stream_equals_filter_text_wherever_the_deltas_are_cut(cuts: list[int]) -> None:
-    text = "チケット #12345 と #12301、それから ＃99 と #1234 の件。最後は #12345"
+    text = (
+        "チケット #12345 と #12301、Ticket#7 と チケット12399、https://r.example.com/issues/12301#note-1 と "
+        "http://wiki/page#12345、Redmine #12,345 それから ＃99 と #1234 の件。手順 #2 と【1】。#2024-03-14 と "
+        "ticket 12399年、https://github.com/o/r/issues/12399 と #12:30。最後は #12345"
+    )
     points = sorted({min(c, len(text)) for c in cuts})
     deltas = [text[a:b] for a, b in zip([0, *points], [*points, len(text)])]
 

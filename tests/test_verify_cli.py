@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from anchorkit.cli import app
@@ -43,10 +44,11 @@ def test_verify_claims_reports_and_filters() -> None:
 def test_verify_json_schema_is_stable() -> None:
     report = verify_json("-r", EVAL / "retrieval-chunks.json", "-a", EVAL / "answer.txt")
     assert sorted(report) == [
-        "answer_shape", "cited_ids", "counts", "filtered_answer", "findings", "grounding_score", "unchecked", "valid_ids",
+        "answer_shape", "cited_ids", "cited_source_ids", "counts", "filtered_answer", "findings", "grounding_score",
+        "nothing_retrieved", "unchecked", "valid_ids",
     ]
     assert sorted(report["findings"][0]) == [  # type: ignore[index]
-        "citation", "claim", "kind", "message", "result", "score", "severity", "source_id", "ticket_id",
+        "citation", "claim", "kind", "message", "part", "result", "score", "severity", "source_id", "ticket_id",
     ]
     assert report["filtered_answer"]["text"].endswith("在宅勤務の切断は [unverified] と同じ原因です。\n")  # type: ignore[index]
 
@@ -54,7 +56,7 @@ def test_verify_json_schema_is_stable() -> None:
 def test_strict_exits_1_only_when_something_critical_was_found() -> None:
     assert run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", EVAL / "answer-results.json")[0] == 0
     code, out, _ = run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", EVAL / "answer-results.json", "--strict")
-    assert code == 1 and "result 2: ticket id #12301 was not retrieved" in out
+    assert code == 1 and "(result 3): result 3: ticket id #12301 was not retrieved" in out
     assert run("verify", "-r", EVAL / "retrieve-and-generate.json", "--strict")[0] == 0
 
 
@@ -112,11 +114,11 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
 
 def test_uri_pattern_option(tmp_path: Path) -> None:
     retrieval = tmp_path / "r.json"
-    retrieval.write_text(json.dumps([{"id": "a", "text": "本文", "uri": "https://wiki/issues/12345"}]))
+    retrieval.write_text(json.dumps([{"id": "a", "text": "本文", "uri": "https://wiki/tickets/12345"}]))
     answer = tmp_path / "a.txt"
     answer.write_text("#12345 です")
     assert verify_json("-r", retrieval, "-a", answer)["valid_ids"] == []
-    assert verify_json("-r", retrieval, "-a", answer, "--uri-pattern", r"/issues/(\d+)$")["valid_ids"] == [12345]
+    assert verify_json("-r", retrieval, "-a", answer, "--uri-pattern", r"/tickets/(\d+)$")["valid_ids"] == [12345]
 
 
 def test_html_report_is_written(tmp_path: Path) -> None:
@@ -141,6 +143,7 @@ def test_eval_metrics_on_the_example_set() -> None:
         "mean_grounding_score": 0.7,
         "phantom_rate": 0.4,
         "source_recall": 0.8,
+        "source_id_recall": None,
         "citation_precision": 0.875,
     }
     by_id = {r["id"]: r for r in summary["results"]}
@@ -174,3 +177,110 @@ def test_eval_gates(tmp_path: Path) -> None:
     assert run("eval", EVAL / "cases.jsonl", "--min-grounding", "0.71")[0] == 1
     assert run("eval", EVAL / "cases.jsonl", "--max-phantom-rate", "0.3")[0] == 1
     assert run("eval", tmp_path / "missing.jsonl")[0] == 2
+
+
+# --------------------------------------------------------------------------- answers in any file, stdin, JSON Lines
+
+
+CLAIMS_JSON = (EVAL / "answer-claims.json").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", ["answer.jsonl", "answer.txt", "answer", "ANSWER.JSON"])
+def test_a_json_answer_is_read_as_json_whatever_the_suffix(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    path.write_text(CLAIMS_JSON if not name.endswith("jsonl") else json.dumps(json.loads(CLAIMS_JSON), ensure_ascii=False))
+    report = verify_json("-r", EVAL / "retrieval-bedrock.json", "-a", path)
+    assert report["answer_shape"] == "claims" and report["counts"]["critical"] == 2
+
+
+def test_the_answer_may_come_from_stdin() -> None:
+    result = runner.invoke(app, ["verify", "-r", str(EVAL / "retrieval-bedrock.json"), "-a", "-", "--json", "--strict"], input=CLAIMS_JSON)
+    assert result.exit_code == 1 and json.loads(result.stdout)["answer_shape"] == "claims"
+    text = runner.invoke(app, ["verify", "-r", str(EVAL / "retrieval-bedrock.json"), "-a", "-", "--strict"], input="#12345 で解消しました。")
+    assert text.exit_code == 0 and "#12345 で解消しました。" in text.stdout
+
+
+def test_json_lines_of_many_answers_are_each_verified(tmp_path: Path) -> None:
+    answers = tmp_path / "answers.jsonl"
+    lines = [
+        json.dumps({"claims": [{"text": "VPN 切断は解消", "citations": [{"source_id": "kb-12345-07"}]}]}, ensure_ascii=False),
+        json.dumps("#12399 で解消しました。", ensure_ascii=False),
+        "{broken",
+        json.dumps([{"issue_id": 12352}]),
+    ]
+    answers.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, out, err = run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", answers, "--json")
+    reports = [json.loads(line) for line in out.splitlines()]
+    assert code == 1 and "answers.jsonl:3: malformed JSON" in err
+    assert [(r["origin"].rsplit(":", 1)[1], r["counts"]["critical"]) for r in reports] == [("1", 0), ("2", 1), ("4", 0)]
+    code, out, _ = run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", answers)
+    assert out.count("== ") == 3 and f"== {answers}:2" in out
+
+
+def test_strict_fails_on_a_phantom_wherever_it_is(tmp_path: Path) -> None:
+    grounded = {"text": "VPN 切断は解消", "citations": [{"source_id": "kb-12345-07"}]}
+    placements = [
+        {"claims": [grounded], "summary": "#12399 と同じ"},
+        {"claims": [grounded], "answer": "https://redmine.example.com/issues/12399"},
+        {"claims": [{**grounded, "citation_ids": ["kb-99"]}]},
+        {"claims": [grounded], "extra": {"see": "チケット12399"}},
+        {"results": [{"issue_id": 12345, "url": "https://redmine.example.com/issues/12399"}]},
+        "VPN 切断は解消しました[9]。",
+    ]
+    for number, answer in enumerate(placements):
+        path = tmp_path / f"a{number}.json"
+        path.write_text(json.dumps(answer, ensure_ascii=False), encoding="utf-8")
+        assert run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", path, "--strict")[0] == 1, answer
+    path.write_text(json.dumps({"claims": [grounded], "summary": "#12345 の件"}, ensure_ascii=False), encoding="utf-8")
+    assert run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", path, "--strict")[0] == 0
+
+
+def test_text_output_says_where_each_finding_is_and_shows_dropped_claims() -> None:
+    code, out, _ = run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", EVAL / "answer-claims.json")
+    assert code == 0
+    assert "warning quote_drift (claim 2, citation 1):" in out
+    assert "critical phantom_ticket_id (claim 3):" in out and "critical phantom_source_id (claim 4, citation 1):" in out
+    assert "3. [dropped] 在宅勤務の VPN 切断（#12301）も同じ原因でした。" in out
+    assert "   > ルーターのファームウェア更新で解消しました。" in out  # quotes are printed
+
+
+def test_an_answer_that_carries_its_retrieval_needs_no_retrieval_file(tmp_path: Path) -> None:
+    report = verify_json("-a", EVAL / "retrieve-and-generate.json")
+    assert report["findings"] == [] and report["valid_ids"] == [12345]
+    path = tmp_path / "a.txt"
+    path.write_text("#12345", encoding="utf-8")
+    code, _, err = run("verify", "-a", path)
+    assert code == 2 and "--retrieval is required" in err
+
+
+def test_context_may_be_converse_messages(tmp_path: Path) -> None:
+    context = tmp_path / "messages.json"
+    anchor = (EVAL / "context.txt").read_text(encoding="utf-8")
+    context.write_text(json.dumps({"messages": [{"role": "user", "content": [{"text": anchor}]}]}, ensure_ascii=False), encoding="utf-8")
+    args = ("-r", EVAL / "retrieval-chunks.json", "-a", EVAL / "answer-turn2.txt")
+    assert 12366 not in verify_json(*args)["valid_ids"]
+    assert 12366 in verify_json(*args, "--context", context)["valid_ids"]
+
+
+def test_eval_accepts_seed000_eval_cases_and_reports_recall_by_source_id(tmp_path: Path) -> None:
+    sources = [
+        {"id": "doc_2026_legal_001#sec3", "title": "業務委託契約書", "content": "本契約は2026年4月1日に発効する。", "url": "https://example.com/legal/001", "metadata": {}},
+        {"id": "redmine-12345#note-4", "title": "チケット #12345: VPN接続が不安定になる", "content": "ファームウェア更新で解消しました。", "url": "https://redmine.example.com/issues/12345", "metadata": {}},
+    ]
+    def claim(source_id: str, text: str) -> dict[str, object]:
+        return {"claims": [{"text": text, "citations": [{"source_id": source_id, "quoted_span": text}]}], "summary": "確認結果です。"}
+    cases = [
+        {"query": "発効日は?", "sources": sources, "expected_source_ids": ["doc_2026_legal_001#sec3"], "answer": claim("doc_2026_legal_001#sec3", "本契約は2026年4月1日に発効する。")},
+        {"query": "VPN は?", "sources": sources, "expected_source_ids": ["redmine-12345#note-4"], "expected_ids": [12345], "answer": claim("doc_2026_legal_001#sec3", "本契約は2026年4月1日に発効する。")},
+        {"query": "VPN は?", "sources": sources, "expected_source_ids": ["redmine-12345#note-4"], "expected_ids": [12345], "answer": claim("redmine-12345#note-4", "ファームウェア更新で解消しました。")},
+    ]
+    path = tmp_path / "seed000.jsonl"
+    path.write_text("\n".join(json.dumps(c, ensure_ascii=False) for c in cases), encoding="utf-8")
+    code, out, _ = run("eval", path, "--json")
+    summary = json.loads(out)
+    assert code == 0 and summary["errors"] == []
+    assert summary["metrics"]["source_id_recall"] == round(2 / 3, 4)
+    assert summary["metrics"]["source_recall"] == 0.5  # by ticket: two cases expect #12345, one cites it
+    assert [r["source_hit"] for r in summary["results"]] == [True, False, True]
+    code, out, _ = run("eval", path)
+    assert "source recall 0.50 by ticket, 0.67 by source id" in out

@@ -66,14 +66,41 @@ def test_citations_are_numbered_linked_and_flagged() -> None:
         ),
     )
     page, tags = page_for(answer)
-    markers = [(attrs["href"], attrs["class"], attrs["title"]) for tag, attrs in tags if tag == "a" and attrs.get("href", "").startswith("#ref-")]
-    assert markers == [
-        ("#ref-1", "ok", "ファームウェア更新で解消"),
-        ("#ref-2", "drift", "全然ちがう引用文です"),
-        ("#ref-3", "phantom", "c9"),
-        ("#ref-1", "ok", "c1"),
-    ]
+    markers = [(attrs["href"], attrs["class"]) for tag, attrs in tags if tag == "a" and attrs.get("href", "").startswith("#ref-")]
+    assert markers == [("#ref-1", "ok"), ("#ref-2", "drift"), ("#ref-3", "phantom"), ("#ref-1", "ok")]
+    # Quotes are printed under their claim (a printed report shows what drifted), not only in tooltips.
+    assert '<blockquote class="quote ok">[1] ファームウェア更新で解消</blockquote>' in page
+    assert re.search(r'<blockquote class="quote drift">\[2\] 全然ちがう引用文です <span class="badge drift">quote drift</span>', page)
     references = [attrs["id"] for tag, attrs in tags if tag == "li" and attrs.get("id")]
     assert references == ["ref-1", "ref-2", "ref-3"]
     assert re.search(r'<mark class="phantom"[^>]*>#12399</mark>', page)
     assert "phantom source: not retrieved" in page
+
+
+def test_two_citations_of_one_chunk_show_one_marker_and_one_excerpt() -> None:
+    answer = Answer(
+        "claims",
+        claims=(Claim("ルーターのファームウェア更新で解消しました", (Citation("c1", "ファームウェア更新"), Citation("c1"), Citation("12345"))),),
+    )
+    page, _ = page_for(answer)
+    assert page.count('href="#ref-1"') == 1 and "[1][1]" not in page and 'href="#ref-2"' not in page
+    assert page.count("ルーターのファームウェア更新で解消しました。&lt;script") == 1  # the excerpt, once
+
+
+def test_references_show_titles_and_the_summary_is_shown() -> None:
+    titled = Chunk("doc_2026#sec3", "本契約の発効日は2026年4月1日です。", "https://example.com/doc", title="業務委託契約書 第3条")
+    answer = Answer(
+        "claims",
+        claims=(Claim("発効日は2026年4月1日です", (Citation("doc_2026#sec3"),)), Claim("更新", (Citation("c1"),))),
+        summary="契約の発効日の確認結果です（#12399 参照）。",
+    )
+    page = render_report(verify_citations(answer, [titled, CHUNK]))
+    assert "<strong>業務委託契約書 第3条</strong>" in page
+    assert "<strong>#12345: VPN接続が不安定になる</strong>" in page  # no title: the anchor's ticket and subject
+    assert "<h2>Summary</h2>" in page and re.search(r'<mark class="phantom"[^>]*>#12399</mark>', page)
+
+
+def test_dropped_claims_are_shown_struck_through() -> None:
+    answer = Answer("claims", claims=(Claim("更新 #12399", (Citation("c1"),)),))
+    page, _ = page_for(answer)
+    assert '<div class="claim dropped" title="dropped from the filtered answer">' in page

@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from anchorkit.verify import Chunk, Citation, valid_ids, verify_citations
+from anchorkit.verify import Answer, Chunk, Citation, valid_ids, verify_citations
 from anchorkit.verify_shapes import (
     InputError,
-    load_answer,
+    load_answers,
     load_context,
-    load_json,
     load_retrieval,
     read_answer,
     read_retrieval,
@@ -20,9 +19,16 @@ from anchorkit.verify_shapes import (
 EVAL = Path(__file__).resolve().parent.parent / "fixtures" / "eval"
 
 
+def load_answer(path: Path) -> Answer:
+    [(_, answer)], errors = load_answers(path)
+    assert errors == []
+    return answer
+
+
 def test_bedrock_retrieve_response() -> None:
-    shape, chunks = load_retrieval(EVAL / "retrieval-bedrock.json")
-    assert shape == "bedrock_retrieve"
+    retrieval = load_retrieval(EVAL / "retrieval-bedrock.json")
+    chunks = retrieval.chunks
+    assert retrieval.shape == "bedrock_retrieve"
     assert [(c.id, c.uri) for c in chunks] == [
         ("kb-12345-07", "s3://kb-tickets/tickets/12345.md"),
         ("kb-12345-02", "s3://kb-tickets/tickets/12345.md"),
@@ -38,7 +44,7 @@ def test_bedrock_results_without_location_or_chunk_id() -> None:
             {"content": {"text": "二"}, "location": {"type": "WEB", "webLocation": {"url": "https://w/12352.md"}}},
         ]
     }
-    assert read_retrieval(data, "r.json")[1] == [
+    assert read_retrieval(data, "r.json").chunks == [
         Chunk("1", "一", "s3://b/t/12345.md"),
         Chunk("2", "二", "https://w/12352.md"),
     ]
@@ -46,19 +52,20 @@ def test_bedrock_results_without_location_or_chunk_id() -> None:
 
 def test_retrieve_and_generate_response_is_both_retrieval_and_answer() -> None:
     path = EVAL / "retrieve-and-generate.json"
-    shape, chunks = load_retrieval(path)
-    answer = load_answer(path)
-    assert shape == "retrieve_and_generate" and [c.id for c in chunks] == ["kb-12345-07"]
-    assert answer.shape == "retrieve_and_generate"
+    retrieval = load_retrieval(path)
+    [(_, answer)], _ = load_answers(path)
+    assert retrieval.shape == "retrieve_and_generate" and [c.id for c in retrieval.chunks] == ["kb-12345-07"]
+    assert answer.shape == "retrieve_and_generate" and answer.retrieved == tuple(retrieval.chunks)
     assert answer.claims[0].citations == (Citation("kb-12345-07"),)
-    assert verify_citations(answer, chunks).findings == []
+    assert verify_citations(answer, retrieval.chunks).findings == []
+    assert verify_citations(answer, []).findings == []  # the response carries its own retrieval
 
 
 def test_plain_chunk_lists() -> None:
     listed = read_retrieval([{"id": "a", "text": "本文", "uri": "s3://b/1.md"}, {"text": "二"}], "x")
     wrapped = read_retrieval({"chunks": [{"id": 7, "text": "本文"}]}, "x")
-    assert listed == ("chunks", [Chunk("a", "本文", "s3://b/1.md"), Chunk("2", "二", None)])
-    assert wrapped == ("chunks", [Chunk("7", "本文", None)])
+    assert (listed.shape, listed.chunks) == ("chunks", [Chunk("a", "本文", "s3://b/1.md"), Chunk("2", "二", None)])
+    assert (wrapped.shape, wrapped.chunks) == ("chunks", [Chunk("7", "本文", None)])
 
 
 def test_answer_shapes() -> None:
@@ -75,7 +82,7 @@ def test_unknown_shapes_list_what_is_accepted() -> None:
     with pytest.raises(InputError) as retrieval:
         read_retrieval({"hits": []}, "r.json")
     assert str(retrieval.value).startswith("r.json: not a known retrieval shape")
-    for accepted in ("retrievalResults", "RetrieveAndGenerate", "plain list of chunks"):
+    for accepted in ("retrievalResults", "RetrieveAndGenerate", "LlamaIndex", "a list of chunks", "LangChain documents"):
         assert accepted in str(retrieval.value)
     with pytest.raises(InputError) as answer:
         read_answer({"choices": []}, "a.json")
@@ -85,9 +92,10 @@ def test_unknown_shapes_list_what_is_accepted() -> None:
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"retrievalResults": [{"content": {}}]}, "r.json: retrievalResults[0].content.text is missing"),
-        ([{"text": 5}], "r.json: chunk [0] must be an object"),
-        ([{"text": "x", "uri": 3}], 'r.json: chunk [0]: "uri" must be a string'),
+        ([{"text": 5}], "r.json: chunks[0]: no text"),
+        ([{"body": "x"}], "r.json: chunks[0]: no text"),
+        (["x"], "r.json: chunks[0]: a chunk must be an object"),
+        ([{"text": "x", "uri": 3}], 'r.json: chunks[0]: "uri" must be a string'),
     ],
 )
 def test_bad_retrieval_entries_are_named(data: object, message: str) -> None:
@@ -96,28 +104,28 @@ def test_bad_retrieval_entries_are_named(data: object, message: str) -> None:
 
 
 def test_bad_claims_are_named() -> None:
-    with pytest.raises(InputError, match=r"a\.json: claims\[1\]: a citation"):
+    with pytest.raises(InputError, match=r"a\.json: claims\[1\]\.citations\[0\]: a citation"):
         read_answer({"claims": [{"text": "ok"}, {"text": "x", "citations": [{"quoted_span": "q"}]}]}, "a.json")
 
 
 def test_malformed_json_names_the_file_and_position(tmp_path: Path) -> None:
     path = tmp_path / "broken.json"
     path.write_text('{"retrievalResults": [\n  {"content": }\n]}')
-    with pytest.raises(InputError, match=r"broken\.json: malformed JSON \(.* line 2, column 15\)"):
-        load_json(path)
+    with pytest.raises(InputError, match=r"broken\.json: malformed JSON: .* at line 2 column 15"):
+        load_retrieval(path)
     path.write_bytes(b"\xff\xfe{}")
     with pytest.raises(InputError, match="invalid UTF-8 at byte 0"):
-        load_json(path)
+        load_retrieval(path)
     path.write_text("[" * 100_000)
     with pytest.raises(InputError, match="nested too deeply"):
-        load_json(path)
+        load_retrieval(path)
 
 
 def test_context_file_text_or_earlier_retrieval() -> None:
-    chunks, text = load_context(EVAL / "context.txt")
-    assert chunks == [] and "> チケット #12366:" in text
-    chunks, text = load_context(EVAL / "retrieval-chunks.json")
-    assert text == "" and len(chunks) == 3
+    chunks, texts = load_context(EVAL / "context.txt")
+    assert chunks == [] and "> チケット #12366:" in texts[0]
+    chunks, texts = load_context(EVAL / "retrieval-chunks.json")
+    assert texts == [] and len(chunks) == 3
 
 
 def test_the_sidecar_ticket_id_attribute_vouches_for_its_document() -> None:
@@ -127,7 +135,8 @@ def test_the_sidecar_ticket_id_attribute_vouches_for_its_document() -> None:
             {"content": {"text": "本文"}, "metadata": {"ticket_id": "not an id"}},
         ]
     }
-    chunks = read_retrieval(data, "r.json")[1]
-    assert [c.ticket_id for c in chunks] == [12345, None]
-    assert valid_ids(chunks) == {12345}
-    assert read_retrieval([{"text": "本文", "ticket_id": 12352}], "r.json")[1][0].ticket_id == 12352
+    retrieval = read_retrieval(data, "r.json")
+    assert [c.ticket_id for c in retrieval.chunks] == [12345, None]
+    assert retrieval.notes == ["r.json: retrievalResults[1]: ticket_id 'not an id' is not a ticket id: ignored"]
+    assert valid_ids(retrieval.chunks) == {12345}
+    assert read_retrieval([{"text": "本文", "ticket_id": 12352}], "r.json").chunks[0].ticket_id == 12352

@@ -1,11 +1,14 @@
-"""Benchmark: `verify_citations` throughput.
+"""Benchmark: `verify_citations` throughput, and the CLI end to end in text and --json mode.
 
 1,000 answers, each with 10 citations (5 claims × 2) over its own 5 retrieved chunks of 2 KB
 (UTF-8) cut from the anchored fixture documents. Quotes: 70 % verbatim, 20 % altered (they take
 the fuzzy-matching path and are reported as quote_drift), 10 % phantom sources.
 
-Target (issue 4): <= 2 s for the 1,000 answers, judged on the process's CPU time (printed with the
-wall time: on a machine shared with other jobs the wall time mostly measures the neighbours).
+Targets (issues 4 and 13): <= 2 s for the 1,000 answers, in process (judged on CPU time: on a
+machine shared with other jobs the wall time mostly measures the neighbours) and end to end
+(`anchorkit eval` on the same answers as a JSONL eval set, a new process each, startup included);
+text mode within 2x of --json, measured side by side on the eval set and on one huge answer
+(150,000 ticket mentions, a third of them phantom).
 
     python tests/benchmarks/bench_verify.py
     BENCH_VERIFY_ANSWERS=10000 python tests/benchmarks/bench_verify.py
@@ -13,9 +16,13 @@ wall time: on a machine shared with other jobs the wall time mostly measures the
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import resource
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -26,6 +33,8 @@ from anchorkit.transform import RenderedTicket, TransformOptions, iter_documents
 from anchorkit.verify import Answer, Chunk, Citation, Claim, verify_citations  # noqa: E402
 
 TARGET_S = 2.0
+TEXT_VS_JSON_TARGET = 2.0
+HUGE_MENTIONS = 150_000
 CHUNK_BYTES = 2048
 CHUNKS_PER_ANSWER = 5
 CLAIMS_PER_ANSWER = 5
@@ -71,6 +80,55 @@ def synthetic_answer(rng: random.Random, pool: list[Chunk], number: int) -> tupl
     return Answer("claims", claims=tuple(claims)), retrieved
 
 
+def case_line(answer: Answer, chunks: list[Chunk], number: int) -> str:
+    """One eval case of the workload, in the plain shapes eval reads."""
+    return json.dumps(
+        {
+            "id": f"case-{number}",
+            "query": "VPN",
+            "retrieved": [{"id": c.id, "text": c.text, "uri": c.uri} for c in chunks],
+            "answer": {"claims": [{"text": claim.text, "citations": [{"source_id": c.source_id, "quoted_span": c.quoted_span} for c in claim.citations]} for claim in answer.claims]},
+        },
+        ensure_ascii=False,
+    )
+
+
+def run_cli(*args: str) -> tuple[float, float]:
+    """(wall, CPU) seconds of one `anchorkit` process, output discarded as a pipe would take it."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "anchorkit", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO, check=False)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def best_of_3(args: list[str]) -> tuple[float, float]:
+    runs = [run_cli(*args) for _ in range(3)]
+    return min(w for w, _ in runs), min(c for _, c in runs)
+
+
+def side_by_side(label: str, args: list[str]) -> None:
+    """Text mode and --json of the same command, alternated, best of 3 each (startup included)."""
+    text_wall, text_cpu = best_of_3(args)
+    json_wall, json_cpu = best_of_3([*args, "--json"])
+    ratio = text_cpu / json_cpu
+    verdict = "ok" if ratio <= TEXT_VS_JSON_TARGET else "MISSED"
+    print(
+        f"{label}: text {text_cpu:.2f} s CPU ({text_wall:.2f} s wall), --json {json_cpu:.2f} s CPU ({json_wall:.2f} s wall): "
+        f"text/json {ratio:.2f}x on CPU, {text_wall / json_wall:.2f}x on wall (target <= {TEXT_VS_JSON_TARGET:.0f}x: {verdict})"
+    )
+
+
+def huge_answer(pool: list[Chunk]) -> tuple[list[dict[str, str | None]], str]:
+    """A retrieval of the fixture chunks and one answer naming HUGE_MENTIONS ids, a third of them phantom."""
+    rng = random.Random(13)
+    retrieved = [{"id": c.id, "text": c.text, "uri": c.uri} for c in pool]
+    valid = sorted({int(c.uri.rsplit("/", 1)[-1].removesuffix(".md")) for c in pool if c.uri})
+    words = [f"#{rng.choice(valid)} と" if n % 3 else f"チケット #{90000 + n} を参照。" for n in range(HUGE_MENTIONS)]
+    return retrieved, " ".join(words)
+
+
 def main() -> None:
     answers_count = int(os.environ.get("BENCH_VERIFY_ANSWERS", "1000"))
     rng = random.Random(4)
@@ -90,6 +148,26 @@ def main() -> None:
     # Judged on CPU time: on a shared machine the wall time mostly measures the neighbours.
     verdict = "ok" if cpu_seconds <= TARGET_S * scale else "MISSED"
     print(f"target: <= {TARGET_S * scale:.1f} s for {answers_count} answers: {verdict}")
+
+    with tempfile.TemporaryDirectory() as folder:
+        cases = Path(folder) / "cases.jsonl"
+        cases.write_text("\n".join(case_line(a, c, n) for n, (a, c) in enumerate(workload)) + "\n", encoding="utf-8")
+        startup_wall, startup_cpu = best_of_3(["--version"])
+        json_wall, json_cpu = best_of_3(["eval", str(cases), "--json"])
+        verdict = "ok" if json_cpu <= TARGET_S * scale else "MISSED"
+        print(
+            f"end to end: anchorkit eval --json, {answers_count} answers ({cases.stat().st_size / 1e6:.1f} MB JSONL): {json_cpu:.2f} s CPU, "
+            f"{json_wall:.2f} s wall, best of 3 (of which starting Python and anchorkit: {startup_cpu:.2f} s CPU); "
+            f"target <= {TARGET_S * scale:.1f} s: {verdict}"
+        )
+        side_by_side(f"end to end: anchorkit eval, {answers_count} answers", ["eval", str(cases)])
+        retrieval, text = huge_answer(pool)
+        (Path(folder) / "retrieval.json").write_text(json.dumps(retrieval, ensure_ascii=False), encoding="utf-8")
+        (Path(folder) / "huge.txt").write_text(text, encoding="utf-8")
+        side_by_side(
+            f"end to end: anchorkit verify, one answer with {HUGE_MENTIONS:,} mentions",
+            ["verify", "-r", str(Path(folder) / "retrieval.json"), "-a", str(Path(folder) / "huge.txt")],
+        )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,138 @@
+"""Query-time anchoring: prepend ``> チケット #ID: subject`` to each retrieved chunk before the model sees it.
+
+The design's other way of keeping the ticket id with every chunk ("sidecar + injection at the
+orchestration layer"): no embedding tokens, any chunker, but only where the application builds the
+prompt. It reads every retrieval shape verify reads (verify_shapes.py, the one place that knows them)
+and returns the same shape, so it drops in between retrieve and generate.
+
+A chunk's ticket comes from what the knowledge base stored, never from text that merely looks like an
+anchor: the ``ticket_id`` metadata (anchorkit's sidecars), else the source URI (the pattern verify
+uses, or a Redmine issue URL), else a genuine anchor or title line of the chunk (anchors.py: a line of
+the exact anchor shape, which transform guarantees only anchorkit wrote). When metadata and URI
+disagree the chunk gets no anchor and a warning; a chunk whose ticket cannot be known is left as it is
+and reported. Pure: data in, data out.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from anchorkit.anchors import DEFAULT_LABEL, anchor_line, find_anchors, find_titles, neutralize_forgeries, one_line
+from anchorkit.verify import DEFAULT_URI_PATTERN, Chunk, compile_uri_pattern, uri_ticket_id
+from anchorkit.verify_shapes import retrieval_items, set_chunk_text
+
+Status = Literal["anchored", "already_anchored", "unknown_ticket", "conflict"]
+Source = Literal["metadata", "uri", "anchor"]
+
+
+@dataclass(frozen=True)
+class ChunkOutcome:
+    """What happened to one chunk (``position``: 0-based, in the retrieval's order)."""
+
+    position: int
+    chunk_id: str
+    status: Status
+    ticket_id: int | None = None
+    source: Source | None = None
+    message: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "position": self.position,
+            "chunk_id": self.chunk_id,
+            "status": self.status,
+            "ticket_id": self.ticket_id,
+            "source": self.source,
+            "message": self.message,
+        }
+
+
+@dataclass
+class InjectReport:
+    shape: str
+    retrieval: Any  # the input, same shape, anchors prepended
+    outcomes: list[ChunkOutcome]
+    notes: list[str]  # results that have no text (skipped, as verify skips them)
+
+    def count(self, status: Status) -> int:
+        return sum(o.status == status for o in self.outcomes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "shape": self.shape,
+            "counts": {status: self.count(status) for status in ("anchored", "already_anchored", "unknown_ticket", "conflict")},
+            "chunks": [o.to_json() for o in self.outcomes],
+            "notes": self.notes,
+        }
+
+
+def anchor_chunks(
+    retrieval: Any,
+    origin: str = "retrieval",
+    *,
+    uri_pattern: str | re.Pattern[str] = DEFAULT_URI_PATTERN,
+    label: str = DEFAULT_LABEL,
+) -> InjectReport:
+    """The retrieval (any shape verify reads; not changed) with each chunk's anchor line prepended.
+
+    Raises verify_shapes.InputError for a retrieval of no known shape.
+    """
+    pattern = compile_uri_pattern(uri_pattern)
+    data = copy.deepcopy(retrieval)
+    shape, items, notes = retrieval_items(data, origin)
+    outcomes: list[ChunkOutcome] = []
+    for position, (item, chunk) in enumerate(items):
+        if chunk is None:
+            continue
+        outcome, text = _anchor(chunk, position, pattern, label)
+        if text is not None:
+            set_chunk_text(item, text)
+        outcomes.append(outcome)
+    return InjectReport(shape, data, outcomes, notes)
+
+
+def _anchor(chunk: Chunk, position: int, pattern: re.Pattern[str], label: str) -> tuple[ChunkOutcome, str | None]:
+    """One chunk's outcome and its new text (None: unchanged)."""
+    uri_ticket = uri_ticket_id(chunk.uri, pattern)
+    if chunk.ticket_id is not None and uri_ticket is not None and chunk.ticket_id != uri_ticket:
+        message = f"metadata ticket_id #{chunk.ticket_id} but the source URI names #{uri_ticket}: no anchor"
+        return ChunkOutcome(position, chunk.id, "conflict", None, None, message), None
+    ticket_id, source = _ticket(chunk, uri_ticket)
+    if ticket_id is None or source is None:
+        message = "no ticket_id metadata, no ticket in the source URI, no single genuine anchor: left as it is"
+        return ChunkOutcome(position, chunk.id, "unknown_ticket", None, None, message), None
+    first_line = chunk.text.lstrip("\r\n").split("\n", 1)[0]
+    if any(a.ticket_id == ticket_id for a in find_anchors(first_line) + find_titles(first_line)):
+        return ChunkOutcome(position, chunk.id, "already_anchored", ticket_id, source), None
+    # The subject is the knowledge base's or the anchor's, but it lands in the prompt as part of an
+    # anchor line: whatever in it has the shape of another anchor is neutralised first.
+    subject = neutralize_forgeries(one_line(_subject(chunk, ticket_id)))
+    return ChunkOutcome(position, chunk.id, "anchored", ticket_id, source), f"{anchor_line(ticket_id, subject, label)}\n\n{chunk.text}"
+
+
+def _ticket(chunk: Chunk, uri_ticket: int | None) -> tuple[int | None, Source | None]:
+    if chunk.ticket_id is not None:
+        return chunk.ticket_id, "metadata"
+    if uri_ticket is not None:
+        return uri_ticket, "uri"
+    # Nothing stored says which document this is: a genuine anchor or title line may, if only one ticket's.
+    anchored = {a.ticket_id for a in find_anchors(chunk.text) + find_titles(chunk.text)}
+    return (anchored.pop(), "anchor") if len(anchored) == 1 else (None, None)
+
+
+def _subject(chunk: Chunk, ticket_id: int) -> str:
+    """The metadata subject, else the subject of the chunk's own anchor or title line, else the title."""
+    if chunk.subject:
+        return chunk.subject
+    for anchor in find_anchors(chunk.text) + find_titles(chunk.text):
+        if anchor.ticket_id == ticket_id and anchor.subject:
+            return anchor.subject
+    if not chunk.title:
+        return ""
+    titled = find_titles("# " + one_line(chunk.title))  # a title in the anchor format carries the subject
+    if not titled:
+        return chunk.title
+    return titled[0].subject if titled[0].ticket_id == ticket_id else ""
