@@ -2,7 +2,8 @@
 
 Conventions shared by every command:
 - exit code 0 = everything done, 1 = something failed (listed) or `--check` found differences,
-  2 = usage error (bad option, missing file);
+  2 = usage or setup error, 3 = another run holds the lock (anchorkit.errors); library errors carry
+  their code and are turned into one line on stderr in one place, :class:`AnchorkitGroup`;
 - `--json` prints one JSON object on stdout instead of the human summary;
 - human output goes to stdout through rich, warnings and errors to stderr;
 - secrets (API keys, AWS credentials) are never printed.
@@ -22,6 +23,7 @@ from typing import Annotated, Any, Optional
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import typer
+from botocore.exceptions import BotoCoreError, ClientError
 from rich import box
 from rich.console import Console
 from rich.markup import escape
@@ -29,6 +31,17 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from anchorkit import __version__
+from anchorkit.aws import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_RETRY_MODE,
+    AwsSettings,
+    as_setup_error,
+    describe_error,
+    parse_ingestion_target,
+    parse_location,
+    parse_retry_mode,
+    try_start_ingestion,
+)
 from anchorkit import chunking
 from anchorkit import publish as publishing
 from anchorkit import pull as pulling
@@ -39,6 +52,7 @@ from anchorkit import tokens as tokenizing
 from anchorkit import transform as transforming
 from anchorkit import verify as verifying
 from anchorkit.document import LABELS, RenderOptions
+from anchorkit.errors import EXIT_FAILED, EXIT_LOCKED, EXIT_USAGE, AnchorkitError, UsageError
 from anchorkit.files import write_atomic
 from anchorkit.redmine import RetryPolicy
 from anchorkit.report_html import render_report
@@ -49,16 +63,68 @@ from anchorkit.textformat import TEXT_FORMATS
 from anchorkit.verify_eval import EvalSummary, evaluate, load_cases
 from anchorkit.verify_shapes import InputError, load_answer, load_context, load_retrieval
 
+# soft_wrap: never break a long line (paths, keys) in two; scripts grep this output.
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
+
+# What a problem is called on stderr, by the exit code it ends the run with.
+PROBLEM_KINDS = {EXIT_FAILED: "failed", EXIT_USAGE: "error", EXIT_LOCKED: "stopped"}
+
+
+class AnchorkitGroup(typer.core.TyperGroup):
+    """The one place where errors become exit codes: an :class:`AnchorkitError` ends the command with
+    its ``exit_code`` and one line on stderr, never a traceback; so do the everyday errors of the layers
+    below (S3 unreachable or misconfigured, a folder that cannot be written), as usage or setup errors."""
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except AnchorkitError as error:
+            code, message = error.exit_code, str(error)
+        except (BotoCoreError, ClientError) as error:
+            code, message = EXIT_USAGE, str(as_setup_error(error) or f"S3: {describe_error(error)}")
+        except OSError as error:
+            code, message = EXIT_USAGE, describe_os_error(error)
+        print_problem(PROBLEM_KINDS[code], message)
+        if ctx.meta.get(JSON_OUTPUT):  # a script reading stdout gets an answer too
+            print_json({"ok": False, "error": message, "exit_code": code})
+        raise typer.Exit(code)
+
+
+JSON_OUTPUT = "anchorkit.json_output"  # ctx.meta key: the command was asked for --json
+
+
+def remember_json_output(ctx: typer.Context, value: bool) -> bool:
+    """--json's callback: the error handler, which sees only the group's context, prints JSON too."""
+    ctx.meta[JSON_OUTPUT] = value  # meta is shared by the group's and the command's contexts
+    return value
+
+
+JsonFlag = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        callback=remember_json_output,
+        help="Print one JSON object on stdout instead of the summary (with \"ok\"; on an error {ok: false, error, exit_code}).",
+    ),
+]
+
+
+def describe_os_error(error: OSError) -> str:
+    """``PATH: reason`` (``PATH -> OTHER: reason`` for a rename), as the shell would say it."""
+    where = " -> ".join(str(name) for name in (error.filename, error.filename2) if name is not None)
+    reason = error.strerror or describe_error(error)
+    return f"{where}: {reason}" if where else reason
+
+
 app = typer.Typer(
     name="anchorkit",
     help="Anchor every chunk of your Redmine tickets to its ticket ID, publish them for RAG, and prove it.",
+    cls=AnchorkitGroup,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-# soft_wrap: never break a long line (paths, keys) in two; scripts grep this output.
-console = Console(soft_wrap=True)
-err_console = Console(stderr=True, soft_wrap=True)
 
 
 def print_json(payload: Any) -> None:
@@ -66,9 +132,9 @@ def print_json(payload: Any) -> None:
     sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2, sort_keys=True) + "\n")
 
 
-def usage_error(message: str) -> typer.Exit:
-    print_problem("error", message)
-    return typer.Exit(2)
+def usage_error(message: str) -> UsageError:
+    """``raise usage_error(...)``: a usage error, reported by :class:`AnchorkitGroup` (exit 2)."""
+    return UsageError(message)
 
 
 _PROBLEM_COLOURS = {"error": "red", "failed": "red", "refused": "red", "gate failed": "red", "warning": "yellow", "stopped": "yellow", "note": "yellow"}
@@ -130,11 +196,11 @@ def transform_options(
         ("--layout", layout, transforming.LAYOUTS),
     ):
         if value is not None and value not in allowed:
-            raise usage_error(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
+            raise UsageError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
     try:
         ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError):
-        raise usage_error(f"--timezone: unknown time zone {timezone!r} (use an IANA name such as Asia/Tokyo)") from None
+        raise UsageError(f"--timezone: unknown time zone {timezone!r} (use an IANA name such as Asia/Tokyo)") from None
     render = RenderOptions(
         lang=lang,
         include_private=include_private,
@@ -190,7 +256,7 @@ def transform(
     max_text_bytes: Annotated[int, MaxTextBytesOption] = transforming.DEFAULT_MAX_TEXT_BYTES,
     check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 listing what would be created, changed or removed, 0 if OUT is up to date."),
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help="Render and write tickets in this many processes (the output is identical). 0 (default): one per CPU core when there are more than 256 tickets."),
-    json_output: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
+    json_output: JsonFlag = False,
 ) -> None:
     """Turn a snapshot into one anchored Markdown document per ticket (and optional sidecars).
 
@@ -200,12 +266,9 @@ def transform(
     (file and reason) while the others are still done; exit code 1 if any ticket failed.
     """
     if link_issues and not re.match(r"https?://[^\s]+$", link_issues):
-        raise usage_error(f"--link-issues must be an http(s) URL, not {link_issues!r}")
+        raise UsageError(f"--link-issues must be an http(s) URL, not {link_issues!r}")
     options = transform_options(lang, label, include_private, anchor_basic_info, max_gap_tokens, text_format, timezone, sidecars, sidecar_schema, layout, max_text_bytes, link_issues)
-    try:
-        report = transforming.transform_snapshot(snapshot, out, options, check=check, jobs=jobs)
-    except SnapshotError as exc:
-        raise usage_error(str(exc)) from None
+    report = transforming.transform_snapshot(snapshot, out, options, check=check, jobs=jobs)
     if json_output:
         print_json({"check": check, "out": str(out), **report.as_dict()})
     else:
@@ -271,7 +334,7 @@ RetryModeOption = Annotated[
 MaxAttemptsOption = Annotated[
     Optional[int],
     typer.Option(
-        "--max-attempts", min=1, help=f"Attempts per request, first included. Default {publishing.DEFAULT_MAX_ATTEMPTS}."
+        "--max-attempts", min=1, help=f"Attempts per request, first included. Default {DEFAULT_MAX_ATTEMPTS}."
     ),
 ]
 StartIngestionOption = Annotated[
@@ -282,7 +345,6 @@ StartIngestionOption = Annotated[
         help="After a fully successful upload, start a Bedrock Knowledge Base ingestion job for this data source.",
     ),
 ]
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout instead of the summary.")]
 LeaseSecondsOption = Annotated[
     Optional[float],
     typer.Option(
@@ -381,8 +443,8 @@ def publish_command_settings(
         force=force,
         dry_run=dry_run,
         threads=threads or publishing.DEFAULT_THREADS,
-        retry_mode=publishing.parse_retry_mode(retry_mode or publishing.DEFAULT_RETRY_MODE),
-        max_attempts=max_attempts or publishing.DEFAULT_MAX_ATTEMPTS,
+        retry_mode=parse_retry_mode(retry_mode or DEFAULT_RETRY_MODE),
+        max_attempts=max_attempts or DEFAULT_MAX_ATTEMPTS,
     )
 
 
@@ -394,17 +456,14 @@ class PublishDestination:
 
 
 def open_destination(
-    source: Path, dest: str, settings: publishing.PublishSettings, aws: publishing.AwsSettings, start_ingestion: str | None
+    source: Path, dest: str, settings: publishing.PublishSettings, aws: AwsSettings, start_ingestion: str | None
 ) -> PublishDestination:
     """Shared by `upload` and `sync`: the destination and --start-ingestion, checked before any work (exit 2)."""
-    try:
-        destination = publishing.parse_destination(dest)
-        ingestion = publishing.parse_ingestion_target(start_ingestion) if start_ingestion else None
-        if isinstance(destination, Path):
-            publishing.check_folders_apart(source, destination)
-        target, session = publishing.open_target(destination, aws, settings)
-    except publishing.PublishError as error:
-        raise usage_error(str(error)) from None
+    destination = parse_location(dest)
+    ingestion = parse_ingestion_target(start_ingestion) if start_ingestion else None
+    if isinstance(destination, Path):
+        publishing.check_folders_apart(source, destination)
+    target, session = publishing.open_target(destination, aws, settings)
     return PublishDestination(target, session, ingestion)
 
 
@@ -439,12 +498,9 @@ def upload_command(
 ) -> None:
     """Publish OUT to S3 (or a folder) by content: only new/changed objects are uploaded."""
     if not out.is_dir():
-        raise usage_error(f"{out} is not a folder")
-    try:
-        settings = publish_command_settings(delete, max_delete, force, dry_run, threads, retry_mode, max_attempts)
-    except publishing.PublishError as error:
-        raise usage_error(str(error)) from None
-    aws = publishing.AwsSettings(endpoint_url=endpoint_url, region=region, profile=profile)
+        raise UsageError(f"{out} is not a folder")
+    settings = publish_command_settings(delete, max_delete, force, dry_run, threads, retry_mode, max_attempts)
+    aws = AwsSettings(endpoint_url=endpoint_url, region=region, profile=profile)
     destination = open_destination(out, dest, settings, aws, start_ingestion)
     report = run_publish(out, destination, settings, json_output)
     print_publish_report(report, json_output)
@@ -465,13 +521,13 @@ def read_api_key(api_key_file: Path | None) -> str:
         try:
             key = api_key_file.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as error:
-            raise usage_error(f"{api_key_file}: cannot read the API key file ({type(error).__name__})") from None
+            raise UsageError(f"{api_key_file}: cannot read the API key file ({type(error).__name__})") from None
         if not key:
-            raise usage_error(f"{api_key_file}: the API key file is empty")
+            raise UsageError(f"{api_key_file}: the API key file is empty")
         return key
     key = os.environ.get(API_KEY_ENV, "").strip()
     if not key:
-        raise usage_error(f"no Redmine API key: set {API_KEY_ENV} or pass --api-key-file")
+        raise UsageError(f"no Redmine API key: set {API_KEY_ENV} or pass --api-key-file")
     return key
 
 
@@ -521,10 +577,7 @@ def pull_with_progress(
 ) -> pulling.PullReport:
     """Run the pull with a rich progress bar of the issue fetches on stderr."""
     with pull_progress_bar(show_progress) as on_progress:
-        try:
-            return syncing.run_pull(url, api_key, snapshot_dir, arguments, full=arguments.full, known={}, progress=on_progress)
-        except pulling.PullError as error:
-            raise usage_error(str(error)) from None
+        return syncing.run_pull(url, api_key, snapshot_dir, arguments, full=arguments.full, known={}, progress=on_progress)
 
 
 def print_pull_report(report: pulling.PullReport, json_output: bool) -> None:
@@ -601,12 +654,12 @@ def pull_command(
     this stored (see README, pull --state).
     """
     if text_format is not None and text_format not in pulling.TEXT_FORMATS:
-        raise usage_error(f"--text-format must be one of {', '.join(pulling.TEXT_FORMATS)}")
+        raise UsageError(f"--text-format must be one of {', '.join(pulling.TEXT_FORMATS)}")
     arguments = pull_arguments(
         project, full, concurrency, include_private, full_every, overlap, lookups_max_age, text_format, retries, timeout
     )
     if state is not None:
-        aws = publishing.AwsSettings(endpoint_url, region, profile)
+        aws = AwsSettings(endpoint_url, region, profile)
         run_pull_with_state_command(
             url, snapshot_dir, read_api_key(api_key_file), arguments, state, aws, threads, lease_seconds, json_output
         )
@@ -909,7 +962,7 @@ def stats_command(
     anchor_basic_info: bool = typer.Option(
         False, "--anchor-basic-info", help="Snapshot input only: transform with --anchor-basic-info (see transform)."
     ),
-    json_output: bool = typer.Option(False, "--json", help="Print the report as one JSON object (schema anchorkit-stats, version 1; see README)."),
+    json_output: JsonFlag = False,
     html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML report (inline SVG charts) to this file."),
     fail_under_coverage: Optional[float] = typer.Option(
         None, "--fail-under-coverage", min=0, max=100, help="Exit 1 if any chunker's coverage of the anchored documents is under P percent."
@@ -1100,7 +1153,7 @@ def sync_command(
         return
     snapshot_dir: Path = settings["snapshot"]
     out_dir: Path = settings["out"]
-    aws = publishing.AwsSettings(settings["endpoint_url"], settings["region"], settings["profile"])
+    aws = AwsSettings(settings["endpoint_url"], settings["region"], settings["profile"])
     destination = open_destination(out_dir, settings["dest"], publish_settings, aws, settings["start_ingestion"])
     pull_report = pull_with_progress(
         not json_output, settings["url"], snapshot_dir, read_api_key(settings["api_key_file"]), arguments
@@ -1133,20 +1186,6 @@ def sync_command(
 # ------------------------------------------------------------------------------------------------
 # sync --state: the state beside the destination, for runners without a persistent disk (anchorkit.sync.run_sync)
 
-CONFLICT_EXIT_CODE = 3  # another sync holds or changed the state: this run stopped, nothing of it was written
-
-
-@contextlib.contextmanager
-def state_run_exit_codes() -> Iterator[None]:
-    """A run against a --state: exit 3 when another run holds or changed the state, 2 for unusable input."""
-    try:
-        yield
-    except states.StateConflict as conflict:
-        print_problem("stopped", str(conflict))
-        raise typer.Exit(CONFLICT_EXIT_CODE) from None
-    except (states.StateError, pulling.PullError, SnapshotError) as error:
-        raise usage_error(str(error)) from None
-
 
 def run_stateless_sync_command(
     settings: syncing.ResolvedSettings,
@@ -1160,20 +1199,17 @@ def run_stateless_sync_command(
 
     if publish_settings.dry_run:
         raise usage_error("--dry-run is not supported together with --state")
-    try:
-        destination = publishing.parse_destination(settings["dest"])
-        location = publishing.parse_destination(settings["state"])
-        states.check_state_apart(location, destination)
-        aws = publishing.AwsSettings(settings["endpoint_url"], settings["region"], settings["profile"])
-        target, session = publishing.open_target(destination, aws, publish_settings)
-        store = states.open_store(
-            location, aws, publish_settings, settings["lease_seconds"], client=getattr(target, "client", None)
-        )
-        ingestion = publishing.parse_ingestion_target(settings["start_ingestion"]) if settings["start_ingestion"] else None
-    except publishing.PublishError as error:
-        raise usage_error(str(error)) from None
+    destination = parse_location(settings["dest"])
+    location = parse_location(settings["state"], "--state")
+    states.check_state_apart(location, destination)
+    aws = AwsSettings(settings["endpoint_url"], settings["region"], settings["profile"])
+    target, session = publishing.open_target(destination, aws, publish_settings)
+    store = states.open_store(
+        location, aws, publish_settings, settings["lease_seconds"], client=getattr(target, "client", None)
+    )
+    ingestion = parse_ingestion_target(settings["start_ingestion"]) if settings["start_ingestion"] else None
     api_key = read_api_key(settings["api_key_file"])
-    with tempfile.TemporaryDirectory(prefix="anchorkit-sync-") as scratch, state_run_exit_codes():
+    with tempfile.TemporaryDirectory(prefix="anchorkit-sync-") as scratch:
         report = syncing.run_sync(
             settings["url"], api_key, store, target, transform_settings, arguments,
             work_dir=settings["snapshot"] or Path(scratch) / "snapshot",
@@ -1182,7 +1218,7 @@ def run_stateless_sync_command(
         )
     ingestion_job = None
     if ingestion is not None and report.ok:
-        ingestion_job, error = publishing.try_start_ingestion(lambda: session.client("bedrock-agent"), *ingestion)
+        ingestion_job, error = try_start_ingestion(lambda: session.client("bedrock-agent"), *ingestion)
         if error:
             report.failures.append(publishing.Failure("--start-ingestion", error))
     print_stateless_sync_report(report, ingestion_job, json_output)
@@ -1225,20 +1261,17 @@ def run_pull_with_state_command(
     api_key: str,
     arguments: syncing.PullArguments,
     state_url: str,
-    aws: publishing.AwsSettings,
+    aws: AwsSettings,
     threads: int | None,
     lease_seconds: float | None,
     json_output: bool,
 ) -> None:
     """Open the state store, run `syncing.pull_with_state`, print, exit 0/1/2/3."""
     publish_settings = publishing.PublishSettings(threads=threads or publishing.DEFAULT_THREADS)
-    try:
-        location = publishing.parse_destination(state_url)
-        states.check_state_apart(location, snapshot_dir, folder_name="snapshot")
-        store = states.open_store(location, aws, publish_settings, lease_seconds or states.DEFAULT_LEASE_SECONDS)
-    except publishing.PublishError as error:
-        raise usage_error(str(error)) from None
-    with state_run_exit_codes(), pull_progress_bar(not json_output) as on_progress:
+    location = parse_location(state_url, "--state")
+    states.check_state_apart(location, snapshot_dir, folder_name="snapshot")
+    store = states.open_store(location, aws, publish_settings, lease_seconds or states.DEFAULT_LEASE_SECONDS)
+    with pull_progress_bar(not json_output) as on_progress:
         report = syncing.pull_with_state(
             url, api_key, store, snapshot_dir, arguments, threads=publish_settings.threads, progress=on_progress
         )

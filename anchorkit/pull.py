@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from anchorkit import snapshot
+from anchorkit.errors import EXIT_LOCKED, UsageError
 from anchorkit.redmine import RedmineClient, RedmineError, RetryPolicy
 from anchorkit.textformat import TEXT_FORMATS
 
@@ -46,8 +47,14 @@ ProgressCallback = Callable[[int, int], None]  # (issues fetched so far, issues 
 Names = dict[str, dict[str, dict[str, Any]]]  # table -> id -> {"name": ...}, the lookups.json shape
 
 
-class PullError(Exception):
-    """The run could not start (bad arguments, snapshot locked); nothing was changed."""
+class PullError(UsageError):
+    """The run could not start (bad arguments, wrong API key, unusable snapshot); nothing was changed."""
+
+
+class SnapshotLocked(PullError):
+    """Another pull holds the snapshot; this run changed nothing."""
+
+    exit_code = EXIT_LOCKED
 
 
 @dataclass(frozen=True)
@@ -144,7 +151,7 @@ def snapshot_lock(snapshot_dir: Path) -> Iterator[None]:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise PullError(f"{snapshot_dir}: another pull is running on this snapshot") from None
+            raise SnapshotLocked(f"{snapshot_dir}: another pull is running on this snapshot") from None
         held.add(folder)
         try:
             yield

@@ -28,6 +28,8 @@ import requests
 from redminelib import Redmine, exceptions
 from redminelib.engines.sync import SyncEngine
 
+from anchorkit.errors import WorkFailed
+
 # Statuses worth another try: throttling and server-side trouble that usually passes.
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 TRANSPORT_ERRORS = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
@@ -82,7 +84,7 @@ class RequestStats:
             self.by_purpose[getattr(self._local, "purpose", "other")] += 1
 
 
-class RedmineError(Exception):
+class RedmineError(WorkFailed):
     """A request that failed for good. The message never contains the API key or the full URL."""
 
     def __init__(self, method: str, path: str, reason: str, status: int | None = None) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from anchorkit.errors import UsageError
 from anchorkit.files import write_if_changed
 
 ISSUES_DIR = "issues"
@@ -19,7 +20,7 @@ LOOKUPS_FILE = "lookups.json"
 STATE_FILE = "state.json"
 
 
-class SnapshotError(Exception):
+class SnapshotError(UsageError):
     """A snapshot file that cannot be used; the message names the file and the problem."""
 
 

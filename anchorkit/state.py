@@ -20,7 +20,6 @@ the race writes nothing, and a run with nothing to do writes nothing at all.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import socket
 import time
@@ -32,19 +31,19 @@ from typing import IO, Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from anchorkit.files import write_atomic
-from anchorkit.publish import (
+from anchorkit.aws import (
     MISSING_CODES,
     PRECONDITION_CODES,
     AwsSettings,
-    PublishError,
-    PublishSettings,
     S3Location,
     error_code,
     make_s3_client,
     make_session,
     validate_key,
 )
+from anchorkit.errors import EXIT_LOCKED, UsageError
+from anchorkit.files import write_atomic
+from anchorkit.publish import PublishSettings
 
 MANIFEST_NAME = "manifest.json"
 ISSUES_FOLDER = "issues"
@@ -53,12 +52,14 @@ LOCK_NAME = ".sync.lock"
 DEFAULT_LEASE_SECONDS = 3600.0
 
 
-class StateError(Exception):
+class StateError(UsageError):
     """The state cannot be used (unreadable manifest, bad location); nothing was written."""
 
 
 class StateConflict(StateError):
     """Another sync holds or changed the state; this run stopped without writing anything more."""
+
+    exit_code = EXIT_LOCKED
 
 
 def encode_manifest(manifest: dict[str, Any]) -> bytes:
@@ -108,6 +109,8 @@ class LocalStateStore:
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
+        import fcntl  # POSIX only; imported here so that the CLI loads where it is missing
+
         self.root.mkdir(parents=True, exist_ok=True)
         with open(self.root / LOCK_NAME, "w") as handle:
             try:
@@ -331,12 +334,12 @@ def check_state_apart(state: S3Location | Path, documents: S3Location | Path, fo
         if state.bucket == documents.bucket and (
             state.prefix.startswith(documents.prefix) or documents.prefix.startswith(state.prefix)
         ):
-            raise PublishError(
+            raise StateError(
                 f"--state {state} overlaps the documents' prefix {documents}: a knowledge base would ingest the "
                 "state; use a prefix outside it (e.g. s3://bucket/anchorkit-state/)"
             )
     elif isinstance(state, Path) and isinstance(documents, Path):
         state_path, documents_path = state.resolve(), documents.resolve()
         if state_path.is_relative_to(documents_path) or documents_path.is_relative_to(state_path):
-            raise PublishError(f"--state {state} overlaps the {folder_name} folder {documents}; use a folder outside it")
+            raise StateError(f"--state {state} overlaps the {folder_name} folder {documents}; use a folder outside it")
 

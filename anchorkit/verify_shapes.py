@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from anchorkit.errors import UsageError
 from anchorkit.snapshot import SnapshotError, read_json
 from anchorkit.verify import Answer, Chunk, Citation, Claim, parse_ticket_id
 
@@ -31,7 +32,7 @@ CHUNK_ID_METADATA = "x-amz-bedrock-kb-chunk-id"
 TICKET_ID_METADATA = "ticket_id"  # the attribute anchorkit's sidecars (sidecar.py) give every document
 
 
-class InputError(ValueError):
+class InputError(UsageError):
     """Input that cannot be used; the message names where it came from and what is wrong."""
 
 

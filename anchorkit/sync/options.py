@@ -27,7 +27,8 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, from PyPI (a dependency there)
     import tomli as tomllib
 
-from anchorkit import publish, pull, state, transform
+from anchorkit import aws, publish, pull, state, transform
+from anchorkit.errors import UsageError
 from anchorkit.redmine import RetryPolicy
 
 CONFIG_FILE_NAME = "anchorkit.toml"
@@ -38,7 +39,7 @@ TRUE_WORDS = {"1", "true", "yes", "on"}
 FALSE_WORDS = {"0", "false", "no", "off"}
 
 
-class SyncConfigError(Exception):
+class SyncConfigError(UsageError):
     """A setting has a bad value or an unknown name; the message names where it came from."""
 
 
@@ -90,8 +91,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("endpoint_url", str),
     Setting("region", str),
     Setting("profile", str),
-    Setting("retry_mode", str, publish.DEFAULT_RETRY_MODE),
-    Setting("max_attempts", int, publish.DEFAULT_MAX_ATTEMPTS),
+    Setting("retry_mode", str, aws.DEFAULT_RETRY_MODE),
+    Setting("max_attempts", int, aws.DEFAULT_MAX_ATTEMPTS),
     Setting("start_ingestion", str),
     # stateless runs (the state beside the destination)
     Setting("state", str),
