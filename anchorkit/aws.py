@@ -93,7 +93,7 @@ def parse_location(text: str, what: str = "destination") -> S3Location | Path:
     error: taken for a folder it would quietly write a tree named `s3:` into the current directory.
     """
     if not text.startswith("s3://"):
-        if text[:2].lower() == "s3" and text[2:3] in (":", "/"):
+        if text[:3].lower() == "s3:" or text[:4].lower() == "s3//":
             raise UsageError(f"{what} {text!r} looks like a malformed S3 URL; write s3://bucket/prefix (or ./{text} for a folder)")
         return Path(text)
     bucket, _, prefix = text[len("s3://") :].partition("/")

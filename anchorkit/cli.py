@@ -35,6 +35,7 @@ from anchorkit.aws import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_RETRY_MODE,
     AwsSettings,
+    S3Location,
     as_setup_error,
     describe_error,
     parse_ingestion_target,
@@ -53,7 +54,7 @@ from anchorkit import transform as transforming
 from anchorkit import verify as verifying
 from anchorkit.document import LABELS, RenderOptions
 from anchorkit.errors import EXIT_FAILED, EXIT_LOCKED, EXIT_USAGE, AnchorkitError, UsageError
-from anchorkit.files import write_atomic
+from anchorkit.files import check_writable_folder, write_atomic
 from anchorkit.redmine import RetryPolicy
 from anchorkit.report_html import render_report
 from anchorkit.sidecar import SCHEMAS
@@ -268,6 +269,8 @@ def transform(
     if link_issues and not re.match(r"https?://[^\s]+$", link_issues):
         raise UsageError(f"--link-issues must be an http(s) URL, not {link_issues!r}")
     options = transform_options(lang, label, include_private, anchor_basic_info, max_gap_tokens, text_format, timezone, sidecars, sidecar_schema, layout, max_text_bytes, link_issues)
+    if not check:
+        check_writable_folder(out, "--out")
     report = transforming.transform_snapshot(snapshot, out, options, check=check, jobs=jobs)
     if json_output:
         print_json({"check": check, "out": str(out), **report.as_dict()})
@@ -368,7 +371,7 @@ def publish_with_progress(
         TextColumn("{task.fields[done_bytes]:,}/{task.fields[total_bytes]:,} bytes"),
         TimeElapsedColumn(),
         console=err_console,
-        disable=not show_progress,
+        disable=not (show_progress and err_console.is_terminal),  # no bar characters in CI logs
         transient=False,
     )
     task = progress.add_task("publishing", total=None, done_bytes=0, total_bytes=0)
@@ -540,7 +543,7 @@ def pull_progress_bar(show_progress: bool) -> Iterator[pulling.ProgressCallback]
         TextColumn("{task.completed}/{task.total} issues"),
         TimeElapsedColumn(),
         console=err_console,
-        disable=not show_progress,
+        disable=not (show_progress and err_console.is_terminal),  # no bar characters in CI logs
         transient=True,  # the summary follows; a finished bar would only repeat it
     )
     task = progress.add_task("pull", total=0)
@@ -658,6 +661,7 @@ def pull_command(
     arguments = pull_arguments(
         project, full, concurrency, include_private, full_every, overlap, lookups_max_age, text_format, retries, timeout
     )
+    pulling.check_snapshot_folder(snapshot_dir)
     if state is not None:
         aws = AwsSettings(endpoint_url, region, profile)
         run_pull_with_state_command(
@@ -1187,6 +1191,14 @@ def sync_command(
 # sync --state: the state beside the destination, for runners without a persistent disk (anchorkit.sync.run_sync)
 
 
+def parse_state_location(text: str) -> S3Location | Path:
+    """--state as an S3 prefix or a local folder that can be written (exit 2 before any work otherwise)."""
+    location = parse_location(text, "--state")
+    if isinstance(location, Path):
+        check_writable_folder(location, "--state")
+    return location
+
+
 def run_stateless_sync_command(
     settings: syncing.ResolvedSettings,
     arguments: syncing.PullArguments,
@@ -1200,7 +1212,7 @@ def run_stateless_sync_command(
     if publish_settings.dry_run:
         raise usage_error("--dry-run is not supported together with --state")
     destination = parse_location(settings["dest"])
-    location = parse_location(settings["state"], "--state")
+    location = parse_state_location(settings["state"])
     states.check_state_apart(location, destination)
     aws = AwsSettings(settings["endpoint_url"], settings["region"], settings["profile"])
     target, session = publishing.open_target(destination, aws, publish_settings)
@@ -1268,7 +1280,7 @@ def run_pull_with_state_command(
 ) -> None:
     """Open the state store, run `syncing.pull_with_state`, print, exit 0/1/2/3."""
     publish_settings = publishing.PublishSettings(threads=threads or publishing.DEFAULT_THREADS)
-    location = parse_location(state_url, "--state")
+    location = parse_state_location(state_url)
     states.check_state_apart(location, snapshot_dir, folder_name="snapshot")
     store = states.open_store(location, aws, publish_settings, lease_seconds or states.DEFAULT_LEASE_SECONDS)
     with pull_progress_bar(not json_output) as on_progress:

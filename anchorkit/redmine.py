@@ -16,6 +16,7 @@ import contextlib
 import email.utils
 import os
 import random
+import re
 import threading
 import time
 from collections import Counter
@@ -106,6 +107,18 @@ def retry_after_s(response: requests.Response) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+def after_attempts(count: int) -> str:
+    return "after 1 attempt" if count == 1 else f"after {count} attempts"
+
+
+def transport_cause(error: Exception) -> str:
+    """Why a connection failed, in a few words (refused, unknown host, timed out), without the URL."""
+    if isinstance(error, requests.Timeout):
+        return "timed out"
+    found = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", str(error))
+    return found.group(1).strip() if found else "connection dropped"
+
+
 class ResilientEngine(SyncEngine):
     """python-redmine engine with real timeouts, retries with backoff, per-thread sessions and counting."""
 
@@ -165,7 +178,9 @@ class ResilientEngine(SyncEngine):
                 response = self.session.request(method, url, timeout=timeout, **kwargs)
             except TRANSPORT_ERRORS as error:
                 if last_try:
-                    raise RedmineError(method, path, f"{type(error).__name__} after {attempt + 1} attempts") from None
+                    raise RedmineError(
+                        method, path, f"{type(error).__name__} ({transport_cause(error)}) {after_attempts(attempt + 1)}"
+                    ) from None
                 self.sleep(self.policy.backoff_s(attempt))
                 continue
             if response.status_code not in RETRYABLE_STATUSES:
@@ -179,7 +194,7 @@ class ResilientEngine(SyncEngine):
                     continue
             if last_try:
                 raise RedmineError(
-                    method, path, f"HTTP {response.status_code} after {attempt + 1} attempts", response.status_code
+                    method, path, f"HTTP {response.status_code} {after_attempts(attempt + 1)}", response.status_code
                 )
             asked = retry_after_s(response)
             wait = min(asked, self.policy.retry_after_max_s) if asked is not None else self.policy.backoff_s(attempt)

@@ -93,6 +93,11 @@ def load_lookups(snapshot_dir: Path) -> dict[str, dict[str, dict[str, Any]]]:
     return lookups
 
 
+def looks_like_snapshot(folder: Path) -> bool:
+    """A folder pull made (it has issues/, state.json or lookups.json), as opposed to any other folder."""
+    return (folder / ISSUES_DIR).is_dir() or (folder / STATE_FILE).is_file() or (folder / LOOKUPS_FILE).is_file()
+
+
 def load_state(snapshot_dir: Path) -> dict[str, Any]:
     """``state.json`` (cursor, settings such as text_format); an absent file means a new snapshot."""
     path = snapshot_dir / STATE_FILE
