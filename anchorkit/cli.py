@@ -148,6 +148,11 @@ def print_problem(kind: str, message: str) -> None:
     err_console.print(f"[{colour}]{kind}:[/{colour}] {escape(message)}", highlight=False)
 
 
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 request``, ``2 requests``."""
+    return f"{count:,} {noun if count == 1 else nouns or noun + 's'}"
+
+
 def print_ingestion_job(job: dict[str, str] | None) -> None:
     if job:
         console.print(f"ingestion job {job['ingestion_job_id']} ({job['status']})", highlight=False, markup=False)
@@ -290,10 +295,10 @@ def print_transform_report(report: transforming.TransformReport, out: Path, chec
             for path in paths:
                 console.print(f"{verb} {out / path}", highlight=False, markup=False)
         state = "differs from the snapshot" if report.differs else "is up to date"
-        console.print(f"check: {out} {state} ({report.tickets} tickets, {len(report.failed)} failed)", highlight=False)
+        console.print(f"check: {out} {state} ({plural(report.tickets, 'ticket')}, {len(report.failed)} failed)", highlight=False)
         return
     console.print(
-        f"transform: {report.tickets} tickets → {out}: {len(report.created)} created, {len(report.changed)} changed, "
+        f"transform: {plural(report.tickets, 'ticket')} → {out}: {len(report.created)} created, {len(report.changed)} changed, "
         f"{report.unchanged} unchanged, {len(report.removed)} removed, {len(report.failed)} failed "
         f"in {report.seconds:.2f} s",
         highlight=False,
@@ -316,7 +321,18 @@ MaxDeleteOption = Annotated[
     ),
 ]
 ForceFlag = Annotated[bool, typer.Option("--force", help="Delete even beyond --max-delete.")]
-DryRunFlag = Annotated[bool, typer.Option("--dry-run", help="Print the plan (counts, first keys); change nothing.")]
+SHOWN_UPLOAD_KEYS = 10  # a first upload plans thousands; deletes are always listed in full
+DryRunFlag = Annotated[
+    bool,
+    typer.Option(
+        "--dry-run",
+        help="Print the plan and change nothing: counts, every key to delete, the first "
+        f"{SHOWN_UPLOAD_KEYS} to upload (--json: every key).",
+    ),
+]
+ListKeysFlag = Annotated[
+    bool, typer.Option("--list-keys", help="With --dry-run: print every key to upload, not only the first ones.")
+]
 ThreadsOption = Annotated[
     Optional[int],
     typer.Option("--threads", min=1, max=256, help=f"Parallel requests. Default {publishing.DEFAULT_THREADS}."),
@@ -396,7 +412,7 @@ def publish_with_progress(
         )
 
 
-def print_publish_report(report: publishing.PublishReport, json_output: bool) -> None:
+def print_publish_report(report: publishing.PublishReport, json_output: bool, list_keys: bool = False) -> None:
     if json_output:
         print_json(report.to_dict())
         return
@@ -410,9 +426,14 @@ def print_publish_report(report: publishing.PublishReport, json_output: bool) ->
             highlight=False,
             markup=False,
         )
-        for action in ("upload", "delete"):
-            for key in summary["first_keys"][action]:
-                console.print(f"  {action} {key}", highlight=False, markup=False)
+        uploads = summary["planned_keys"]["upload"]
+        shown = uploads if list_keys else uploads[:SHOWN_UPLOAD_KEYS]
+        for key in shown:
+            console.print(f"  upload {key}", highlight=False, markup=False)
+        if len(shown) < len(uploads):
+            console.print(f"  … and {len(uploads) - len(shown)} more uploads (--list-keys prints them all)", highlight=False)
+        for key in summary["planned_keys"]["delete"]:
+            console.print(f"  delete {key}", highlight=False, markup=False)
     else:
         console.print(
             f"{report.destination}: uploaded {summary['uploaded']}, skipped {summary['skipped']}, "
@@ -422,7 +443,7 @@ def print_publish_report(report: publishing.PublishReport, json_output: bool) ->
             markup=False,
         )
         if planned["stale_kept"]:
-            console.print(f"{planned['stale_kept']} stale objects kept (pass --delete to remove them)")
+            console.print(f"{plural(planned['stale_kept'], 'stale object')} kept (pass --delete to remove them)", highlight=False)
     print_ingestion_job(report.ingestion_job)
     if report.refused:
         print_problem("refused", report.refused)
@@ -490,6 +511,7 @@ def upload_command(
     max_delete: MaxDeleteOption = None,
     force: ForceFlag = False,
     dry_run: DryRunFlag = False,
+    list_keys: ListKeysFlag = False,
     threads: ThreadsOption = None,
     endpoint_url: EndpointOption = None,
     region: RegionOption = None,
@@ -506,7 +528,7 @@ def upload_command(
     aws = AwsSettings(endpoint_url=endpoint_url, region=region, profile=profile)
     destination = open_destination(out, dest, settings, aws, start_ingestion)
     report = run_publish(out, destination, settings, json_output)
-    print_publish_report(report, json_output)
+    print_publish_report(report, json_output, list_keys)
     if not report.ok:
         raise typer.Exit(1)
 
@@ -590,7 +612,7 @@ def print_pull_report(report: pulling.PullReport, json_output: bool) -> None:
     console.print(
         f"{'full' if report.full else 'incremental'} pull: listed {report.listed}, fetched {report.fetched}, "
         f"unchanged {report.unchanged}, removed {report.removed}, private skipped {report.skipped_private}, "
-        f"failed {len(report.failed)}; {report.requests} requests ({report.retries} retries) "
+        f"failed {len(report.failed)}; {plural(report.requests, 'request')} ({plural(report.retries, 'retry', 'retries')}) "
         f"in {report.seconds:.1f} s",
         highlight=False,
     )
@@ -649,6 +671,8 @@ def pull_command(
     region: RegionOption = None,
     profile: ProfileOption = None,
     threads: ThreadsOption = None,
+    retry_mode: RetryModeOption = None,
+    max_attempts: MaxAttemptsOption = None,
     json_output: JsonFlag = False,
 ) -> None:
     """Fetch new and changed issues (with journals) from Redmine into SNAPSHOT; exit 1 if any failed.
@@ -664,8 +688,10 @@ def pull_command(
     pulling.check_snapshot_folder(snapshot_dir)
     if state is not None:
         aws = AwsSettings(endpoint_url, region, profile)
+        publish_settings = publish_command_settings(False, None, False, False, threads, retry_mode, max_attempts)
         run_pull_with_state_command(
-            url, snapshot_dir, read_api_key(api_key_file), arguments, state, aws, threads, lease_seconds, json_output
+            url, snapshot_dir, read_api_key(api_key_file), arguments, state, aws, publish_settings, lease_seconds,
+            json_output,
         )
         return
     report = pull_with_progress(not json_output, url, snapshot_dir, read_api_key(api_key_file), arguments)
@@ -1274,12 +1300,11 @@ def run_pull_with_state_command(
     arguments: syncing.PullArguments,
     state_url: str,
     aws: AwsSettings,
-    threads: int | None,
+    publish_settings: publishing.PublishSettings,
     lease_seconds: float | None,
     json_output: bool,
 ) -> None:
     """Open the state store, run `syncing.pull_with_state`, print, exit 0/1/2/3."""
-    publish_settings = publishing.PublishSettings(threads=threads or publishing.DEFAULT_THREADS)
     location = parse_state_location(state_url)
     states.check_state_apart(location, snapshot_dir, folder_name="snapshot")
     store = states.open_store(location, aws, publish_settings, lease_seconds or states.DEFAULT_LEASE_SECONDS)

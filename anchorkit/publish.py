@@ -528,9 +528,10 @@ class PublishReport:
     def ok(self) -> bool:
         return self.refused is None and not self.failures
 
-    def to_dict(self, sample_size: int = 10) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         plan = self.plan
         return {
+            "ok": self.ok,
             "destination": self.destination,
             "dry_run": self.dry_run,
             "planned": {
@@ -540,9 +541,10 @@ class PublishReport:
                 "stale_kept": 0 if plan.delete else len(plan.stale),
                 "upload_bytes": plan.upload_bytes,
             },
-            "first_keys": {
-                "upload": [obj.key for obj in plan.uploads[:sample_size]],
-                "delete": [obj.key for obj in plan.deletes[:sample_size]],
+            # Every key, so that a dry run can be reviewed in full (and diffed) before it is run.
+            "planned_keys": {
+                "upload": [obj.key for obj in plan.uploads],
+                "delete": [obj.key for obj in plan.deletes],
             },
             "refused": self.refused,
             "uploaded": len(self.uploaded),

@@ -190,6 +190,11 @@ def describe_kind(setting: Setting) -> str:
     }[setting.kind]
 
 
+def command_line_name(name: str) -> str:
+    """How a setting is given on sync's command line: the destination is its argument, the rest are options."""
+    return "the DEST argument" if name == "dest" else f"--{name.replace('_', '-')}"
+
+
 def resolve(
     flags: Mapping[str, Any],
     environ: Mapping[str, str],
@@ -225,7 +230,7 @@ def resolve(
     missing = [name for name in required if values[name] in (None, "")]
     if missing:
         hints = ", ".join(
-            f"{name} (--{name.replace('_', '-')}, {' or '.join(SETTINGS_BY_NAME[name].env_names)}, or the config file)"
+            f"{name} ({command_line_name(name)}, {' or '.join(SETTINGS_BY_NAME[name].env_names)}, or the config file)"
             for name in missing
         )
         raise SyncConfigError(f"missing: {hints}")
