@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, ProfileNotFound
@@ -25,7 +25,7 @@ from anchorkit.errors import UsageError
 DEFAULT_RETRY_MODE = "standard"
 DEFAULT_MAX_ATTEMPTS = 5
 RetryMode = Literal["standard", "adaptive"]
-RETRY_MODES: tuple[RetryMode, ...] = ("standard", "adaptive")
+RETRY_MODES: tuple[RetryMode, ...] = get_args(RetryMode)
 
 # S3 error codes: the object is not there; a conditional write (If-Match / If-None-Match) lost.
 MISSING_CODES = {"404", "NoSuchKey", "NotFound"}
@@ -113,11 +113,34 @@ def parse_location(text: str, what: str = "destination") -> S3Location | Path:
 # Session and client
 
 
+SseAlgorithm = Literal["AES256", "aws:kms"]
+SSE_ALGORITHMS: tuple[SseAlgorithm, ...] = get_args(SseAlgorithm)
+
+
 @dataclass(frozen=True)
 class AwsSettings:
     endpoint_url: str | None = None
     region: str | None = None
     profile: str | None = None
+    # Server-side encryption of every object written (documents, sidecars, the sync state), as the aws
+    # cli's --sse / --sse-kms-key-id: buckets holding tickets often deny a PUT without it.
+    sse: str | None = None
+    sse_kms_key_id: str | None = None
+
+    def encryption_parameters(self) -> dict[str, str]:
+        """The PutObject parameters for the encryption asked for (none when none was)."""
+        if self.sse is None:
+            if self.sse_kms_key_id is not None:
+                raise UsageError("--sse-kms-key-id needs --sse aws:kms")
+            return {}
+        if self.sse not in SSE_ALGORITHMS:
+            raise UsageError(f"--sse {self.sse!r}: expected {' or '.join(SSE_ALGORITHMS)}")
+        if self.sse_kms_key_id is not None and self.sse != "aws:kms":
+            raise UsageError(f"--sse-kms-key-id needs --sse aws:kms, not --sse {self.sse}")
+        parameters = {"ServerSideEncryption": self.sse}
+        if self.sse_kms_key_id is not None:
+            parameters["SSEKMSKeyId"] = self.sse_kms_key_id
+        return parameters
 
 
 def parse_retry_mode(text: str) -> RetryMode:
@@ -128,13 +151,27 @@ def parse_retry_mode(text: str) -> RetryMode:
 
 
 def make_session(aws: AwsSettings) -> Any:
-    """A boto3 session with the normal credential chain (env, profile, SSO, instance role...)."""
+    """A boto3 session with the normal credential chain (env, profile, SSO, instance role...).
+
+    Every S3 client made from it writes with the encryption of ``aws`` (``--sse``): the parameters are
+    added to each PutObject here, once, so no writer (publish, the state) can forget them.
+    """
     import boto3
 
+    encryption = aws.encryption_parameters()
     try:
-        return boto3.session.Session(profile_name=aws.profile, region_name=aws.region)
+        session = boto3.session.Session(profile_name=aws.profile, region_name=aws.region)
     except ProfileNotFound as error:
         raise S3SetupError(str(error)) from None
+    if encryption:
+
+        def encrypt(params: dict[str, Any], **_: Any) -> None:
+            for name, value in encryption.items():
+                params.setdefault(name, value)
+
+        # provide-client-params runs before botocore (and its Stubber) look at the parameters.
+        session.events.register("provide-client-params.s3.PutObject", encrypt)
+    return session
 
 
 def make_s3_client(

@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import re
+import stat
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from anchorkit.aws import (
     DEFAULT_RETRY_MODE,
     AwsSettings,
     S3Location,
+    SseAlgorithm,
     as_setup_error,
     describe_error,
     parse_ingestion_target,
@@ -342,6 +344,17 @@ EndpointOption = Annotated[
 ]
 RegionOption = Annotated[Optional[str], typer.Option("--region", help="AWS region (else the credential chain's).")]
 ProfileOption = Annotated[Optional[str], typer.Option("--profile", help="AWS profile from ~/.aws/config.")]
+SseOption = Annotated[
+    Optional[SseAlgorithm],
+    typer.Option(
+        "--sse",
+        help="Server-side encryption of every object written (documents, sidecars, the sync state), as the aws cli's.",
+    ),
+]
+SseKmsKeyIdOption = Annotated[
+    Optional[str],
+    typer.Option("--sse-kms-key-id", help="With --sse aws:kms: the KMS key (id, ARN or alias) instead of the AWS managed key."),
+]
 RetryModeOption = Annotated[
     Optional[str],
     typer.Option(
@@ -516,6 +529,8 @@ def upload_command(
     endpoint_url: EndpointOption = None,
     region: RegionOption = None,
     profile: ProfileOption = None,
+    sse: SseOption = None,
+    sse_kms_key_id: SseKmsKeyIdOption = None,
     retry_mode: RetryModeOption = None,
     max_attempts: MaxAttemptsOption = None,
     start_ingestion: StartIngestionOption = None,
@@ -525,7 +540,7 @@ def upload_command(
     if not out.is_dir():
         raise UsageError(f"{out} is not a folder")
     settings = publish_command_settings(delete, max_delete, force, dry_run, threads, retry_mode, max_attempts)
-    aws = AwsSettings(endpoint_url=endpoint_url, region=region, profile=profile)
+    aws = AwsSettings(endpoint_url, region, profile, sse, sse_kms_key_id)
     destination = open_destination(out, dest, settings, aws, start_ingestion)
     report = run_publish(out, destination, settings, json_output)
     print_publish_report(report, json_output, list_keys)
@@ -540,9 +555,20 @@ def upload_command(
 API_KEY_ENV = "REDMINE_API_KEY"
 
 
+def warn_if_readable_by_others(path: Path) -> None:
+    """A key file other users may read is a leaked key on a shared runner: say so (the run goes on)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # reading it reports the problem
+    if mode & (stat.S_IRGRP | stat.S_IROTH):
+        print_problem("warning", f"{path} is readable by other users (mode {stat.S_IMODE(mode):04o}); chmod 600 {path}")
+
+
 def read_api_key(api_key_file: Path | None) -> str:
     """The key from --api-key-file, else $REDMINE_API_KEY; a usage error (exit 2) when there is none."""
     if api_key_file is not None:
+        warn_if_readable_by_others(api_key_file)
         try:
             key = api_key_file.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as error:
@@ -670,6 +696,8 @@ def pull_command(
     endpoint_url: EndpointOption = None,
     region: RegionOption = None,
     profile: ProfileOption = None,
+    sse: SseOption = None,
+    sse_kms_key_id: SseKmsKeyIdOption = None,
     threads: ThreadsOption = None,
     retry_mode: RetryModeOption = None,
     max_attempts: MaxAttemptsOption = None,
@@ -687,7 +715,7 @@ def pull_command(
     )
     pulling.check_snapshot_folder(snapshot_dir)
     if state is not None:
-        aws = AwsSettings(endpoint_url, region, profile)
+        aws = AwsSettings(endpoint_url, region, profile, sse, sse_kms_key_id)
         publish_settings = publish_command_settings(False, None, False, False, threads, retry_mode, max_attempts)
         run_pull_with_state_command(
             url, snapshot_dir, read_api_key(api_key_file), arguments, state, aws, publish_settings, lease_seconds,
@@ -1151,6 +1179,8 @@ def sync_command(
     endpoint_url: EndpointOption = None,
     region: RegionOption = None,
     profile: ProfileOption = None,
+    sse: SseOption = None,
+    sse_kms_key_id: SseKmsKeyIdOption = None,
     retry_mode: RetryModeOption = None,
     max_attempts: MaxAttemptsOption = None,
     start_ingestion: StartIngestionOption = None,
@@ -1183,7 +1213,7 @@ def sync_command(
         return
     snapshot_dir: Path = settings["snapshot"]
     out_dir: Path = settings["out"]
-    aws = AwsSettings(settings["endpoint_url"], settings["region"], settings["profile"])
+    aws = aws_settings(settings)
     destination = open_destination(out_dir, settings["dest"], publish_settings, aws, settings["start_ingestion"])
     pull_report = pull_with_progress(
         not json_output, settings["url"], snapshot_dir, read_api_key(settings["api_key_file"]), arguments
@@ -1217,6 +1247,10 @@ def sync_command(
 # sync --state: the state beside the destination, for runners without a persistent disk (anchorkit.sync.run_sync)
 
 
+def aws_settings(settings: syncing.ResolvedSettings) -> AwsSettings:
+    return AwsSettings(*(settings[name] for name in ("endpoint_url", "region", "profile", "sse", "sse_kms_key_id")))
+
+
 def parse_state_location(text: str) -> S3Location | Path:
     """--state as an S3 prefix or a local folder that can be written (exit 2 before any work otherwise)."""
     location = parse_location(text, "--state")
@@ -1240,7 +1274,7 @@ def run_stateless_sync_command(
     destination = parse_location(settings["dest"])
     location = parse_state_location(settings["state"])
     states.check_state_apart(location, destination)
-    aws = AwsSettings(settings["endpoint_url"], settings["region"], settings["profile"])
+    aws = aws_settings(settings)
     target, session = publishing.open_target(destination, aws, publish_settings)
     store = states.open_store(
         location, aws, publish_settings, settings["lease_seconds"], client=getattr(target, "client", None)

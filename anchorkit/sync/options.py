@@ -91,6 +91,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("endpoint_url", str),
     Setting("region", str),
     Setting("profile", str),
+    Setting("sse", str),
+    Setting("sse_kms_key_id", str),
     Setting("retry_mode", str, aws.DEFAULT_RETRY_MODE),
     Setting("max_attempts", int, aws.DEFAULT_MAX_ATTEMPTS),
     Setting("start_ingestion", str),
