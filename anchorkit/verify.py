@@ -20,7 +20,6 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Ma
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from rapidfuzz import fuzz
 
 from anchorkit.anchors import DEFAULT_LABEL, identified_ticket_ids
 
@@ -384,6 +383,8 @@ def quote_similarity(quoted_span: str, chunk: str | MatchText) -> float:
     text = (chunk if isinstance(chunk, MatchText) else MatchText.of(chunk)).squeezed
     if span in text:
         return 1.0
+    from rapidfuzz import fuzz  # here, not at the top: only verify and eval need it, every command imports this module
+
     return fuzz.partial_ratio(span, text) / 100.0
 
 
