@@ -9,6 +9,7 @@ pay for it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import unicodedata
 from collections import Counter
@@ -26,6 +27,7 @@ DEFAULT_RETRY_MODE = "standard"
 DEFAULT_MAX_ATTEMPTS = 5
 RetryMode = Literal["standard", "adaptive"]
 RETRY_MODES: tuple[RetryMode, ...] = get_args(RetryMode)
+log = logging.getLogger(__name__)
 
 # S3 error codes: the object is not there; a conditional write (If-Match / If-None-Match) lost.
 MISSING_CODES = {"404", "NoSuchKey", "NotFound"}
@@ -196,9 +198,25 @@ def make_s3_client(
         response_checksum_validation="when_required",
     )
     try:
-        return session.client("s3", endpoint_url=endpoint_url, config=config)
+        client = session.client("s3", endpoint_url=endpoint_url, config=config)
     except ValueError as error:  # e.g. an endpoint URL that is not a URL
         raise S3SetupError(f"--endpoint-url: {error}") from None
+    # First, so that it sees every failed attempt before botocore's retry handler answers.
+    client.meta.events.register_first("needs-retry.s3", log_failed_attempt)
+    return client
+
+
+def log_failed_attempt(
+    response: Any, attempts: int, caught_exception: Exception | None, operation: Any = None, **_: Any
+) -> None:
+    """Say which S3 request failed and why (shown with -v); botocore then retries it by its retry mode."""
+    if caught_exception is not None:
+        reason = describe_error(caught_exception)
+    elif response is not None and (response[0].status_code >= 500 or response[0].status_code == 429):
+        reason = f"HTTP {response[0].status_code} {response[1].get('Error', {}).get('Code', '')}".strip()
+    else:
+        return
+    log.info("S3 %s: %s (attempt %d)", getattr(operation, "name", "request"), reason, attempts)
 
 
 # --------------------------------------------------------------------------------------------------

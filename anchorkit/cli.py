@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import stat
@@ -20,7 +21,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import typer
@@ -36,6 +37,7 @@ from anchorkit.aws import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_RETRY_MODE,
     AwsSettings,
+    RetryMode,
     S3Location,
     SseAlgorithm,
     as_setup_error,
@@ -55,7 +57,7 @@ from anchorkit import tokens as tokenizing
 from anchorkit import transform as transforming
 from anchorkit import verify as verifying
 from anchorkit.document import LABELS, RenderOptions
-from anchorkit.errors import EXIT_FAILED, EXIT_LOCKED, EXIT_USAGE, AnchorkitError, UsageError
+from anchorkit.errors import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, AnchorkitError, UsageError
 from anchorkit.files import check_writable_folder, write_atomic
 from anchorkit.redmine import RetryPolicy
 from anchorkit.report_html import render_report
@@ -79,19 +81,141 @@ class AnchorkitGroup(typer.core.TyperGroup):
     its ``exit_code`` and one line on stderr, never a traceback; so do the everyday errors of the layers
     below (S3 unreachable or misconfigured, a folder that cannot be written), as usage or setup errors."""
 
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        apply_option_conventions(self.commands)
+
     def invoke(self, ctx: typer.Context) -> Any:
+        set_verbosity(verbose=False, quiet=False)  # per run: tests invoke many runs in one process
         try:
             return super().invoke(ctx)
         except AnchorkitError as error:
             code, message = error.exit_code, str(error)
         except (BotoCoreError, ClientError) as error:
             code, message = EXIT_USAGE, str(as_setup_error(error) or f"S3: {describe_error(error)}")
+        except BrokenPipeError:  # `anchorkit ... | head`: the reader has what it wanted
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - Python flushes stdout at exit; it must not fail
+            raise typer.Exit(EXIT_OK) from None
         except OSError as error:
             code, message = EXIT_USAGE, describe_os_error(error)
         print_problem(PROBLEM_KINDS[code], message)
         if ctx.meta.get(JSON_OUTPUT):  # a script reading stdout gets an answer too
             print_json({"ok": False, "error": message, "exit_code": code})
         raise typer.Exit(code)
+
+
+# ------------------------------------------------------------------------------------------------
+# Option sources, the same for every command: flag > ANCHORKIT_<NAME> (REDMINE_URL for --url) >
+# anchorkit.toml > default. `sync` resolves its own (anchorkit.sync.options, which also reports where each
+# value came from); pull, transform, upload and stats get the same through click: each option's envvar,
+# and the config file's values as the command's default_map.
+
+CONFIGURED_COMMANDS = ("pull", "transform", "upload", "stats")
+NOT_FROM_ENVIRONMENT = {"json_output", "verbose", "quiet", "version", "help"}  # per invocation, never inherited
+# The help panels of the commands with many options.
+PANELLED_COMMANDS = ("sync", "pull")
+PANELS = {
+    "Redmine (pull)": (
+        "url", "api_key_file", "snapshot", "project", "full", "include_private", "concurrency", "full_every",
+        "overlap", "lookups_max_age", "timeout", "retries",
+    ),
+    "Documents (transform)": (
+        "out", "text_format", "sidecars", "sidecar_schema", "layout", "lang", "label", "anchor_basic_info",
+        "max_gap_tokens", "timezone", "max_text_bytes",
+    ),
+    "Destination (upload)": (
+        "delete", "max_delete", "force", "dry_run", "threads", "endpoint_url", "region", "profile", "retry_mode",
+        "max_attempts", "sse", "sse_kms_key_id", "start_ingestion",
+    ),
+    "State (runs without a persistent disk)": ("state", "lease_seconds"),
+}
+PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
+
+
+def environment_names(name: str) -> list[str]:
+    setting = syncing.SETTINGS_BY_NAME.get(name)
+    return list(setting.env_names) if setting else [syncing.ENV_PREFIX + name.upper()]
+
+
+def apply_option_conventions(commands: dict[str, Any]) -> None:
+    """Every option of pull/transform/upload/stats reads ANCHORKIT_<NAME> (and --help says so), as do the
+    arguments that are sync settings (OUT, DEST, SNAPSHOT); sync's help names the variables it reads; the
+    options of sync and pull are grouped into panels. Done here once rather than on every declaration."""
+    for command_name, command in commands.items():
+        for param in command.params:
+            is_option = param.param_type_name == "option"
+            if command_name in PANELLED_COMMANDS and is_option and param.name in PANEL_OF:
+                param.rich_help_panel = PANEL_OF[param.name]
+            if param.name in NOT_FROM_ENVIRONMENT:
+                continue
+            if command_name == "sync" and param.name in syncing.SETTINGS_BY_NAME:
+                param.help = f"{param.help or ''} [env var: {', '.join(environment_names(param.name))}]".strip()
+            elif command_name in CONFIGURED_COMMANDS and (is_option or param.name in syncing.SETTINGS_BY_NAME):
+                param.envvar = environment_names(param.name)
+                param.show_envvar = True
+
+
+def config_defaults(parameter_names: set[str]) -> dict[str, Any]:
+    """The values anchorkit.toml ($ANCHORKIT_CONFIG, else ./anchorkit.toml) gives these parameters."""
+    path = syncing.find_config_file(None, os.environ, Path.cwd())
+    if path is None:
+        return {}
+    return {
+        name: syncing.from_config(syncing.SETTINGS_BY_NAME[name], value, f"config {path}", path.parent)
+        for name, value in syncing.load_config(path).items()
+        if name in parameter_names
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# -v / -q: what is retried and why, or nothing but errors
+
+log = logging.getLogger("anchorkit")
+
+
+class ProblemHandler(logging.Handler):
+    """anchorkit's log records (retries: what and why) as ``retry: ...`` lines on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print_problem("retry", record.getMessage())
+
+
+log.addHandler(ProblemHandler())
+log.propagate = False
+
+
+def set_verbosity(*, verbose: bool, quiet: bool) -> None:
+    """-v: log retries; -q: no summary on stdout and no warnings (see print_problem); errors always."""
+    log.setLevel(logging.INFO if verbose else logging.WARNING)
+    console.quiet = quiet
+
+
+def verbose_callback(value: bool) -> bool:
+    if value:
+        log.setLevel(logging.INFO)
+    return value
+
+
+def quiet_callback(value: bool) -> bool:
+    if value:
+        set_verbosity(verbose=log.level == logging.INFO, quiet=True)
+    return value
+
+
+VerboseFlag = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", "-v", callback=verbose_callback, expose_value=False,
+        help="Also say what is retried and why (Redmine and S3 requests).",
+    ),
+]
+QuietFlag = Annotated[
+    bool,
+    typer.Option(
+        "--quiet", "-q", callback=quiet_callback, expose_value=False,
+        help="Print nothing but errors (for cron); --json output is still printed.",
+    ),
+]
 
 
 JSON_OUTPUT = "anchorkit.json_output"  # ctx.meta key: the command was asked for --json
@@ -120,12 +244,20 @@ def describe_os_error(error: OSError) -> str:
     return f"{where}: {reason}" if where else reason
 
 
+EXIT_CODES_HELP = (
+    "Exit codes (every command): 0 done · 1 some work failed (listed; the rest was done, nothing written is "
+    "corrupt) · 2 usage or setup error (bad option or destination, wrong API key, missing bucket, unwritable "
+    "folder: nothing was done) · 3 another run holds the lock (nothing of this run was written)."
+)
+
 app = typer.Typer(
     name="anchorkit",
-    help="Anchor every chunk of your Redmine tickets to its ticket ID, publish them for RAG, and prove it.",
+    help="Anchor every chunk of your Redmine tickets to its ticket ID, publish them for RAG, and prove it.\n\n"
+    "Every option comes from the command line, else an ANCHORKIT_<OPTION> variable (REDMINE_URL for --url), "
+    "else anchorkit.toml ($ANCHORKIT_CONFIG, else ./anchorkit.toml); each command's --help names the variables.",
+    epilog=EXIT_CODES_HELP,
     cls=AnchorkitGroup,
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
 
@@ -140,12 +272,14 @@ def usage_error(message: str) -> UsageError:
     return UsageError(message)
 
 
-_PROBLEM_COLOURS = {"error": "red", "failed": "red", "refused": "red", "gate failed": "red", "warning": "yellow", "stopped": "yellow", "note": "yellow"}
+_PROBLEM_COLOURS = {"retry": "cyan", "error": "red", "failed": "red", "refused": "red", "gate failed": "red", "warning": "yellow", "stopped": "yellow", "note": "yellow"}
 
 
 def print_problem(kind: str, message: str) -> None:
     """``failed: ...`` and the like on stderr. The message is data (paths, keys, server texts): escaped,
     so that a ``[...]`` in it is neither taken for markup nor dropped."""
+    if console.quiet and kind in ("warning", "note"):  # -q
+        return
     colour = _PROBLEM_COLOURS[kind]
     err_console.print(f"[{colour}]{kind}:[/{colour}] {escape(message)}", highlight=False)
 
@@ -168,11 +302,22 @@ def version_callback(value: bool) -> None:
 
 @app.callback()
 def main(
+    ctx: typer.Context,
     version: bool = typer.Option(
         False, "--version", callback=version_callback, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
     """anchorkit: pull → transform → upload → stats → verify."""
+    command = ctx.invoked_subcommand
+    if command in CONFIGURED_COMMANDS:
+        parameters = {param.name for param in app_group(ctx).commands[command].params if param.name}
+        ctx.default_map = {command: config_defaults(parameters)}
+
+
+def app_group(ctx: typer.Context) -> AnchorkitGroup:
+    group = ctx.command
+    assert isinstance(group, AnchorkitGroup)
+    return group
 
 
 # Commands are defined below, one section per pipeline stage.
@@ -228,6 +373,13 @@ def transform_options(
     )
 
 
+# Choices as types, so that --help and shell completion list them (and a typo is refused by name).
+Layout = Literal[transforming.LAYOUTS]  # type: ignore[valid-type]
+Lang = Literal[tuple(LABELS)]  # type: ignore[valid-type]
+SidecarSchema = Literal[SCHEMAS]  # type: ignore[valid-type]
+TextFormat = Literal[TEXT_FORMATS]  # type: ignore[valid-type]
+
+
 # Options that `sync` shares with `transform` and `pull`: defined once, so limits and help cannot drift apart
 # (the commands give the defaults: sync's None means "from the environment or config file").
 SidecarSchemaOption = typer.Option("--sidecar-schema", help="Sidecar attribute shape: simple (plain values) or typed (Bedrock's {value: {type, ...}, includeForEmbedding}).")
@@ -237,7 +389,7 @@ LabelOption = typer.Option("--label", help="Ticket label in titles and anchors, 
 MaxGapTokensOption = typer.Option("--max-gap-tokens", min=1, help="Also insert an anchor at the next block boundary once this many (approximate) tokens passed without one. Off by default.")
 TimezoneOption = typer.Option("--timezone", help="Time zone for the dates shown in documents (IANA name, e.g. Asia/Tokyo). Sidecar timestamps are always UTC.")
 MaxTextBytesOption = typer.Option("--max-text-bytes", min=1, help="A description or note larger than this (UTF-8 bytes) fails its ticket instead of producing a huge document.")
-ProjectOption = typer.Option("--project", help="Only this project (identifier or id; subprojects included). Repeatable.")
+ProjectOption = typer.Option("--project", help="Only this project (identifier or id; subprojects included). Repeatable, or comma-separated.")
 ConcurrencyOption = typer.Option("--concurrency", min=1, max=64, help="Issues fetched at the same time.")
 FullEveryOption = typer.Option("--full-every", min=0, help="Make every K-th run a full listing (0: only with --full).")
 OverlapOption = typer.Option("--overlap", min=0, help="Seconds before the cursor that incremental runs list again.")
@@ -251,20 +403,22 @@ def transform(
     snapshot: Path = typer.Argument(..., help="Snapshot folder (issues/<id>.json, lookups.json, state.json), e.g. fixtures."),
     out: Path = typer.Option(..., "--out", "-o", help="Output folder for <id>.md documents (created if missing)."),
     sidecars: bool = typer.Option(False, "--sidecars", help="Also write Bedrock Knowledge Base <id>.md.metadata.json sidecars."),
-    sidecar_schema: Annotated[str, SidecarSchemaOption] = "simple",
-    layout: Annotated[str, LayoutOption] = "flat",
-    lang: Annotated[str, LangOption] = "ja",
+    sidecar_schema: Annotated[SidecarSchema, SidecarSchemaOption] = "simple",
+    layout: Annotated[Layout, LayoutOption] = "flat",
+    lang: Annotated[Lang, LangOption] = "ja",
     label: Annotated[Optional[str], LabelOption] = None,
     include_private: bool = typer.Option(False, "--include-private", help="Include private issues and private notes (left out by default)."),
     anchor_basic_info: bool = typer.Option(False, "--anchor-basic-info", help="Also anchor the basic-info section (for splitters that move headings into metadata)."),
     max_gap_tokens: Annotated[Optional[int], MaxGapTokensOption] = None,
-    text_format: Optional[str] = typer.Option(None, "--text-format", help="Redmine text format of all texts: textile or common_mark. Default: the snapshot's setting (state.json text_format), else textile."),
+    text_format: Optional[TextFormat] = typer.Option(None, "--text-format", help="Redmine text format of all texts: textile or common_mark. Default: the snapshot's setting (state.json text_format), else textile."),
     timezone: Annotated[str, TimezoneOption] = "UTC",
     link_issues: Optional[str] = typer.Option(None, "--link-issues", metavar="URL", help="Redmine base URL: turn #123 in ticket text into links to URL/issues/123 (kept as plain text by default)."),
     max_text_bytes: Annotated[int, MaxTextBytesOption] = transforming.DEFAULT_MAX_TEXT_BYTES,
     check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 listing what would be created, changed or removed, 0 if OUT is up to date."),
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help="Render and write tickets in this many processes (the output is identical). 0 (default): one per CPU core when there are more than 256 tickets."),
     json_output: JsonFlag = False,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Turn a snapshot into one anchored Markdown document per ticket (and optional sidecars).
 
@@ -272,6 +426,10 @@ def transform(
     chunk of the document names its ticket. Output is deterministic: unchanged files are not
     rewritten, outputs of tickets no longer in the snapshot are removed, bad tickets are reported
     (file and reason) while the others are still done; exit code 1 if any ticket failed.
+
+    Example:
+
+        anchorkit transform snap --out out --sidecars --lang en --timezone Asia/Tokyo
     """
     if link_issues and not re.match(r"https?://[^\s]+$", link_issues):
         raise UsageError(f"--link-issues must be an http(s) URL, not {link_issues!r}")
@@ -280,7 +438,8 @@ def transform(
         check_writable_folder(out, "--out")
     report = transforming.transform_snapshot(snapshot, out, options, check=check, jobs=jobs)
     if json_output:
-        print_json({"check": check, "out": str(out), **report.as_dict()})
+        ok = not report.failed and not (check and report.differs)
+        print_json({"ok": ok, "check": check, "out": str(out), **report.as_dict()})
     else:
         print_transform_report(report, out, check)
     if report.failed or (check and report.differs):
@@ -356,7 +515,7 @@ SseKmsKeyIdOption = Annotated[
     typer.Option("--sse-kms-key-id", help="With --sse aws:kms: the KMS key (id, ARN or alias) instead of the AWS managed key."),
 ]
 RetryModeOption = Annotated[
-    Optional[str],
+    Optional[RetryMode],
     typer.Option(
         "--retry-mode",
         help="botocore retry mode for throttling, 5xx and dropped connections: standard or adaptive "
@@ -535,8 +694,16 @@ def upload_command(
     max_attempts: MaxAttemptsOption = None,
     start_ingestion: StartIngestionOption = None,
     json_output: JsonFlag = False,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
-    """Publish OUT to S3 (or a folder) by content: only new/changed objects are uploaded."""
+    """Publish OUT to S3 (or a folder) by content: only new/changed objects are uploaded.
+
+    Example:
+
+        anchorkit upload out s3://kb-docs/tickets --delete --dry-run
+        anchorkit upload out s3://kb-docs/tickets --delete --sse aws:kms --start-ingestion KB12345678:DS12345678
+    """
     if not out.is_dir():
         raise UsageError(f"{out} is not a folder")
     settings = publish_command_settings(delete, max_delete, force, dry_run, threads, retry_mode, max_attempts)
@@ -617,7 +784,8 @@ def pull_arguments(
 ) -> syncing.PullArguments:
     """What `pull` and `sync` were asked to pull, from their command-line values."""
     return syncing.PullArguments(
-        projects=tuple(projects or ()), full=full, concurrency=concurrency, include_private=include_private,
+        projects=tuple(part.strip() for value in projects or () for part in value.split(",") if part.strip()),
+        full=full, concurrency=concurrency, include_private=include_private,
         full_every=full_every, overlap_s=overlap, lookups_max_age_s=lookups_max_age, text_format=text_format,
         policy=RetryPolicy(attempts=retries, read_timeout_s=timeout),
     )
@@ -655,7 +823,7 @@ def print_pull_report(report: pulling.PullReport, json_output: bool) -> None:
 @app.command("pull")
 def pull_command(
     url: Annotated[str, typer.Option("--url", help="Redmine base URL, e.g. https://redmine.example.com.")],
-    snapshot_dir: Annotated[
+    snapshot: Annotated[
         Path, typer.Option("--snapshot", help="Snapshot folder to create or update (issues/, lookups.json, state.json).")
     ],
     project: Annotated[Optional[list[str]], ProjectOption] = None,
@@ -674,7 +842,7 @@ def pull_command(
     overlap: Annotated[float, OverlapOption] = pulling.DEFAULT_OVERLAP_S,
     lookups_max_age: Annotated[float, LookupsMaxAgeOption] = pulling.DEFAULT_LOOKUPS_MAX_AGE_S,
     text_format: Annotated[
-        Optional[str],
+        Optional[TextFormat],
         typer.Option(
             "--text-format",
             help="Text format of the Redmine (textile or common_mark), recorded in a new snapshot's state.json "
@@ -702,27 +870,34 @@ def pull_command(
     retry_mode: RetryModeOption = None,
     max_attempts: MaxAttemptsOption = None,
     json_output: JsonFlag = False,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Fetch new and changed issues (with journals) from Redmine into SNAPSHOT; exit 1 if any failed.
 
     With --state the bookkeeping and raw issues live in a sync state, and `sync --state` publishes what
     this stored (see README, pull --state).
+
+    Example:
+
+        anchorkit pull --url https://redmine.example.com --snapshot snap --project helpdesk
+        anchorkit pull --url https://redmine.example.com --snapshot snap --state s3://kb-docs/anchorkit-state/
     """
     if text_format is not None and text_format not in pulling.TEXT_FORMATS:
         raise UsageError(f"--text-format must be one of {', '.join(pulling.TEXT_FORMATS)}")
     arguments = pull_arguments(
         project, full, concurrency, include_private, full_every, overlap, lookups_max_age, text_format, retries, timeout
     )
-    pulling.check_snapshot_folder(snapshot_dir)
+    pulling.check_snapshot_folder(snapshot)
     if state is not None:
         aws = AwsSettings(endpoint_url, region, profile, sse, sse_kms_key_id)
         publish_settings = publish_command_settings(False, None, False, False, threads, retry_mode, max_attempts)
         run_pull_with_state_command(
-            url, snapshot_dir, read_api_key(api_key_file), arguments, state, aws, publish_settings, lease_seconds,
+            url, snapshot, read_api_key(api_key_file), arguments, state, aws, publish_settings, lease_seconds,
             json_output,
         )
         return
-    report = pull_with_progress(not json_output, url, snapshot_dir, read_api_key(api_key_file), arguments)
+    report = pull_with_progress(not json_output, url, snapshot, read_api_key(api_key_file), arguments)
     print_pull_report(report, json_output)
     if not report.ok:
         raise typer.Exit(1)
@@ -759,7 +934,7 @@ GroundingThresholdOption = Annotated[
     ),
 ]
 OnEmptyOption = Annotated[
-    str,
+    Literal["pass", "block"],
     typer.Option(
         "--on-empty",
         help="When no retrieved chunk carries a ticket id: pass (keep ids, report 'unchecked') or block (treat every id as phantom).",
@@ -872,7 +1047,7 @@ def verify_command(
     quote_threshold: QuoteThresholdOption = verifying.DEFAULT_QUOTE_THRESHOLD,
     grounding_threshold: GroundingThresholdOption = verifying.DEFAULT_GROUNDING_THRESHOLD,
     on_invalid: Annotated[
-        str,
+        Literal["drop", "flag"],
         typer.Option(
             "--on-invalid",
             help="drop: remove phantom ids, citations and results from the filtered answer; flag: keep everything, only report.",
@@ -885,6 +1060,8 @@ def verify_command(
         typer.Option("--html", help="Also write the answer as a self-contained HTML page with numbered, flagged citations."),
     ] = None,
     json_output: JsonFlag = False,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Check an answer against the chunks retrieved for it; print the filtered answer and the findings.
 
@@ -892,6 +1069,10 @@ def verify_command(
 
     Exit 0 (findings are reported, not fatal), 1 with --strict when something critical was found,
     2 for a usage error or input that cannot be read (missing file, malformed JSON, unknown shape).
+
+    Example:
+
+        anchorkit verify --retrieval retrieval.json --answer answer.json --strict --html answer.html
     """
     options = verify_settings(uri_pattern, quote_threshold, grounding_threshold, on_invalid, on_empty)
     chunks, parsed_answer, context_chunks, context_texts = read_verify_inputs(retrieval, answer, context or [])
@@ -935,6 +1116,8 @@ def eval_command(
         typer.Option("--max-phantom-rate", min=0.0, max=1.0, help="Exit 1 if the phantom rate is above this."),
     ] = None,
     json_output: JsonFlag = False,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Verify every case of an eval set (JSONL); print grounding, phantom rate, recall, precision.
 
@@ -942,6 +1125,10 @@ def eval_command(
 
     Exit 1 if a case could not be read (the others are still evaluated), with --strict if any case has a
     critical finding, or if --min-grounding / --max-phantom-rate are not met; 2 for a usage error.
+
+    Example:
+
+        anchorkit eval cases.jsonl --min-grounding 0.8 --max-phantom-rate 0 --json
     """
     options = verify_settings(uri_pattern, quote_threshold, grounding_threshold, "flag", on_empty)
     with input_errors():
@@ -1021,6 +1208,8 @@ def stats_command(
         False, "--anchor-basic-info", help="Snapshot input only: transform with --anchor-basic-info (see transform)."
     ),
     json_output: JsonFlag = False,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
     html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML report (inline SVG charts) to this file."),
     fail_under_coverage: Optional[float] = typer.Option(
         None, "--fail-under-coverage", min=0, max=100, help="Exit 1 if any chunker's coverage of the anchored documents is under P percent."
@@ -1035,6 +1224,10 @@ def stats_command(
     Every document is measured as it is and with its anchors removed; every chunker cuts both, and
     coverage is the share of chunks whose text names their own ticket (an anchor or the title line).
     Exit code 1 if a document could not be read or a --fail-* gate failed.
+
+    Example:
+
+        anchorkit stats out --fail-under-coverage 95 --html stats.html
     """
     if not path.is_dir():
         raise usage_error(f"{path}: not a folder (expected a transform output folder or a snapshot)")
@@ -1154,14 +1347,14 @@ def sync_command(
     overlap: Annotated[Optional[float], OverlapOption] = None,
     lookups_max_age: Annotated[Optional[float], LookupsMaxAgeOption] = None,
     text_format: Annotated[
-        Optional[str], typer.Option("--text-format", help="Redmine text format: textile or common_mark.")
+        Optional[TextFormat], typer.Option("--text-format", help="Redmine text format: textile or common_mark.")
     ] = None,
     timeout: Annotated[Optional[float], TimeoutOption] = None,
     retries: Annotated[Optional[int], RetriesOption] = None,
     sidecars: Annotated[Optional[bool], switch("sidecars", "Write Bedrock .metadata.json sidecars.")] = None,
-    sidecar_schema: Annotated[Optional[str], SidecarSchemaOption] = None,
-    layout: Annotated[Optional[str], LayoutOption] = None,
-    lang: Annotated[Optional[str], LangOption] = None,
+    sidecar_schema: Annotated[Optional[SidecarSchema], SidecarSchemaOption] = None,
+    layout: Annotated[Optional[Layout], LayoutOption] = None,
+    lang: Annotated[Optional[Lang], LangOption] = None,
     label: Annotated[Optional[str], LabelOption] = None,
     anchor_basic_info: Annotated[
         Optional[bool], switch("anchor-basic-info", "Also anchor the basic-info section.")
@@ -1187,8 +1380,16 @@ def sync_command(
     state: StateOption = None,
     lease_seconds: LeaseSecondsOption = None,
     json_output: JsonFlag = False,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
-    """Pull from Redmine, transform, and upload by content, in one go (flags > ANCHORKIT_*/REDMINE_* > anchorkit.toml)."""
+    """Pull from Redmine, transform, and upload by content, in one go (flags > ANCHORKIT_*/REDMINE_* > anchorkit.toml).
+
+    Example:
+
+        anchorkit sync s3://kb-docs/tickets --url https://redmine.example.com --snapshot snap --out out --delete
+        anchorkit sync s3://kb-docs/tickets --url https://redmine.example.com --state s3://kb-docs/anchorkit-state/
+    """
     flags = {name: value for name, value in locals().items() if name in syncing.SETTINGS_BY_NAME}
     try:
         settings = syncing.resolve_from_environment(flags, config)

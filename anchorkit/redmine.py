@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import logging
 import os
 import random
 import re
@@ -35,6 +36,7 @@ from anchorkit.errors import WorkFailed
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 TRANSPORT_ERRORS = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
 PAGE_SIZE = 100  # Redmine's maximum `limit`
+log = logging.getLogger(__name__)
 
 Sleeper = Callable[[float], None]
 
@@ -177,11 +179,10 @@ class ResilientEngine(SyncEngine):
             try:
                 response = self.session.request(method, url, timeout=timeout, **kwargs)
             except TRANSPORT_ERRORS as error:
+                reason = f"{type(error).__name__} ({transport_cause(error)})"
                 if last_try:
-                    raise RedmineError(
-                        method, path, f"{type(error).__name__} ({transport_cause(error)}) {after_attempts(attempt + 1)}"
-                    ) from None
-                self.sleep(self.policy.backoff_s(attempt))
+                    raise RedmineError(method, path, f"{reason} {after_attempts(attempt + 1)}") from None
+                self.retry_after(method, path, reason, attempt, self.policy.backoff_s(attempt))
                 continue
             if response.status_code not in RETRYABLE_STATUSES:
                 try:
@@ -190,7 +191,7 @@ class ResilientEngine(SyncEngine):
                     # A body cut short by a dropped connection: as transient as the drop itself.
                     if last_try:
                         raise
-                    self.sleep(self.policy.backoff_s(attempt))
+                    self.retry_after(method, path, "response cut short", attempt, self.policy.backoff_s(attempt))
                     continue
             if last_try:
                 raise RedmineError(
@@ -198,8 +199,16 @@ class ResilientEngine(SyncEngine):
                 )
             asked = retry_after_s(response)
             wait = min(asked, self.policy.retry_after_max_s) if asked is not None else self.policy.backoff_s(attempt)
-            self.sleep(wait)
+            self.retry_after(method, path, f"HTTP {response.status_code}", attempt, wait)
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def retry_after(self, method: str, path: str, reason: str, attempt: int, wait_s: float) -> None:
+        """Say what is retried and why (shown with -v), then wait."""
+        log.info(
+            "Redmine %s %s: %s; attempt %d of %d in %.1f s", method.upper(), path, reason, attempt + 2,
+            self.policy.attempts, wait_s,
+        )
+        self.sleep(wait_s)
 
 
 @contextlib.contextmanager
