@@ -149,7 +149,8 @@ def apply_option_conventions(commands: dict[str, Any]) -> None:
             if param.name in NOT_FROM_ENVIRONMENT:
                 continue
             if command_name == "sync" and param.name in syncing.SETTINGS_BY_NAME:
-                param.help = f"{param.help or ''} [env var: {', '.join(environment_names(param.name))}]".strip()
+                shown = escape(f"[env var: {', '.join(environment_names(param.name))}]")  # help is rich markup
+                param.help = f"{param.help or ''} {shown}".strip()
             elif command_name in CONFIGURED_COMMANDS and (is_option or param.name in syncing.SETTINGS_BY_NAME):
                 param.envvar = environment_names(param.name)
                 param.show_envvar = True
