@@ -1415,6 +1415,7 @@ def sync_command(
         return
     snapshot_dir: Path = settings["snapshot"]
     out_dir: Path = settings["out"]
+    check_writable_folder(out_dir, "--out")  # before the pull, not after it
     aws = aws_settings(settings)
     destination = open_destination(out_dir, settings["dest"], publish_settings, aws, settings["start_ingestion"])
     pull_report = pull_with_progress(
@@ -1475,6 +1476,8 @@ def run_stateless_sync_command(
         raise usage_error("--dry-run is not supported together with --state")
     destination = parse_location(settings["dest"])
     location = parse_state_location(settings["state"])
+    if settings["snapshot"] is not None:  # the work folder: a snapshot, or a new or empty folder
+        pulling.check_snapshot_folder(settings["snapshot"])
     states.check_state_apart(location, destination)
     aws = aws_settings(settings)
     target, session = publishing.open_target(destination, aws, publish_settings)
