@@ -96,7 +96,7 @@ def parse_location(text: str, what: str = "destination") -> S3Location | Path:
     """
     if not text.startswith("s3://"):
         if text[:3].lower() == "s3:" or text[:4].lower() == "s3//":
-            raise UsageError(f"{what} {text!r} looks like a malformed S3 URL; write s3://bucket/prefix (or ./{text} for a folder)")
+            raise UsageError(f"{what} {text!r} looks like a malformed S3 URL; write s3://bucket/prefix")
         return Path(text)
     bucket, _, prefix = text[len("s3://") :].partition("/")
     if len(bucket) < 3 or "/" in bucket:
