@@ -16,6 +16,7 @@ import pytest
 from support.faultproxy import Fault, FaultProxy, on_path
 from support.folders import tree, write_ticket
 from support.redmine_server import RedmineAdmin, RedmineServer
+from support.s3_server import DUMMY_CREDENTIALS, S3Server
 from typer.testing import CliRunner
 
 from anchorkit.cli import app
@@ -154,6 +155,27 @@ def test_verbose_says_what_is_retried_and_why(
     assert f"retry: Redmine GET /issues/{issue}.json: HTTP 503; attempt 2 of 3" in outputs["-v"].stderr
     assert outputs["--quiet"].stdout == "" and outputs["--quiet"].stderr == ""
     assert redmine_server.admin_key not in outputs["-v"].output
+
+
+@pytest.mark.s3
+def test_verbose_says_which_s3_request_failed_and_why(
+    s3_server: S3Server, s3_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in DUMMY_CREDENTIALS.items():
+        monkeypatch.setenv(name.upper(), value)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    write_ticket(tmp_path / "out", 1)
+
+    def first_put_of_the_document_fails(method: str, path: str, seen: int) -> Fault:
+        return Fault.HTTP_503 if method == "PUT" and path.endswith("/1.md") and seen == 0 else Fault.NONE
+
+    with FaultProxy(s3_server.endpoint_url, decide=first_put_of_the_document_fails) as proxy:
+        result = runner.invoke(
+            app, ["upload", "out", f"s3://{s3_server.bucket}/{s3_prefix}", "--endpoint-url", proxy.url, "-v"]
+        )
+    assert result.exit_code == 0, result.output
+    assert "retry: S3 PutObject: HTTP 503" in result.stderr and "(attempt 1)" in result.stderr
 
 
 def test_quiet_prints_nothing_on_success_but_keeps_json_and_errors(tmp_path: Path) -> None:
