@@ -17,11 +17,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
-from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, ProfileNotFound
 
-from anchorkit.errors import UsageError
+from anchorkit.errors import UsageError, url_host
 
 DEFAULT_RETRY_MODE = "standard"
 DEFAULT_MAX_ATTEMPTS = 5
@@ -234,7 +233,7 @@ def setup_problem(error: BaseException) -> str | None:
     if isinstance(error, NoCredentialsError):
         return "no AWS credentials found (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, pass --profile, or use an instance role)"
     if isinstance(error, BotoCoreError) and "endpoint_url" in getattr(error, "kwargs", {}):
-        return f"cannot connect to S3 at {host_of(error.kwargs['endpoint_url'])}: {cause_of(error)}"
+        return f"cannot connect to S3 at {url_host(error.kwargs['endpoint_url'])}: {cause_of(error)}"
     if isinstance(error, ClientError):
         code = error_code(error)
         reason = SETUP_CODES.get(code)
@@ -242,11 +241,6 @@ def setup_problem(error: BaseException) -> str | None:
             bucket = error.response.get("Error", {}).get("BucketName")
             return f"S3 {code}: {reason}" + (f" (bucket {bucket})" if bucket else "")
     return None
-
-
-def host_of(url: str) -> str:
-    parts = urlsplit(url)
-    return parts.netloc.rpartition("@")[2] or url  # never user:password@
 
 
 def cause_of(error: BotoCoreError) -> str:
@@ -263,18 +257,6 @@ def cause_of(error: BotoCoreError) -> str:
 def as_setup_error(error: BaseException) -> S3SetupError | None:
     problem = setup_problem(error)
     return None if problem is None else S3SetupError(problem)
-
-
-@contextlib.contextmanager
-def setup_errors() -> Iterator[None]:
-    """Raise a setup problem of S3 as :class:`S3SetupError` (one line, exit 2); other errors pass."""
-    try:
-        yield
-    except (BotoCoreError, ClientError) as error:
-        setup = as_setup_error(error)
-        if setup is None:
-            raise
-        raise setup from None
 
 
 # --------------------------------------------------------------------------------------------------

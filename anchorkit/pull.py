@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from anchorkit import snapshot
-from anchorkit.errors import EXIT_LOCKED, UsageError
+from anchorkit.errors import EXIT_LOCKED, UsageError, url_host
 from anchorkit.files import check_writable_folder
 from anchorkit.redmine import RedmineClient, RedmineError, RetryPolicy
 from anchorkit.textformat import TEXT_FORMATS
@@ -531,7 +531,7 @@ def pull(
     client = RedmineClient(url, api_key, policy)
     try:
         # Before anything is written: a wrong key must not leave even an empty snapshot behind.
-        check_api_key(client, redact(host_of(url), api_key))
+        check_api_key(client, redact(url_host(url), api_key))
         with prepared_snapshot(snapshot_dir), snapshot_lock(snapshot_dir):
             snapshot.remove_stale_temp_files(snapshot_dir)
             state = snapshot.load_state(snapshot_dir)
@@ -544,12 +544,6 @@ def pull(
     report.requests_by_purpose = dict(sorted(client.stats.by_purpose.items()))
     report.seconds = round(time.monotonic() - started, 3)
     return report
-
-
-def host_of(url: str) -> str:
-    """``host[:port]`` of a URL, without any ``user:password@``."""
-    parts = urlsplit(url)
-    return parts.hostname + (f":{parts.port}" if parts.port else "") if parts.hostname else "?"
 
 
 def check_api_key(client: RedmineClient, host: str) -> None:
