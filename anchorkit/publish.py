@@ -398,9 +398,10 @@ def delete_refusal(plan: Plan, limit: DeleteLimit, force: bool) -> str | None:
     count = len(plan.deletes)
     if force or count == 0 or count <= limit.allowed(plan.remote_count):
         return None
+    # Worded for upload and both syncs alike: a stateless sync has no local folder to point at.
     return (
         f"refusing to delete {count} of {plan.remote_count} objects (limit --max-delete {limit}); "
-        "check the local folder, then raise --max-delete or pass --force"
+        "if that many should go, raise --max-delete or pass --force"
     )
 
 
