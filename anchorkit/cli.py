@@ -2,7 +2,8 @@
 
 Conventions shared by every command:
 - exit code 0 = everything done, 1 = something failed (listed) or `--check` found differences,
-  2 = usage error (bad option, missing file);
+  2 = usage or setup error, 3 = another run holds the lock (anchorkit.errors); library errors carry
+  their code and are turned into one line on stderr in one place, :class:`AnchorkitGroup`;
 - `--json` prints one JSON object on stdout instead of the human summary;
 - human output goes to stdout through rich, warnings and errors to stderr;
 - secrets (API keys, AWS credentials) are never printed.
@@ -12,17 +13,20 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
+import stat
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Literal, Optional
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import typer
+from botocore.exceptions import BotoCoreError, ClientError
 from rich import box
 from rich.console import Console
 from rich.markup import escape
@@ -30,6 +34,20 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from anchorkit import __version__
+from anchorkit.aws import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_RETRY_MODE,
+    AwsSettings,
+    RetryMode,
+    S3Location,
+    SseAlgorithm,
+    as_setup_error,
+    describe_error,
+    parse_ingestion_target,
+    parse_location,
+    parse_retry_mode,
+    try_start_ingestion,
+)
 from anchorkit import chunking
 from anchorkit import publish as publishing
 from anchorkit import pull as pulling
@@ -42,8 +60,8 @@ from anchorkit import inject as injecting
 from anchorkit import verify as verifying
 from anchorkit.anchors import DEFAULT_LABEL
 from anchorkit.document import LABELS, RenderOptions
-from anchorkit.errors import LockHeld, UsageError
-from anchorkit.files import write_atomic
+from anchorkit.errors import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, AnchorkitError, UsageError
+from anchorkit.files import check_writable_folder, write_atomic
 from anchorkit.redmine import RetryPolicy
 from anchorkit.report_html import render_report
 from anchorkit.sidecar import SCHEMAS
@@ -53,16 +71,199 @@ from anchorkit.textformat import TEXT_FORMATS
 from anchorkit.verify_eval import EvalSummary, evaluate, load_cases
 from anchorkit.verify_shapes import CARRYING_SHAPES, InputError, load_answers, load_context, load_retrieval, load_retrieval_json
 
-app = typer.Typer(
-    name="anchorkit",
-    help="Anchor every chunk of your Redmine tickets to its ticket ID, publish them for RAG, and prove it.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
 # soft_wrap: never break a long line (paths, keys) in two; scripts grep this output.
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
+
+# What a problem is called on stderr, by the exit code it ends the run with.
+PROBLEM_KINDS = {EXIT_FAILED: "failed", EXIT_USAGE: "error", EXIT_LOCKED: "stopped"}
+
+
+class AnchorkitGroup(typer.core.TyperGroup):
+    """The one place where errors become exit codes: an :class:`AnchorkitError` ends the command with
+    its ``exit_code`` and one line on stderr, never a traceback; so do the everyday errors of the layers
+    below (S3 unreachable or misconfigured, a folder that cannot be written), as usage or setup errors."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        apply_option_conventions(self.commands)
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        set_verbosity(verbose=False, quiet=False)  # per run: tests invoke many runs in one process
+        try:
+            return super().invoke(ctx)
+        except AnchorkitError as error:
+            code, message = error.exit_code, str(error)
+        except (BotoCoreError, ClientError) as error:
+            code, message = EXIT_USAGE, str(as_setup_error(error) or f"S3: {describe_error(error)}")
+        except BrokenPipeError:  # `anchorkit ... | head`: the reader has what it wanted
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - Python flushes stdout at exit; it must not fail
+            raise typer.Exit(EXIT_OK) from None
+        except OSError as error:
+            code, message = EXIT_USAGE, describe_os_error(error)
+        print_problem(PROBLEM_KINDS[code], message)
+        if ctx.meta.get(JSON_OUTPUT):  # a script reading stdout gets an answer too
+            print_json({"ok": False, "error": message, "exit_code": code})
+        raise typer.Exit(code)
+
+
+# ------------------------------------------------------------------------------------------------
+# Option sources, the same for every command: flag > ANCHORKIT_<NAME> (REDMINE_URL for --url) >
+# anchorkit.toml > default. `sync` resolves its own (anchorkit.sync.options, which also reports where each
+# value came from); pull, transform, upload and stats get the same through click: each option's envvar,
+# and the config file's values as the command's default_map.
+
+CONFIGURED_COMMANDS = ("pull", "transform", "upload", "stats")
+NOT_FROM_ENVIRONMENT = {"json_output", "verbose", "quiet", "version", "help"}  # per invocation, never inherited
+# The help panels of the commands with many options.
+PANELLED_COMMANDS = ("sync", "pull")
+PANELS = {
+    "Redmine (pull)": (
+        "url", "api_key_file", "snapshot", "project", "full", "include_private", "concurrency", "full_every",
+        "overlap", "lookups_max_age", "timeout", "retries",
+    ),
+    "Documents (transform)": (
+        "out", "text_format", "sidecars", "sidecar_schema", "layout", "lang", "label", "anchor_basic_info",
+        "max_gap_tokens", "timezone", "max_text_bytes",
+    ),
+    "Destination (upload)": (
+        "delete", "max_delete", "force", "dry_run", "threads", "endpoint_url", "region", "profile", "retry_mode",
+        "max_attempts", "sse", "sse_kms_key_id", "start_ingestion",
+    ),
+    "State (runs without a persistent disk)": ("state", "lease_seconds"),
+}
+PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
+
+
+def environment_names(name: str) -> list[str]:
+    setting = syncing.SETTINGS_BY_NAME.get(name)
+    return list(setting.env_names) if setting else [syncing.ENV_PREFIX + name.upper()]
+
+
+def apply_option_conventions(commands: dict[str, Any]) -> None:
+    """Every option of pull/transform/upload/stats reads ANCHORKIT_<NAME> (and --help says so), as do the
+    arguments that are sync settings (OUT, DEST, SNAPSHOT); sync's help names the variables it reads; the
+    options of sync and pull are grouped into panels. Done here once rather than on every declaration."""
+    for command_name, command in commands.items():
+        for param in command.params:
+            is_option = param.param_type_name == "option"
+            if command_name in PANELLED_COMMANDS and is_option and param.name in PANEL_OF:
+                param.rich_help_panel = PANEL_OF[param.name]
+            if param.name in NOT_FROM_ENVIRONMENT:
+                continue
+            if command_name == "sync" and param.name in syncing.SETTINGS_BY_NAME:
+                shown = escape(f"[env var: {', '.join(environment_names(param.name))}]")  # help is rich markup
+                param.help = f"{param.help or ''} {shown}".strip()
+            elif command_name in CONFIGURED_COMMANDS and (is_option or param.name in syncing.SETTINGS_BY_NAME):
+                param.envvar = environment_names(param.name)
+                param.show_envvar = True
+
+
+def config_defaults(parameter_names: set[str]) -> dict[str, Any]:
+    """The values anchorkit.toml ($ANCHORKIT_CONFIG, else ./anchorkit.toml) gives these parameters."""
+    path = syncing.find_config_file(None, os.environ, Path.cwd())
+    if path is None:
+        return {}
+    return {
+        name: syncing.from_config(syncing.SETTINGS_BY_NAME[name], value, f"config {path}", path.parent)
+        for name, value in syncing.load_config(path).items()
+        if name in parameter_names
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# -v / -q: what is retried and why, or nothing but errors
+
+log = logging.getLogger("anchorkit")
+
+
+class ProblemHandler(logging.Handler):
+    """anchorkit's log records (retries: what and why) as ``retry: ...`` lines on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print_problem("retry", record.getMessage())
+
+
+log.addHandler(ProblemHandler())
+log.propagate = False
+
+
+def set_verbosity(*, verbose: bool, quiet: bool) -> None:
+    """-v: log retries; -q: no summary on stdout and no warnings (see print_problem); errors always."""
+    log.setLevel(logging.INFO if verbose else logging.WARNING)
+    console.quiet = quiet
+
+
+def verbose_callback(value: bool) -> bool:
+    if value:
+        log.setLevel(logging.INFO)
+    return value
+
+
+def quiet_callback(value: bool) -> bool:
+    if value:
+        set_verbosity(verbose=log.level == logging.INFO, quiet=True)
+    return value
+
+
+VerboseFlag = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", "-v", callback=verbose_callback, expose_value=False,
+        help="Also say what is retried and why (Redmine and S3 requests).",
+    ),
+]
+QuietFlag = Annotated[
+    bool,
+    typer.Option(
+        "--quiet", "-q", callback=quiet_callback, expose_value=False,
+        help="Print nothing but errors (for cron); --json output is still printed.",
+    ),
+]
+
+
+JSON_OUTPUT = "anchorkit.json_output"  # ctx.meta key: the command was asked for --json
+
+
+def remember_json_output(ctx: typer.Context, value: bool) -> bool:
+    """--json's callback: the error handler, which sees only the group's context, prints JSON too."""
+    ctx.meta[JSON_OUTPUT] = value  # meta is shared by the group's and the command's contexts
+    return value
+
+
+JsonFlag = Annotated[
+    bool,
+    typer.Option(
+        "--json",
+        callback=remember_json_output,
+        help="Print one JSON object on stdout instead of the summary (with \"ok\"; on an error {ok: false, error, exit_code}).",
+    ),
+]
+
+
+def describe_os_error(error: OSError) -> str:
+    """``PATH: reason`` (``PATH -> OTHER: reason`` for a rename), as the shell would say it."""
+    where = " -> ".join(str(name) for name in (error.filename, error.filename2) if name is not None)
+    reason = error.strerror or describe_error(error)
+    return f"{where}: {reason}" if where else reason
+
+
+EXIT_CODES_HELP = (
+    "Exit codes (every command): 0 done · 1 some work failed (listed; the rest was done, nothing written is "
+    "corrupt) · 2 usage or setup error (bad option or destination, wrong API key, missing bucket, unwritable "
+    "folder: nothing was done) · 3 another run holds the lock (nothing of this run was written)."
+)
+
+app = typer.Typer(
+    name="anchorkit",
+    help="Anchor every chunk of your Redmine tickets to its ticket ID, publish them for RAG, and prove it.\n\n"
+    "Every option comes from the command line, else an ANCHORKIT_<OPTION> variable (REDMINE_URL for --url), "
+    "else anchorkit.toml ($ANCHORKIT_CONFIG, else ./anchorkit.toml); each command's --help names the variables.",
+    epilog=EXIT_CODES_HELP,
+    cls=AnchorkitGroup,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
 
 
 def print_json(payload: Any) -> None:
@@ -70,19 +271,26 @@ def print_json(payload: Any) -> None:
     sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2, sort_keys=True) + "\n")
 
 
-def usage_error(message: str) -> typer.Exit:
-    print_problem("error", message)
-    return typer.Exit(2)
+def usage_error(message: str) -> UsageError:
+    """``raise usage_error(...)``: a usage error, reported by :class:`AnchorkitGroup` (exit 2)."""
+    return UsageError(message)
 
 
-_PROBLEM_COLOURS = {"error": "red", "failed": "red", "refused": "red", "gate failed": "red", "warning": "yellow", "stopped": "yellow", "note": "yellow"}
+_PROBLEM_COLOURS = {"retry": "cyan", "error": "red", "failed": "red", "refused": "red", "gate failed": "red", "warning": "yellow", "stopped": "yellow", "note": "yellow"}
 
 
 def print_problem(kind: str, message: str) -> None:
     """``failed: ...`` and the like on stderr. The message is data (paths, keys, server texts): escaped,
     so that a ``[...]`` in it is neither taken for markup nor dropped."""
+    if console.quiet and kind in ("warning", "note"):  # -q
+        return
     colour = _PROBLEM_COLOURS[kind]
     err_console.print(f"[{colour}]{kind}:[/{colour}] {escape(message)}", highlight=False)
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 request``, ``2 requests``."""
+    return f"{count:,} {noun if count == 1 else nouns or noun + 's'}"
 
 
 def print_ingestion_job(job: dict[str, str] | None) -> None:
@@ -98,11 +306,22 @@ def version_callback(value: bool) -> None:
 
 @app.callback()
 def main(
+    ctx: typer.Context,
     version: bool = typer.Option(
         False, "--version", callback=version_callback, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
     """anchorkit: pull → transform → upload → stats → verify."""
+    command = ctx.invoked_subcommand
+    if command in CONFIGURED_COMMANDS:
+        parameters = {param.name for param in app_group(ctx).commands[command].params if param.name}
+        ctx.default_map = {command: config_defaults(parameters)}
+
+
+def app_group(ctx: typer.Context) -> AnchorkitGroup:
+    group = ctx.command
+    assert isinstance(group, AnchorkitGroup)
+    return group
 
 
 # Commands are defined below, one section per pipeline stage.
@@ -134,11 +353,11 @@ def transform_options(
         ("--layout", layout, transforming.LAYOUTS),
     ):
         if value is not None and value not in allowed:
-            raise usage_error(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
+            raise UsageError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
     try:
         ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError):
-        raise usage_error(f"--timezone: unknown time zone {timezone!r} (use an IANA name such as Asia/Tokyo)") from None
+        raise UsageError(f"--timezone: unknown time zone {timezone!r} (use an IANA name such as Asia/Tokyo)") from None
     render = RenderOptions(
         lang=lang,
         include_private=include_private,
@@ -158,6 +377,13 @@ def transform_options(
     )
 
 
+# Choices as types, so that --help and shell completion list them (and a typo is refused by name).
+Layout = Literal[transforming.LAYOUTS]  # type: ignore[valid-type]
+Lang = Literal[tuple(LABELS)]  # type: ignore[valid-type]
+SidecarSchema = Literal[SCHEMAS]  # type: ignore[valid-type]
+TextFormat = Literal[TEXT_FORMATS]  # type: ignore[valid-type]
+
+
 # Options that `sync` shares with `transform` and `pull`: defined once, so limits and help cannot drift apart
 # (the commands give the defaults: sync's None means "from the environment or config file").
 SidecarSchemaOption = typer.Option("--sidecar-schema", help="Sidecar attribute shape: simple (plain values) or typed (Bedrock's {value: {type, ...}, includeForEmbedding}).")
@@ -167,7 +393,7 @@ LabelOption = typer.Option("--label", help="Ticket label in titles and anchors, 
 MaxGapTokensOption = typer.Option("--max-gap-tokens", min=1, help="Also insert an anchor at the next block boundary once this many (approximate) tokens passed without one. Off by default.")
 TimezoneOption = typer.Option("--timezone", help="Time zone for the dates shown in documents (IANA name, e.g. Asia/Tokyo). Sidecar timestamps are always UTC.")
 MaxTextBytesOption = typer.Option("--max-text-bytes", min=1, help="A description or note larger than this (UTF-8 bytes) fails its ticket instead of producing a huge document.")
-ProjectOption = typer.Option("--project", help="Only this project (identifier or id; subprojects included). Repeatable.")
+ProjectOption = typer.Option("--project", help="Only this project (identifier or id; subprojects included). Repeatable, or comma-separated.")
 ConcurrencyOption = typer.Option("--concurrency", min=1, max=64, help="Issues fetched at the same time.")
 FullEveryOption = typer.Option("--full-every", min=0, help="Make every K-th run a full listing (0: only with --full).")
 OverlapOption = typer.Option("--overlap", min=0, help="Seconds before the cursor that incremental runs list again.")
@@ -181,20 +407,22 @@ def transform(
     snapshot: Path = typer.Argument(..., help="Snapshot folder (issues/<id>.json, lookups.json, state.json), e.g. fixtures."),
     out: Path = typer.Option(..., "--out", "-o", help="Output folder for <id>.md documents (created if missing)."),
     sidecars: bool = typer.Option(False, "--sidecars", help="Also write Bedrock Knowledge Base <id>.md.metadata.json sidecars."),
-    sidecar_schema: Annotated[str, SidecarSchemaOption] = "simple",
-    layout: Annotated[str, LayoutOption] = "flat",
-    lang: Annotated[str, LangOption] = "ja",
+    sidecar_schema: Annotated[SidecarSchema, SidecarSchemaOption] = "simple",
+    layout: Annotated[Layout, LayoutOption] = "flat",
+    lang: Annotated[Lang, LangOption] = "ja",
     label: Annotated[Optional[str], LabelOption] = None,
     include_private: bool = typer.Option(False, "--include-private", help="Include private issues and private notes (left out by default)."),
     anchor_basic_info: bool = typer.Option(False, "--anchor-basic-info", help="Also anchor the basic-info section (for splitters that move headings into metadata)."),
     max_gap_tokens: Annotated[Optional[int], MaxGapTokensOption] = None,
-    text_format: Optional[str] = typer.Option(None, "--text-format", help="Redmine text format of all texts: textile or common_mark. Default: the snapshot's setting (state.json text_format), else textile."),
+    text_format: Optional[TextFormat] = typer.Option(None, "--text-format", help="Redmine text format of all texts: textile or common_mark. Default: the snapshot's setting (state.json text_format), else textile."),
     timezone: Annotated[str, TimezoneOption] = "UTC",
     link_issues: Optional[str] = typer.Option(None, "--link-issues", metavar="URL", help="Redmine base URL: turn #123 in ticket text into links to URL/issues/123 (kept as plain text by default)."),
     max_text_bytes: Annotated[int, MaxTextBytesOption] = transforming.DEFAULT_MAX_TEXT_BYTES,
     check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 listing what would be created, changed or removed, 0 if OUT is up to date."),
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help="Render and write tickets in this many processes (the output is identical). 0 (default): one per CPU core when there are more than 256 tickets."),
-    json_output: bool = typer.Option(False, "--json", help="Print the report as one JSON object."),
+    json_output: JsonFlag = False,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Turn a snapshot into one anchored Markdown document per ticket (and optional sidecars).
 
@@ -202,16 +430,20 @@ def transform(
     chunk of the document names its ticket. Output is deterministic: unchanged files are not
     rewritten, outputs of tickets no longer in the snapshot are removed, bad tickets are reported
     (file and reason) while the others are still done; exit code 1 if any ticket failed.
+
+    Example:
+
+        anchorkit transform snap --out out --sidecars --lang en --timezone Asia/Tokyo
     """
     if link_issues and not re.match(r"https?://[^\s]+$", link_issues):
-        raise usage_error(f"--link-issues must be an http(s) URL, not {link_issues!r}")
+        raise UsageError(f"--link-issues must be an http(s) URL, not {link_issues!r}")
     options = transform_options(lang, label, include_private, anchor_basic_info, max_gap_tokens, text_format, timezone, sidecars, sidecar_schema, layout, max_text_bytes, link_issues)
-    try:
-        report = transforming.transform_snapshot(snapshot, out, options, check=check, jobs=jobs)
-    except SnapshotError as exc:
-        raise usage_error(str(exc)) from None
+    if not check:
+        check_writable_folder(out, "--out")
+    report = transforming.transform_snapshot(snapshot, out, options, check=check, jobs=jobs)
     if json_output:
-        print_json({"check": check, "out": str(out), **report.as_dict()})
+        ok = not report.failed and not (check and report.differs)
+        print_json({"ok": ok, "check": check, "out": str(out), **report.as_dict()})
     else:
         print_transform_report(report, out, check)
     if report.failed or (check and report.differs):
@@ -228,10 +460,10 @@ def print_transform_report(report: transforming.TransformReport, out: Path, chec
             for path in paths:
                 console.print(f"{verb} {out / path}", highlight=False, markup=False)
         state = "differs from the snapshot" if report.differs else "is up to date"
-        console.print(f"check: {out} {state} ({report.tickets} tickets, {len(report.failed)} failed)", highlight=False)
+        console.print(f"check: {out} {state} ({plural(report.tickets, 'ticket')}, {len(report.failed)} failed)", highlight=False)
         return
     console.print(
-        f"transform: {report.tickets} tickets → {out}: {len(report.created)} created, {len(report.changed)} changed, "
+        f"transform: {plural(report.tickets, 'ticket')} → {out}: {len(report.created)} created, {len(report.changed)} changed, "
         f"{report.unchanged} unchanged, {len(report.removed)} removed, {len(report.failed)} failed "
         f"in {report.seconds:.2f} s",
         highlight=False,
@@ -254,7 +486,18 @@ MaxDeleteOption = Annotated[
     ),
 ]
 ForceFlag = Annotated[bool, typer.Option("--force", help="Delete even beyond --max-delete.")]
-DryRunFlag = Annotated[bool, typer.Option("--dry-run", help="Print the plan (counts, first keys); change nothing.")]
+SHOWN_UPLOAD_KEYS = 10  # a first upload plans thousands; deletes are always listed in full
+DryRunFlag = Annotated[
+    bool,
+    typer.Option(
+        "--dry-run",
+        help="Print the plan and change nothing: counts, every key to delete, the first "
+        f"{SHOWN_UPLOAD_KEYS} to upload (--json: every key).",
+    ),
+]
+ListKeysFlag = Annotated[
+    bool, typer.Option("--list-keys", help="With --dry-run: print every key to upload, not only the first ones.")
+]
 ThreadsOption = Annotated[
     Optional[int],
     typer.Option("--threads", min=1, max=256, help=f"Parallel requests. Default {publishing.DEFAULT_THREADS}."),
@@ -264,8 +507,19 @@ EndpointOption = Annotated[
 ]
 RegionOption = Annotated[Optional[str], typer.Option("--region", help="AWS region (else the credential chain's).")]
 ProfileOption = Annotated[Optional[str], typer.Option("--profile", help="AWS profile from ~/.aws/config.")]
-RetryModeOption = Annotated[
+SseOption = Annotated[
+    Optional[SseAlgorithm],
+    typer.Option(
+        "--sse",
+        help="Server-side encryption of every object written (documents, sidecars, the sync state), as the aws cli's.",
+    ),
+]
+SseKmsKeyIdOption = Annotated[
     Optional[str],
+    typer.Option("--sse-kms-key-id", help="With --sse aws:kms: the KMS key (id, ARN or alias) instead of the AWS managed key."),
+]
+RetryModeOption = Annotated[
+    Optional[RetryMode],
     typer.Option(
         "--retry-mode",
         help="botocore retry mode for throttling, 5xx and dropped connections: standard or adaptive "
@@ -275,7 +529,7 @@ RetryModeOption = Annotated[
 MaxAttemptsOption = Annotated[
     Optional[int],
     typer.Option(
-        "--max-attempts", min=1, help=f"Attempts per request, first included. Default {publishing.DEFAULT_MAX_ATTEMPTS}."
+        "--max-attempts", min=1, help=f"Attempts per request, first included. Default {DEFAULT_MAX_ATTEMPTS}."
     ),
 ]
 StartIngestionOption = Annotated[
@@ -286,7 +540,6 @@ StartIngestionOption = Annotated[
         help="After a fully successful upload, start a Bedrock Knowledge Base ingestion job for this data source.",
     ),
 ]
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout instead of the summary.")]
 LeaseSecondsOption = Annotated[
     Optional[float],
     typer.Option(
@@ -310,7 +563,7 @@ def publish_with_progress(
         TextColumn("{task.fields[done_bytes]:,}/{task.fields[total_bytes]:,} bytes"),
         TimeElapsedColumn(),
         console=err_console,
-        disable=not show_progress,
+        disable=not (show_progress and err_console.is_terminal),  # no bar characters in CI logs
         transient=False,
     )
     task = progress.add_task("publishing", total=None, done_bytes=0, total_bytes=0)
@@ -335,7 +588,19 @@ def publish_with_progress(
         )
 
 
-def print_publish_report(report: publishing.PublishReport, json_output: bool) -> None:
+def print_planned_keys(planned_keys: dict[str, list[str]], list_keys: bool, how_to_see_all: str) -> None:
+    """A dry run's keys: every delete (the part to review before it happens), the first uploads or all."""
+    uploads = planned_keys["upload"]
+    shown = uploads if list_keys else uploads[:SHOWN_UPLOAD_KEYS]
+    for key in shown:
+        console.print(f"  upload {key}", highlight=False, markup=False)
+    if len(shown) < len(uploads):
+        console.print(f"  … and {len(uploads) - len(shown)} more uploads ({how_to_see_all})", highlight=False, markup=False)
+    for key in planned_keys["delete"]:
+        console.print(f"  delete {key}", highlight=False, markup=False)
+
+
+def print_publish_report(report: publishing.PublishReport, json_output: bool, list_keys: bool = False) -> None:
     if json_output:
         print_json(report.to_dict())
         return
@@ -349,9 +614,7 @@ def print_publish_report(report: publishing.PublishReport, json_output: bool) ->
             highlight=False,
             markup=False,
         )
-        for action in ("upload", "delete"):
-            for key in summary["first_keys"][action]:
-                console.print(f"  {action} {key}", highlight=False, markup=False)
+        print_planned_keys(summary["planned_keys"], list_keys, "--list-keys prints them all")
     else:
         console.print(
             f"{report.destination}: uploaded {summary['uploaded']}, skipped {summary['skipped']}, "
@@ -361,7 +624,7 @@ def print_publish_report(report: publishing.PublishReport, json_output: bool) ->
             markup=False,
         )
         if planned["stale_kept"]:
-            console.print(f"{planned['stale_kept']} stale objects kept (pass --delete to remove them)")
+            console.print(f"{plural(planned['stale_kept'], 'stale object')} kept (pass --delete to remove them)", highlight=False)
     print_ingestion_job(report.ingestion_job)
     if report.refused:
         print_problem("refused", report.refused)
@@ -385,8 +648,8 @@ def publish_command_settings(
         force=force,
         dry_run=dry_run,
         threads=threads or publishing.DEFAULT_THREADS,
-        retry_mode=publishing.parse_retry_mode(retry_mode or publishing.DEFAULT_RETRY_MODE),
-        max_attempts=max_attempts or publishing.DEFAULT_MAX_ATTEMPTS,
+        retry_mode=parse_retry_mode(retry_mode or DEFAULT_RETRY_MODE),
+        max_attempts=max_attempts or DEFAULT_MAX_ATTEMPTS,
     )
 
 
@@ -398,17 +661,14 @@ class PublishDestination:
 
 
 def open_destination(
-    source: Path, dest: str, settings: publishing.PublishSettings, aws: publishing.AwsSettings, start_ingestion: str | None
+    source: Path, dest: str, settings: publishing.PublishSettings, aws: AwsSettings, start_ingestion: str | None
 ) -> PublishDestination:
     """Shared by `upload` and `sync`: the destination and --start-ingestion, checked before any work (exit 2)."""
-    try:
-        destination = publishing.parse_destination(dest)
-        ingestion = publishing.parse_ingestion_target(start_ingestion) if start_ingestion else None
-        if isinstance(destination, Path):
-            publishing.check_folders_apart(source, destination)
-        target, session = publishing.open_target(destination, aws, settings)
-    except publishing.PublishError as error:
-        raise usage_error(str(error)) from None
+    destination = parse_location(dest)
+    ingestion = parse_ingestion_target(start_ingestion) if start_ingestion else None
+    if isinstance(destination, Path):
+        publishing.check_folders_apart(source, destination)
+    target, session = publishing.open_target(destination, aws, settings)
     return PublishDestination(target, session, ingestion)
 
 
@@ -432,26 +692,34 @@ def upload_command(
     max_delete: MaxDeleteOption = None,
     force: ForceFlag = False,
     dry_run: DryRunFlag = False,
+    list_keys: ListKeysFlag = False,
     threads: ThreadsOption = None,
     endpoint_url: EndpointOption = None,
     region: RegionOption = None,
     profile: ProfileOption = None,
+    sse: SseOption = None,
+    sse_kms_key_id: SseKmsKeyIdOption = None,
     retry_mode: RetryModeOption = None,
     max_attempts: MaxAttemptsOption = None,
     start_ingestion: StartIngestionOption = None,
     json_output: JsonFlag = False,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
-    """Publish OUT to S3 (or a folder) by content: only new/changed objects are uploaded."""
+    """Publish OUT to S3 (or a folder) by content: only new/changed objects are uploaded.
+
+    Example:
+
+        anchorkit upload out s3://kb-docs/tickets --delete --dry-run
+        anchorkit upload out s3://kb-docs/tickets --delete --sse aws:kms --start-ingestion KB12345678:DS12345678
+    """
     if not out.is_dir():
-        raise usage_error(f"{out} is not a folder")
-    try:
-        settings = publish_command_settings(delete, max_delete, force, dry_run, threads, retry_mode, max_attempts)
-    except publishing.PublishError as error:
-        raise usage_error(str(error)) from None
-    aws = publishing.AwsSettings(endpoint_url=endpoint_url, region=region, profile=profile)
+        raise UsageError(f"{out} is not a folder")
+    settings = publish_command_settings(delete, max_delete, force, dry_run, threads, retry_mode, max_attempts)
+    aws = AwsSettings(endpoint_url, region, profile, sse, sse_kms_key_id)
     destination = open_destination(out, dest, settings, aws, start_ingestion)
     report = run_publish(out, destination, settings, json_output)
-    print_publish_report(report, json_output)
+    print_publish_report(report, json_output, list_keys)
     if not report.ok:
         raise typer.Exit(1)
 
@@ -463,19 +731,30 @@ def upload_command(
 API_KEY_ENV = "REDMINE_API_KEY"
 
 
+def warn_if_readable_by_others(path: Path) -> None:
+    """A key file other users may read is a leaked key on a shared runner: say so (the run goes on)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # reading it reports the problem
+    if mode & (stat.S_IRGRP | stat.S_IROTH):
+        print_problem("warning", f"{path} is readable by other users (mode {stat.S_IMODE(mode):04o}); chmod 600 {path}")
+
+
 def read_api_key(api_key_file: Path | None) -> str:
     """The key from --api-key-file, else $REDMINE_API_KEY; a usage error (exit 2) when there is none."""
     if api_key_file is not None:
+        warn_if_readable_by_others(api_key_file)
         try:
             key = api_key_file.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as error:
-            raise usage_error(f"{api_key_file}: cannot read the API key file ({type(error).__name__})") from None
+            raise UsageError(f"{api_key_file}: cannot read the API key file ({type(error).__name__})") from None
         if not key:
-            raise usage_error(f"{api_key_file}: the API key file is empty")
+            raise UsageError(f"{api_key_file}: the API key file is empty")
         return key
     key = os.environ.get(API_KEY_ENV, "").strip()
     if not key:
-        raise usage_error(f"no Redmine API key: set {API_KEY_ENV} or pass --api-key-file")
+        raise UsageError(f"no Redmine API key: set {API_KEY_ENV} or pass --api-key-file")
     return key
 
 
@@ -488,7 +767,7 @@ def pull_progress_bar(show_progress: bool) -> Iterator[pulling.ProgressCallback]
         TextColumn("{task.completed}/{task.total} issues"),
         TimeElapsedColumn(),
         console=err_console,
-        disable=not show_progress,
+        disable=not (show_progress and err_console.is_terminal),  # no bar characters in CI logs
         transient=True,  # the summary follows; a finished bar would only repeat it
     )
     task = progress.add_task("pull", total=0)
@@ -514,7 +793,8 @@ def pull_arguments(
 ) -> pulling.PullSettings:
     """What `pull` and `sync` were asked to pull, from their command-line values."""
     return pulling.PullSettings(
-        projects=tuple(projects or ()), full=full, concurrency=concurrency, include_private=include_private,
+        projects=tuple(part.strip() for value in projects or () for part in value.split(",") if part.strip()),
+        full=full, concurrency=concurrency, include_private=include_private,
         full_every=full_every, overlap_s=overlap, lookups_max_age_s=lookups_max_age, text_format=text_format,
         policy=RetryPolicy(attempts=retries, read_timeout_s=timeout),
     )
@@ -525,10 +805,7 @@ def pull_with_progress(
 ) -> pulling.PullReport:
     """Run the pull with a rich progress bar of the issue fetches on stderr."""
     with pull_progress_bar(show_progress) as on_progress:
-        try:
-            return syncing.run_pull(url, api_key, snapshot_dir, arguments, full=arguments.full, known={}, progress=on_progress)
-        except pulling.PullError as error:
-            raise usage_error(str(error)) from None
+        return syncing.run_pull(url, api_key, snapshot_dir, arguments, full=arguments.full, known={}, progress=on_progress)
 
 
 def print_pull_report(report: pulling.PullReport, json_output: bool) -> None:
@@ -538,7 +815,7 @@ def print_pull_report(report: pulling.PullReport, json_output: bool) -> None:
     console.print(
         f"{'full' if report.full else 'incremental'} pull: listed {report.listed}, fetched {report.fetched}, "
         f"unchanged {report.unchanged}, removed {report.removed}, private skipped {report.skipped_private}, "
-        f"failed {len(report.failed)}; {report.requests} requests ({report.retries} retries) "
+        f"failed {len(report.failed)}; {plural(report.requests, 'request')} ({plural(report.retries, 'retry', 'retries')}) "
         f"in {report.seconds:.1f} s",
         highlight=False,
     )
@@ -555,7 +832,7 @@ def print_pull_report(report: pulling.PullReport, json_output: bool) -> None:
 @app.command("pull")
 def pull_command(
     url: Annotated[str, typer.Option("--url", help="Redmine base URL, e.g. https://redmine.example.com.")],
-    snapshot_dir: Annotated[
+    snapshot: Annotated[
         Path, typer.Option("--snapshot", help="Snapshot folder to create or update (issues/, lookups.json, state.json).")
     ],
     project: Annotated[Optional[list[str]], ProjectOption] = None,
@@ -574,7 +851,7 @@ def pull_command(
     overlap: Annotated[float, OverlapOption] = pulling.DEFAULT_OVERLAP_S,
     lookups_max_age: Annotated[float, LookupsMaxAgeOption] = pulling.DEFAULT_LOOKUPS_MAX_AGE_S,
     text_format: Annotated[
-        Optional[str],
+        Optional[TextFormat],
         typer.Option(
             "--text-format",
             help="Text format of the Redmine (textile or common_mark), recorded in a new snapshot's state.json "
@@ -596,26 +873,40 @@ def pull_command(
     endpoint_url: EndpointOption = None,
     region: RegionOption = None,
     profile: ProfileOption = None,
+    sse: SseOption = None,
+    sse_kms_key_id: SseKmsKeyIdOption = None,
     threads: ThreadsOption = None,
+    retry_mode: RetryModeOption = None,
+    max_attempts: MaxAttemptsOption = None,
     json_output: JsonFlag = False,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Fetch new and changed issues (with journals) from Redmine into SNAPSHOT; exit 1 if any failed.
 
     With --state the bookkeeping and raw issues live in a sync state, and `sync --state` publishes what
     this stored (see README, pull --state).
+
+    Example:
+
+        anchorkit pull --url https://redmine.example.com --snapshot snap --project helpdesk
+        anchorkit pull --url https://redmine.example.com --snapshot snap --state s3://kb-docs/anchorkit-state/
     """
     if text_format is not None and text_format not in pulling.TEXT_FORMATS:
-        raise usage_error(f"--text-format must be one of {', '.join(pulling.TEXT_FORMATS)}")
+        raise UsageError(f"--text-format must be one of {', '.join(pulling.TEXT_FORMATS)}")
     arguments = pull_arguments(
         project, full, concurrency, include_private, full_every, overlap, lookups_max_age, text_format, retries, timeout
     )
+    pulling.check_snapshot_folder(snapshot)
     if state is not None:
-        aws = publishing.AwsSettings(endpoint_url, region, profile)
+        aws = AwsSettings(endpoint_url, region, profile, sse, sse_kms_key_id)
+        publish_settings = publish_command_settings(False, None, False, False, threads, retry_mode, max_attempts)
         run_pull_with_state_command(
-            url, snapshot_dir, read_api_key(api_key_file), arguments, state, aws, threads, lease_seconds, json_output
+            url, snapshot, read_api_key(api_key_file), arguments, state, aws, publish_settings, lease_seconds,
+            json_output,
         )
         return
-    report = pull_with_progress(not json_output, url, snapshot_dir, read_api_key(api_key_file), arguments)
+    report = pull_with_progress(not json_output, url, snapshot, read_api_key(api_key_file), arguments)
     print_pull_report(report, json_output)
     if not report.ok:
         raise typer.Exit(1)
@@ -652,7 +943,7 @@ GroundingThresholdOption = Annotated[
     ),
 ]
 OnEmptyOption = Annotated[
-    str,
+    Literal["pass", "block"],
     typer.Option(
         "--on-empty",
         help="When chunks were retrieved but none carries a ticket id (an unknown URI layout): pass (keep ids, report "
@@ -822,7 +1113,7 @@ def verify_command(
     quote_threshold: QuoteThresholdOption = verifying.DEFAULT_QUOTE_THRESHOLD,
     grounding_threshold: GroundingThresholdOption = verifying.DEFAULT_GROUNDING_THRESHOLD,
     on_invalid: Annotated[
-        str,
+        Literal["drop", "flag"],
         typer.Option(
             "--on-invalid",
             help="drop: remove phantom ids, citations and results from the filtered answer; flag: keep everything, only report.",
@@ -839,6 +1130,8 @@ def verify_command(
     json_output: Annotated[
         bool, typer.Option("--json", help="Print the report as one JSON object (JSON Lines answers: one object a line).")
     ] = False,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Check an answer against the chunks retrieved for it; print the filtered answer and the findings.
 
@@ -848,6 +1141,10 @@ def verify_command(
     Exit 0 (findings are reported, not fatal), 1 with --strict when something critical was found or when
     a line of a JSON Lines answer file could not be read, 2 for a usage error or input that cannot be read
     (missing file, malformed JSON, unknown shape).
+
+    Example:
+
+        anchorkit verify --retrieval retrieval.json --answer answer.json --strict --html answer.html
     """
     options = verify_settings(uri_pattern, quote_threshold, grounding_threshold, on_invalid, on_empty, min_id_digits, min_score)
     inputs = read_verify_inputs(retrieval, answer, context or [])
@@ -900,6 +1197,8 @@ def eval_command(
         typer.Option("--max-phantom-rate", min=0.0, max=1.0, help="Exit 1 if the phantom rate is above this."),
     ] = None,
     json_output: JsonFlag = False,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Verify every case of an eval set (JSONL); print grounding, phantom rate, recall (by ticket and by source id), precision.
 
@@ -907,6 +1206,10 @@ def eval_command(
 
     Exit 1 if a case could not be read (the others are still evaluated), with --strict if any case has a
     critical finding, or if --min-grounding / --max-phantom-rate are not met; 2 for a usage error.
+
+    Example:
+
+        anchorkit eval cases.jsonl --min-grounding 0.8 --max-phantom-rate 0 --json
     """
     options = verify_settings(uri_pattern, quote_threshold, grounding_threshold, "flag", on_empty, min_id_digits, min_score)
     with input_errors():
@@ -1040,7 +1343,9 @@ def stats_command(
     anchor_basic_info: bool = typer.Option(
         False, "--anchor-basic-info", help="Snapshot input only: transform with --anchor-basic-info (see transform)."
     ),
-    json_output: bool = typer.Option(False, "--json", help="Print the report as one JSON object (schema anchorkit-stats, version 1; see README)."),
+    json_output: JsonFlag = False,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
     html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML report (inline SVG charts) to this file."),
     fail_under_coverage: Optional[float] = typer.Option(
         None, "--fail-under-coverage", min=0, max=100, help="Exit 1 if any chunker's coverage of the anchored documents is under P percent."
@@ -1055,6 +1360,10 @@ def stats_command(
     Every document is measured as it is and with its anchors removed; every chunker cuts both, and
     coverage is the share of chunks whose text names their own ticket (an anchor or the title line).
     Exit code 1 if a document could not be read or a --fail-* gate failed.
+
+    Example:
+
+        anchorkit stats out --fail-under-coverage 95 --html stats.html
     """
     if not path.is_dir():
         raise usage_error(f"{path}: not a folder (expected a transform output folder or a snapshot)")
@@ -1174,14 +1483,14 @@ def sync_command(
     overlap: Annotated[Optional[float], OverlapOption] = None,
     lookups_max_age: Annotated[Optional[float], LookupsMaxAgeOption] = None,
     text_format: Annotated[
-        Optional[str], typer.Option("--text-format", help="Redmine text format: textile or common_mark.")
+        Optional[TextFormat], typer.Option("--text-format", help="Redmine text format: textile or common_mark.")
     ] = None,
     timeout: Annotated[Optional[float], TimeoutOption] = None,
     retries: Annotated[Optional[int], RetriesOption] = None,
     sidecars: Annotated[Optional[bool], switch("sidecars", "Write Bedrock .metadata.json sidecars.")] = None,
-    sidecar_schema: Annotated[Optional[str], SidecarSchemaOption] = None,
-    layout: Annotated[Optional[str], LayoutOption] = None,
-    lang: Annotated[Optional[str], LangOption] = None,
+    sidecar_schema: Annotated[Optional[SidecarSchema], SidecarSchemaOption] = None,
+    layout: Annotated[Optional[Layout], LayoutOption] = None,
+    lang: Annotated[Optional[Lang], LangOption] = None,
     label: Annotated[Optional[str], LabelOption] = None,
     anchor_basic_info: Annotated[
         Optional[bool], switch("anchor-basic-info", "Also anchor the basic-info section.")
@@ -1199,6 +1508,8 @@ def sync_command(
     endpoint_url: EndpointOption = None,
     region: RegionOption = None,
     profile: ProfileOption = None,
+    sse: SseOption = None,
+    sse_kms_key_id: SseKmsKeyIdOption = None,
     retry_mode: RetryModeOption = None,
     max_attempts: MaxAttemptsOption = None,
     start_ingestion: StartIngestionOption = None,
@@ -1214,8 +1525,16 @@ def sync_command(
         ),
     ] = False,
     json_output: JsonFlag = False,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
-    """Pull from Redmine, transform, and upload by content, in one go (flags > ANCHORKIT_*/REDMINE_* > anchorkit.toml)."""
+    """Pull from Redmine, transform, and upload by content, in one go (flags > ANCHORKIT_*/REDMINE_* > anchorkit.toml).
+
+    Example:
+
+        anchorkit sync s3://kb-docs/tickets --url https://redmine.example.com --snapshot snap --out out --delete
+        anchorkit sync s3://kb-docs/tickets --url https://redmine.example.com --state s3://kb-docs/anchorkit-state/
+    """
     flags = {name: value for name, value in locals().items() if name in syncing.SETTINGS_BY_NAME}
     try:
         settings = syncing.resolve_from_environment(flags, config)
@@ -1241,7 +1560,8 @@ def sync_command(
     if rescope:
         raise usage_error("--rescope needs --state")
     out_dir: Path = settings["out"]
-    aws = publishing.AwsSettings(settings["endpoint_url"], settings["region"], settings["profile"])
+    check_writable_folder(out_dir, "--out")  # before the pull, not after it
+    aws = aws_settings(settings)
     destination = open_destination(out_dir, settings["dest"], publish_settings, aws, settings["start_ingestion"])
     api_key = read_api_key(settings["api_key_file"])
     with sync_progress(not json_output and err_console.is_terminal) as on_progress:
@@ -1267,19 +1587,17 @@ def sync_command(
 # ------------------------------------------------------------------------------------------------
 # sync --state: the state beside the destination, for runners without a persistent disk (anchorkit.sync.run_sync)
 
-CONFLICT_EXIT_CODE = 3  # another sync holds or changed the state: this run stopped, nothing of it was written
+
+def aws_settings(settings: syncing.ResolvedSettings) -> AwsSettings:
+    return AwsSettings(*(settings[name] for name in ("endpoint_url", "region", "profile", "sse", "sse_kms_key_id")))
 
 
-@contextlib.contextmanager
-def state_run_exit_codes() -> Iterator[None]:
-    """A run against a --state: exit 3 when another run holds or changed the state, 2 for unusable input."""
-    try:
-        yield
-    except LockHeld as conflict:
-        print_problem("stopped", str(conflict))
-        raise typer.Exit(conflict.exit_code) from None
-    except (UsageError, pulling.PullError, SnapshotError) as error:
-        raise usage_error(str(error)) from None
+def parse_state_location(text: str) -> S3Location | Path:
+    """--state as an S3 prefix or a local folder that can be written (exit 2 before any work otherwise)."""
+    location = parse_location(text, "--state")
+    if isinstance(location, Path):
+        check_writable_folder(location, "--state")
+    return location
 
 
 def run_stateless_sync_command(
@@ -1293,20 +1611,19 @@ def run_stateless_sync_command(
     """Open the state store and the destination, run `syncing.run_sync`, print, exit 0/1/2/3."""
     import tempfile
 
-    try:
-        destination = publishing.parse_destination(settings["dest"])
-        location = publishing.parse_destination(settings["state"])
-        states.check_state_apart(location, destination)
-        aws = publishing.AwsSettings(settings["endpoint_url"], settings["region"], settings["profile"])
-        target, session = publishing.open_target(destination, aws, publish_settings)
-        store = states.open_store(
-            location, aws, publish_settings, settings["lease_seconds"], client=getattr(target, "client", None)
-        )
-        ingestion = publishing.parse_ingestion_target(settings["start_ingestion"]) if settings["start_ingestion"] else None
-    except publishing.PublishError as error:
-        raise usage_error(str(error)) from None
+    destination = parse_location(settings["dest"])
+    location = parse_state_location(settings["state"])
+    if settings["snapshot"] is not None:  # the work folder: a snapshot, or a new or empty folder
+        pulling.check_snapshot_folder(settings["snapshot"])
+    states.check_state_apart(location, destination)
+    aws = aws_settings(settings)
+    target, session = publishing.open_target(destination, aws, publish_settings)
+    store = states.open_store(
+        location, aws, publish_settings, settings["lease_seconds"], client=getattr(target, "client", None)
+    )
+    ingestion = parse_ingestion_target(settings["start_ingestion"]) if settings["start_ingestion"] else None
     api_key = read_api_key(settings["api_key_file"])
-    with tempfile.TemporaryDirectory(prefix="anchorkit-sync-") as scratch, state_run_exit_codes(), \
+    with tempfile.TemporaryDirectory(prefix="anchorkit-sync-") as scratch, \
             sync_progress(not json_output and err_console.is_terminal) as on_progress:
         report = syncing.run_sync(
             settings["url"], api_key, store, target, transform_settings, arguments,
@@ -1317,9 +1634,9 @@ def run_stateless_sync_command(
         )
     ingestion_job = None
     if ingestion is not None and report.ok and not report.dry_run:
-        ingestion_job, problem = publishing.try_start_ingestion(lambda: session.client("bedrock-agent"), *ingestion)
-        if problem:
-            report.failures.append(publishing.Failure("--start-ingestion", problem))
+        ingestion_job, error = try_start_ingestion(lambda: session.client("bedrock-agent"), *ingestion)
+        if error:
+            report.failures.append(publishing.Failure("--start-ingestion", error))
     print_stateless_sync_report(report, ingestion_job, json_output)
     if not report.ok:
         raise typer.Exit(1)
@@ -1388,9 +1705,7 @@ def print_sync_plan(report: syncing.StatelessSyncReport) -> None:
         highlight=False,
         markup=False,
     )
-    for action in ("upload", "delete"):
-        for key in planned["first_keys"][action]:
-            console.print(f"  {action} {key}", highlight=False, markup=False)
+    print_planned_keys(planned["planned_keys"], False, "--json lists them all")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1403,20 +1718,16 @@ def run_pull_with_state_command(
     api_key: str,
     arguments: pulling.PullSettings,
     state_url: str,
-    aws: publishing.AwsSettings,
-    threads: int | None,
+    aws: AwsSettings,
+    publish_settings: publishing.PublishSettings,
     lease_seconds: float | None,
     json_output: bool,
 ) -> None:
     """Open the state store, run `syncing.pull_with_state`, print, exit 0/1/2/3."""
-    publish_settings = publishing.PublishSettings(threads=threads or publishing.DEFAULT_THREADS)
-    try:
-        location = publishing.parse_destination(state_url)
-        states.check_state_apart(location, snapshot_dir, folder_name="snapshot")
-        store = states.open_store(location, aws, publish_settings, lease_seconds or states.DEFAULT_LEASE_SECONDS)
-    except publishing.PublishError as error:
-        raise usage_error(str(error)) from None
-    with state_run_exit_codes(), pull_progress_bar(not json_output) as on_progress:
+    location = parse_state_location(state_url)
+    states.check_state_apart(location, snapshot_dir, folder_name="snapshot")
+    store = states.open_store(location, aws, publish_settings, lease_seconds or states.DEFAULT_LEASE_SECONDS)
+    with pull_progress_bar(not json_output) as on_progress:
         report = syncing.pull_with_state(
             url, api_key, store, snapshot_dir, arguments, threads=publish_settings.threads, progress=on_progress
         )
@@ -1454,11 +1765,8 @@ StateArgument = Annotated[str, typer.Argument(help="The state: s3://bucket/prefi
 
 def open_state(state_url: str, endpoint_url: str | None, region: str | None, profile: str | None) -> states.StateStore:
     """The store of a `state` command; the endpoint also from ANCHORKIT_ENDPOINT_URL, like the sync job's."""
-    aws = publishing.AwsSettings(endpoint_url or os.environ.get("ANCHORKIT_ENDPOINT_URL"), region, profile)
-    try:
-        return states.open_store(publishing.parse_destination(state_url), aws, publishing.PublishSettings())
-    except publishing.PublishError as error:
-        raise usage_error(str(error)) from None
+    aws = AwsSettings(endpoint_url or os.environ.get("ANCHORKIT_ENDPOINT_URL"), region, profile)
+    return states.open_store(parse_location(state_url, "--state"), aws, publishing.PublishSettings())
 
 
 @state_app.command("show")
@@ -1476,10 +1784,9 @@ def state_show_command(
     expired lease over; `anchorkit state break-lease` ends one before it expires).
     """
     store = open_state(state, endpoint_url, region, profile)
-    with state_run_exit_codes():
-        raw = store.read_manifest()
-        manifest = syncing.Manifest() if raw is None else syncing.Manifest.from_json(raw, store.describe())
-        lease = store.lease_status()
+    raw = store.read_manifest()
+    manifest = syncing.Manifest() if raw is None else syncing.Manifest.from_json(raw, store.describe())
+    lease = store.lease_status()
     now = time.time()
     exists = raw is not None
     shown = {
@@ -1532,8 +1839,7 @@ def state_break_lease_command(
     store = open_state(state, endpoint_url, region, profile)
     if not isinstance(store, states.S3StateStore):
         raise usage_error(f"{state}: a local state is held by an OS lock that dies with its process; nothing to break")
-    with state_run_exit_codes():
-        broken = store.break_lease(holder)
+    broken = store.break_lease(holder)
     console.print(
         f"{store.describe()}: broke the lease of {broken.holder} (taken {states.iso_time(broken.taken_at) or '?'}, "
         f"would have expired {states.iso_time(broken.expires_at)}); the next run takes it over",

@@ -11,6 +11,8 @@ The exit codes are the same for every command (README, "Exit codes"):
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -39,3 +41,11 @@ class LockHeld(AnchorkitError):
     """Another run holds the lock (or committed first)."""
 
     exit_code = EXIT_LOCKED
+
+
+def url_host(url: str) -> str:
+    """``host[:port]`` of a URL, for naming a server in a message: never its ``user:password@``."""
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return "?"
+    return parts.hostname + (f":{parts.port}" if parts.port else "")

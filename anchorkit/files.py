@@ -7,6 +7,8 @@ import tempfile
 from pathlib import Path
 from typing import Literal
 
+from anchorkit.errors import UsageError
+
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -64,3 +66,28 @@ def sync_file(path: Path, data: bytes, *, check: bool = False) -> Literal["creat
 def write_if_changed(path: Path, data: bytes) -> bool:
     """``sync_file`` for callers that only need to know whether the file was (re)written."""
     return sync_file(path, data) != "unchanged"
+
+
+def check_writable_folder(path: Path, what: str) -> None:
+    """A usage error (one line, exit 2) unless ``path`` is, or can be created as, a folder we may write in.
+
+    Checked by trying (a temporary file in the folder, or in the nearest folder that exists), not by
+    permission bits: those say nothing about read-only mounts and everything is allowed to root.
+    Nothing is left behind and no folder is created.
+    """
+    existing = path
+    while not existing.exists():
+        if existing.is_symlink():
+            raise UsageError(f"{what} {path}: {existing} is a broken symbolic link")
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "is a file" if existing == path else f"cannot be created: {existing} is a file"
+        raise UsageError(f"{what} {path} {where}, not a folder")
+    try:
+        with tempfile.TemporaryFile(dir=existing, prefix=".anchorkit-probe."):
+            pass
+    except OSError as error:
+        inside = "" if existing == path else f" (cannot create it in {existing})"
+        raise UsageError(f"{what} {path} is not writable{inside}: {error.strerror or error}") from None

@@ -19,10 +19,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import threading
 import time
-import unicodedata
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -31,81 +28,30 @@ from typing import Any, Literal, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from anchorkit.files import write_atomic
+from anchorkit import aws
+from anchorkit.aws import MISSING_CODES, InvalidKey, S3Location, describe_error, error_code, validate_key
+from anchorkit.errors import UsageError
+from anchorkit.files import check_writable_folder, write_atomic
 from anchorkit.sidecar import SIDECAR_SUFFIX
 
 # Stored as the user metadata header `x-amz-meta-anchorkit-sha256`.
 CHECKSUM_METADATA_KEY = "anchorkit-sha256"
-DEFAULT_THREADS = 16
 DEFAULT_MAX_DELETE = "10%"
-DEFAULT_RETRY_MODE = "standard"
-DEFAULT_MAX_ATTEMPTS = 5
-RetryMode = Literal["standard", "adaptive"]
+DEFAULT_THREADS = 16
 
 CONTENT_TYPES = {
     SIDECAR_SUFFIX: "application/json",
     ".md": "text/markdown; charset=utf-8",
 }
 FALLBACK_CONTENT_TYPE = "application/octet-stream"
-# S3 error codes: the object is not there; a conditional write (If-Match / If-None-Match) lost.
-MISSING_CODES = {"404", "NoSuchKey", "NotFound"}
-PRECONDITION_CODES = {"412", "PreconditionFailed", "ConditionalRequestConflict"}
 
 
-class PublishError(Exception):
+class PublishError(UsageError):
     """A problem with the request itself (bad destination, bad option): nothing was changed."""
 
 
-class InvalidKey(ValueError):
-    """An object key that could escape the prefix or confuse a consumer."""
-
-
-def error_code(error: ClientError) -> str:
-    return str(error.response.get("Error", {}).get("Code", ""))
-
-
 # --------------------------------------------------------------------------------------------------
-# Keys, destinations, content types
-
-
-def validate_key(key: str) -> None:
-    """Refuse keys with `..`/`.`/empty segments, a leading `/`, backslashes or control characters."""
-    if not key:
-        raise InvalidKey("empty key")
-    if key.startswith("/"):
-        raise InvalidKey(f"key {key!r} starts with '/'")
-    if "\\" in key:
-        raise InvalidKey(f"key {key!r} contains a backslash")
-    if any(unicodedata.category(char) == "Cc" for char in key):
-        raise InvalidKey(f"key {key!r} contains a control character")
-    if any(segment in {"", ".", ".."} for segment in key.split("/")):
-        raise InvalidKey(f"key {key!r} has an empty, '.' or '..' path segment")
-
-
-@dataclass(frozen=True)
-class S3Location:
-    bucket: str
-    prefix: str  # "" (whole bucket) or ends with "/"
-
-    def __str__(self) -> str:
-        return f"s3://{self.bucket}/{self.prefix}"
-
-
-def parse_destination(text: str) -> S3Location | Path:
-    """`s3://bucket/prefix` → S3Location (prefix normalised to end with `/`); anything else → a folder."""
-    if not text.startswith("s3://"):
-        return Path(text)
-    bucket, _, prefix = text[len("s3://") :].partition("/")
-    if len(bucket) < 3 or "/" in bucket:
-        raise PublishError(f"destination {text!r}: bucket name {bucket!r} is not valid")
-    prefix = prefix.strip("/")
-    if prefix:
-        try:
-            validate_key(prefix)
-        except InvalidKey as error:
-            raise PublishError(f"destination {text!r}: prefix is not valid: {error}") from None
-        prefix += "/"
-    return S3Location(bucket=bucket, prefix=prefix)
+# Content types
 
 
 def content_type_for(key: str) -> str:
@@ -452,9 +398,10 @@ def delete_refusal(plan: Plan, limit: DeleteLimit, force: bool) -> str | None:
     count = len(plan.deletes)
     if force or count == 0 or count <= limit.allowed(plan.remote_count):
         return None
+    # Worded for upload and both syncs alike: a stateless sync has no local folder to point at.
     return (
         f"refusing to delete {count} of {plan.remote_count} objects (limit --max-delete {limit}); "
-        "check the local folder, then raise --max-delete or pass --force"
+        "if that many should go, raise --max-delete or pass --force"
     )
 
 
@@ -524,11 +471,6 @@ def run_group(target: Target, operations: list[Operation]) -> list[OperationResu
     return results
 
 
-def describe_error(error: BaseException) -> str:
-    """A one-line error text; botocore messages name the operation and code, never credentials."""
-    return f"{type(error).__name__}: {error}"
-
-
 def apply_plan(
     plan: Plan,
     target: Target,
@@ -587,9 +529,10 @@ class PublishReport:
     def ok(self) -> bool:
         return self.refused is None and not self.failures
 
-    def to_dict(self, sample_size: int = 10) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         plan = self.plan
         return {
+            "ok": self.ok,
             "destination": self.destination,
             "dry_run": self.dry_run,
             "planned": {
@@ -599,9 +542,10 @@ class PublishReport:
                 "stale_kept": 0 if plan.delete else len(plan.stale),
                 "upload_bytes": plan.upload_bytes,
             },
-            "first_keys": {
-                "upload": [obj.key for obj in plan.uploads[:sample_size]],
-                "delete": [obj.key for obj in plan.deletes[:sample_size]],
+            # Every key, so that a dry run can be reviewed in full (and diffed) before it is run.
+            "planned_keys": {
+                "upload": [obj.key for obj in plan.uploads],
+                "delete": [obj.key for obj in plan.deletes],
             },
             "refused": self.refused,
             "uploaded": len(self.uploaded),
@@ -616,24 +560,6 @@ class PublishReport:
         }
 
 
-class RequestCounter:
-    """Counts HTTP requests per S3 operation (retries included) through botocore's event hooks."""
-
-    def __init__(self) -> None:
-        self.counts: Counter[str] = Counter()
-        self._lock = threading.Lock()
-
-    def attach(self, client: Any) -> None:
-        client.meta.events.register("before-send.s3", self._count)
-
-    def detach(self, client: Any) -> None:
-        client.meta.events.unregister("before-send.s3", self._count)
-
-    def _count(self, event_name: str, **_: Any) -> None:
-        with self._lock:
-            self.counts[event_name.rsplit(".", 1)[-1]] += 1
-
-
 @dataclass(frozen=True)
 class PublishSettings:
     delete: bool = False
@@ -641,8 +567,8 @@ class PublishSettings:
     force: bool = False
     dry_run: bool = False
     threads: int = DEFAULT_THREADS
-    retry_mode: RetryMode = DEFAULT_RETRY_MODE
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    retry_mode: aws.RetryMode = aws.DEFAULT_RETRY_MODE
+    max_attempts: int = aws.DEFAULT_MAX_ATTEMPTS
 
 
 def publish(
@@ -656,17 +582,17 @@ def publish(
 ) -> PublishReport:
     """Plan, check the delete guard, then (unless dry-run or refused) apply. Never raises per object."""
     started = time.monotonic()
-    counter = RequestCounter()
     client = target.client if isinstance(target, S3Target) else None
-    if client is not None:
-        counter.attach(client)
-    try:
+    with aws.counting_requests(client) as requests:
         try:
             plan = build_plan(
                 local_objects, target, delete=settings.delete, threads=settings.threads, local_failures=local_failures
             )
             listed = True
         except (OSError, BotoCoreError, ClientError) as error:
+            setup = aws.as_setup_error(error)
+            if setup is not None:  # no bucket, no credentials, no server: nothing can be done at all
+                raise setup from None
             # Without the listing nothing can be compared: report it and change nothing.
             failure = Failure(target.describe(), f"cannot list the destination: {describe_error(error)}")
             plan, listed = Plan(failures=[failure]), False
@@ -676,81 +602,25 @@ def publish(
             on_plan(plan)
         if listed and not settings.dry_run and report.refused is None:
             report.results = apply_plan(plan, target, threads=settings.threads, on_result=on_result)
-    finally:
-        if client is not None:
-            counter.detach(client)
-    report.requests = dict(counter.counts)
+    report.requests = dict(requests)
     report.seconds = time.monotonic() - started
     return report
 
 
-# --------------------------------------------------------------------------------------------------
-# AWS clients and Bedrock ingestion
-
-
-@dataclass(frozen=True)
-class AwsSettings:
-    endpoint_url: str | None = None
-    region: str | None = None
-    profile: str | None = None
-
-
-def parse_retry_mode(text: str) -> RetryMode:
-    if text == "standard":
-        return "standard"
-    if text == "adaptive":
-        return "adaptive"
-    raise PublishError(f"--retry-mode {text!r}: expected standard or adaptive")
-
-
-def make_session(aws: AwsSettings) -> Any:
-    """A boto3 session with the normal credential chain (env, profile, SSO, instance role...)."""
-    import boto3
-    from botocore.exceptions import ProfileNotFound
-
-    try:
-        return boto3.session.Session(profile_name=aws.profile, region_name=aws.region)
-    except ProfileNotFound as error:
-        raise PublishError(str(error)) from None
-
-
-def make_s3_client(
-    session: Any,
-    *,
-    endpoint_url: str | None = None,
-    threads: int = DEFAULT_THREADS,
-    retry_mode: RetryMode = DEFAULT_RETRY_MODE,
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-) -> Any:
-    """An S3 client sized for `threads` workers, retrying throttling, 5xx and dropped connections."""
-    from botocore.config import Config
-
-    config = Config(
-        max_pool_connections=threads,
-        # total_max_attempts counts the first attempt; the retries dict's "max_attempts" would not.
-        retries={"mode": retry_mode, "total_max_attempts": max_attempts},
-        connect_timeout=10,
-        read_timeout=60,
-        # We send Content-MD5 ourselves; an extra CRC32 per request is redundant CPU on small objects.
-        request_checksum_calculation="when_required",
-        response_checksum_validation="when_required",
-    )
-    return session.client("s3", endpoint_url=endpoint_url, config=config)
-
-
-def open_target(destination: S3Location | Path, aws: AwsSettings, settings: PublishSettings) -> tuple[Target, Any]:
+def open_target(
+    destination: S3Location | Path, settings: aws.AwsSettings, publish_settings: PublishSettings
+) -> tuple[Target, Any]:
     """The Target for a parsed destination, and the boto3 session (also used for Bedrock)."""
-    session = make_session(aws)
+    session = aws.make_session(settings)
     if isinstance(destination, Path):
-        if destination.exists() and not destination.is_dir():
-            raise PublishError(f"destination {destination} exists and is not a folder")
+        check_writable_folder(destination, "destination")
         return LocalDirTarget(destination), session
-    client = make_s3_client(
+    client = aws.make_s3_client(
         session,
-        endpoint_url=aws.endpoint_url,
-        threads=settings.threads,
-        retry_mode=settings.retry_mode,
-        max_attempts=settings.max_attempts,
+        endpoint_url=settings.endpoint_url,
+        threads=publish_settings.threads,
+        retry_mode=publish_settings.retry_mode,
+        max_attempts=publish_settings.max_attempts,
     )
     return S3Target(client, destination), session
 
@@ -760,36 +630,6 @@ def check_folders_apart(source: Path, destination: Path) -> None:
     source, destination = source.resolve(), destination.resolve()
     if source == destination or source.is_relative_to(destination) or destination.is_relative_to(source):
         raise PublishError(f"destination {destination} overlaps the source folder {source}")
-
-
-def parse_ingestion_target(text: str) -> tuple[str, str]:
-    """`KB_ID:DATA_SOURCE_ID` → (knowledge base id, data source id)."""
-    knowledge_base_id, separator, data_source_id = text.partition(":")
-    if not separator or not knowledge_base_id or not data_source_id or ":" in data_source_id:
-        raise PublishError(f"--start-ingestion {text!r}: expected KB_ID:DATA_SOURCE_ID")
-    return knowledge_base_id, data_source_id
-
-
-def start_ingestion(bedrock_agent_client: Any, knowledge_base_id: str, data_source_id: str) -> dict[str, str]:
-    """Start a Bedrock Knowledge Base ingestion job (the KB's own sync); returns its id and status."""
-    response = bedrock_agent_client.start_ingestion_job(
-        knowledgeBaseId=knowledge_base_id,
-        dataSourceId=data_source_id,
-        description="anchorkit upload",
-    )
-    job = response["ingestionJob"]
-    return {"ingestion_job_id": job["ingestionJobId"], "status": job["status"]}
-
-
-def try_start_ingestion(
-    client_factory: Callable[[], Any], knowledge_base_id: str, data_source_id: str
-) -> tuple[dict[str, str] | None, str | None]:
-    """Start an ingestion job: (the job, None), or (None, why it could not start); never raises."""
-    try:
-        # The client is made here so that a missing region is reported like any other failure.
-        return start_ingestion(client_factory(), knowledge_base_id, data_source_id), None
-    except Exception as error:  # returned: the caller reports it in the summary and the exit code
-        return None, describe_error(error)
 
 
 def ingest_after(
@@ -802,6 +642,6 @@ def ingest_after(
     """
     if report.dry_run or not report.ok:
         return
-    report.ingestion_job, report.ingestion_error = try_start_ingestion(
+    report.ingestion_job, report.ingestion_error = aws.try_start_ingestion(
         bedrock_agent_client, knowledge_base_id, data_source_id
     )

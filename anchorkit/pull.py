@@ -17,7 +17,7 @@ One run:
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -29,6 +29,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from anchorkit import snapshot
+from anchorkit.errors import EXIT_LOCKED, UsageError, url_host
+from anchorkit.files import check_writable_folder
 from anchorkit.redmine import RedmineClient, RedmineError, RetryPolicy
 from anchorkit.textformat import TEXT_FORMATS
 
@@ -46,8 +48,14 @@ ProgressCallback = Callable[[int, int], None]  # (issues fetched so far, issues 
 Names = dict[str, dict[str, dict[str, Any]]]  # table -> id -> {"name": ...}, the lookups.json shape
 
 
-class PullError(Exception):
-    """The run could not start (bad arguments, snapshot locked); nothing was changed."""
+class PullError(UsageError):
+    """The run could not start (bad arguments, wrong API key, unusable snapshot); nothing was changed."""
+
+
+class SnapshotLocked(PullError):
+    """Another pull holds the snapshot; this run changed nothing."""
+
+    exit_code = EXIT_LOCKED
 
 
 @dataclass(frozen=True)
@@ -141,10 +149,12 @@ def snapshot_lock(snapshot_dir: Path) -> Iterator[None]:
         yield
         return
     with open(snapshot_dir / LOCK_FILE, "w") as handle:
+        import fcntl  # POSIX only; imported here so that the CLI loads where it is missing
+
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise PullError(f"{snapshot_dir}: another pull is running on this snapshot") from None
+            raise SnapshotLocked(f"{snapshot_dir}: another pull is running on this snapshot") from None
         held.add(folder)
         try:
             yield
@@ -447,22 +457,8 @@ class Puller:
     def remove_unlisted(self, in_scope: Callable[[int], bool]) -> None:
         """After a complete full listing: stored issues Redmine no longer shows us were deleted or hidden."""
         unlisted = [i for i in sorted(self.stored_ids.difference(self.listed_updated_on)) if in_scope(i)]
-        if not unlisted:
-            return
-        # Redmine answers an unknown key as if anonymous, and anonymous sees little: a mistyped key must
-        # not empty the snapshot. One request, only when there is something to remove.
-        try:
-            with self.client.stats.purpose("key check"):
-                accepted = self.client.key_is_accepted()
-        except RedmineError as error:
-            message = f"cannot confirm the API key before removing issues: {error}"
-            self.report.errors.append(redact(message, self.api_key))
-            return
-        if not accepted:
-            self.report.errors.append(
-                f"Redmine did not accept the API key (it answered as anonymous); {len(unlisted)} unlisted issues kept"
-            )
-            return
+        # The key was confirmed when the run started (check_api_key): an anonymous listing, which would
+        # see little, cannot get here.
         for issue_id in unlisted:
             self.forget(issue_id)
 
@@ -532,24 +528,72 @@ def pull(
         raise PullError("the Redmine API key contains control characters (is the key file right?)")
 
     started = time.monotonic()
-    snapshot_dir.mkdir(parents=True, exist_ok=True)
-    with snapshot_lock(snapshot_dir):
-        snapshot.remove_stale_temp_files(snapshot_dir)
-        try:
+    check_snapshot_folder(snapshot_dir)
+    client = RedmineClient(url, api_key, policy)
+    try:
+        # Before anything is written: a wrong key must not leave even an empty snapshot behind.
+        check_api_key(client, redact(url_host(url), api_key))
+        with prepared_snapshot(snapshot_dir), snapshot_lock(snapshot_dir):
+            snapshot.remove_stale_temp_files(snapshot_dir)
             state = snapshot.load_state(snapshot_dir)
             lookups = snapshot.load_lookups(snapshot_dir)
-        except snapshot.SnapshotError as error:
-            raise PullError(str(error)) from None
-        client = RedmineClient(url, api_key, policy)
-        try:
             report = _run(client, snapshot_dir, api_key, state, lookups, settings, progress, known)
-        finally:
-            client.close()
-        report.requests = client.stats.requests
-        report.retries = client.stats.retries
-        report.requests_by_purpose = dict(sorted(client.stats.by_purpose.items()))
-        report.seconds = round(time.monotonic() - started, 3)
-        return report
+    finally:
+        client.close()
+    report.requests = client.stats.requests
+    report.retries = client.stats.retries
+    report.requests_by_purpose = dict(sorted(client.stats.by_purpose.items()))
+    report.seconds = round(time.monotonic() - started, 3)
+    return report
+
+
+def check_api_key(client: RedmineClient, host: str) -> None:
+    """Raise :class:`PullError` unless Redmine knows the key. One request (``/users/current.json``),
+    on every run: Redmine answers an unknown or revoked key as anonymous instead of refusing it, and an
+    anonymous run would quietly fetch only the public issues (and a full one remove all the others)."""
+    with client.stats.purpose("key check"):
+        try:
+            accepted = client.key_is_accepted()
+        except RedmineError as error:
+            if error.status == 403:
+                raise PullError(
+                    f"Redmine at {host} refused /users/current.json (HTTP 403): is its REST API enabled "
+                    "(Administration > Settings > API)?"
+                ) from None
+            raise PullError(f"cannot reach Redmine at {host}: {error}") from None
+    if not accepted:
+        raise PullError(
+            f"Redmine at {host} does not accept the API key (an unknown or revoked key is answered as "
+            "anonymous): check REDMINE_API_KEY or the --api-key-file"
+        )
+
+
+def check_snapshot_folder(snapshot_dir: Path) -> None:
+    """A usage error unless ``snapshot_dir`` is a snapshot, an empty folder, or a folder to create: a pull
+    into any other folder (a project's ``tests/``, a home directory) would mix issues into its files."""
+    check_writable_folder(snapshot_dir, "--snapshot")
+    if not snapshot_dir.is_dir() or snapshot.looks_like_snapshot(snapshot_dir):
+        return
+    if any(entry for entry in snapshot_dir.iterdir() if entry.name != LOCK_FILE):
+        raise PullError(
+            f"--snapshot {snapshot_dir} is a folder with other files, not a snapshot (no {snapshot.ISSUES_DIR}/, "
+            f"{snapshot.STATE_FILE}); give a new or empty folder"
+        )
+
+
+@contextlib.contextmanager
+def prepared_snapshot(snapshot_dir: Path) -> Iterator[None]:
+    """Create the snapshot folder if needed; when this run created it and fails before storing anything,
+    remove it again: a failed first pull leaves no half-made snapshot. (Once issues are stored the
+    folder is kept: the next run resumes from them instead of fetching them again.)"""
+    created = not snapshot_dir.exists()
+    snapshot_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        if created and not snapshot.stored_issue_ids(snapshot_dir) and not (snapshot_dir / snapshot.STATE_FILE).exists():
+            shutil.rmtree(snapshot_dir, ignore_errors=True)
+        raise
 
 
 def _run(

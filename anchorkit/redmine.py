@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import logging
 import os
 import random
+import re
 import threading
 import time
 from collections import Counter
@@ -28,10 +30,13 @@ import requests
 from redminelib import Redmine, exceptions
 from redminelib.engines.sync import SyncEngine
 
+from anchorkit.errors import WorkFailed
+
 # Statuses worth another try: throttling and server-side trouble that usually passes.
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 TRANSPORT_ERRORS = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
 PAGE_SIZE = 100  # Redmine's maximum `limit`
+log = logging.getLogger(__name__)
 
 Sleeper = Callable[[float], None]
 
@@ -82,7 +87,7 @@ class RequestStats:
             self.by_purpose[getattr(self._local, "purpose", "other")] += 1
 
 
-class RedmineError(Exception):
+class RedmineError(WorkFailed):
     """A request that failed for good. The message never contains the API key or the full URL."""
 
     def __init__(self, method: str, path: str, reason: str, status: int | None = None) -> None:
@@ -102,6 +107,18 @@ def retry_after_s(response: requests.Response) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def after_attempts(count: int) -> str:
+    return "after 1 attempt" if count == 1 else f"after {count} attempts"
+
+
+def transport_cause(error: Exception) -> str:
+    """Why a connection failed, in a few words (refused, unknown host, timed out), without the URL."""
+    if isinstance(error, requests.Timeout):
+        return "timed out"
+    found = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", str(error))
+    return found.group(1).strip() if found else "connection dropped"
 
 
 class ResilientEngine(SyncEngine):
@@ -162,9 +179,10 @@ class ResilientEngine(SyncEngine):
             try:
                 response = self.session.request(method, url, timeout=timeout, **kwargs)
             except TRANSPORT_ERRORS as error:
+                reason = f"{type(error).__name__} ({transport_cause(error)})"
                 if last_try:
-                    raise RedmineError(method, path, f"{type(error).__name__} after {attempt + 1} attempts") from None
-                self.sleep(self.policy.backoff_s(attempt))
+                    raise RedmineError(method, path, f"{reason} {after_attempts(attempt + 1)}") from None
+                self.retry_after(method, path, reason, attempt, self.policy.backoff_s(attempt))
                 continue
             if response.status_code not in RETRYABLE_STATUSES:
                 try:
@@ -173,16 +191,24 @@ class ResilientEngine(SyncEngine):
                     # A body cut short by a dropped connection: as transient as the drop itself.
                     if last_try:
                         raise
-                    self.sleep(self.policy.backoff_s(attempt))
+                    self.retry_after(method, path, "response cut short", attempt, self.policy.backoff_s(attempt))
                     continue
             if last_try:
                 raise RedmineError(
-                    method, path, f"HTTP {response.status_code} after {attempt + 1} attempts", response.status_code
+                    method, path, f"HTTP {response.status_code} {after_attempts(attempt + 1)}", response.status_code
                 )
             asked = retry_after_s(response)
             wait = min(asked, self.policy.retry_after_max_s) if asked is not None else self.policy.backoff_s(attempt)
-            self.sleep(wait)
+            self.retry_after(method, path, f"HTTP {response.status_code}", attempt, wait)
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def retry_after(self, method: str, path: str, reason: str, attempt: int, wait_s: float) -> None:
+        """Say what is retried and why (shown with -v), then wait."""
+        log.info(
+            "Redmine %s %s: %s; attempt %d of %d in %.1f s", method.upper(), path, reason, attempt + 2,
+            self.policy.attempts, wait_s,
+        )
+        self.sleep(wait_s)
 
 
 @contextlib.contextmanager

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from anchorkit.errors import UsageError
 from anchorkit.files import write_if_changed
 
 ISSUES_DIR = "issues"
@@ -19,7 +20,7 @@ LOOKUPS_FILE = "lookups.json"
 STATE_FILE = "state.json"
 
 
-class SnapshotError(Exception):
+class SnapshotError(UsageError):
     """A snapshot file that cannot be used; the message names the file and the problem."""
 
 
@@ -90,6 +91,11 @@ def load_lookups(snapshot_dir: Path) -> dict[str, dict[str, dict[str, Any]]]:
     if not isinstance(lookups, dict) or not all(isinstance(t, dict) for t in lookups.values()):
         raise SnapshotError(f"{path}: expected an object of tables (id -> {{name: ...}})")
     return lookups
+
+
+def looks_like_snapshot(folder: Path) -> bool:
+    """A folder pull made (it has issues/, state.json or lookups.json), as opposed to any other folder."""
+    return (folder / ISSUES_DIR).is_dir() or (folder / STATE_FILE).is_file() or (folder / LOOKUPS_FILE).is_file()
 
 
 def load_state(snapshot_dir: Path) -> dict[str, Any]:

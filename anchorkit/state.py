@@ -20,7 +20,6 @@ the race writes nothing, and a run with nothing to do writes nothing at all.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import socket
@@ -33,20 +32,19 @@ from typing import IO, Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from anchorkit.errors import LockHeld, UsageError
-from anchorkit.files import write_atomic
-from anchorkit.publish import (
+from anchorkit.aws import (
     MISSING_CODES,
     PRECONDITION_CODES,
     AwsSettings,
-    PublishError,
-    PublishSettings,
     S3Location,
     error_code,
     make_s3_client,
     make_session,
     validate_key,
 )
+from anchorkit.errors import LockHeld, UsageError
+from anchorkit.files import write_atomic
+from anchorkit.publish import PublishSettings
 
 MANIFEST_NAME = "manifest.json"
 ISSUES_FOLDER = "issues"
@@ -168,6 +166,8 @@ class LocalStateStore:
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
+        import fcntl  # POSIX only; imported here so that the CLI loads where it is missing
+
         self.root.mkdir(parents=True, exist_ok=True)
         with open(self.root / LOCK_NAME, "a+") as handle:
             try:
@@ -191,6 +191,8 @@ class LocalStateStore:
 
     def lease_status(self) -> LeaseStatus | None:
         """The run holding the lock, if one does (the OS drops the lock of a dead process: never stale)."""
+        import fcntl  # POSIX only, as in session()
+
         path = self.root / LOCK_NAME
         if not path.exists():
             return None
@@ -464,12 +466,12 @@ def check_state_apart(state: S3Location | Path, documents: S3Location | Path, fo
         if state.bucket == documents.bucket and (
             state.prefix.startswith(documents.prefix) or documents.prefix.startswith(state.prefix)
         ):
-            raise PublishError(
+            raise StateError(
                 f"--state {state} overlaps the documents' prefix {documents}: a knowledge base would ingest the "
                 "state; use a prefix outside it (e.g. s3://bucket/anchorkit-state/)"
             )
     elif isinstance(state, Path) and isinstance(documents, Path):
         state_path, documents_path = state.resolve(), documents.resolve()
         if state_path.is_relative_to(documents_path) or documents_path.is_relative_to(state_path):
-            raise PublishError(f"--state {state} overlaps the {folder_name} folder {documents}; use a folder outside it")
+            raise StateError(f"--state {state} overlaps the {folder_name} folder {documents}; use a folder outside it")
 

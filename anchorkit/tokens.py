@@ -36,6 +36,8 @@ from itertools import accumulate, chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from anchorkit.errors import UsageError
+
 if TYPE_CHECKING:
     import tiktoken  # imported when a tokenizer is loaded: anchors.py needs only approx_tokens
 
@@ -298,7 +300,7 @@ def _is_line_cut(text: str, start: int, end: int) -> bool:
     )
 
 
-class TokenizerUnavailable(RuntimeError):
+class TokenizerUnavailable(UsageError):
     """The requested tokenizer cannot be loaded here; the message says why."""
 
 

@@ -21,7 +21,6 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, It
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from rapidfuzz import fuzz
 
 from anchorkit.anchors import ANCHOR_PATTERN, DEFAULT_LABEL, TITLE_PATTERN, find_anchors, find_titles, identified_ticket_ids, one_line
 
@@ -540,6 +539,8 @@ def quote_similarity(quoted_span: str, chunk: str | MatchText) -> float:
     text = (chunk if isinstance(chunk, MatchText) else MatchText.of(chunk)).squeezed
     if span in text:
         return 1.0
+    from rapidfuzz import fuzz  # here, not at the top: only verify and eval need it, every command imports this module
+
     return fuzz.partial_ratio(span, text) / 100.0
 
 
@@ -1032,5 +1033,7 @@ class _Verification:
 
 
 def _same_subject(given: str, known: str) -> bool:
+    from rapidfuzz import fuzz  # lazily, as in quote_similarity
+
     a, b = normalize_for_match(given), normalize_for_match(known)
     return bool(a) and (a in b or b in a or fuzz.ratio(a, b) >= 80)

@@ -13,19 +13,20 @@ from botocore.stub import Stubber
 from support.folders import tree, write_ticket
 from typer.testing import CliRunner
 
+from anchorkit import aws
 from anchorkit import publish as publishing
+from anchorkit.aws import InvalidKey, S3Location
 from anchorkit.cli import app
+from anchorkit.errors import UsageError
 from anchorkit.publish import (
     Checksums,
     DeleteLimit,
-    InvalidKey,
     LocalDirTarget,
     LocalObject,
     Plan,
     PublishError,
     PublishSettings,
     RemoteObject,
-    S3Location,
 )
 
 runner = CliRunner()
@@ -48,25 +49,25 @@ def local(key: str, data: bytes) -> LocalObject:
 )
 def test_keys_that_could_escape_the_prefix_or_confuse_a_consumer_are_refused(key: str) -> None:
     with pytest.raises(InvalidKey):
-        publishing.validate_key(key)
+        aws.validate_key(key)
 
 
 def test_ordinary_keys_including_japanese_and_nested_ones_are_accepted() -> None:
     for key in ["12345.md", "helpdesk/12345.md.metadata.json", "資料/チケット 1.md", "a..b.md"]:
-        publishing.validate_key(key)
+        aws.validate_key(key)
 
 
 def test_s3_destinations_are_normalised_to_a_prefix_ending_in_a_slash() -> None:
-    assert publishing.parse_destination("s3://kb-docs/tickets") == S3Location("kb-docs", "tickets/")
-    assert publishing.parse_destination("s3://kb-docs/tickets/") == S3Location("kb-docs", "tickets/")
-    assert publishing.parse_destination("s3://kb-docs") == S3Location("kb-docs", "")
-    assert publishing.parse_destination("published") == Path("published")
+    assert aws.parse_location("s3://kb-docs/tickets") == S3Location("kb-docs", "tickets/")
+    assert aws.parse_location("s3://kb-docs/tickets/") == S3Location("kb-docs", "tickets/")
+    assert aws.parse_location("s3://kb-docs") == S3Location("kb-docs", "")
+    assert aws.parse_location("published") == Path("published")
 
 
 @pytest.mark.parametrize("destination", ["s3://kb/../x", "s3://ab/docs", "s3:///docs"])
 def test_bad_s3_destinations_are_usage_errors(destination: str) -> None:
-    with pytest.raises(PublishError):
-        publishing.parse_destination(destination)
+    with pytest.raises(UsageError):
+        aws.parse_location(destination)
 
 
 def test_content_types_for_documents_and_sidecars() -> None:
@@ -268,7 +269,7 @@ def test_start_ingestion_sends_the_knowledge_base_and_data_source_and_reports_th
             },
             {"knowledgeBaseId": "KB12345678", "dataSourceId": "DS12345678", "description": "anchorkit upload"},
         )
-        kb, ds = publishing.parse_ingestion_target("KB12345678:DS12345678")
+        kb, ds = aws.parse_ingestion_target("KB12345678:DS12345678")
         report = publishing.PublishReport("s3://kb/docs/", Plan(), dry_run=False)
         publishing.ingest_after(report, lambda: client, kb, ds)
         stub.assert_no_pending_responses()

@@ -19,9 +19,11 @@ from support.folders import tree, write_ticket
 from support.s3_server import DUMMY_CREDENTIALS, S3Server
 from typer.testing import CliRunner
 
+from anchorkit import aws
 from anchorkit import publish as publishing
+from anchorkit.aws import AwsSettings, S3Location
 from anchorkit.cli import app
-from anchorkit.publish import AwsSettings, PublishSettings, S3Location
+from anchorkit.publish import PublishSettings
 
 pytestmark = [pytest.mark.s3, pytest.mark.timeout(180)]
 REPO = Path(__file__).resolve().parent.parent
@@ -40,7 +42,7 @@ def aws_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 def s3_target(endpoint_url: str, bucket: str, prefix: str, **settings: Any) -> publishing.S3Target:
-    client = publishing.make_s3_client(publishing.make_session(AwsSettings()), endpoint_url=endpoint_url, **settings)
+    client = aws.make_s3_client(aws.make_session(AwsSettings()), endpoint_url=endpoint_url, threads=publishing.DEFAULT_THREADS, **settings)
     return publishing.S3Target(client, S3Location(bucket, prefix + "/"))
 
 
@@ -365,7 +367,7 @@ def head_of(client: Any, bucket: str, key: str) -> tuple[str, dict[str, str]]:
     return head["ContentType"], head["Metadata"]
 
 
-def test_a_destination_that_cannot_be_listed_is_reported_and_nothing_is_written(
+def test_a_missing_bucket_is_a_setup_error_in_one_line_and_nothing_is_written(
     s3_server: S3Server, tmp_path: Path
 ) -> None:
     write_ticket(tmp_path / "out", 1)
@@ -373,7 +375,7 @@ def test_a_destination_that_cannot_be_listed_is_reported_and_nothing_is_written(
         app, ["upload", str(tmp_path / "out"), "s3://no-such-bucket-here/docs",
               "--endpoint-url", s3_server.endpoint_url, "--json"],
     )
-    assert missing_bucket.exit_code == 1
-    failure = json.loads(missing_bucket.stdout)["failures"][0]
-    assert failure["key"] == "s3://no-such-bucket-here/docs/" and "NoSuchBucket" in failure["error"]
-    assert json.loads(missing_bucket.stdout)["requests"] == {"ListObjectsV2": 1}
+    assert missing_bucket.exit_code == 2
+    assert missing_bucket.stderr.count("\n") == 1 and "NoSuchBucket" in missing_bucket.stderr
+    answer = json.loads(missing_bucket.stdout)
+    assert answer["ok"] is False and answer["exit_code"] == 2 and "no-such-bucket-here" in answer["error"]

@@ -129,7 +129,7 @@ def test_first_pull_stores_visible_issues_verbatim_without_private_content(
     everything_listed = [redmine_admin.get_issue(i)["issue"] for i in [*desk.public_ids, desk.secret]]
     assert state["cursor"] == max(issue["updated_on"] for issue in everything_listed)
     by_purpose = report.requests_by_purpose
-    assert (by_purpose["list"], by_purpose["issues"]) == (1, 3), "one list page, then each issue once"
+    assert (by_purpose["key check"], by_purpose["list"], by_purpose["issues"]) == (1, 1, 3), "the key, one list page, then each issue once"
     assert by_purpose["lookups"] >= 8, "eight tables (users and projects may take several pages)"
     assert report.requests == sum(by_purpose.values()) and report.retries == 0
 
@@ -183,13 +183,13 @@ def test_incremental_pulls_fetch_only_what_changed(
     before = issue_files(tmp_path)
 
     idle = pull_desk(redmine_server.url, tmp_path, key, desk)
-    assert (idle.full, idle.fetched, idle.requests) == (False, 0, 1), "one list request, lookups cached"
+    assert (idle.full, idle.fetched, idle.requests) == (False, 0, 2), "the key check and one list request, lookups cached"
     assert issue_files(tmp_path) == before
 
     time.sleep(1.1)  # updated_on has one-second resolution
     redmine_admin.add_note(desk.printer, "トナー交換で解決")
     changed = pull_desk(redmine_server.url, tmp_path, key, desk)
-    assert (changed.fetched, changed.requests) == (1, 2), "the list page and exactly the changed issue"
+    assert (changed.fetched, changed.requests) == (1, 3), "the key, the list page and exactly the changed issue"
     assert stored(tmp_path, desk.printer)["issue"]["journals"][-1]["notes"] == "トナー交換で解決"
     assert snapshot.load_state(tmp_path)["cursor"] == stored(tmp_path, desk.printer)["issue"]["updated_on"]
 
@@ -330,29 +330,33 @@ def test_the_api_key_never_appears_in_output_even_when_everything_fails(
         env={"REDMINE_API_KEY": key},
     )
     outputs.append(unreachable.output)
-    assert unreachable.exit_code == 1 and "ConnectionError" in unreachable.output
+    assert unreachable.exit_code == 2 and "cannot reach Redmine at 127.0.0.1:9" in unreachable.output
+    assert "Connection refused" in unreachable.output and not (tmp_path / "third").exists()
     assert "failed issue ids" in outputs[0] and '"failed_ids"' in outputs[1], "the errors were printed"
     for output in outputs:
         assert key not in output
     assert not any(key in p.read_text() for p in (tmp_path).rglob("*.json"))
 
 
-def test_a_mistyped_key_is_reported_and_removes_nothing(
+def test_a_mistyped_key_is_a_setup_error_and_changes_nothing(
     tmp_path: Path, redmine_server: RedmineServer, desk: Helpdesk
 ) -> None:
     key = redmine_server.admin_key
     pull_desk(redmine_server.url, tmp_path, key, desk)
-    # Redmine treats an unknown key as anonymous, and anonymous sees none of these (private project) issues.
-    mistyped = CliRunner().invoke(
-        app, ["pull", "--url", redmine_server.url, "--snapshot", str(tmp_path), "--full"],
-        env={"REDMINE_API_KEY": key[:-1] + "x"},
-    )
-
-    assert mistyped.exit_code == 1 and "did not accept the API key" in mistyped.output
-    # Nothing removed. (Anonymous may still see other tests' public projects, whose issues it may add.)
-    assert "removed 0" in mistyped.output
-    assert set(desk.public_ids) <= set(snapshot.stored_issue_ids(tmp_path))
-    assert key[:-1] not in mistyped.output
+    before = issue_files(tmp_path)
+    state_before = (tmp_path / snapshot.STATE_FILE).read_bytes()
+    # Redmine treats an unknown key as anonymous: without the check a run would fetch the public issues
+    # of every project and report success.
+    for extra in ([], ["--full"]):
+        mistyped = CliRunner().invoke(
+            app, ["pull", "--url", redmine_server.url, "--snapshot", str(tmp_path), *extra],
+            env={"REDMINE_API_KEY": key[:-1] + "x"},
+        )
+        assert mistyped.exit_code == 2 and "does not accept the API key" in mistyped.stderr
+        assert mistyped.stderr.count("\n") == 1 and mistyped.stdout == ""
+        assert key[:-1] not in mistyped.output
+    assert issue_files(tmp_path) == before
+    assert (tmp_path / snapshot.STATE_FILE).read_bytes() == state_before
 
 
 def test_a_non_admin_key_degrades_forbidden_lookups_and_says_so_once(

@@ -28,8 +28,9 @@ from support.s3_server import DUMMY_CREDENTIALS, S3Server
 from typer.testing import CliRunner
 
 from anchorkit import pull
-from anchorkit.cli import CONFLICT_EXIT_CODE, app
+from anchorkit.cli import app
 from anchorkit.document import RenderOptions
+from anchorkit.errors import EXIT_LOCKED
 from anchorkit.publish import LocalDirTarget, S3Location, S3Target
 from anchorkit.pull import PullSettings
 from anchorkit.state import LocalStateStore, S3StateStore, StateConflict
@@ -325,7 +326,7 @@ def test_a_sync_that_finds_a_live_lease_stops_with_its_own_exit_code_and_writes_
         app, ["sync", f"s3://{s3_server.bucket}/{docs}", "--state", f"s3://{s3_server.bucket}/{held_state}/",
               "--url", redmine_server.url, "--project", project["identifier"]],
     )
-    assert result.exit_code == CONFLICT_EXIT_CODE
+    assert result.exit_code == EXIT_LOCKED
     assert "another sync (ci-runner-7:abc) is writing" in result.stderr
     assert objects_under(s3_server, docs) == {}
     assert set(objects_under(s3_server, held_state)) == {"lease.json"}
@@ -593,7 +594,7 @@ def test_pull_with_a_local_state_folder_holds_its_lock_and_feeds_a_local_sync(
 
     with LocalStateStore(state_dir).session():  # a sync is running on this state
         refused = runner.invoke(app, [*command, "--snapshot", str(tmp_path / "refused")])
-    assert refused.exit_code == CONFLICT_EXIT_CODE
+    assert refused.exit_code == EXIT_LOCKED
     assert "another sync is running on this state" in refused.stderr
     assert not (state_dir / "manifest.json").exists()
 

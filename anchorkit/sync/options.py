@@ -27,7 +27,8 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, from PyPI (a dependency there)
     import tomli as tomllib
 
-from anchorkit import publish, pull, state, transform
+from anchorkit import aws, publish, pull, state, transform
+from anchorkit.errors import UsageError
 from anchorkit.redmine import RetryPolicy
 
 CONFIG_FILE_NAME = "anchorkit.toml"
@@ -38,7 +39,7 @@ TRUE_WORDS = {"1", "true", "yes", "on"}
 FALSE_WORDS = {"0", "false", "no", "off"}
 
 
-class SyncConfigError(Exception):
+class SyncConfigError(UsageError):
     """A setting has a bad value or an unknown name; the message names where it came from."""
 
 
@@ -90,8 +91,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("endpoint_url", str),
     Setting("region", str),
     Setting("profile", str),
-    Setting("retry_mode", str, publish.DEFAULT_RETRY_MODE),
-    Setting("max_attempts", int, publish.DEFAULT_MAX_ATTEMPTS),
+    Setting("sse", str),
+    Setting("sse_kms_key_id", str),
+    Setting("retry_mode", str, aws.DEFAULT_RETRY_MODE),
+    Setting("max_attempts", int, aws.DEFAULT_MAX_ATTEMPTS),
     Setting("start_ingestion", str),
     # stateless runs (the state beside the destination)
     Setting("state", str),
@@ -189,6 +192,11 @@ def describe_kind(setting: Setting) -> str:
     }[setting.kind]
 
 
+def command_line_name(name: str) -> str:
+    """How a setting is given on sync's command line: the destination is its argument, the rest are options."""
+    return "the DEST argument" if name == "dest" else f"--{name.replace('_', '-')}"
+
+
 def resolve(
     flags: Mapping[str, Any],
     environ: Mapping[str, str],
@@ -224,7 +232,7 @@ def resolve(
     missing = [name for name in required if values[name] in (None, "")]
     if missing:
         hints = ", ".join(
-            f"{name} (--{name.replace('_', '-')}, {' or '.join(SETTINGS_BY_NAME[name].env_names)}, or the config file)"
+            f"{name} ({command_line_name(name)}, {' or '.join(SETTINGS_BY_NAME[name].env_names)}, or the config file)"
             for name in missing
         )
         raise SyncConfigError(f"missing: {hints}")

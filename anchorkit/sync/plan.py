@@ -146,8 +146,8 @@ class Plan:
         """Nothing to write, not even the state."""
         return not self.writes_documents and self.before.same_as(self.expected())
 
-    def summary(self, first: int = 10) -> dict[str, Any]:
-        """What `--dry-run` prints: counts, the first keys, the cursor before and after."""
+    def summary(self) -> dict[str, Any]:
+        """What `--dry-run` prints: counts, every key, the cursor before and after."""
         return {
             "upload": len(self.uploads),
             "upload_bytes": sum(len(data) for data in self.uploads.values()),
@@ -157,7 +157,7 @@ class Plan:
             "drop_issues": len(self.raw_deletes),
             "cursor": {"from": self.before.cursor, "to": self.expected().cursor},
             "state_rewritten": not self.idle,
-            "first_keys": {"upload": sorted(self.uploads)[:first], "delete": self.deletes[:first]},
+            "planned_keys": {"upload": sorted(self.uploads), "delete": sorted(self.deletes)},
         }
 
     def expected(self) -> Manifest:

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anchorkit import __version__, publish, pull, snapshot, state, transform
+from anchorkit import __version__, aws, publish, pull, snapshot, state, transform
 from anchorkit.document import RenderOptions
 from anchorkit.files import write_atomic
 from anchorkit.sidecar import SIDECAR_SUFFIX
@@ -207,18 +207,14 @@ def measured_session(
     """The store's session, with the S3 requests of every client involved (a target and the store may
     share one) and the time taken recorded in ``report``, also when the run stops with an exception."""
     started = time.monotonic()
-    counter = publish.RequestCounter()
-    clients = {id(c): c for c in (getattr(holder, "client", None) for holder in (store, *others)) if c is not None}
-    for client in clients.values():
-        counter.attach(client)
-    try:
-        with store.session():
-            yield
-    finally:
-        for client in clients.values():
-            counter.detach(client)
-        report.s3_requests.update(counter.counts)
-        report.seconds = time.monotonic() - started
+    clients = (getattr(holder, "client", None) for holder in (store, *others))
+    with aws.counting_requests(*clients) as requests:
+        try:
+            with store.session():
+                yield
+        finally:
+            report.s3_requests.update(requests)
+            report.seconds = time.monotonic() - started
 
 
 def run_sync(

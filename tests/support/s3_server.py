@@ -160,6 +160,9 @@ def running_seaweedfs(bucket: str = TEST_BUCKET) -> Iterator[S3Server]:
         # weed turns AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY from its environment into the only
         # accepted identity; without them it accepts any credentials, which is what tests need.
         env = {name: value for name, value in os.environ.items() if not name.startswith("AWS_")}
+        # A key for SSE-S3, so that PUTs with x-amz-server-side-encryption: AES256 work as on AWS
+        # (SeaweedFS answers them with InternalError without one). Throwaway, like the data.
+        env["WEED_S3_SSE_KEY"] = os.urandom(32).hex()
         with log_path.open("wb") as log:
             process = subprocess.Popen(
                 argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env

@@ -1,0 +1,166 @@
+"""Confidential data at rest: --sse / --sse-kms-key-id encrypt every object anchorkit writes (documents,
+sidecars, the sync state), and unchanged objects are still recognised when their ETag is not an MD5
+(SSE-KMS). The headers are checked with botocore's Stubber (SeaweedFS has no KMS); SSE-S3 (AES256)
+end to end on SeaweedFS. Also: a key file others can read is warned about."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.stub import ANY, Stubber
+from support.folders import write_ticket
+from support.redmine_server import RedmineAdmin, RedmineServer
+from support.s3_server import DUMMY_CREDENTIALS, S3Server
+from typer.testing import CliRunner
+
+from anchorkit import aws
+from anchorkit import publish as publishing
+from anchorkit.aws import AwsSettings, S3Location
+from anchorkit.cli import app
+from anchorkit.errors import UsageError
+from anchorkit.publish import Checksums, LocalObject
+from anchorkit.state import S3StateStore
+
+runner = CliRunner()
+KMS = AwsSettings(region="us-east-1", sse="aws:kms", sse_kms_key_id="alias/tickets")
+
+
+@pytest.fixture(autouse=True)
+def aws_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", DUMMY_CREDENTIALS["aws_access_key_id"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", DUMMY_CREDENTIALS["aws_secret_access_key"])
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+def kms_client() -> Any:
+    return aws.make_s3_client(aws.make_session(KMS), threads=4)
+
+
+def put_parameters(key: str, data: bytes) -> dict[str, Any]:
+    checksums = Checksums.of(data)
+    return {
+        "Bucket": "kb", "Key": key, "Body": ANY, "ContentType": publishing.content_type_for(key),
+        "ContentMD5": base64.b64encode(bytes.fromhex(checksums.md5)).decode(),
+        "Metadata": {publishing.CHECKSUM_METADATA_KEY: checksums.sha256},
+        "ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "alias/tickets",
+    }
+
+
+def test_documents_are_written_with_the_kms_headers_and_kms_etags_still_count_as_unchanged() -> None:
+    unchanged, changed = b"# unchanged\n", b"# changed\n"
+    local = [LocalObject("1.md", Checksums.of(unchanged), unchanged), LocalObject("2.md", Checksums.of(changed), changed)]
+    client = kms_client()
+    kms_etag = '"' + "f" * 32 + '"'  # an SSE-KMS ETag is not the MD5 of the bytes
+    with Stubber(client) as stub:
+        stub.add_response(
+            "list_objects_v2",
+            {"Contents": [{"Key": "docs/1.md", "Size": len(unchanged), "ETag": kms_etag},
+                          {"Key": "docs/2.md", "Size": len(changed), "ETag": kms_etag}], "IsTruncated": False},
+            {"Bucket": "kb", "Prefix": "docs/"},
+        )
+        for key, data in (("1.md", unchanged), ("2.md", b"# chang3d\n")):  # 2.md: same size, other bytes
+            stub.add_response(
+                "head_object", {"Metadata": {publishing.CHECKSUM_METADATA_KEY: hashlib.sha256(data).hexdigest()}},
+                {"Bucket": "kb", "Key": f"docs/{key}"},
+            )
+        stub.add_response("put_object", {"ETag": kms_etag}, {**put_parameters("2.md", changed), "Key": "docs/2.md"})
+        report = publishing.publish(local, publishing.S3Target(client, S3Location("kb", "docs/")),
+                                    settings=publishing.PublishSettings(threads=1))
+        stub.assert_no_pending_responses()
+    assert report.ok and report.uploaded == ["2.md"] and [obj.key for obj in report.plan.skips] == ["1.md"]
+
+
+def test_the_sync_state_is_written_with_the_same_encryption() -> None:
+    client = kms_client()
+    store = S3StateStore(client, S3Location("kb", "anchorkit-state/"))
+    with Stubber(client) as stub:
+        stub.add_response(
+            "put_object", {"ETag": '"e"'},
+            {"Bucket": "kb", "Key": "anchorkit-state/issues/7.json", "Body": b"{}", "ContentType": "application/json",
+             "ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "alias/tickets"},
+        )
+        store.put_issue(7, b"{}")
+        stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (AwsSettings(sse_kms_key_id="alias/tickets"), "--sse-kms-key-id needs --sse aws:kms"),
+        (AwsSettings(sse="AES256", sse_kms_key_id="alias/tickets"), "--sse-kms-key-id needs --sse aws:kms, not --sse AES256"),
+        (AwsSettings(sse="aes"), "--sse 'aes': expected AES256 or aws:kms"),
+    ],
+)
+def test_inconsistent_encryption_options_are_usage_errors(settings: AwsSettings, message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        aws.make_session(settings)
+
+
+def test_an_unknown_sse_algorithm_is_refused_by_the_command_line(tmp_path: Path) -> None:
+    write_ticket(tmp_path / "out", 1)
+    result = runner.invoke(app, ["upload", str(tmp_path / "out"), "s3://kb/docs", "--sse", "aes"])
+    flat = " ".join(result.stderr.replace("│", " ").split())  # rich wraps the message in a box
+    assert result.exit_code == 2 and "'aes' is not one of 'AES256', 'aws:kms'" in flat
+
+
+@pytest.mark.s3
+def test_an_upload_with_sse_s3_encrypts_documents_and_sidecars_and_reuploads_nothing(
+    s3_server: S3Server, s3_prefix: str, tmp_path: Path
+) -> None:
+    for ticket_id in (1, 2):
+        write_ticket(tmp_path / "out", ticket_id)
+    argv = ["upload", str(tmp_path / "out"), f"s3://{s3_server.bucket}/{s3_prefix}", "--endpoint-url",
+            s3_server.endpoint_url, "--sse", "AES256", "--json"]
+    first, second = (json.loads(runner.invoke(app, argv).stdout) for _ in range(2))
+
+    assert first["ok"] and first["uploaded"] == 4
+    client = s3_server.client()
+    for key in ("1.md", "1.md.metadata.json", "2.md", "2.md.metadata.json"):
+        assert client.head_object(Bucket=s3_server.bucket, Key=f"{s3_prefix}/{key}")["ServerSideEncryption"] == "AES256"
+    assert second["ok"] and second["uploaded"] == 0 and "PutObject" not in second["requests"]
+
+
+@pytest.mark.s3
+@pytest.mark.redmine
+def test_a_stateless_sync_with_sse_encrypts_the_state_too(
+    s3_server: S3Server, s3_prefix: str, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, tmp_path: Path
+) -> None:
+    project = redmine_admin.create_project()
+    redmine_admin.create_issue(project["id"], "VPN接続が不安定になる", description="在宅勤務中にVPNが切れる。")
+    result = runner.invoke(
+        app,
+        ["sync", f"s3://{s3_server.bucket}/{s3_prefix}/docs", "--state", f"s3://{s3_server.bucket}/{s3_prefix}/state",
+         "--url", redmine_server.url, "--project", project["identifier"], "--endpoint-url", s3_server.endpoint_url,
+         "--sse", "AES256", "--json"],
+        env={"REDMINE_API_KEY": redmine_server.admin_key},
+    )
+    assert result.exit_code == 0, result.output
+    client = s3_server.client()
+    keys = [item["Key"] for item in client.list_objects_v2(Bucket=s3_server.bucket, Prefix=f"{s3_prefix}/")["Contents"]]
+    assert any(key.endswith("/state/manifest.json") for key in keys) and any("/state/issues/" in key for key in keys)
+    assert any(key.startswith(f"{s3_prefix}/docs/") for key in keys)
+    for key in keys:
+        assert client.head_object(Bucket=s3_server.bucket, Key=key).get("ServerSideEncryption") == "AES256", key
+
+
+def test_an_api_key_file_other_users_can_read_is_warned_about_without_showing_the_key(tmp_path: Path) -> None:
+    key_file = tmp_path / "redmine.key"
+    key_file.write_text("0123456789abcdef\n")
+    key_file.chmod(0o644)
+    argv = ["pull", "--url", "http://127.0.0.1:9", "--snapshot", str(tmp_path / "snap"), "--retries", "1",
+            "--api-key-file", str(key_file)]
+    shared = runner.invoke(app, argv)
+    key_file.chmod(0o600)
+    private = runner.invoke(app, argv)
+
+    assert f"warning: {key_file} is readable by other users (mode 0644); chmod 600 {key_file}" in shared.stderr
+    assert "readable by other users" not in private.stderr
+    assert "0123456789abcdef" not in shared.output + private.output

@@ -1,0 +1,346 @@
+"""The mistakes operators make end in one clear line and the right exit code, and nothing is leaked,
+deleted or half-written: a wrong or revoked API key, a malformed S3 URL, an unreachable endpoint, a
+missing bucket, no credentials, a folder that is a file or read-only, a snapshot in someone's folder,
+a locked snapshot. Against the real Redmine and S3 (SeaweedFS) and real read-only folders."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.folders import tree, write_ticket
+from support.redmine_server import RedmineAdmin, RedmineServer
+from support.s3_server import DUMMY_CREDENTIALS, S3Server
+from typer.testing import CliRunner, Result
+
+from anchorkit import pull as pulling
+from anchorkit import snapshot
+from anchorkit.cli import app
+
+runner = CliRunner()
+UNREACHABLE_REDMINE = "http://127.0.0.1:9"  # the discard port: nothing listens there
+
+
+def one_line_error(result: Result, code: int) -> str:
+    """The run ended with `code` and exactly one line on stderr (no traceback); that line."""
+    assert result.exit_code == code, (result.exit_code, result.output)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def aws_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", DUMMY_CREDENTIALS["aws_access_key_id"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", DUMMY_CREDENTIALS["aws_secret_access_key"])
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+@pytest.fixture
+def read_only_folder(tmp_path: Path) -> Iterator[Path]:
+    """A folder nobody may write in: mode 0555 for an ordinary user; for root (who ignores modes),
+    the kernel's /sys, which refuses new files to everyone."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        candidates = [folder, Path("/sys")]
+        for candidate in candidates:
+            try:
+                (candidate / ".probe").touch()
+            except OSError:
+                yield candidate
+                return
+            (candidate / ".probe").unlink()
+        pytest.skip("no read-only folder on this machine")
+    finally:
+        folder.chmod(0o755)
+
+
+# --------------------------------------------------------------------------------------------------
+# 1. A wrong or revoked API key
+
+
+@pytest.fixture
+def revoked_key(redmine_admin: RedmineAdmin) -> str:
+    """The key of a user who has been locked: Redmine now answers it as anonymous."""
+    user = redmine_admin.create_user()
+    redmine_admin.request("PUT", f"/users/{user['id']}.json", json={"user": {"status": 3}})
+    return str(user["api_key"])
+
+
+@pytest.mark.redmine
+def test_a_wrong_or_revoked_key_fails_pull_and_sync_before_anything_is_written(
+    tmp_path: Path, redmine_server: RedmineServer, revoked_key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    runs = {
+        "pull": ["pull", "--url", redmine_server.url, "--snapshot", "snap"],
+        "sync": ["sync", "docs", "--url", redmine_server.url, "--snapshot", "snap", "--out", "out"],
+        "sync --state": ["sync", "docs", "--url", redmine_server.url, "--state", "state"],
+        "pull --state": ["pull", "--url", redmine_server.url, "--snapshot", "snap", "--state", "state"],
+    }
+    wrong_key = redmine_server.admin_key[::-1]
+    for key in (wrong_key, revoked_key):
+        for name, argv in runs.items():
+            shutil.rmtree(tmp_path / "snap", ignore_errors=True)
+            result = runner.invoke(app, argv, env={"REDMINE_API_KEY": key})
+            line = one_line_error(result, 2)
+            assert "does not accept the API key" in line, name
+            assert key not in result.output
+            assert not (tmp_path / "docs").exists() and not (tmp_path / "state" / "manifest.json").exists(), name
+            assert not snapshot.stored_issue_ids(tmp_path / "snap"), name
+            if name in ("pull", "sync"):
+                assert not (tmp_path / "snap").exists(), f"{name} left no empty snapshot behind"
+
+
+@pytest.mark.redmine
+def test_a_key_that_redmine_accepts_pulls_with_one_key_check_request(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin
+) -> None:
+    project = redmine_admin.create_project()
+    redmine_admin.create_issue(project["id"], "VPN接続が不安定になる")
+    result = runner.invoke(
+        app, ["pull", "--url", redmine_server.url, "--snapshot", str(tmp_path / "snap"),
+              "--project", project["identifier"], "--json"],
+        env={"REDMINE_API_KEY": redmine_server.admin_key},
+    )
+    report = json.loads(result.stdout)
+    assert result.exit_code == 0 and report["ok"] is True
+    assert report["requests_by_purpose"]["key check"] == 1 and report["fetched"] == 1
+
+
+def test_an_unreachable_redmine_names_the_host_and_the_cause_and_creates_no_snapshot(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app, ["pull", "--url", UNREACHABLE_REDMINE, "--snapshot", str(tmp_path / "snap"), "--retries", "1"],
+        env={"REDMINE_API_KEY": "0123456789abcdef"},
+    )
+    line = one_line_error(result, 2)
+    assert "cannot reach Redmine at 127.0.0.1:9" in line and "Connection refused" in line
+    assert "0123456789abcdef" not in result.output
+    assert not (tmp_path / "snap").exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# 2. S3 URLs that are almost right
+
+
+MALFORMED_S3_URLS = ["s3:/bucket/docs", "S3://bucket/docs", "s3//bucket/docs", "s3:bucket/docs"]
+
+
+@pytest.mark.parametrize("url", MALFORMED_S3_URLS)
+def test_a_malformed_s3_url_is_a_usage_error_and_creates_nothing(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_ticket(tmp_path / "out", 1)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("REDMINE_API_KEY", "never-used")
+    runs = [
+        ["upload", "out", url],
+        ["sync", url, "--url", UNREACHABLE_REDMINE, "--snapshot", "snap", "--out", "out2"],
+        ["sync", "docs", "--url", UNREACHABLE_REDMINE, "--state", url],
+        ["pull", "--url", UNREACHABLE_REDMINE, "--snapshot", "snap", "--state", url],
+    ]
+    for argv in runs:
+        line = one_line_error(runner.invoke(app, argv), 2)
+        assert "malformed S3 URL" in line and url in line
+        assert sorted(path.name for path in tmp_path.iterdir()) == ["out"], f"{argv}: nothing created"
+
+
+def test_a_folder_whose_name_only_starts_with_s3_is_still_a_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_ticket(tmp_path / "out", 1)
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["upload", "out", "s3-mirror/docs"])
+    assert result.exit_code == 0
+    assert tree(tmp_path / "s3-mirror" / "docs") == tree(tmp_path / "out")
+
+
+# --------------------------------------------------------------------------------------------------
+# 3. Everyday errors in one line: S3 that cannot be used, folders that cannot be written
+
+
+def test_an_unreachable_s3_endpoint_in_state_mode_names_the_host(
+    tmp_path: Path, aws_environment: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REDMINE_API_KEY", "never-used")
+    for argv in (
+        ["sync", "s3://kb-docs/tickets", "--state", "s3://kb-docs/anchorkit-state"],
+        ["pull", "--snapshot", str(tmp_path / "snap"), "--state", "s3://kb-docs/anchorkit-state"],
+    ):
+        result = runner.invoke(
+            app, [*argv, "--url", UNREACHABLE_REDMINE, "--endpoint-url", "http://127.0.0.1:9", "--max-attempts", "1"]
+        )
+        line = one_line_error(result, 2)
+        assert "cannot connect to S3 at 127.0.0.1:9" in line and "Connection refused" in line
+
+
+@pytest.mark.s3
+def test_a_missing_bucket_in_state_mode_is_a_setup_error(
+    s3_server: S3Server, tmp_path: Path, aws_environment: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REDMINE_API_KEY", "never-used")
+    result = runner.invoke(
+        app,
+        ["sync", "s3://no-such-bucket-here/tickets", "--state", "s3://no-such-bucket-here/state", "--url",
+         UNREACHABLE_REDMINE, "--endpoint-url", s3_server.endpoint_url, "--json"],
+    )
+    line = one_line_error(result, 2)
+    assert "NoSuchBucket" in line and "no-such-bucket-here" in line
+    assert json.loads(result.stdout) == {"ok": False, "error": line.removeprefix("error: "), "exit_code": 2}
+
+
+def test_no_aws_credentials_in_state_mode_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [name for name in os.environ if name.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("REDMINE_API_KEY", "never-used")
+    result = runner.invoke(
+        app, ["sync", "s3://kb-docs/tickets", "--state", "s3://kb-docs/state", "--url", UNREACHABLE_REDMINE,
+              "--endpoint-url", "http://127.0.0.1:9", "--region", "us-east-1"],
+    )
+    assert "no AWS credentials found" in one_line_error(result, 2)
+
+
+def test_folders_that_are_files_are_refused_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REDMINE_API_KEY", "never-used")
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not a folder\n")
+    runs = {
+        "--out": ["transform", "fixtures", "--out", str(a_file)],
+        "--snapshot": ["pull", "--url", UNREACHABLE_REDMINE, "--snapshot", str(a_file)],
+        "--state": ["sync", str(tmp_path / "docs"), "--url", UNREACHABLE_REDMINE, "--state", str(a_file)],
+        "destination": ["upload", "fixtures", str(a_file)],
+    }
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    for option, argv in runs.items():
+        line = one_line_error(runner.invoke(app, argv), 2)
+        assert f"{option} {a_file} is a file, not a folder" in line
+    assert a_file.read_text() == "not a folder\n"
+
+
+def test_read_only_folders_are_refused_in_one_line(
+    read_only_folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REDMINE_API_KEY", "never-used")
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    inside = read_only_folder / "anchorkit-output"
+    runs = {
+        "--out": ["transform", "fixtures", "--out", str(inside)],
+        "--snapshot": ["pull", "--url", UNREACHABLE_REDMINE, "--snapshot", str(inside)],
+        "--state": ["sync", str(tmp_path / "docs"), "--url", UNREACHABLE_REDMINE, "--state", str(inside)],
+        "destination": ["upload", "fixtures", str(inside)],
+    }
+    for option, argv in runs.items():
+        line = one_line_error(runner.invoke(app, argv), 2)
+        assert f"{option} {inside} is not writable" in line
+        assert not inside.exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# 5. A dry run can be reviewed in full
+
+
+def test_a_dry_run_lists_every_key_to_delete_and_json_every_key(tmp_path: Path) -> None:
+    published = tmp_path / "published"
+    for ticket_id in range(1, 55):
+        write_ticket(published, ticket_id)
+    write_ticket(tmp_path / "out", 1)
+    argv = ["upload", str(tmp_path / "out"), str(published), "--delete", "--force", "--dry-run"]
+
+    human = runner.invoke(app, argv)
+    as_json = runner.invoke(app, [*argv, "--json"])
+
+    assert human.exit_code == 0 and as_json.exit_code == 0
+    deleted = [line.split()[1] for line in human.stdout.splitlines() if line.startswith("  delete ")]
+    expected = sorted(key for key in tree(published) if not key.startswith("1.md"))
+    assert len(expected) == 106 and deleted == expected
+    report = json.loads(as_json.stdout)
+    assert report["ok"] is True and report["planned_keys"]["delete"] == expected
+    assert tree(published).keys() >= set(expected), "a dry run deletes nothing"
+
+
+def test_a_dry_run_shows_the_first_uploads_and_all_of_them_with_list_keys(tmp_path: Path) -> None:
+    for ticket_id in range(1, 31):
+        write_ticket(tmp_path / "out", ticket_id)
+    argv = ["upload", str(tmp_path / "out"), str(tmp_path / "published"), "--dry-run"]
+
+    short = runner.invoke(app, argv)
+    full = runner.invoke(app, [*argv, "--list-keys"])
+
+    def uploads(result: Result) -> list[str]:
+        return [line.split()[1] for line in result.stdout.splitlines() if line.startswith("  upload ")]
+
+    assert len(uploads(short)) == 10 and "… and 50 more uploads (--list-keys prints them all)" in short.stdout
+    assert uploads(full) == sorted(tree(tmp_path / "out"))
+    assert not (tmp_path / "published").exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# 6. A snapshot goes only where a snapshot belongs; a locked one is exit 3
+
+
+def test_pull_refuses_a_folder_that_holds_other_files(tmp_path: Path) -> None:
+    project_tests = tmp_path / "tests"
+    project_tests.mkdir()
+    (project_tests / "test_app.py").write_text("def test_ok(): pass\n")
+    result = runner.invoke(
+        app, ["pull", "--url", UNREACHABLE_REDMINE, "--snapshot", str(project_tests)],
+        env={"REDMINE_API_KEY": "never-used"},
+    )
+    assert "is a folder with other files, not a snapshot" in one_line_error(result, 2)
+    assert sorted(path.name for path in project_tests.iterdir()) == ["test_app.py"]
+
+
+@pytest.mark.redmine
+def test_pull_accepts_an_empty_folder_and_an_existing_snapshot(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin
+) -> None:
+    project = redmine_admin.create_project()
+    redmine_admin.create_issue(project["id"], "プリンタで印刷できない")
+    empty = tmp_path / "snap"
+    empty.mkdir()
+    argv = ["pull", "--url", redmine_server.url, "--snapshot", str(empty), "--project", project["identifier"]]
+    for _ in range(2):  # an empty folder, then the snapshot it became
+        result = runner.invoke(app, argv, env={"REDMINE_API_KEY": redmine_server.admin_key})
+        assert result.exit_code == 0, result.output
+    assert snapshot.looks_like_snapshot(empty) and len(snapshot.stored_issue_ids(empty)) == 1
+
+
+@pytest.mark.redmine
+def test_a_snapshot_locked_by_another_pull_is_exit_3(tmp_path: Path, redmine_server: RedmineServer) -> None:
+    snap = tmp_path / "snap"
+    (snap / snapshot.ISSUES_DIR).mkdir(parents=True)
+    with open(snap / pulling.LOCK_FILE, "w") as held:  # another pull's lock (a separate open file)
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        result = runner.invoke(
+            app, ["pull", "--url", redmine_server.url, "--snapshot", str(snap)],
+            env={"REDMINE_API_KEY": redmine_server.admin_key},
+        )
+    assert one_line_error(result, 3) == f"stopped: {snap}: another pull is running on this snapshot"
+    assert not (snap / snapshot.STATE_FILE).exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# 7. Messages that say what to do
+
+
+def test_a_missing_destination_names_the_argument_that_gives_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in [name for name in os.environ if name.startswith(("ANCHORKIT_", "REDMINE_"))]:
+        monkeypatch.delenv(name)
+    result = runner.invoke(app, ["sync", "--url", UNREACHABLE_REDMINE, "--snapshot", "snap", "--out", "out"])
+    line = one_line_error(result, 2)
+    assert "dest (the DEST argument, ANCHORKIT_DEST" in line and "--dest" not in line
