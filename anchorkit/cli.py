@@ -1215,16 +1215,16 @@ def eval_command(
     with input_errors():
         cases, errors = load_cases(cases_file)
     summary = evaluate(cases, errors, options)
-    if json_output:
-        print_json(summary.to_json())
-    else:
-        print_eval_summary(summary)
     failed_gates = (
         bool(summary.errors)
         or (strict and any(r.has_phantom for r in summary.results))
         or (min_grounding is not None and (summary.mean_grounding or 0.0) < min_grounding)
         or (max_phantom_rate is not None and (summary.phantom_rate or 0.0) > max_phantom_rate)
     )
+    if json_output:
+        print_json({"ok": not failed_gates, **summary.to_json()})
+    else:
+        print_eval_summary(summary)
     if failed_gates:
         raise typer.Exit(1)
 
@@ -1675,7 +1675,7 @@ def print_stateless_sync_report(
         console.print(
             f"{report.destination}: rendered {report.rendered}{' (all: output fingerprint changed)' if report.regenerated_all else ''}, "
             f"uploaded {len(report.uploaded)}, deleted {len(report.deleted)}, failed {len(report.failures)}; "
-            f"state {report.state}: {'committed' if report.state_written else 'unchanged'} ({report.tickets} tickets) "
+            f"state {report.state}: {'committed' if report.state_written else 'unchanged'} ({plural(report.tickets, 'ticket')}) "
             f"in {report.seconds:.1f} s",
             highlight=False,
             markup=False,

@@ -672,8 +672,9 @@ class VerifyReport:
         return grounding_score(self.critical, self.warnings, self.units)
 
     def to_json(self) -> dict[str, Any]:
-        """The stable ``--json`` schema (docs/verify.md)."""
+        """The stable ``--json`` schema (docs/verify.md); ``ok``: nothing critical was found."""
         return {
+            "ok": self.critical == 0,
             "answer_shape": self.answer.shape,
             "valid_ids": sorted(self.valid_ids),
             "cited_ids": sorted(self.cited_ids),

@@ -99,7 +99,7 @@ def test_a_wrong_or_revoked_key_fails_pull_and_sync_before_anything_is_written(
             assert key not in result.output
             assert not (tmp_path / "docs").exists() and not (tmp_path / "state" / "manifest.json").exists(), name
             assert not snapshot.stored_issue_ids(tmp_path / "snap"), name
-            if name in ("pull", "sync"):
+            if name in ("pull", "sync", "pull --state"):
                 assert not (tmp_path / "snap").exists(), f"{name} left no empty snapshot behind"
 
 

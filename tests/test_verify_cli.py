@@ -45,8 +45,9 @@ def test_verify_json_schema_is_stable() -> None:
     report = verify_json("-r", EVAL / "retrieval-chunks.json", "-a", EVAL / "answer.txt")
     assert sorted(report) == [
         "answer_shape", "cited_ids", "cited_source_ids", "counts", "filtered_answer", "findings", "grounding_score",
-        "nothing_retrieved", "unchecked", "valid_ids",
+        "nothing_retrieved", "ok", "unchecked", "valid_ids",
     ]
+    assert report["ok"] is False  # the answer names a phantom ticket
     assert sorted(report["findings"][0]) == [  # type: ignore[index]
         "citation", "claim", "kind", "message", "part", "result", "score", "severity", "source_id", "ticket_id",
     ]
@@ -66,6 +67,7 @@ def test_context_makes_ids_of_earlier_turns_valid() -> None:
     assert [f["kind"] for f in alone["findings"]] == ["phantom_ticket_id"]  # type: ignore[index]
     with_context = verify_json("-r", EVAL / "retrieval-chunks.json", "-a", answer, "--context", EVAL / "context.txt")
     assert with_context["findings"] == [] and 12366 in with_context["valid_ids"]  # type: ignore[operator]
+    assert alone["ok"] is False and with_context["ok"] is True
 
 
 def test_context_may_be_an_earlier_retrieval() -> None:
@@ -137,7 +139,9 @@ def test_eval_metrics_on_the_example_set() -> None:
     code, out, _ = run("eval", EVAL / "cases.jsonl", "--json")
     assert code == 0
     summary = json.loads(out)
-    assert summary["cases"] == 5 and summary["errors"] == []
+    assert summary["cases"] == 5 and summary["errors"] == [] and summary["ok"] is True
+    gated = json.loads(run("eval", EVAL / "cases.jsonl", "--json", "--max-phantom-rate", "0")[1])
+    assert gated["ok"] is False  # two of five cases carry a phantom
     # Case by case: phantoms in 2 of 5; 4 of 5 cite an expected id; precisions 1, 1/2, 1, 1 (one cites nothing).
     assert summary["metrics"] == {
         "mean_grounding_score": 0.7,

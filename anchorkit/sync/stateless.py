@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import shutil
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -261,10 +262,10 @@ def run_sync(
                           policy, threads, progress)
         report.plan = plan
         report.refused = plan.refused
+        report.tickets = len(manifest.tickets)  # what the state holds until a commit changes it
         if dry_run or plan.refused is not None:
             return report  # nothing written: a human looks first
         if plan.idle:
-            report.tickets = len(manifest.tickets)
             return report  # nothing to write, not even the state
         uploading = stage_counter(progress, "uploading", len(plan.uploads) + len(plan.deletes))
         applied = apply(plan, store, target, work_dir, threads=threads, on_result=lambda _: uploading())
@@ -404,13 +405,21 @@ def pull_with_state(
         manifest = read_manifest(store)
         scope = checked_scope(manifest, Scope.of(url, arguments.projects, arguments.include_private), store.describe())
         report.scope = scope.describe()
+        created = not snapshot_dir.exists()
         snapshot_dir.mkdir(parents=True, exist_ok=True)
-        with pull.snapshot_lock(snapshot_dir):  # no plain pull may touch the snapshot while it is prepared
-            plan = _plan_pull(report, manifest, scope, url, api_key, store, snapshot_dir, arguments, threads, progress)
-            if plan.idle:
-                report.tickets = len(manifest.tickets)
-                return report  # nothing to write, not even the state
-            applied = apply_pull(plan, store, snapshot_dir, threads=threads)
+        try:
+            with pull.snapshot_lock(snapshot_dir):  # no plain pull may touch the snapshot while it is prepared
+                plan = _plan_pull(report, manifest, scope, url, api_key, store, snapshot_dir, arguments, threads, progress)
+                if plan.idle:
+                    report.tickets = len(manifest.tickets)
+                    return report  # nothing to write, not even the state
+                applied = apply_pull(plan, store, snapshot_dir, threads=threads)
+        except BaseException:
+            # A folder this run made holds only what the state can give again (a wrong key, a dead server):
+            # leave nothing half-made behind.
+            if created:
+                shutil.rmtree(snapshot_dir, ignore_errors=True)
+            raise
         report.failures = applied.failures
         report.state_issues_written, report.state_issues_deleted = applied.raw.written, applied.raw.deleted
         report.state_written = True
