@@ -152,7 +152,7 @@ def space_anchors(document: str, anchor: str, chunk_tokens: int, count: TokenCou
     anchor_cost = count(anchor + "\n")
     gap = chunk_tokens - anchor_cost
     prefix = anchor[: anchor.index(":") + 1]  # "> チケット #12345:": an anchor of this ticket
-    lines = document.split("\n")
+    lines = _close_sections(document.split("\n"), anchor, prefix, chunk_tokens, anchor_cost, count)
     starts = [0, *(index for index, line in enumerate(lines) if index and line.startswith(prefix))]
     bounds = [*starts, len(lines)]
     output: list[str] = []
@@ -163,7 +163,7 @@ def space_anchors(document: str, anchor: str, chunk_tokens: int, count: TokenCou
             output.extend(stretch)
         else:
             output.extend(_spaced(stretch, anchor, gap, count))
-    return "\n".join(_close_sections(output, anchor, prefix, chunk_tokens, anchor_cost, count))
+    return "\n".join(output)
 
 
 def _close_sections(lines: list[str], anchor: str, prefix: str, chunk_tokens: int, anchor_cost: int, count: TokenCounter) -> list[str]:
@@ -185,7 +185,8 @@ def _close_sections(lines: list[str], anchor: str, prefix: str, chunk_tokens: in
         tail = "\n".join(lines[last_anchor[start] + 1 : stop]).strip("\n")
         if not tail or len(tail.encode("utf-8")) <= anchor_cost or count(tail) <= anchor_cost:
             continue
-        section = "\n".join(lines[start:stop])
+        # Measured without its anchors, so that spacing anchors placed later change nothing here.
+        section = "\n".join(line for line in lines[start:stop] if not line.startswith(prefix))
         if len(section.encode("utf-8")) <= chunk_tokens or count(section) <= chunk_tokens:
             continue
         if stop == end:
