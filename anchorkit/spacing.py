@@ -155,6 +155,7 @@ def space_anchors(document: str, anchor: str, chunk_tokens: int, count: TokenCou
     ``document`` starts with its title line and already has its anchors after headings; anchors
     of the same ticket already in it (any subject) count, so the result is a fixed point.
     """
+    count = _memoized(count)  # half the lines are blank, and the same few lines recur
     anchor_cost = count(anchor + "\n")
     gap = chunk_tokens - anchor_cost
     prefix = anchor[: anchor.index(":") + 1]  # "> チケット #12345:": an anchor of this ticket
@@ -170,6 +171,18 @@ def space_anchors(document: str, anchor: str, chunk_tokens: int, count: TokenCou
         else:
             output.extend(_spaced(stretch, anchor, gap, count))
     return "\n".join(output)
+
+
+def _memoized(count: TokenCounter) -> TokenCounter:
+    costs: dict[str, int] = {}
+
+    def cost(text: str) -> int:
+        known = costs.get(text)
+        if known is None:
+            known = costs[text] = count(text)
+        return known
+
+    return cost
 
 
 def _close_sections(lines: list[str], anchor: str, prefix: str, chunk_tokens: int, anchor_cost: int, count: TokenCounter) -> list[str]:
