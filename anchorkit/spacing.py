@@ -317,7 +317,7 @@ def _plan(content: list[str]) -> _Plan:
     return plan
 
 
-_LIST_ITEM = re.compile(r"(?:[-+*]|\d{1,9}[.)])(?: (?! )|$)")  # one space: the item's text starts right after
+_LIST_ITEM = re.compile(r"(?:[-+*]|\d{1,9}[.)]) (?=\S)")  # one space: the item's text starts right after
 _ATX_HEADING = re.compile(r"#{1,6}(?:[ \t]|$)")
 _THEMATIC_BREAK = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$", re.M)
 
@@ -349,7 +349,7 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
             item = _LIST_ITEM.match(line)
             kind = "heading" if _ATX_HEADING.match(line) else "list" if item else "quote" if line[0] == ">" else "paragraph"
             if kind == "paragraph" and _NOT_PARAGRAPH_START.match(line):
-                return None
+                return None  # an empty list item, a marker followed by more spaces, ...
             marker, indent = (_marker(item[0]), len(item[0])) if item else ("", 0)
             if kind == "paragraph":
                 plan.paragraph_lines[number] = number
