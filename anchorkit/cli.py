@@ -59,7 +59,7 @@ from anchorkit import transform as transforming
 from anchorkit import inject as injecting
 from anchorkit import verify as verifying
 from anchorkit.anchors import DEFAULT_LABEL
-from anchorkit.document import LABELS, RenderOptions
+from anchorkit.document import DEFAULT_ANCHOR_SUBJECT_CHARS, DEFAULT_CHUNK_TOKENS, LABELS, RenderOptions
 from anchorkit.errors import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, AnchorkitError, UsageError
 from anchorkit.files import check_writable_folder, write_atomic
 from anchorkit.redmine import RetryPolicy
@@ -124,7 +124,7 @@ PANELS = {
     ),
     "Documents (transform)": (
         "out", "text_format", "sidecars", "sidecar_schema", "layout", "lang", "label", "anchor_basic_info",
-        "max_gap_tokens", "timezone", "max_text_bytes",
+        "chunk_tokens", "anchor_subject_chars", "timezone", "max_text_bytes",
     ),
     "Destination (upload)": (
         "delete", "max_delete", "force", "dry_run", "threads", "endpoint_url", "region", "profile", "retry_mode",
@@ -336,7 +336,8 @@ def transform_options(
     label: str | None,
     include_private: bool,
     anchor_basic_info: bool,
-    max_gap_tokens: int | None,
+    chunk_tokens: int,
+    anchor_subject_chars: int,
     text_format: str | None,
     timezone: str,
     sidecars: bool,
@@ -344,6 +345,8 @@ def transform_options(
     layout: str,
     max_text_bytes: int,
     link_issues: str | None = None,
+    tokenizer: str = "auto",
+    tiktoken_file: Path | None = None,
 ) -> transforming.TransformOptions:
     """Validate the transform flags (exit 2 with a clear message) and build the options."""
     for name, value, allowed in (
@@ -351,6 +354,7 @@ def transform_options(
         ("--text-format", text_format, TEXT_FORMATS),
         ("--sidecar-schema", sidecar_schema, SCHEMAS),
         ("--layout", layout, transforming.LAYOUTS),
+        ("--tokenizer", tokenizer, tokenizing.TOKENIZER_CHOICES),
     ):
         if value is not None and value not in allowed:
             raise UsageError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
@@ -362,7 +366,8 @@ def transform_options(
         lang=lang,
         include_private=include_private,
         anchor_basic_info=anchor_basic_info,
-        max_gap_tokens=max_gap_tokens,
+        chunk_tokens=chunk_tokens,
+        anchor_subject_chars=anchor_subject_chars,
         timezone=timezone,
         labels={"ticket": label} if label else {},
         link_issues=link_issues.rstrip("/") if link_issues else None,
@@ -374,6 +379,8 @@ def transform_options(
         layout=layout,
         text_format=text_format,
         max_text_bytes=max_text_bytes,
+        tokenizer=tokenizer,
+        tiktoken_file=tiktoken_file,
     )
 
 
@@ -390,7 +397,19 @@ SidecarSchemaOption = typer.Option("--sidecar-schema", help="Sidecar attribute s
 LayoutOption = typer.Option("--layout", help="flat: OUT/<id>.md; by-project: OUT/<project identifier>/<id>.md.")
 LangOption = typer.Option("--lang", help="Document labels: ja (チケット, 基本情報, 説明, 対応履歴) or en (Ticket, Details, Description, History).")
 LabelOption = typer.Option("--label", help="Ticket label in titles and anchors, overriding --lang's (e.g. Issue).")
-MaxGapTokensOption = typer.Option("--max-gap-tokens", min=1, help="Also insert an anchor at the next block boundary once this many (approximate) tokens passed without one. Off by default.")
+ChunkTokensOption = typer.Option(
+    "--chunk-tokens",
+    min=0,
+    help="Place anchors so that any window of this many tokens (your knowledge base's chunk length) holds a complete "
+    "anchor or the title line; long blocks are split between items, rows, lines or sentences. 300: Bedrock's default "
+    "fixed-size chunk. 0: only the anchors after headings.",
+)
+AnchorSubjectCharsOption = typer.Option(
+    "--anchor-subject-chars",
+    min=0,
+    help="Cut the subject in anchor lines to this many characters (ending in …); the title keeps it whole. "
+    "Long subjects make every anchor expensive. 0: the whole subject.",
+)
 TimezoneOption = typer.Option("--timezone", help="Time zone for the dates shown in documents (IANA name, e.g. Asia/Tokyo). Sidecar timestamps are always UTC.")
 MaxTextBytesOption = typer.Option("--max-text-bytes", min=1, help="A description or note larger than this (UTF-8 bytes) fails its ticket instead of producing a huge document.")
 ProjectOption = typer.Option("--project", help="Only this project (identifier or id; subprojects included). Repeatable, or comma-separated.")
@@ -412,8 +431,18 @@ def transform(
     lang: Annotated[Lang, LangOption] = "ja",
     label: Annotated[Optional[str], LabelOption] = None,
     include_private: bool = typer.Option(False, "--include-private", help="Include private issues and private notes (left out by default)."),
-    anchor_basic_info: bool = typer.Option(False, "--anchor-basic-info", help="Also anchor the basic-info section (for splitters that move headings into metadata)."),
-    max_gap_tokens: Annotated[Optional[int], MaxGapTokensOption] = None,
+    anchor_basic_info: bool = typer.Option(True, "--anchor-basic-info/--no-anchor-basic-info", help="Anchor the basic-info section too (heading-based splitters cut it away from the title)."),
+    chunk_tokens: Annotated[int, ChunkTokensOption] = DEFAULT_CHUNK_TOKENS,
+    anchor_subject_chars: Annotated[int, AnchorSubjectCharsOption] = DEFAULT_ANCHOR_SUBJECT_CHARS,
+    tokenizer: str = typer.Option(
+        "auto",
+        "--tokenizer",
+        help="How --chunk-tokens counts: auto: cl100k_base if its vocabulary is on this machine (never downloaded), else approx "
+        "(the estimate with a safety margin); cl100k_base: exact (exit 2 if its vocabulary is missing).",
+    ),
+    tiktoken_file: Optional[Path] = typer.Option(
+        None, "--tiktoken-file", help=f"cl100k_base.tiktoken vocabulary file (sha256-checked). Default: ${tokenizing.VOCABULARY_FILE_ENV}, then tiktoken's cache."
+    ),
     text_format: Optional[TextFormat] = typer.Option(None, "--text-format", help="Redmine text format of all texts: textile or common_mark. Default: the snapshot's setting (state.json text_format), else textile."),
     timezone: Annotated[str, TimezoneOption] = "UTC",
     link_issues: Optional[str] = typer.Option(None, "--link-issues", metavar="URL", help="Redmine base URL: turn #123 in ticket text into links to URL/issues/123 (kept as plain text by default)."),
@@ -426,8 +455,9 @@ def transform(
 ) -> None:
     """Turn a snapshot into one anchored Markdown document per ticket (and optional sidecars).
 
-    Every section and every journal entry carries the anchor line `> チケット #ID: subject`, so any
-    chunk of the document names its ticket. Output is deterministic: unchanged files are not
+    Every section and every journal entry carries the anchor line `> チケット #ID: subject`, and more
+    anchors are placed so that any window of --chunk-tokens tokens holds one: any chunk of that
+    length names its ticket, wherever the chunker cuts. Output is deterministic: unchanged files are not
     rewritten, outputs of tickets no longer in the snapshot are removed, bad tickets are reported
     (file and reason) while the others are still done; exit code 1 if any ticket failed.
 
@@ -437,7 +467,10 @@ def transform(
     """
     if link_issues and not re.match(r"https?://[^\s]+$", link_issues):
         raise UsageError(f"--link-issues must be an http(s) URL, not {link_issues!r}")
-    options = transform_options(lang, label, include_private, anchor_basic_info, max_gap_tokens, text_format, timezone, sidecars, sidecar_schema, layout, max_text_bytes, link_issues)
+    options = transform_options(
+        lang, label, include_private, anchor_basic_info, chunk_tokens, anchor_subject_chars, text_format, timezone,
+        sidecars, sidecar_schema, layout, max_text_bytes, link_issues, tokenizer, tiktoken_file,
+    )
     if not check:
         check_writable_folder(out, "--out")
     report = transforming.transform_snapshot(snapshot, out, options, check=check, jobs=jobs)
@@ -451,6 +484,8 @@ def transform(
 
 
 def print_transform_report(report: transforming.TransformReport, out: Path, check: bool) -> None:
+    if report.tokenizer_note:
+        print_problem("note", f"--chunk-tokens counted with approx tokens (and a safety margin): {report.tokenizer_note}")
     for warning in report.warnings:
         print_problem("warning", warning)
     for failure in report.failed:
@@ -464,8 +499,8 @@ def print_transform_report(report: transforming.TransformReport, out: Path, chec
         return
     console.print(
         f"transform: {plural(report.tickets, 'ticket')} → {out}: {len(report.created)} created, {len(report.changed)} changed, "
-        f"{report.unchanged} unchanged, {len(report.removed)} removed, {len(report.failed)} failed "
-        f"in {report.seconds:.2f} s",
+        f"{report.unchanged} unchanged, {len(report.removed)} removed, {len(report.failed)} failed, "
+        f"{report.private_skipped} private skipped in {report.seconds:.2f} s",
         highlight=False,
     )
 
@@ -1493,9 +1528,10 @@ def sync_command(
     lang: Annotated[Optional[Lang], LangOption] = None,
     label: Annotated[Optional[str], LabelOption] = None,
     anchor_basic_info: Annotated[
-        Optional[bool], switch("anchor-basic-info", "Also anchor the basic-info section.")
+        Optional[bool], switch("anchor-basic-info", "Anchor the basic-info section too (on by default).")
     ] = None,
-    max_gap_tokens: Annotated[Optional[int], MaxGapTokensOption] = None,
+    chunk_tokens: Annotated[Optional[int], ChunkTokensOption] = None,
+    anchor_subject_chars: Annotated[Optional[int], AnchorSubjectCharsOption] = None,
     timezone: Annotated[Optional[str], TimezoneOption] = None,
     max_text_bytes: Annotated[Optional[int], MaxTextBytesOption] = None,
     delete: Annotated[Optional[bool], switch("delete", "Delete remote objects with no local counterpart.")] = None,
@@ -1546,7 +1582,7 @@ def sync_command(
         raise usage_error(str(error)) from None
     transform_settings = transform_options(
         settings["lang"], settings["label"], settings["include_private"], settings["anchor_basic_info"],
-        settings["max_gap_tokens"], settings["text_format"], settings["timezone"], settings["sidecars"],
+        settings["chunk_tokens"], settings["anchor_subject_chars"], settings["text_format"], settings["timezone"], settings["sidecars"],
         settings["sidecar_schema"], settings["layout"], settings["max_text_bytes"],
     )
     arguments = pull_arguments(
