@@ -327,8 +327,11 @@ def load_cl100k_base(vocabulary_file: Path | None = None, allow_download: bool =
     The file must have the sha256 tiktoken expects, so a corrupt or different vocabulary can never
     produce silently different counts.
     """
-    import tiktoken
-    from tiktoken.load import load_tiktoken_bpe
+    try:
+        import tiktoken
+        from tiktoken.load import load_tiktoken_bpe
+    except ImportError:
+        raise TokenizerUnavailable("tiktoken is not installed (pip install tiktoken)") from None
 
     path = vocabulary_file or _env_vocabulary_file()
     if path is not None:
