@@ -17,6 +17,7 @@ import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Optional
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -44,7 +45,7 @@ from anchorkit.redmine import RetryPolicy
 from anchorkit.report_html import render_report
 from anchorkit.sidecar import SCHEMAS
 from anchorkit.snapshot import SnapshotError
-from anchorkit.stats_html import format_percent, render_html
+from anchorkit.stats_html import format_percent, format_ratio, render_html
 from anchorkit.textformat import TEXT_FORMATS
 from anchorkit.verify_eval import EvalSummary, evaluate, load_cases
 from anchorkit.verify_shapes import InputError, load_answer, load_context, load_retrieval
@@ -903,13 +904,28 @@ def stats_command(
         f"{', '.join(chunking.CHUNKERS)} (e.g. fixed:max_tokens=512,overlap=10). "
         "Default: fixed, hierarchical, semantic, heading with Bedrock's defaults, plus the LangChain splitters when installed.",
     ),
+    chunk_tokens: int = typer.Option(
+        auditing.DEFAULT_CHUNK_TOKENS,
+        "--chunk-tokens",
+        min=0,
+        help="Snapshot input: transform with this --chunk-tokens (0: structural anchors only; see transform). "
+        "Either input: the chunk length the anchors' cost is compared with the lower bound for "
+        f"(an output folder: the --chunk-tokens it was made with; 0 compares with {auditing.DEFAULT_CHUNK_TOKENS}).",
+    ),
+    lengths: str = typer.Option(
+        ",".join(map(str, auditing.CHUNK_LENGTHS)),
+        "--lengths",
+        help="The chunk lengths of the choice table, comma-separated (snapshot input: rendered at each one); 'none' for no table.",
+    ),
     max_gap_tokens: Optional[int] = typer.Option(
         None, "--max-gap-tokens", min=1, help="Snapshot input only: transform with this --max-gap-tokens (see transform)."
     ),
     anchor_basic_info: bool = typer.Option(
         False, "--anchor-basic-info", help="Snapshot input only: transform with --anchor-basic-info (see transform)."
     ),
-    json_output: bool = typer.Option(False, "--json", help="Print the report as one JSON object (schema anchorkit-stats, version 1; see README)."),
+    json_output: bool = typer.Option(
+        False, "--json", help=f"Print the report as one JSON object (schema anchorkit-stats, version {auditing.SCHEMA_VERSION}; see docs/stats.md)."
+    ),
     html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML report (inline SVG charts) to this file."),
     fail_under_coverage: Optional[float] = typer.Option(
         None, "--fail-under-coverage", min=0, max=100, help="Exit 1 if any chunker's coverage of the anchored documents is under P percent."
@@ -923,7 +939,11 @@ def stats_command(
 
     Every document is measured as it is and with its anchors removed; every chunker cuts both, and
     coverage is the share of chunks whose text names their own ticket (an anchor or the title line).
-    Exit code 1 if a document could not be read or a --fail-* gate failed.
+    The anchors' cost is shown beside the lower bound (the fewest anchor tokens that put a whole anchor
+    in every window of --chunk-tokens), and a table gives coverage and cost at other chunk lengths.
+    Exit code 1 if a document could not be read or a --fail-* gate failed (a gate over no documents fails).
+
+    Example: anchorkit stats snapshot --chunk-tokens 512 --html stats.html --fail-under-coverage 99
     """
     if not path.is_dir():
         raise usage_error(f"{path}: not a folder (expected a transform output folder or a snapshot)")
@@ -934,19 +954,26 @@ def stats_command(
         choice = tokenizing.choose_tokenizer(tokenizer, tiktoken_file, allow_download=tokenizer == tokenizing.CL100K_BASE)
     except (ValueError, tokenizing.TokenizerUnavailable) as exc:
         raise usage_error(str(exc)) from None
+    table = parse_lengths(lengths)
+    source: dict[str, Any] = {"path": str(path)}
     if auditing.is_snapshot(path):
-        render = RenderOptions(max_gap_tokens=max_gap_tokens, anchor_basic_info=anchor_basic_info)
+        render = RenderOptions(max_gap_tokens=max_gap_tokens, anchor_basic_info=anchor_basic_info, chunk_tokens=chunk_tokens)
         options = transforming.TransformOptions(render=render, sidecars=True)
-        items, kind = auditing.iter_snapshot(path, options), "snapshot"
+        others = [length for length in table if length != chunk_tokens]
+        items = auditing.iter_snapshot(path, options, others)
+        source |= {"kind": "snapshot", "transform": {"chunk_tokens": chunk_tokens, "max_gap_tokens": max_gap_tokens, "anchor_basic_info": anchor_basic_info}}
     elif max_gap_tokens is not None or anchor_basic_info:
         raise usage_error("--max-gap-tokens and --anchor-basic-info apply to snapshot input only (an output folder is already anchored)")
     else:
-        items, kind = auditing.iter_output_folder(path), "output"
+        items = auditing.iter_output_folder(path)
+        source |= {"kind": "output", "transform": None}
     gates = auditing.Gates(fail_under_coverage, fail_over_overhead)
+    measured_lengths = auditing.Lengths(chunk_tokens or auditing.DEFAULT_CHUNK_TOKENS, table)
     try:
-        report = auditing.audit(items, choice, chunkers, {"path": str(path), "kind": kind}, gates, jobs)
+        report = auditing.audit(items, choice, chunkers, source, gates, jobs, measured_lengths)
     except SnapshotError as exc:
         raise usage_error(str(exc)) from None
+    report["run"] = {"generated_at": datetime.now(ZoneInfo("UTC")).isoformat(timespec="seconds"), "anchorkit_version": __version__}
     if html is not None:
         write_html(html, render_html(report))
     if json_output:
@@ -955,6 +982,16 @@ def stats_command(
         print_stats_report(report)
     if report["errors"] or report["gates"]["failures"]:
         raise typer.Exit(1)
+
+
+def parse_lengths(text: str) -> tuple[int, ...]:
+    """``--lengths``: ``256,300,512`` (ascending, duplicates dropped) or ``none``."""
+    if text.strip().lower() == "none":
+        return ()
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not parts or not all(part.isdigit() and int(part) > 0 for part in parts):
+        raise usage_error(f"--lengths must be positive token counts separated by commas (e.g. 256,300,512,1024) or none, not {text!r}")
+    return tuple(sorted({int(part) for part in parts}))
 
 
 def print_stats_report(report: dict[str, Any]) -> None:
@@ -992,10 +1029,48 @@ def print_stats_report(report: dict[str, Any]) -> None:
             f"{anchored['longest_unidentified_run_tokens']:,}",
         )
     console.print(table)
+    print_efficiency(report["efficiency"])
+    print_length_table(report["chunk_lengths"])
     problems = {name: finding["count"] for name, finding in report["limits"].items() if finding["count"]}
     console.print("limits: " + (", ".join(f"{name.replace('_', ' ')} {count}" for name, count in problems.items()) or "all within limits"), highlight=False)
+    if not report["source"]["documents"] and not report["gates"]["failures"]:
+        print_problem("note", f"no documents found in {report['source']['path']}")
     for failure in report["gates"]["failures"]:
         print_problem("gate failed", failure)
+
+
+def print_efficiency(efficiency: dict[str, Any]) -> None:
+    ratios = efficiency["per_ticket_ratio"]
+    too_long = efficiency["documents_anchor_too_long"]
+    console.print(
+        f"efficiency at {efficiency['chunk_tokens']:,}-token chunks: {efficiency['anchor_tokens']:,} anchor tokens in {efficiency['anchors']:,} anchors "
+        f"({format_percent(efficiency['overhead_percent'])}); lower bound {efficiency['bound_tokens']:,} tokens in {efficiency['bound_anchors']:,} anchors "
+        f"({format_percent(efficiency['bound_overhead_percent'])}) = {format_ratio(efficiency['ratio_to_bound'])} the bound; "
+        f"per ticket p50 {format_ratio(ratios['p50'])}, p90 {format_ratio(ratios['p90'])}, max {format_ratio(ratios['max'])}"
+        + (f"; {too_long:,} documents whose anchor is too long for the window" if too_long else ""),
+        highlight=False,
+        markup=False,
+    )
+
+
+def print_length_table(lengths: dict[str, Any]) -> None:
+    if not lengths["rows"]:
+        return
+    table = Table(
+        title=f"chunk lengths: fixed windows sharing {lengths['overlap_percent']}%, documents {lengths['documents']}", box=box.SIMPLE
+    )
+    for header in ("chunk tokens", "coverage", "overhead", "bound", "x bound", "max run"):
+        table.add_column(header, justify="right", no_wrap=True, min_width=len(header))
+    for row in lengths["rows"]:
+        table.add_row(
+            f"{row['chunk_tokens']:,}",
+            format_percent(row["coverage_percent"]),
+            format_percent(row["overhead_percent"]),
+            format_percent(row["bound_overhead_percent"]),
+            format_ratio(row["ratio_to_bound"]),
+            f"{row['longest_anchorless_run']['tokens']:,}",
+        )
+    console.print(table)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -354,3 +355,42 @@ def test_output_folder_reading_reports_bad_files_and_goes_on(tmp_path: Path) -> 
     items = list(stats.iter_output_folder(tmp_path))
     assert [type(item).__name__ for item in items] == ["SourceDocument", "OversizedDocument", "InputError"]
     assert items[2].message.startswith("helpdesk/2.md: not valid UTF-8")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("size,overlap", [(300, 60), (256, 51), (10, 0), (7, 6), (5, 4)])
+def test_windows_counted_from_the_spans_match_counting_window_by_window(size: int, overlap: int) -> None:
+    rng = random.Random(size * 100 + overlap)
+    for _ in range(200):
+        token_count = rng.randint(0, 3 * size)
+        starts = sorted(rng.sample(range(token_count), min(token_count, rng.randint(0, 6)))) if token_count else []
+        spans = []
+        for start in starts:
+            if spans and start <= spans[-1][1]:
+                continue
+            spans.append((start, min(start + rng.randint(0, 12), token_count - 1)))
+        windows = chunking.windows(0, token_count, size, overlap)
+        starts_only = [start for start, _ in spans]
+        by_window = sum(stats._covers(window, spans, starts_only) for window in windows)
+        assert stats.identified_windows(spans, token_count, size, overlap) == (len(windows), by_window)
+
+
+@pytest.mark.parametrize(("content", "window", "anchor"), [(1000, 300, 25), (9000, 300, 40), (9000, 512, 60), (301, 300, 10), (5000, 256, 100)])
+def test_the_lower_bound_is_what_an_ideal_placement_needs_for_every_window(content: int, window: int, anchor: int) -> None:
+    needed = stats.anchors_needed(content, window, anchor)
+    assert needed is not None
+
+    def every_window_identified(anchors: int) -> bool:
+        # The title (anchor tokens long) at 0, then anchors as far apart as a whole anchor per window allows.
+        length = content + anchors * anchor
+        spans = [(index * (window - anchor), index * (window - anchor) + anchor - 1) for index in range(anchors + 1)]
+        spans = [span for span in spans if span[1] < length]
+        windows, identified = stats.identified_windows(spans, length, window, window - 1)  # every window: step 1
+        return len(spans) == anchors + 1 and windows == identified
+
+    assert every_window_identified(needed)
+    assert needed == 0 or not every_window_identified(needed - 1)
+
+
+def test_the_bound_is_zero_for_short_tickets_and_undefined_for_anchors_half_a_window_long() -> None:
+    assert stats.anchors_needed(300, 300, 40) == 0
+    assert stats.anchors_needed(1000, 300, 150) is None

@@ -12,6 +12,7 @@ from support import skip_or_fail
 from support.corpus import generated_document
 from typer.testing import CliRunner
 
+from anchorkit import __version__
 from anchorkit.cli import app
 from anchorkit.stats_html import format_percent
 from anchorkit.stats_schema import REPORT_SCHEMA
@@ -54,13 +55,16 @@ def report(out: Path, vocabulary: Path) -> dict:
 
 def test_json_report_follows_the_published_schema(report: dict) -> None:
     jsonschema.validate(report, REPORT_SCHEMA)
-    assert report["schema"] == "anchorkit-stats" and report["version"] == 1
+    assert report["schema"] == "anchorkit-stats" and report["version"] == 2
     assert report["tokenizer"] == {
         "name": "cl100k_base",
         "exact": True,
+        "note": report["tokenizer"]["note"],
         "fallback_reason": None,
         "approx_error_percent": report["tokenizer"]["approx_error_percent"],
     }
+    assert report["tokenizer"]["note"].startswith("cl100k_base (tiktoken): exact")
+    assert report["run"]["anchorkit_version"] == __version__ and report["run"]["generated_at"].endswith("+00:00")
     assert abs(report["tokenizer"]["approx_error_percent"]["total"]) < 5
 
 
@@ -155,10 +159,12 @@ def test_html_report_is_self_contained_and_shows_the_json_figures(out: Path, voc
     assert "url(" not in html and "@import" not in html and "<svg" in html
     overhead = report["overhead"]
     [overhead_row] = parsed.tables["overhead"][1:]
+    # Numbers carry the separators the CLI prints.
+    assert overhead["tokens_with_anchors"] >= 1000
     assert overhead_row == [
-        str(overhead["tokens_with_anchors"]),
-        str(overhead["tokens_without_anchors"]),
-        str(overhead["anchor_tokens"]),
+        f"{overhead['tokens_with_anchors']:,}",
+        f"{overhead['tokens_without_anchors']:,}",
+        f"{overhead['anchor_tokens']:,}",
         format_percent(overhead["percent"]),
         *(format_percent(overhead["per_ticket_percent"][key]) for key in ("p50", "p90", "max")),
     ]
@@ -167,7 +173,7 @@ def test_html_report_is_self_contained_and_shows_the_json_figures(out: Path, voc
         [
             row["chunker"],
             row["level"],
-            str(row["anchored"]["chunks"]),
+            f"{row['anchored']['chunks']:,}",
             format_percent(row["anchored"]["coverage_percent"]),
             format_percent(row["stripped"]["coverage_percent"]),
         ]
@@ -255,3 +261,48 @@ def test_human_summary_lists_every_chunker(out: Path) -> None:
         assert name in stdout
     assert "overhead:" in stdout and "limits: all within limits" in stdout
 
+
+
+@pytest.mark.parametrize("gate", [["--fail-under-coverage", "95"], ["--fail-over-overhead", "10"]])
+def test_a_gate_over_no_documents_fails_instead_of_passing_on_nothing(tmp_path: Path, gate: list[str]) -> None:
+    wrong_folder = tmp_path / "not-the-output"
+    wrong_folder.mkdir()
+    (wrong_folder / "notes.txt").write_text("no ticket documents here", encoding="utf-8")
+    code, stdout, stderr = run(str(wrong_folder), "--tokenizer", "approx", *gate)
+    assert code == 1
+    assert f"gate failed: no documents to measure in {wrong_folder}" in stderr
+    code, stdout, _ = run(str(wrong_folder), "--tokenizer", "approx", *gate, "--json")
+    assert code == 1 and json.loads(stdout)["gates"]["failures"] == [f"no documents to measure in {wrong_folder}: the gates cannot pass"]
+
+
+def test_no_documents_without_a_gate_is_reported_but_not_a_failure(tmp_path: Path) -> None:
+    code, stdout, stderr = run(str(tmp_path), "--tokenizer", "approx")
+    assert code == 0 and "stats: 0 documents" in stdout and f"note: no documents found in {tmp_path}" in stderr
+
+
+def test_efficiency_and_chunk_length_table_are_printed_with_the_json_figures(out: Path) -> None:
+    code, stdout, _ = run(str(out), "--tokenizer", "approx", "--chunking", "fixed")
+    report = json.loads(run(str(out), "--tokenizer", "approx", "--chunking", "fixed", "--json")[1])
+    efficiency = report["efficiency"]
+    assert code == 0 and efficiency["chunk_tokens"] == 300
+    assert f"efficiency at 300-token chunks: {efficiency['anchor_tokens']:,} anchor tokens in {efficiency['anchors']:,} anchors" in stdout
+    assert f"lower bound {efficiency['bound_tokens']:,} tokens" in stdout
+    assert [row["chunk_tokens"] for row in report["chunk_lengths"]["rows"]] == [256, 300, 512, 1024]
+    for row in report["chunk_lengths"]["rows"]:
+        assert f"{row['chunk_tokens']:,}" in stdout and format_percent(row["coverage_percent"]) in stdout
+    # An output folder is measured as it is: every row has the same anchors, longer windows cover more.
+    rows = report["chunk_lengths"]["rows"]
+    assert report["chunk_lengths"]["documents"] == "as they are"
+    assert len({row["anchor_tokens"] for row in rows}) == 1
+    assert [row["coverage_percent"] for row in rows] == sorted(row["coverage_percent"] for row in rows)
+
+
+@pytest.mark.parametrize(("lengths", "expected"), [("512,256", [256, 512]), ("none", [])])
+def test_the_chunk_length_table_takes_the_lengths_asked_for(out: Path, lengths: str, expected: list[int]) -> None:
+    code, stdout, _ = run(str(out), "--tokenizer", "approx", "--chunking", "fixed", "--lengths", lengths, "--json")
+    assert code == 0 and [row["chunk_tokens"] for row in json.loads(stdout)["chunk_lengths"]["rows"]] == expected
+
+
+def test_bad_lengths_are_a_usage_error(out: Path) -> None:
+    code, _, stderr = run(str(out), "--tokenizer", "approx", "--lengths", "300,abc")
+    assert code == 2 and "--lengths must be positive token counts" in stderr
