@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from support.corpus import generated_document
 from typer.testing import CliRunner
 
 from anchorkit import __version__
+from anchorkit.anchors import title_line
 from anchorkit.cli import app
 from anchorkit.stats_html import format_percent
 from anchorkit.stats_schema import REPORT_SCHEMA
@@ -306,3 +308,53 @@ def test_the_chunk_length_table_takes_the_lengths_asked_for(out: Path, lengths: 
 def test_bad_lengths_are_a_usage_error(out: Path) -> None:
     code, _, stderr = run(str(out), "--tokenizer", "approx", "--lengths", "300,abc")
     assert code == 2 and "--lengths must be positive token counts" in stderr
+
+
+def test_the_html_page_is_an_audit_record_that_shows_a_failed_gate(out: Path, vocabulary: Path, tmp_path: Path) -> None:
+    page = tmp_path / "stats.html"
+    code, stdout, _ = run(str(out), "--tiktoken-file", str(vocabulary), "--json", "--html", str(page), "--fail-under-coverage", "99.99")
+    report = json.loads(stdout)
+    parsed = _Tables()
+    parsed.feed(page.read_text(encoding="utf-8"))
+    record = dict((row[0], row[1]) for row in parsed.tables["record"][1:])
+    assert code == 1
+    assert record["generated"] == report["run"]["generated_at"] and record["anchorkit version"] == __version__
+    assert record["input"] == f"{out} (output), {report['source']['documents']} documents"
+    assert record["transform options"] == "documents as they are (an output folder)"
+    assert "fixed:max_tokens=300,overlap=20" in record["chunkers"] and "heading:" in record["chunkers"]
+    assert record["tokenizer"].startswith("cl100k_base (tiktoken): exact")
+    assert record["approx vs cl100k_base here"].endswith("per document on average")
+    assert record["gates"] == "coverage >= 99.99%: FAILED (exit code 1)"
+    failures = page.read_text(encoding="utf-8").split('<ul class="failures">')[1].split("</ul>")[0]
+    assert all(f"gate failed: {failure}" in failures for failure in report["gates"]["failures"])
+    efficiency = report["efficiency"]
+    [efficiency_row] = parsed.tables["efficiency"][1:]
+    assert efficiency_row[:3] == [f"{efficiency['anchors']:,}", f"{efficiency['anchor_tokens']:,}", format_percent(efficiency["overhead_percent"])]
+    assert [row[0] for row in parsed.tables["lengths"][1:]] == [f"{row['chunk_tokens']:,}" for row in report["chunk_lengths"]["rows"]]
+
+
+def test_a_passing_run_says_so_on_its_page(out: Path, tmp_path: Path) -> None:
+    page = tmp_path / "stats.html"
+    assert run(str(out), "--tokenizer", "approx", "--chunking", "fixed", "--html", str(page), "--fail-over-overhead", "90")[0] == 0
+    parsed = _Tables()
+    parsed.feed(page.read_text(encoding="utf-8"))
+    record = dict((row[0], row[1]) for row in parsed.tables["record"][1:])
+    assert record["gates"] == "overhead <= 90.0%: passed (exit code 0)"
+    assert record["tokenizer"].startswith("approx: an estimate of cl100k_base counts") and "4% per document" in record["tokenizer"]
+
+
+def test_the_coverage_chart_scales_has_a_0_to_100_axis_and_room_for_100_percent(tmp_path: Path) -> None:
+    # Documents made only of title lines: every chunk identifies its ticket, so bars reach 100%.
+    for ticket_id in (1, 2):
+        (tmp_path / f"{ticket_id}.md").write_text(title_line(ticket_id, "件名") + "\n", encoding="utf-8")
+    page = tmp_path / "stats.html"
+    assert run(str(tmp_path), "--tokenizer", "approx", "--chunking", "fixed", "--html", str(page))[0] == 0
+    html = page.read_text(encoding="utf-8")
+    chart = html[html.index('aria-label="coverage per chunker') - 400 :]
+    chart = chart[chart.index("<svg") : chart.index("</svg>")]
+    width = float(re.search(r'viewBox="0 0 ([\d.]+) ', chart)[1])  # type: ignore[index]
+    assert 'width="100%"' in chart and "height=" not in chart.split(">")[0]  # scales with the page
+    assert [f"{tick}%" for tick in range(0, 101, 20)] == re.findall(r">(\d+%)</text>", chart)
+    labels = re.findall(r'<text x="([\d.]+)" y="[\d.]+">100\.00%</text>', chart)
+    # 11 px text: "100.00%" is about 7 characters x 7 px wide; it must end inside the drawing.
+    assert labels and all(float(x) + 7 * 7 <= width for x in labels)
