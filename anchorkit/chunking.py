@@ -32,13 +32,14 @@ A chunker is named by a SPEC: ``NAME`` or ``NAME:key=value,key=value`` (e.g.
 
 from __future__ import annotations
 
+import heapq
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from functools import cached_property, lru_cache
-from itertools import accumulate
-from operator import add, sub, truediv
+from itertools import accumulate, compress, count, repeat
+from operator import add, lt, sub, truediv
 from typing import Union
 
 from markdown_it.token import Token
@@ -131,14 +132,14 @@ class _DerivedLayout(TextLayout):
 
 def _moved(offsets: Sequence[int], cuts: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """(index, offset after the cuts) of each ascending offset not inside one of the ascending cuts."""
-    kept = []
-    cut_index = removed = 0
-    for index, offset in enumerate(offsets):
-        while cut_index < len(cuts) and cuts[cut_index][1] <= offset:
-            removed += cuts[cut_index][1] - cuts[cut_index][0]
-            cut_index += 1
-        if cut_index == len(cuts) or offset < cuts[cut_index][0]:
-            kept.append((index, offset - removed))
+    # Between two cuts every offset moves by the same amount: whole slices at a time, found by bisection.
+    kept: list[tuple[int, int]] = []
+    first = removed = 0
+    for start, end in [*cuts, (len(offsets) and offsets[-1] + 1, 0)]:
+        last = bisect_left(offsets, start, first)
+        kept += zip(range(first, last), map(sub, offsets[first:last], repeat(removed)))
+        first = bisect_left(offsets, end, last)
+        removed += end - start
     return kept
 
 
@@ -219,17 +220,18 @@ class SemanticChunker:
         either = map(sub, map(add, sizes, sizes[1:]), shared)  # |a | b| = |a| + |b| - |a & b|
         similarities = list(map(truediv, shared, either))
         threshold = percentile(similarities, 100 - self.breakpoint)
-        return {index + 1 for index, similarity in enumerate(similarities) if similarity < threshold}
+        return set(compress(count(1), map(lt, similarities, repeat(threshold))))
 
 
 def percentile(values: Sequence[float], p: float) -> float | None:
     """The p-th percentile, interpolated linearly between ranks (numpy's default)."""
     if not values:
         return None
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * p / 100
+    rank = (len(values) - 1) * p / 100
     low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
+    high = min(low + 1, len(values) - 1)
+    # A low percentile (the semantic stand-in's breakpoints) needs only the few smallest values.
+    ordered = heapq.nsmallest(high + 1, values) if high < len(values) // 8 else sorted(values)
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
