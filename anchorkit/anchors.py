@@ -1,7 +1,8 @@
 """THE anchor format: render, insert, find, strip, and neutralise forgeries.
 
 An anchor is one blockquote line, ``> チケット #12345: VPN接続が不安定になる``, standing alone
-between blank lines right after a heading (and, with ``max_gap_tokens``, at block boundaries).
+between blank lines right after a heading, and wherever ``spacing.space_anchors`` puts one so that
+any window of a chunk's length holds an anchor (see docs/anchoring.md).
 The document title ``# チケット #12345: ...`` identifies the ticket too.
 
 Everything that produces or recognises anchors goes through this module, so the renderer,
@@ -21,7 +22,6 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from anchorkit.markdown_blocks import COMPLEX_LINE, Block, parse_blocks, top_level_blocks
-from anchorkit.tokens import approx_tokens
 
 DEFAULT_LABEL = "チケット"
 
@@ -67,6 +67,12 @@ def anchor_line(ticket_id: int, subject: str, label: str = DEFAULT_LABEL) -> str
     return _line(">", ticket_id, subject, label)
 
 
+def shortened(subject: str, max_chars: int) -> str:
+    """The subject cut to ``max_chars`` characters, ``…`` marking the cut (0: the whole subject)."""
+    subject = one_line(subject)
+    return subject if not max_chars or len(subject) <= max_chars else subject[: max_chars - 1].rstrip() + "…"
+
+
 def title_line(ticket_id: int, subject: str, label: str = DEFAULT_LABEL) -> str:
     """``# チケット #12345: subject``: the document's first line.
 
@@ -102,21 +108,86 @@ def neutralize_forgeries(text: str) -> str:
     return _FORGERY.sub(r"\g<lead>\\#", text)
 
 
+# How an anchor sits in a document. It always stands alone as a top-level blockquote with a blank
+# line before it, and the number of blank lines after it says what it replaced, so that
+# ``strip_anchors`` gives back the text exactly (``X`` and ``Y`` are the lines around it):
+#
+#   between blocks          X, "", A, "", Y              "X\n\nY"  (every anchor after a heading too)
+#   at a line break         X, "", A, "", "", Y          "X\nY"     (paragraph, list, quote, code lines)
+#   inside a line           X, "", A, "", "", "", Y      "X" + "Y"  (a paragraph, at a sentence end)
+#
+# Inside fenced code the fence is closed before and reopened after (X, FENCE, "", A, "", "",
+# OPENER, Y), inside a table the header and delimiter rows are repeated (X, "", A, "", "", HEADER,
+# DELIMITER, Y): those are the extra lines stripping takes out as well.
+BETWEEN_BLOCKS, AT_LINE_BREAK, INSIDE_LINE = 1, 2, 3  # blank lines after the anchor
+_FENCE = re.compile(r"( {0,3})(`{3,}|~{3,})")
+_TABLE_DELIMITER = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
+
+
 def strip_anchors(document: str) -> str:
-    """The document without its anchor lines: the exact inverse of ``insert_anchors``."""
+    """The document without its anchors and the lines they brought: the exact inverse of placing them."""
+    cuts = anchor_cuts(document)
+    kept_from = [0, *(end for _, end in cuts)]
+    kept_to = [*(start for start, _ in cuts), len(document)]
+    return "".join(document[start:end] for start, end in zip(kept_from, kept_to))
+
+
+def anchor_cuts(document: str) -> list[tuple[int, int]]:
+    """The character ranges ``strip_anchors`` takes out, ascending: whole lines (an anchor, the blank
+    lines around it, a repeated fence or table head), or, for a cut inside a line, everything from
+    the end of the line's first half to the start of its second half."""
     lines = document.split("\n")
-    kept: list[str] = []
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    cuts: list[tuple[int, int]] = []
     index = 0
     while index < len(lines):
-        if ANCHOR_PATTERN.fullmatch(lines[index]) and (index + 1 == len(lines) or lines[index + 1] == ""):
-            # insert_anchors adds "<blank>, anchor" and a blank after it when none was there.
-            if kept and kept[-1] == "":
-                kept.pop()
+        line = lines[index]
+        if not (line[:2] == "> " and (index + 1 == len(lines) or lines[index + 1] == "") and ANCHOR_PATTERN.fullmatch(line)):
             index += 1
             continue
-        kept.append(lines[index])
-        index += 1
-    return "\n".join(kept)
+        blanks = 0
+        while index + 1 + blanks < len(lines) and lines[index + 1 + blanks] == "":
+            blanks += 1
+        after = index + 1 + blanks
+        first = index - 1 if index and lines[index - 1] == "" else index  # the blank line before goes too
+        inside = first > 0 and after < len(lines) and blanks in (AT_LINE_BREAK, INSIDE_LINE) and first != index
+        if not inside:
+            last = index  # between blocks: the blank line after the anchor stays
+        elif blanks == INSIDE_LINE:
+            cuts.append((starts[first] - 1, starts[after]))
+            index = after
+            continue
+        elif _reopened_fence(lines[first - 1], lines[after]):
+            first, last = first - 1, after
+        elif _repeated_table_head(lines, first, after):
+            last = after + 1
+        else:
+            last = after - 1
+        cuts.append((starts[first], starts[last + 1]) if last + 1 < len(lines) else (max(starts[first] - 1, 0), len(document)))
+        index = last + 1
+    return cuts
+
+
+def fence_closer(opener: str) -> str | None:
+    """The line that closes the fenced code block opened by ``opener`` (None: not a fence opener)."""
+    match = _FENCE.match(opener)
+    return match[1] + match[2] if match else None
+
+
+def _reopened_fence(closer: str, opener: str) -> bool:
+    return fence_closer(opener) == closer
+
+
+def _repeated_table_head(lines: list[str], before: int, after: int) -> bool:
+    """Whether lines[after:after+2] repeat the header and delimiter rows of the table that ends
+    just before line ``before``."""
+    start = before
+    while start > 0 and lines[start - 1] != "":
+        start -= 1
+    head = lines[start : start + 2]
+    return before - start >= 3 and bool(_TABLE_DELIMITER.match(head[1])) and lines[after : after + 2] == head
 
 
 def insert_anchors(
@@ -126,7 +197,6 @@ def insert_anchors(
     label: str = DEFAULT_LABEL,
     *,
     unanchored_headings: Iterable[str] = (),
-    max_gap_tokens: int | None = None,
 ) -> str:
     """Give every heading of level >= 2 its anchor line; idempotent.
 
@@ -135,30 +205,17 @@ def insert_anchors(
     - Headings whose text is in ``unanchored_headings`` (the basic-info section) get none.
     - Only top-level blocks are considered, so an anchor never lands inside a code block, a table,
       a list, a quote or an HTML block.
-    - ``max_gap_tokens``: also insert an anchor before a top-level block when more than that many
-      (approximate, see tokens.approx_tokens) tokens have passed since the last anchor or heading.
-      A single block longer than the limit cannot be split and stays whole.
+    (The anchors that bound the distance between anchors are ``spacing.space_anchors``'.)
     """
-    if max_gap_tokens is None and not _LINE_STARTING_WITH_HASH.search(document) and not _SETEXT_UNDERLINE.search(document):
+    if not _LINE_STARTING_WITH_HASH.search(document) and not _SETEXT_UNDERLINE.search(document):
         return document  # no heading, so no anchor to place or to bring up to date
-    simple = max_gap_tokens is None and not COMPLEX_LINE.search(document)
     anchor = anchor_line(ticket_id, subject, label)
     lines = document.split("\n")
     skip = frozenset(unanchored_headings)
-    blocks = _scan_blocks(lines) if simple else top_level_blocks(parse_blocks(document))
+    blocks = top_level_blocks(parse_blocks(document)) if COMPLEX_LINE.search(document) else _scan_blocks(lines)
     output: list[str] = []
     copied = 0  # lines[:copied] are in output already
-    since_anchor = 0
     want_anchor = False
-
-    def emit_anchor_before(start: int) -> None:
-        nonlocal copied
-        output.extend(lines[copied:start])
-        if output and output[-1] != "":
-            output.append("")
-        output.extend([anchor, ""])
-        copied = start
-
     for block in blocks:
         if _is_anchor_block(block, lines):
             if want_anchor and lines[block.start] != anchor:
@@ -166,22 +223,16 @@ def insert_anchors(
                 output.append(anchor)
                 copied = block.end
             want_anchor = False
-            since_anchor = 0
             continue
         if want_anchor:
-            emit_anchor_before(block.start)
+            output.extend(lines[copied : block.start])
+            if output and output[-1] != "":
+                output.append("")
+            output.extend([anchor, ""])
+            copied = block.start
             want_anchor = False
         if block.kind == "heading":
-            since_anchor = 0
             want_anchor = block.level >= 2 and block.text.strip() not in skip
-            continue
-        if max_gap_tokens is None:
-            continue  # only the gap rule needs the cost of a block
-        cost = approx_tokens("\n".join(lines[block.start : block.end]))
-        if since_anchor > 0 and since_anchor + cost > max_gap_tokens:
-            emit_anchor_before(block.start)
-            since_anchor = 0
-        since_anchor += cost
     output.extend(lines[copied:])
     if want_anchor:
         # The last heading has no block after it: its anchor goes at the end (before the final newline).
@@ -207,7 +258,7 @@ def _scan_blocks(lines: list[str]) -> list[Block]:
     There, a line starting with '#' is always a top-level ATX heading (headings interrupt
     paragraphs and close lists and quotes), and an anchor line between a blank line (or a heading)
     and a blank line is a one-line blockquote. Every other run of non-blank lines is reported as one
-    "text" block: only its start matters, since ``max_gap_tokens`` always parses.
+    "text" block: only its start matters.
     """
     blocks: list[Block] = []
     previous_blank = True

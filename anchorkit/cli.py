@@ -39,7 +39,7 @@ from anchorkit import sync as syncing
 from anchorkit import tokens as tokenizing
 from anchorkit import transform as transforming
 from anchorkit import verify as verifying
-from anchorkit.document import LABELS, RenderOptions
+from anchorkit.document import DEFAULT_ANCHOR_SUBJECT_CHARS, DEFAULT_CHUNK_TOKENS, LABELS, RenderOptions
 from anchorkit.files import write_atomic
 from anchorkit.redmine import RetryPolicy
 from anchorkit.report_html import render_report
@@ -114,7 +114,8 @@ def transform_options(
     label: str | None,
     include_private: bool,
     anchor_basic_info: bool,
-    max_gap_tokens: int | None,
+    chunk_tokens: int,
+    anchor_subject_chars: int,
     text_format: str | None,
     timezone: str,
     sidecars: bool,
@@ -122,6 +123,8 @@ def transform_options(
     layout: str,
     max_text_bytes: int,
     link_issues: str | None = None,
+    tokenizer: str = "auto",
+    tiktoken_file: Path | None = None,
 ) -> transforming.TransformOptions:
     """Validate the transform flags (exit 2 with a clear message) and build the options."""
     for name, value, allowed in (
@@ -129,6 +132,7 @@ def transform_options(
         ("--text-format", text_format, TEXT_FORMATS),
         ("--sidecar-schema", sidecar_schema, SCHEMAS),
         ("--layout", layout, transforming.LAYOUTS),
+        ("--tokenizer", tokenizer, tokenizing.TOKENIZER_CHOICES),
     ):
         if value is not None and value not in allowed:
             raise usage_error(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
@@ -140,7 +144,8 @@ def transform_options(
         lang=lang,
         include_private=include_private,
         anchor_basic_info=anchor_basic_info,
-        max_gap_tokens=max_gap_tokens,
+        chunk_tokens=chunk_tokens,
+        anchor_subject_chars=anchor_subject_chars,
         timezone=timezone,
         labels={"ticket": label} if label else {},
         link_issues=link_issues.rstrip("/") if link_issues else None,
@@ -152,6 +157,8 @@ def transform_options(
         layout=layout,
         text_format=text_format,
         max_text_bytes=max_text_bytes,
+        tokenizer=tokenizer,
+        tiktoken_file=tiktoken_file,
     )
 
 
@@ -161,7 +168,19 @@ SidecarSchemaOption = typer.Option("--sidecar-schema", help="Sidecar attribute s
 LayoutOption = typer.Option("--layout", help="flat: OUT/<id>.md; by-project: OUT/<project identifier>/<id>.md.")
 LangOption = typer.Option("--lang", help="Document labels: ja (チケット, 基本情報, 説明, 対応履歴) or en (Ticket, Details, Description, History).")
 LabelOption = typer.Option("--label", help="Ticket label in titles and anchors, overriding --lang's (e.g. Issue).")
-MaxGapTokensOption = typer.Option("--max-gap-tokens", min=1, help="Also insert an anchor at the next block boundary once this many (approximate) tokens passed without one. Off by default.")
+ChunkTokensOption = typer.Option(
+    "--chunk-tokens",
+    min=0,
+    help="Place anchors so that any window of this many tokens (your knowledge base's chunk length) holds a complete "
+    "anchor or the title line; long blocks are split between items, rows, lines or sentences. 300: Bedrock's default "
+    "fixed-size chunk. 0: only the anchors after headings.",
+)
+AnchorSubjectCharsOption = typer.Option(
+    "--anchor-subject-chars",
+    min=0,
+    help="Cut the subject in anchor lines to this many characters (ending in …); the title keeps it whole. "
+    "Long subjects make every anchor expensive. 0: the whole subject.",
+)
 TimezoneOption = typer.Option("--timezone", help="Time zone for the dates shown in documents (IANA name, e.g. Asia/Tokyo). Sidecar timestamps are always UTC.")
 MaxTextBytesOption = typer.Option("--max-text-bytes", min=1, help="A description or note larger than this (UTF-8 bytes) fails its ticket instead of producing a huge document.")
 ProjectOption = typer.Option("--project", help="Only this project (identifier or id; subprojects included). Repeatable.")
@@ -184,7 +203,17 @@ def transform(
     label: Annotated[Optional[str], LabelOption] = None,
     include_private: bool = typer.Option(False, "--include-private", help="Include private issues and private notes (left out by default)."),
     anchor_basic_info: bool = typer.Option(False, "--anchor-basic-info", help="Also anchor the basic-info section (for splitters that move headings into metadata)."),
-    max_gap_tokens: Annotated[Optional[int], MaxGapTokensOption] = None,
+    chunk_tokens: Annotated[int, ChunkTokensOption] = DEFAULT_CHUNK_TOKENS,
+    anchor_subject_chars: Annotated[int, AnchorSubjectCharsOption] = DEFAULT_ANCHOR_SUBJECT_CHARS,
+    tokenizer: str = typer.Option(
+        "auto",
+        "--tokenizer",
+        help="How --chunk-tokens counts: auto: cl100k_base if its vocabulary is on this machine (never downloaded), else approx "
+        "(the estimate with a safety margin); cl100k_base: exact (exit 2 if its vocabulary is missing).",
+    ),
+    tiktoken_file: Optional[Path] = typer.Option(
+        None, "--tiktoken-file", help=f"cl100k_base.tiktoken vocabulary file (sha256-checked). Default: ${tokenizing.VOCABULARY_FILE_ENV}, then tiktoken's cache."
+    ),
     text_format: Optional[str] = typer.Option(None, "--text-format", help="Redmine text format of all texts: textile or common_mark. Default: the snapshot's setting (state.json text_format), else textile."),
     timezone: Annotated[str, TimezoneOption] = "UTC",
     link_issues: Optional[str] = typer.Option(None, "--link-issues", metavar="URL", help="Redmine base URL: turn #123 in ticket text into links to URL/issues/123 (kept as plain text by default)."),
@@ -195,17 +224,21 @@ def transform(
 ) -> None:
     """Turn a snapshot into one anchored Markdown document per ticket (and optional sidecars).
 
-    Every section and every journal entry carries the anchor line `> チケット #ID: subject`, so any
-    chunk of the document names its ticket. Output is deterministic: unchanged files are not
+    Every section and every journal entry carries the anchor line `> チケット #ID: subject`, and more
+    anchors are placed so that any window of --chunk-tokens tokens holds one: any chunk of that
+    length names its ticket, wherever the chunker cuts. Output is deterministic: unchanged files are not
     rewritten, outputs of tickets no longer in the snapshot are removed, bad tickets are reported
     (file and reason) while the others are still done; exit code 1 if any ticket failed.
     """
     if link_issues and not re.match(r"https?://[^\s]+$", link_issues):
         raise usage_error(f"--link-issues must be an http(s) URL, not {link_issues!r}")
-    options = transform_options(lang, label, include_private, anchor_basic_info, max_gap_tokens, text_format, timezone, sidecars, sidecar_schema, layout, max_text_bytes, link_issues)
+    options = transform_options(
+        lang, label, include_private, anchor_basic_info, chunk_tokens, anchor_subject_chars, text_format, timezone,
+        sidecars, sidecar_schema, layout, max_text_bytes, link_issues, tokenizer, tiktoken_file,
+    )
     try:
         report = transforming.transform_snapshot(snapshot, out, options, check=check, jobs=jobs)
-    except SnapshotError as exc:
+    except (SnapshotError, tokenizing.TokenizerUnavailable) as exc:
         raise usage_error(str(exc)) from None
     if json_output:
         print_json({"check": check, "out": str(out), **report.as_dict()})
@@ -216,6 +249,8 @@ def transform(
 
 
 def print_transform_report(report: transforming.TransformReport, out: Path, check: bool) -> None:
+    if report.tokenizer_note:
+        print_problem("note", f"--chunk-tokens counted with approx tokens (and a safety margin): {report.tokenizer_note}")
     for warning in report.warnings:
         print_problem("warning", warning)
     for failure in report.failed:
@@ -229,8 +264,8 @@ def print_transform_report(report: transforming.TransformReport, out: Path, chec
         return
     console.print(
         f"transform: {report.tickets} tickets → {out}: {len(report.created)} created, {len(report.changed)} changed, "
-        f"{report.unchanged} unchanged, {len(report.removed)} removed, {len(report.failed)} failed "
-        f"in {report.seconds:.2f} s",
+        f"{report.unchanged} unchanged, {len(report.removed)} removed, {len(report.failed)} failed, "
+        f"{report.private_skipped} private skipped in {report.seconds:.2f} s",
         highlight=False,
     )
 
@@ -1130,7 +1165,8 @@ def sync_command(
     anchor_basic_info: Annotated[
         Optional[bool], switch("anchor-basic-info", "Also anchor the basic-info section.")
     ] = None,
-    max_gap_tokens: Annotated[Optional[int], MaxGapTokensOption] = None,
+    chunk_tokens: Annotated[Optional[int], ChunkTokensOption] = None,
+    anchor_subject_chars: Annotated[Optional[int], AnchorSubjectCharsOption] = None,
     timezone: Annotated[Optional[str], TimezoneOption] = None,
     max_text_bytes: Annotated[Optional[int], MaxTextBytesOption] = None,
     delete: Annotated[Optional[bool], switch("delete", "Delete remote objects with no local counterpart.")] = None,
@@ -1162,7 +1198,7 @@ def sync_command(
         raise usage_error(str(error)) from None
     transform_settings = transform_options(
         settings["lang"], settings["label"], settings["include_private"], settings["anchor_basic_info"],
-        settings["max_gap_tokens"], settings["text_format"], settings["timezone"], settings["sidecars"],
+        settings["chunk_tokens"], settings["anchor_subject_chars"], settings["text_format"], settings["timezone"], settings["sidecars"],
         settings["sidecar_schema"], settings["layout"], settings["max_text_bytes"],
     )
     arguments = pull_arguments(

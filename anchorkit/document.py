@@ -26,8 +26,9 @@ from zoneinfo import ZoneInfo
 
 from markdown_it.token import Token
 
-from anchorkit.anchors import anchor_line, insert_anchors, neutralize_forgeries, one_line, title_line
+from anchorkit.anchors import anchor_line, insert_anchors, neutralize_forgeries, one_line, shortened, title_line
 from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks, top_level_blocks
+from anchorkit.spacing import TokenCounter, approximate_tokens, space_anchors
 from anchorkit.textformat import to_markdown
 
 Lookups = dict[str, dict[str, dict[str, Any]]]
@@ -136,12 +137,21 @@ _ATTRIBUTES: dict[str, tuple[str, str | None]] = {
 }
 
 
+# Amazon Bedrock's default fixed-size chunk; docs/anchoring.md has the figures behind both defaults.
+DEFAULT_CHUNK_TOKENS = 300
+DEFAULT_ANCHOR_SUBJECT_CHARS = 0
+
+
 @dataclass(frozen=True)
 class RenderOptions:
     lang: str = "ja"
     include_private: bool = False
     anchor_basic_info: bool = False
-    max_gap_tokens: int | None = None
+    # Any window of this many tokens holds a complete anchor or the title (spacing.space_anchors);
+    # 0: only the anchors after headings. 300 is Amazon Bedrock's default fixed-size chunk.
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS
+    # The subject in anchors (not in the title) is cut to this many characters (0: whole).
+    anchor_subject_chars: int = DEFAULT_ANCHOR_SUBJECT_CHARS
     # A single format, or [(since ISO timestamp, format), ...]: texts created before the first
     # "since" are Textile (Redmine's historical default), later ones use the last format in force.
     text_format: str | tuple[tuple[str, str], ...] = "textile"
@@ -153,18 +163,20 @@ class RenderOptions:
         return self.labels.get(key) or LABELS[self.lang][key]
 
 
-def render_document(issue: dict[str, Any], lookups: Lookups, options: RenderOptions) -> str:
+def render_document(issue: dict[str, Any], lookups: Lookups, options: RenderOptions, count_tokens: TokenCounter = approximate_tokens) -> str:
     """The anchored Markdown document of one issue (byte-identical for identical input).
 
     Section anchors are placed as the document is assembled, and each piece of ticket text is
-    anchored on its own (its headings, ``max_gap_tokens``), so no ticket pays for parsing the whole
-    document; ``anchors.insert_anchors`` over the result changes nothing (tested).
+    anchored on its own (its headings), so no ticket pays for parsing the whole document;
+    ``anchors.insert_anchors`` over the result changes nothing (tested). Then spacing anchors
+    bound the distance between anchors for ``options.chunk_tokens``, measured with ``count_tokens``.
     """
     ticket_id, subject, label = issue["id"], issue["subject"], options.label("ticket")
-    anchor = anchor_line(ticket_id, subject, label)
+    body_subject = shortened(subject, options.anchor_subject_chars)
+    anchor = anchor_line(ticket_id, body_subject, label)
 
     def anchored(text: str) -> str:
-        return insert_anchors(text, ticket_id, subject, label, max_gap_tokens=options.max_gap_tokens)
+        return insert_anchors(text, ticket_id, body_subject, label)
 
     parts = [title_line(ticket_id, subject, label), f"## {options.label('details')}"]
     if options.anchor_basic_info:
@@ -180,7 +192,8 @@ def render_document(issue: dict[str, Any], lookups: Lookups, options: RenderOpti
         parts += [f"## {options.label('history')}", anchor]
         for heading, body in entries:
             parts += [heading, anchor, anchored(body)]
-    return "\n\n".join(part for part in parts if part) + "\n"
+    document = "\n\n".join(part for part in parts if part) + "\n"
+    return space_anchors(document, anchor, options.chunk_tokens, count_tokens) if options.chunk_tokens else document
 
 
 def content_markdown(text: str, fmt: str, link_issues: str | None = None) -> str:
@@ -321,6 +334,8 @@ def parse_time(value: Any) -> datetime | None:
 
 
 def _local_date(timestamp: str | None, tz: str, with_time: bool = False) -> str:
+    """``2026-03-15``, or with the time ``2026-03-15 10:00 +09:00`` (its UTC offset, so that a reader
+    of the document alone knows which zone it is in)."""
     if not timestamp:
         return ""
     moment = parse_time(timestamp)
@@ -330,7 +345,11 @@ def _local_date(timestamp: str | None, tz: str, with_time: bool = False) -> str:
         moment = moment.astimezone(ZoneInfo(tz))
     # Formatted by hand: strftime costs more than the rest of a journal heading (and pads years < 1000 differently by platform).
     date = f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
-    return f"{date} {moment.hour:02d}:{moment.minute:02d}" if with_time else date
+    if not with_time:
+        return date
+    offset = int(moment.utcoffset().total_seconds()) // 60  # type: ignore[union-attr]
+    sign, offset = ("-", -offset) if offset < 0 else ("+", offset)
+    return f"{date} {moment.hour:02d}:{moment.minute:02d} {sign}{offset // 60:02d}:{offset % 60:02d}"
 
 
 def _details(issue: dict[str, Any], options: RenderOptions) -> str:

@@ -160,6 +160,10 @@ class Tokenizer(Protocol):
         """Token counts of a batch of texts."""
         ...
 
+    def count(self, text: str) -> int:
+        """Token count of one text (no batching overhead)."""
+        ...
+
     def tokenize_pairs(self, texts: Sequence[str], cuts: Sequence[Sequence[Cut]]) -> list[tuple[TokenizedText, TokenizedText]]:
         """Each text, and the same text with ``cuts`` (character ranges) removed (see ``without``)."""
         ...
@@ -196,7 +200,10 @@ class ApproxTokenizer:
         return [self._tokenize(text) for text in texts]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        return [sum(map(approx_tokens, self._pieces(text))) for text in texts]
+        return list(map(self.count, texts))
+
+    def count(self, text: str) -> int:
+        return sum(map(approx_tokens, self._pieces(text)))
 
     def tokenize_pairs(self, texts: Sequence[str], cuts: Sequence[Sequence[Cut]]) -> list[tuple[TokenizedText, TokenizedText]]:
         pairs: list[tuple[TokenizedText, TokenizedText]] = []
@@ -253,6 +260,9 @@ class TiktokenTokenizer:
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         return [len(ids) for ids in self._encoding.encode_ordinary_batch(list(texts))]
+
+    def count(self, text: str) -> int:
+        return len(self._encoding.encode_ordinary(text))
 
     def tokenize_pairs(self, texts: Sequence[str], cuts: Sequence[Sequence[Cut]]) -> list[tuple[TokenizedText, TokenizedText]]:
         """Encode each text once; the shorter text's tokens are the text's tokens minus the cut ones.

@@ -9,6 +9,7 @@ outputs a failed ticket had before are kept.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import time
@@ -18,11 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from anchorkit import parallel
+from anchorkit.anchors import find_titles
 from anchorkit.document import Lookups, RenderOptions, render_document
+from anchorkit.spacing import TokenCounter, approximate_tokens
 from anchorkit.files import sync_file
 from anchorkit.sidecar import SIDECAR_SUFFIX, build_sidecar, check_schema
 from anchorkit.snapshot import SnapshotError, iter_issue_paths, load_issue, load_lookups, load_state
 from anchorkit.textformat import TEXT_FORMATS
+from anchorkit.tokens import APPROX, TOKENIZER_CHOICES, choose_tokenizer
 
 LAYOUTS = ("flat", "by-project")
 DEFAULT_MAX_TEXT_BYTES = 1_000_000
@@ -41,6 +45,10 @@ class TransformOptions:
     # None: use the snapshot's own setting (state.json "text_format"), else this format for all texts.
     text_format: str | None = None
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES
+    # How spacing anchors count tokens: auto = cl100k_base when its vocabulary is on this machine
+    # (tokens.choose_tokenizer, never a download), else the approximation with a safety margin.
+    tokenizer: str = "auto"
+    tiktoken_file: Path | None = None
 
 
 @dataclass
@@ -68,6 +76,9 @@ class TransformReport:
     removed: list[str] = field(default_factory=list)
     failed: list[TicketFailure] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    private_skipped: int = 0  # private tickets left out (no --include-private)
+    tokenizer: str | None = None  # what spacing anchors were counted with (None: --chunk-tokens 0)
+    tokenizer_note: str | None = None  # why auto fell back to the approximation
     seconds: float = 0.0
 
     @property
@@ -83,6 +94,9 @@ class TransformReport:
             "removed": self.removed,
             "failed": [dataclasses.asdict(f) for f in self.failed],
             "warnings": self.warnings,
+            "private_skipped": self.private_skipped,
+            "tokenizer": self.tokenizer,
+            "tokenizer_note": self.tokenizer_note,
             "seconds": round(self.seconds, 3),
         }
 
@@ -108,24 +122,53 @@ def iter_documents(snapshot_dir: Path, options: TransformOptions) -> Iterator[Re
     """Render every ticket of the snapshot, one at a time, in ticket-id order."""
     render_options = resolve_render_options(snapshot_dir, options)
     lookups = load_lookups(snapshot_dir)
+    count_tokens = token_counter(resolve_tokenizer(options)[0], options.tiktoken_file) if render_options.chunk_tokens else approximate_tokens
     for path in iter_issue_paths(snapshot_dir):
-        result = render_ticket(path, lookups, render_options, options)
-        if result is not None:
+        result = render_ticket(path, lookups, render_options, options, count_tokens)
+        if isinstance(result, (RenderedTicket, TicketFailure)):
             yield result
 
 
+def resolve_tokenizer(options: TransformOptions) -> tuple[str, str | None]:
+    """The tokenizer spacing anchors are counted with (``auto`` settled) and why auto fell back.
+
+    ValueError / tokens.TokenizerUnavailable for an unknown name or a vocabulary that cannot be loaded.
+    """
+    if options.tokenizer not in TOKENIZER_CHOICES:
+        raise ValueError(f"unknown tokenizer {options.tokenizer!r} (expected one of {', '.join(TOKENIZER_CHOICES)})")
+    choice = choose_tokenizer(options.tokenizer, options.tiktoken_file)
+    name = choice.tokenizer.name
+    _counters[(name, options.tiktoken_file)] = approximate_tokens if name == APPROX else choice.tokenizer.count
+    return name, choice.fallback_reason
+
+
+# Loaded once per process: a vocabulary takes a second to load.
+_counters: dict[tuple[str, Path | None], TokenCounter] = {}
+
+
+def token_counter(tokenizer: str, tiktoken_file: Path | None = None) -> TokenCounter:
+    """How spacing anchors count tokens: cl100k_base exactly, or the approximation with its margin."""
+    key = (tokenizer, tiktoken_file)
+    if key not in _counters:
+        _counters[key] = approximate_tokens if tokenizer == APPROX else choose_tokenizer(tokenizer, tiktoken_file).tokenizer.count
+    return _counters[key]
+
+
+PRIVATE = "private"  # render_ticket's answer for a private issue left out on purpose
+
+
 def render_ticket(
-    path: Path, lookups: Lookups, render_options: RenderOptions, options: TransformOptions
-) -> RenderedTicket | TicketFailure | None:
-    """One ticket's document and sidecar, its failure, or None for a private issue left out on purpose."""
+    path: Path, lookups: Lookups, render_options: RenderOptions, options: TransformOptions, count_tokens: TokenCounter = approximate_tokens
+) -> RenderedTicket | TicketFailure | str:
+    """One ticket's document and sidecar, its failure, or ``PRIVATE`` for a private issue left out on purpose."""
     ticket_id = int(path.stem) if path.stem.isdigit() else None
     try:
         issue = load_issue(path)
         ticket_id = issue["id"]
         if issue.get("is_private") and not render_options.include_private:
-            return None
+            return PRIVATE
         _check_sizes(path, issue, options.max_text_bytes)
-        markdown = render_document(issue, lookups, render_options)
+        markdown = render_document(issue, lookups, render_options, count_tokens)
         sidecar, warnings = build_sidecar(issue, lookups, options.sidecar_schema) if options.sidecars else (None, [])
     except SnapshotError as exc:
         return TicketFailure(str(path), ticket_id, str(exc))
@@ -172,15 +215,22 @@ def transform_snapshot(
     keep_ids: set[int] = set()  # failed tickets keep whatever output they had
     # Settled here, not in the workers: a bad state.json or lookups.json must stop the run with its
     # error, and a worker whose initializer fails would only be replaced by another one, forever.
-    settings = _BatchSettings(load_lookups(snapshot_dir), resolve_render_options(snapshot_dir, options), options, out_dir, check)
+    render_options = resolve_render_options(snapshot_dir, options)
+    if render_options.chunk_tokens:
+        report.tokenizer, report.tokenizer_note = resolve_tokenizer(options)
+    settings = _BatchSettings(load_lookups(snapshot_dir), render_options, options, out_dir, check, report.tokenizer or APPROX)
     outcomes = parallel.map_batches(_transform_batch, iter_issue_paths(snapshot_dir), jobs, initializer=_start_batches, initargs=(settings,))
     for outcome in outcomes:
         report.tickets += 1
+        if outcome == PRIVATE:
+            report.private_skipped += 1
+            continue
         if isinstance(outcome, TicketFailure):
             report.failed.append(outcome)
             if outcome.ticket_id is not None:
                 keep_ids.add(outcome.ticket_id)
             continue
+        assert isinstance(outcome, TicketOutputs)
         report.warnings.extend(outcome.warnings)
         for relpath, status in outcome.outputs:
             expected.add(relpath)
@@ -211,6 +261,7 @@ class _BatchSettings:
     options: TransformOptions
     out_dir: Path
     check: bool
+    tokenizer: str  # the tokenizer ``auto`` settled on, loaded once per process (token_counter)
 
 
 _batch_settings: _BatchSettings | None = None
@@ -221,15 +272,16 @@ def _start_batches(settings: _BatchSettings) -> None:
     _batch_settings = settings
 
 
-def _transform_batch(paths: list[Path]) -> list[TicketOutputs | TicketFailure]:
+def _transform_batch(paths: list[Path]) -> list[TicketOutputs | TicketFailure | str]:
     """Render and write a batch of tickets (in a worker process, or in this one with one job)."""
     settings = _batch_settings
     assert settings is not None, "_start_batches was not called"
-    outcomes: list[TicketOutputs | TicketFailure] = []
+    count_tokens = token_counter(settings.tokenizer, settings.options.tiktoken_file)
+    outcomes: list[TicketOutputs | TicketFailure | str] = []
     for path in paths:
-        result = render_ticket(path, settings.lookups, settings.render_options, settings.options)
-        if result is None or isinstance(result, TicketFailure):
-            outcomes += [result] if result is not None else []
+        result = render_ticket(path, settings.lookups, settings.render_options, settings.options, count_tokens)
+        if not isinstance(result, RenderedTicket):
+            outcomes.append(result)
             continue
         files = [(result.relpath, result.markdown.encode("utf-8"))]
         if result.sidecar is not None:
@@ -240,7 +292,11 @@ def _transform_batch(paths: list[Path]) -> list[TicketOutputs | TicketFailure]:
 
 
 def _stale_outputs(out_dir: Path, expected: set[str], keep_ids: set[int]) -> list[str]:
-    """Our files in ``out_dir`` (and its project folders) that this run did not produce."""
+    """Our files in ``out_dir`` (and its project folders) that this run did not produce.
+
+    A file is ours by its name and its content: a document starts with its ticket's title line,
+    a sidecar holds its ticket's id; anything else (a user's own ``2024.md``) is left alone.
+    """
     if not out_dir.is_dir():
         return []
     stale = []
@@ -248,9 +304,36 @@ def _stale_outputs(out_dir: Path, expected: set[str], keep_ids: set[int]) -> lis
         name = relpath.rpartition("/")[2]
         if _TEMP_NAME.match(name):
             stale.append(relpath)  # left behind by an interrupted run
-        elif _OUTPUT_NAME.match(name) and relpath not in expected and int(name.split(".")[0]) not in keep_ids:
-            stale.append(relpath)
+        elif _OUTPUT_NAME.match(name) and relpath not in expected:
+            ticket_id = int(name.split(".")[0])
+            if ticket_id not in keep_ids and _written_by_transform(out_dir / relpath, ticket_id):
+                stale.append(relpath)
     return stale
+
+
+def _written_by_transform(path: Path, ticket_id: int) -> bool:
+    try:
+        with path.open("rb") as file:
+            head = file.read(_HEAD_BYTES)
+    except OSError:
+        return False
+    if path.name.endswith(SIDECAR_SUFFIX):
+        return _sidecar_ticket_id(head) == ticket_id
+    titles = find_titles(head.split(b"\n", 1)[0].decode("utf-8", "replace"))
+    return bool(titles) and titles[0].ticket_id == ticket_id
+
+
+def _sidecar_ticket_id(data: bytes) -> Any:
+    """The ticket id a sidecar (simple or typed schema) describes, or None."""
+    try:
+        value = json.loads(data)["metadataAttributes"]["ticket_id"]
+        return value["value"]["numberValue"] if isinstance(value, dict) else value
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+# A title line is at most a few hundred bytes (a 255-character subject); sidecars are <= 10 KB.
+_HEAD_BYTES = 16_384
 
 
 def _relpaths(folder: Path, depth: int, prefix: str = "") -> Iterator[str]:

@@ -27,7 +27,7 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, from PyPI (a dependency there)
     import tomli as tomllib
 
-from anchorkit import publish, pull, state, transform
+from anchorkit import document, publish, pull, state, transform
 from anchorkit.redmine import RetryPolicy
 
 CONFIG_FILE_NAME = "anchorkit.toml"
@@ -77,7 +77,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("lang", str, "ja"),
     Setting("label", str),
     Setting("anchor_basic_info", bool, False),
-    Setting("max_gap_tokens", int),
+    Setting("chunk_tokens", int, document.DEFAULT_CHUNK_TOKENS),
+    Setting("anchor_subject_chars", int, document.DEFAULT_ANCHOR_SUBJECT_CHARS),
     Setting("timezone", str, "UTC"),
     Setting("max_text_bytes", int, transform.DEFAULT_MAX_TEXT_BYTES),
     # upload

@@ -151,13 +151,14 @@ def _table(rng: random.Random, rows: int, textile: bool, long_row: bool = False)
 
 
 def _list(rng: random.Random, items: int, textile: bool, nested: bool = False) -> str:
+    numbered = rng.random() < 0.3
     lines = []
     for index in range(items):
-        marker = ("#" if textile else f"{index + 1}.") if rng.random() < 0.3 and not nested else ("*" if textile else "-")
+        marker = ("#" if textile else f"{index + 1}.") if numbered else ("*" if textile else "-")
         lines.append(f"{marker} {_paragraph(rng, rng.randint(1, 2))}")
         if nested and rng.random() < 0.4:
             for _ in range(rng.randint(1, 3)):
-                lines.append(("** " if textile else "  - ") + _paragraph(rng, 1))
+                lines.append((marker[0] * 2 + " " if textile else "   - " if numbered else "  - ") + _paragraph(rng, 1))
     return "\n".join(lines)
 
 

@@ -1,0 +1,283 @@
+"""Spacing anchors: any window of N tokens of a document holds a complete anchor line or the title.
+
+A window of N tokens that starts just after an anchor's first token must still hold the next anchor
+whole, so anchor starts may be at most ``N - A`` tokens apart (A: the anchor's tokens); the title
+counts as the first anchor. The anchors after headings (anchors.insert_anchors) stay where they are;
+this module adds the fewest spacing anchors that keep every stretch between anchor starts within
+that gap, each as late as the gap allows (counted from the last anchor of any kind).
+
+A stretch longer than the gap is cut at the latest safe point (see anchors.py for how each cut is
+written so that ``anchors.strip_anchors`` undoes it exactly):
+
+- between top-level blocks;
+- between the items of a top-level list (the basic-info list too), the lines of a quote;
+- in a paragraph at a line break or after a sentence end (``。．！？``, ``. `` ...), never where the
+  second half would start another construct or inside inline markup;
+- fenced code between two lines (closed, anchor, reopened with the same info string);
+  indented code between two lines; a table between rows (header and delimiter rows repeated).
+
+HTML blocks, headings and single lines without a sentence end are never cut: a line longer than
+the gap leaves the windows inside it without an anchor (docs/anchoring.md measures how often).
+
+Token counts are an upper bound of the chunker's: each line (or sentence piece) is counted on its
+own, which for cl100k_base is never less than counting the lines together, since its pre-tokenizer
+does not join a line break with the next line's first character. Stretches whose UTF-8 size is
+within the gap are not tokenized at all (a cl100k token is at least one byte).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from anchorkit.anchors import AT_LINE_BREAK, BETWEEN_BLOCKS, INSIDE_LINE, fence_closer
+from markdown_it.token import Token
+
+from anchorkit.markdown_blocks import parse_blocks
+from anchorkit.tokens import approx_tokens
+
+TokenCounter = Callable[[str], int]
+
+
+def approximate_tokens(text: str) -> int:
+    """``tokens.approx_tokens`` with a safety margin for its error (docs/anchoring.md has the figures)."""
+    return approx_tokens(text) * APPROX_MARGIN_PERCENT // 100 + 1
+
+
+APPROX_MARGIN_PERCENT = 130
+
+# A cut inside a paragraph after a sentence end: Japanese full stops (and closing brackets after
+# them), or Latin ones followed by spaces; the second half starts at the next non-space character.
+_SENTENCE_END = re.compile(r"[。．！？][」』）)]*|[.!?][\"')\]」』）]*[ \t]+")
+# A line that could start something other than a paragraph's text if a cut put it at a block
+# start (a list item, heading, quote, fence, table, HTML, thematic break, setext underline,
+# indented code, link reference definition).
+_NOT_PARAGRAPH_START = re.compile(r"^(?:[ \t]*$| {4}|\t| {0,3}(?:[-+*=_#>|<\[~`]|\d{1,9}[.)]))")
+# Inline markup that may span a cut: a cut is only safe where all of these are balanced.
+_INLINE_MARKS = ("`", "*", "_", "~")
+
+
+@dataclass
+class _Point:
+    """Where an anchor may go: before ``out[index]``, with ``since`` tokens from the last anchor start."""
+
+    index: int
+    since: int
+    before: list[str]  # lines written before the anchor (e.g. a closing fence)
+    after: list[str]  # lines written after the anchor (e.g. the reopening fence)
+    before_cost: int
+    after_cost: int
+    inside_line: bool = False
+
+
+class _Spacer:
+    """Places spacing anchors in one stretch (an anchor or title line and the lines up to the next)."""
+
+    def __init__(self, anchor: str, gap: int, count: TokenCounter) -> None:
+        self.anchor = anchor
+        self.gap = gap
+        self.count = count
+        self.anchor_cost = count(anchor + "\n")
+        self.out: list[str] = []
+        self.glued: list[bool] = []  # glued[i]: out[i] continues out[i - 1] on the same line
+        self.points: list[_Point] = []
+        self.since = 0
+        self.content = False  # whether anything but blank lines came since the last anchor
+        self.cut_before_next = False  # an anchor went inside the line that the next piece continues
+
+    def add(self, text: str, cost: int, glued: bool = False) -> None:
+        """Append a line (or, ``glued``, the rest of the previous line) that costs ``cost`` tokens."""
+        while self.since + cost > self.gap and self._place():
+            pass
+        self.out.append(text)
+        self.glued.append(glued and not self.cut_before_next)
+        self.cut_before_next = False
+        self.since += cost
+        self.content = self.content or bool(text)
+
+    def point(self, before: list[str] = [], after: list[str] = [], inside_line: bool = False, blanks: int = BETWEEN_BLOCKS) -> None:  # noqa: B006 - never mutated
+        """A place for an anchor before the next ``add``."""
+        if not self.content:
+            return  # right after an anchor: another one here would be wasted
+        written_before = [*before, ""] if blanks != BETWEEN_BLOCKS else before
+        written_after = [""] * blanks + after
+        before_cost = sum(self.count(line + "\n") for line in written_before) + (1 if inside_line else 0)
+        after_cost = sum(self.count(line + "\n") for line in written_after)
+        self.points.append(_Point(len(self.out), self.since, written_before, written_after, before_cost, after_cost, inside_line))
+
+    def _place(self) -> bool:
+        """Put an anchor at the latest point that keeps the gap (else the earliest one); False if none."""
+        if not self.points:
+            return False
+        feasible = [p for p in self.points if p.since + p.before_cost <= self.gap]
+        chosen = feasible[-1] if feasible else self.points[0]
+        inserted = [*chosen.before, self.anchor, *chosen.after]
+        at = chosen.index
+        if chosen.inside_line and at < len(self.out):
+            self.glued[at] = False  # the line is cut here
+        self.cut_before_next = chosen.inside_line and at == len(self.out)
+        self.out[at:at] = inserted
+        self.glued[at:at] = [False] * len(inserted)
+        shift = self.anchor_cost + chosen.after_cost - chosen.since
+        self.points = [
+            _Point(p.index + len(inserted), p.since + shift, p.before, p.after, p.before_cost, p.after_cost, p.inside_line)
+            for p in self.points
+            if p.index > at
+        ]
+        self.since += shift
+        self.content = any(self.out[at + len(inserted) :]) or any(chosen.after)
+        return True
+
+    def lines(self) -> list[str]:
+        result: list[str] = []
+        for text, glued in zip(self.out, self.glued):
+            if glued:
+                result[-1] += text
+            else:
+                result.append(text)
+        return result
+
+
+def space_anchors(document: str, anchor: str, chunk_tokens: int, count: TokenCounter) -> str:
+    """``document`` with spacing anchors (the line ``anchor``) so that any window of
+    ``chunk_tokens`` tokens holds a complete anchor or title line (see the module notes).
+
+    ``document`` starts with its title line and already has its anchors after headings; anchors
+    of the same ticket already in it (any subject) count, so the result is a fixed point.
+    """
+    gap = chunk_tokens - count(anchor + "\n")
+    lines = document.split("\n")
+    prefix = anchor[: anchor.index(":") + 1]  # "> チケット #12345:": an anchor of this ticket
+    starts = [0, *(index for index, line in enumerate(lines) if index and line.startswith(prefix))]
+    bounds = [*starts, len(lines)]
+    output: list[str] = []
+    for start, end in zip(bounds, bounds[1:]):
+        stretch = lines[start:end]
+        text = "\n".join(stretch) + "\n"
+        if len(text.encode("utf-8")) <= gap or count(text) <= gap:
+            output.extend(stretch)
+        else:
+            output.extend(_spaced(stretch, anchor, gap, count))
+    return "\n".join(output)
+
+
+def _spaced(stretch: list[str], anchor: str, gap: int, count: TokenCounter) -> list[str]:
+    """A stretch (its anchor or title line, then content lines) with spacing anchors."""
+    spacer = _Spacer(anchor, gap, count)
+    spacer.add(stretch[0], count(stretch[0] + "\n"))
+    content = stretch[1:]
+    plan = _plan(content)
+    for number, line in enumerate(content):
+        kind = plan.get(number)
+        if kind is _BLOCK:
+            spacer.point()
+        elif kind is _CODE:
+            opener = plan.fence_openers[number]
+            spacer.point(before=[fence_closer(opener) or ""], after=[opener], blanks=AT_LINE_BREAK)
+        elif kind is _TABLE:
+            spacer.point(after=list(plan.table_heads[number]), blanks=AT_LINE_BREAK)
+        elif kind is not None:  # a line break in a paragraph, list, quote or indented code
+            spacer.point(blanks=AT_LINE_BREAK)
+        if number in plan.paragraph_lines:
+            _add_sentences(spacer, line, plan.paragraph_prefix(content, number))
+        else:
+            spacer.add(line, count(line + "\n"))
+    return spacer.lines()
+
+
+class _Plan(dict[int, str]):
+    """Content line number → what kind of cut may go before it; plus the paragraph lines."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paragraph_lines: dict[int, int] = {}  # line → first line of its paragraph
+        self.fence_openers: dict[int, str] = {}  # code line → its fence's opening line
+        self.table_heads: dict[int, tuple[str, str]] = {}  # row → header and delimiter rows
+
+    def paragraph_prefix(self, content: list[str], number: int) -> str:
+        first = self.paragraph_lines.get(number, number)
+        return "\n".join(content[first:number])
+
+
+# Kinds of cut (see anchors.py for how each is written).
+_BLOCK = "between blocks"
+_LINE = "at a line break"
+_CODE = "in fenced code"
+_TABLE = "in a table"
+
+
+def _plan(content: list[str]) -> _Plan:
+    """Where a stretch's content may be cut, from its top-level block structure."""
+    plan = _Plan()
+    tokens = parse_blocks("\n".join(content))
+    first_block = True
+    for index, token in enumerate(tokens):
+        if token.map is None or token.nesting < 0:
+            continue
+        start, end = token.map
+        if token.level == 1 and token.type == "list_item_open" and start > 0 and not _is_first_item(tokens, index):
+            plan[start] = _BLOCK if content[start - 1] == "" else _LINE
+        if token.level != 0:
+            continue
+        if not first_block and start > 0 and content[start - 1] == "":
+            plan[start] = _BLOCK
+        first_block = False
+        kind = token.type
+        if kind == "paragraph_open":
+            for number in range(start, end):
+                plan.paragraph_lines[number] = start
+            for number in range(start + 1, end):
+                if _safe_cut("\n".join(content[start:number]), content[number]):
+                    plan[number] = _LINE
+        elif kind == "fence" and fence_closer(content[start]) is not None and end - start >= 4:
+            for number in range(start + 2, end - 1):
+                plan[number] = _CODE
+                plan.fence_openers[number] = content[start]
+        elif kind == "code_block":
+            for number in range(start + 1, end):
+                if content[number] and content[number - 1]:
+                    plan[number] = _LINE
+        elif kind == "table_open" and end - start >= 4:
+            for number in range(start + 3, end):
+                plan[number] = _TABLE
+                plan.table_heads[number] = (content[start], content[start + 1])
+        elif kind == "blockquote_open" and not any(_QUOTED_CONSTRUCT.match(line) for line in content[start:end]):
+            for number in range(start + 1, end):
+                line = content[number]
+                if line.startswith(">") and content[number - 1] and _safe_cut("", line.lstrip("> \t") or "x"):
+                    plan[number] = _LINE
+    return plan
+
+
+# Inside a quote, constructs a cut between lines could break open.
+_QUOTED_CONSTRUCT = re.compile(r"^[> \t]*(?:`{3,}|~{3,}|<| {4})")
+
+
+def _is_first_item(tokens: list[Token], index: int) -> bool:
+    return tokens[index - 1].type in ("bullet_list_open", "ordered_list_open")
+
+
+def _safe_cut(before: str, after: str) -> bool:
+    """Whether a paragraph may be cut between ``before`` and ``after`` without changing either half."""
+    if _NOT_PARAGRAPH_START.match(after) or "|" in after:
+        return False
+    if before.count("[") != before.count("]") or before.count("<") != before.count(">"):
+        return False
+    return all(before.count(mark) % 2 == 0 for mark in _INLINE_MARKS)
+
+
+def _add_sentences(spacer: _Spacer, line: str, prefix: str) -> None:
+    """A paragraph line, with a possible cut after each sentence end that is safe to cut at."""
+    cuts = [m.end() for m in _SENTENCE_END.finditer(line) if m.end() < len(line)]
+    cuts = [cut for cut in cuts if _safe_cut(prefix + "\n" + line[:cut] if prefix else line[:cut], line[cut:])]
+    if not cuts:
+        spacer.add(line, spacer.count(line + "\n"))
+        return
+    pieces = [line[start:end] for start, end in zip([0, *cuts], [*cuts, len(line)])]
+    spacer.add(pieces[0], spacer.count(pieces[0]))
+    for piece in pieces[1:-1]:
+        spacer.point(inside_line=True, blanks=INSIDE_LINE)
+        spacer.add(piece, spacer.count(piece), glued=True)
+    spacer.point(inside_line=True, blanks=INSIDE_LINE)
+    spacer.add(pieces[-1], spacer.count(pieces[-1] + "\n"), glued=True)
