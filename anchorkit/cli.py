@@ -952,9 +952,7 @@ def stats_command(
         "--lengths",
         help="The chunk lengths of the choice table, comma-separated (snapshot input: rendered at each one); 'none' for no table.",
     ),
-    max_gap_tokens: Optional[int] = typer.Option(
-        None, "--max-gap-tokens", min=1, help="Snapshot input only: transform with this --max-gap-tokens (see transform)."
-    ),
+    anchor_subject_chars: Annotated[int, AnchorSubjectCharsOption] = DEFAULT_ANCHOR_SUBJECT_CHARS,
     anchor_basic_info: bool = typer.Option(
         False, "--anchor-basic-info", help="Snapshot input only: transform with --anchor-basic-info (see transform)."
     ),
@@ -992,13 +990,15 @@ def stats_command(
     table = parse_lengths(lengths)
     source: dict[str, Any] = {"path": str(path)}
     if auditing.is_snapshot(path):
-        render = RenderOptions(max_gap_tokens=max_gap_tokens, anchor_basic_info=anchor_basic_info, chunk_tokens=chunk_tokens)
-        options = transforming.TransformOptions(render=render, sidecars=True)
+        render = RenderOptions(anchor_basic_info=anchor_basic_info, chunk_tokens=chunk_tokens, anchor_subject_chars=anchor_subject_chars)
+        # Spacing anchors are counted with the audit's own tokenizer.
+        options = transforming.TransformOptions(render=render, sidecars=True, tokenizer=choice.tokenizer.name, tiktoken_file=tiktoken_file)
         others = [length for length in table if length != chunk_tokens]
         items = auditing.iter_snapshot(path, options, others)
-        source |= {"kind": "snapshot", "transform": {"chunk_tokens": chunk_tokens, "max_gap_tokens": max_gap_tokens, "anchor_basic_info": anchor_basic_info}}
-    elif max_gap_tokens is not None or anchor_basic_info:
-        raise usage_error("--max-gap-tokens and --anchor-basic-info apply to snapshot input only (an output folder is already anchored)")
+        transform = {"chunk_tokens": chunk_tokens, "anchor_subject_chars": anchor_subject_chars, "anchor_basic_info": anchor_basic_info}
+        source |= {"kind": "snapshot", "transform": transform}
+    elif anchor_subject_chars != DEFAULT_ANCHOR_SUBJECT_CHARS or anchor_basic_info:
+        raise usage_error("--anchor-subject-chars and --anchor-basic-info apply to snapshot input only (an output folder is already anchored)")
     else:
         items = auditing.iter_output_folder(path)
         source |= {"kind": "output", "transform": None}

@@ -1,7 +1,7 @@
 """The audit: what the anchors cost in tokens, and how many chunks keep their ticket ID.
 
 For every document the audit also builds the same document without its anchors
-(``anchors.strip_anchors``), tokenizes both once, chunks both with every chunker, and counts:
+(``anchors.strip_anchors``: the anchors and the fences and table heads they brought), tokenizes both once, chunks both with every chunker, and counts:
 
 - overhead: tokens with anchors vs without, per ticket and in total;
 - coverage: the share of chunks that identify their own ticket, i.e. whose text contains a genuine
@@ -31,17 +31,17 @@ from pathlib import Path
 from typing import Any
 
 from anchorkit import chunking, parallel
-from anchorkit.anchors import ANCHOR_PATTERN, TITLE_PATTERN, identified_ticket_ids, strip_anchors
+from anchorkit.anchors import ANCHOR_PATTERN, TITLE_PATTERN, anchor_cuts, identified_ticket_ids
 from anchorkit.chunking import Chunker, Span, TextLayout, block_tokens, percentile
 from anchorkit.markdown_blocks import COMPLEX_LINE
 from anchorkit.sidecar import MAX_FILE_BYTES as MAX_SIDECAR_BYTES
 from anchorkit.sidecar import MAX_LIST_ITEMS, MAX_STRING_CHARS, RESERVED_PREFIX, SIDECAR_SUFFIX
-from anchorkit.tokens import APPROX, CL100K_BASE, Cut, TokenizedText, Tokenizer, TokenizerChoice, approx_tokens, byte_offsets
+from anchorkit.tokens import APPROX, CL100K_BASE, Cut, TokenizedText, Tokenizer, TokenizerChoice, approx_tokens, byte_offsets, without
+from anchorkit.document import DEFAULT_CHUNK_TOKENS
 from anchorkit.transform import RenderedTicket, TransformOptions, iter_documents
 
 SCHEMA_NAME = "anchorkit-stats"
 SCHEMA_VERSION = 2
-DEFAULT_CHUNK_TOKENS = 300  # Bedrock's default fixed-size chunk, and transform's default --chunk-tokens
 CHUNK_LENGTHS = (256, 300, 512, 1024)  # the rows of the chunk-length table
 TABLE_OVERLAP_PERCENT = 20  # the table's windows overlap as Bedrock's fixed-size chunks do by default
 MAX_DOCUMENT_BYTES = 50 * 1024 * 1024  # Bedrock Knowledge Base's limit per source file
@@ -208,31 +208,6 @@ def mention_char_spans(text: str, ticket_id: int) -> list[tuple[int, int]]:
     return [m.span() for m in _MENTION.finditer(text) if int(m[1]) != ticket_id]
 
 
-def removed_ranges(text: str, shorter: str) -> list[Cut]:
-    """The character ranges of ``text`` that ``strip_anchors`` took out to make ``shorter``.
-
-    ``shorter``'s lines are a subsequence of ``text``'s; each run of removed lines becomes one range
-    holding those lines and their line breaks.
-    """
-    lines = text.split("\n")
-    kept = shorter.split("\n")
-    starts = list(accumulate((len(line) + 1 for line in lines), initial=0))
-    ranges: list[Cut] = []
-    next_kept = 0
-    for index, line in enumerate(lines):
-        if next_kept < len(kept) and kept[next_kept] == line:
-            next_kept += 1
-        elif ranges and ranges[-1][1] == starts[index]:
-            ranges[-1] = (ranges[-1][0], starts[index + 1])
-        else:
-            ranges.append((starts[index], starts[index + 1]))
-    if ranges and ranges[-1][1] > len(text):
-        # The last line went: take the line break before it instead of the one it does not have.
-        start, _ = ranges.pop()
-        ranges.append((max(start - 1, 0), len(text)))
-    return ranges
-
-
 def _covers(chunk: Span, spans: list[Span], starts: list[int]) -> bool:
     """Whether the chunk's token range holds one of the spans entirely."""
     index = bisect_left(starts, chunk[0])
@@ -375,8 +350,8 @@ class Measurer:
     def measure_batch(self, items: Sequence[SourceItem]) -> list[Measured]:
         """Measurements of the batch's documents; errors and oversized documents pass through, in order."""
         documents = [item for item in items if isinstance(item, SourceDocument)]
-        stripped = [strip_anchors(document.markdown) for document in documents]
-        cuts = [removed_ranges(document.markdown, bare) for document, bare in zip(documents, stripped)]
+        cuts = [anchor_cuts(document.markdown) for document in documents]
+        stripped = [without(document.markdown, document_cuts) for document, document_cuts in zip(documents, cuts)]
         # Both versions of every document in one tokenizer call (cl100k encodes each document once).
         pairs = self.tokenizer.tokenize_pairs([document.markdown for document in documents], cuts)
         renditions = self._rendition_placements(documents)
@@ -386,8 +361,8 @@ class Measurer:
     def _rendition_placements(self, documents: Sequence[SourceDocument]) -> list[dict[int, Placement]]:
         """The placements of each document's other renditions (snapshot input), by chunk length."""
         texts = [(index, length, text) for index, document in enumerate(documents) for length, text in document.renditions]
-        stripped = [strip_anchors(text) for _, _, text in texts]
-        cuts = [removed_ranges(text, bare) for (_, _, text), bare in zip(texts, stripped)]
+        cuts = [anchor_cuts(text) for _, _, text in texts]
+        stripped = [without(text, text_cuts) for (_, _, text), text_cuts in zip(texts, cuts)]
         pairs = self.tokenizer.tokenize_pairs([text for _, _, text in texts], cuts)
         placements: list[dict[int, Placement]] = [{} for _ in documents]
         for (index, length, text), bare, (tokens, bare_tokens) in zip(texts, stripped, pairs):

@@ -138,7 +138,7 @@ def _record(report: dict[str, Any]) -> list[str]:
             "documents as they are (an output folder)"
             if not transform
             else f"--chunk-tokens {transform['chunk_tokens']}"
-            + (f" --max-gap-tokens {transform['max_gap_tokens']}" if transform["max_gap_tokens"] is not None else "")
+            + (f" --anchor-subject-chars {transform['anchor_subject_chars']}" if transform["anchor_subject_chars"] else "")
             + (" --anchor-basic-info" if transform["anchor_basic_info"] else ""),
         ),
         ("chunkers", ", ".join(row["spec"] for row in _unique_chunkers(report["chunking"])) or "-"),

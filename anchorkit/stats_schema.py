@@ -64,7 +64,7 @@ _TICKET_PLACEMENT = _object(
         "ratio_to_bound": _RATIO,
     }
 )
-_TRANSFORM = _object({"chunk_tokens": _COUNT, "max_gap_tokens": {"type": ["integer", "null"]}, "anchor_basic_info": {"type": "boolean"}})
+_TRANSFORM = _object({"chunk_tokens": _COUNT, "anchor_subject_chars": _COUNT, "anchor_basic_info": {"type": "boolean"}})
 
 REPORT_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",

