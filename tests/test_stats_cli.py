@@ -105,7 +105,7 @@ def test_chunk_tokens_renders_a_snapshot_for_that_chunk_length(vocabulary: Path)
     assert spaced["efficiency"]["chunk_tokens"] == 512 and structural["efficiency"]["chunk_tokens"] == 300
     # Any 512-token window holds an anchor: nothing runs that long without one.
     assert spaced["overhead"]["longest_anchorless_run"]["anchored"]["tokens"] < 512
-    assert spaced["chunking"][0]["anchored"]["coverage_percent"] > structural["chunking"][0]["anchored"]["coverage_percent"]
+    assert spaced["chunking"][0]["anchored"]["coverage_percent"] >= structural["chunking"][0]["anchored"]["coverage_percent"]
     # The table renders the snapshot at each length: shorter chunks cost more anchors.
     rows = spaced["chunk_lengths"]["rows"]
     assert spaced["chunk_lengths"]["documents"] == "rendered at each length"
