@@ -32,7 +32,7 @@ from typing import Any
 
 from anchorkit import chunking, parallel
 from anchorkit.anchors import ANCHOR_PATTERN, TITLE_PATTERN, anchor_cuts, identified_ticket_ids
-from anchorkit.chunking import Chunker, Span, TextLayout, block_tokens, percentile
+from anchorkit.chunking import Chunker, FixedSizeChunker, Span, TextLayout, block_tokens, percentile
 from anchorkit.markdown_blocks import COMPLEX_LINE
 from anchorkit.sidecar import MAX_FILE_BYTES as MAX_SIDECAR_BYTES
 from anchorkit.sidecar import MAX_LIST_ITEMS, MAX_STRING_CHARS, RESERVED_PREFIX, SIDECAR_SUFFIX
@@ -170,6 +170,10 @@ class DocumentVersion:
         return _token_spans(self.text, self.tokens, mention_char_spans(self.text, self.ticket_id))
 
     @cached_property
+    def longest_gap(self) -> int:
+        return longest_gap(self.identifying, self.tokens.token_count)
+
+    @cached_property
     def _identifying_starts(self) -> list[int]:
         return [start for start, _ in self.identifying]
 
@@ -215,26 +219,48 @@ def _covers(chunk: Span, spans: list[Span], starts: list[int]) -> bool:
 
 
 def identified_windows(spans: list[Span], token_count: int, size: int, overlap: int) -> tuple[int, int]:
-    """(windows, windows holding a whole span) of ``chunking.windows(0, token_count, size, overlap)``.
+    """(windows, windows holding a whole span) of ``chunking.windows(0, token_count, size, overlap)``."""
+    count, covered = covered_windows(spans, token_count, size, overlap)
+    return count, sum(last - first + 1 for first, last in covered)
+
+
+def covered_windows(spans: list[Span], token_count: int, size: int, overlap: int) -> tuple[int, list[tuple[int, int]]]:
+    """The number of windows of ``chunking.windows(0, token_count, size, overlap)``, and the ranges
+    of window indices [first, last] that hold a whole span (ascending, disjoint).
 
     Counted from the spans rather than window by window: window k starts at k * step and holds the
     span [s, e] when k * step <= s and e < k * step + size (the last window ends the text, so it
     holds every span that starts inside it). Spans ascend, so the window ranges they give do too.
     """
     if token_count <= 0:
-        return 0, 0
+        return 0, []
     step = max(size - overlap, 1)
     count = 1 if token_count <= size else -(-(token_count - size) // step) + 1
-    identified = 0
-    covered_to = -1  # the last window index counted
+    covered: list[tuple[int, int]] = []
     for start, end in spans:
         first = min(max((end - size) // step + 1, 0), count - 1)
         last = min(start // step, count - 1)
-        first = max(first, covered_to + 1)
-        if first <= last:
-            identified += last - first + 1
-            covered_to = last
-    return count, identified
+        if covered and first <= covered[-1][1] + 1:
+            if last > covered[-1][1]:
+                covered[-1] = (covered[-1][0], last)
+        elif first <= last:
+            covered.append((first, last))
+    return count, covered
+
+
+def window_tally(version: DocumentVersion, size: int, overlap: int) -> ChunkTally:
+    """``_token_tallies`` of fixed windows, from the spans alone (no per-window work)."""
+    token_count = version.tokens.token_count
+    count, identified = covered_windows(version.identifying, token_count, size, overlap)
+    _, mentioning = covered_windows(version.mentions, token_count, size, overlap)
+    step = max(size - overlap, 1)
+    longest = 0
+    previous = -1
+    for first, last in [*identified, (count, count)]:
+        if first > previous + 1:  # windows previous+1 .. first-1 do not identify the ticket
+            longest = max(longest, min((first - 1) * step + size, token_count) - (previous + 1) * step)
+        previous = last
+    return ChunkTally(count, sum(b - a + 1 for a, b in identified), sum(b - a + 1 for a, b in mentioning), longest)
 
 
 def anchors_needed(content_tokens: int, window: int, anchor_tokens: float) -> int | None:
@@ -399,6 +425,9 @@ class Measurer:
         for chunker in self.chunkers:
             if chunking.is_text_chunker(chunker):
                 per_version = [self._text_tallies(chunker.split_text(v.text), document.ticket_id) for v in versions]  # type: ignore[union-attr]
+            elif isinstance(chunker, FixedSizeChunker):
+                overlap = chunker.max_tokens * chunker.overlap // 100
+                per_version = [[window_tally(v, chunker.max_tokens, overlap)] for v in versions]
             else:
                 per_version = [_token_tallies(chunker.split(v.layout, v.tokens), v) for v in versions]  # type: ignore[union-attr]
             tallies.extend(zip(*per_version))
@@ -408,7 +437,7 @@ class Measurer:
             anchored.tokens.token_count,
             stripped.tokens.token_count,
             approx_tokens(document.markdown) if self.tokenizer.exact else None,
-            (longest_gap(anchored.identifying, anchored.tokens.token_count), longest_gap(stripped.identifying, stripped.tokens.token_count)),
+            (anchored.longest_gap, stripped.longest_gap),
             tuple(tallies),
             tuple(limit_findings(document)),
             placements[self.lengths.chunk_tokens],
@@ -440,7 +469,7 @@ def placement(chunk_tokens: int, anchored: DocumentVersion, tokens_without_ancho
     cost = (token_count - tokens_without_anchors) / anchors if anchors > 0 else _title_cost(anchored)
     windows, identified = identified_windows(anchored.identifying, token_count, chunk_tokens, chunk_tokens * TABLE_OVERLAP_PERCENT // 100)
     return Placement(
-        chunk_tokens, token_count, tokens_without_anchors, max(anchors, 0), cost, windows, identified, longest_gap(anchored.identifying, token_count)
+        chunk_tokens, token_count, tokens_without_anchors, max(anchors, 0), cost, windows, identified, anchored.longest_gap
     )
 
 

@@ -366,6 +366,9 @@ def test_windows_counted_from_the_spans_match_counting_window_by_window(size: in
         starts_only = [start for start, _ in spans]
         by_window = sum(stats._covers(window, spans, starts_only) for window in windows)
         assert stats.identified_windows(spans, token_count, size, overlap) == (len(windows), by_window)
+        version = stats.DocumentVersion("", 1, tokens.InterpolatedTokens([0, token_count], [0, token_count]))
+        version.identifying, version.mentions = spans, spans[::2]  # as the document's lines would give them
+        assert stats.window_tally(version, size, overlap) == stats._token_tallies([windows], version)[0]
 
 
 @pytest.mark.parametrize(("content", "window", "anchor"), [(1000, 300, 25), (9000, 300, 40), (9000, 512, 60), (301, 300, 10), (5000, 256, 100)])
