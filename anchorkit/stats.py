@@ -36,7 +36,7 @@ from anchorkit.chunking import Chunker, FixedSizeChunker, Span, TextLayout, bloc
 from anchorkit.markdown_blocks import COMPLEX_LINE
 from anchorkit.sidecar import MAX_FILE_BYTES as MAX_SIDECAR_BYTES
 from anchorkit.sidecar import MAX_LIST_ITEMS, MAX_STRING_CHARS, RESERVED_PREFIX, SIDECAR_SUFFIX
-from anchorkit.tokens import APPROX, CL100K_BASE, Cut, TokenizedText, Tokenizer, TokenizerChoice, approx_tokens, byte_offsets, without
+from anchorkit.tokens import APPROX, CL100K_BASE, Cut, TokenizedText, Tokenizer, TokenizerChoice, approx_tokens, byte_offsets, line_aligned, without
 from anchorkit.document import DEFAULT_CHUNK_TOKENS
 from anchorkit.transform import RenderedTicket, TransformOptions, iter_documents
 
@@ -376,7 +376,7 @@ class Measurer:
     def measure_batch(self, items: Sequence[SourceItem]) -> list[Measured]:
         """Measurements of the batch's documents; errors and oversized documents pass through, in order."""
         documents = [item for item in items if isinstance(item, SourceDocument)]
-        cuts = [anchor_cuts(document.markdown) for document in documents]
+        cuts = [line_aligned(document.markdown, anchor_cuts(document.markdown)) for document in documents]
         stripped = [without(document.markdown, document_cuts) for document, document_cuts in zip(documents, cuts)]
         # Both versions of every document in one tokenizer call (cl100k encodes each document once).
         pairs = self.tokenizer.tokenize_pairs([document.markdown for document in documents], cuts)
@@ -387,7 +387,7 @@ class Measurer:
     def _rendition_placements(self, documents: Sequence[SourceDocument]) -> list[dict[int, Placement]]:
         """The placements of each document's other renditions (snapshot input), by chunk length."""
         texts = [(index, length, text) for index, document in enumerate(documents) for length, text in document.renditions]
-        cuts = [anchor_cuts(text) for _, _, text in texts]
+        cuts = [line_aligned(text, anchor_cuts(text)) for _, _, text in texts]
         stripped = [without(text, text_cuts) for (_, _, text), text_cuts in zip(texts, cuts)]
         pairs = self.tokenizer.tokenize_pairs([text for _, _, text in texts], cuts)
         placements: list[dict[int, Placement]] = [{} for _ in documents]

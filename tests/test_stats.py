@@ -391,3 +391,16 @@ def test_the_lower_bound_is_what_an_ideal_placement_needs_for_every_window(conte
 def test_the_bound_is_zero_for_short_tickets_and_undefined_for_anchors_half_a_window_long() -> None:
     assert stats.anchors_needed(300, 300, 40) == 0
     assert stats.anchors_needed(1000, 300, 150) is None
+
+
+def test_line_aligned_cuts_remove_the_same_text_and_start_where_lines_start(fixture_documents: list[stats.SourceDocument]) -> None:
+    moved = 0
+    for document in fixture_documents:
+        text = document.markdown
+        cuts = anchor_cuts(text)
+        aligned = tokens.line_aligned(text, cuts)
+        assert tokens.without(text, aligned) == tokens.without(text, cuts) == strip_anchors(text)
+        assert all(start == 0 or text[start - 1] == "\n" for start, _ in aligned if text[start] != "\n")
+        assert all(end1 <= start2 for (_, end1), (start2, _) in zip(aligned, aligned[1:]))
+        moved += aligned != cuts
+    assert moved  # the spacing anchors' cuts start with the blank line before them: aligning moves them
