@@ -32,7 +32,6 @@ A chunker is named by a SPEC: ``NAME`` or ``NAME:key=value,key=value`` (e.g.
 
 from __future__ import annotations
 
-import heapq
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
@@ -230,8 +229,7 @@ def percentile(values: Sequence[float], p: float) -> float | None:
     rank = (len(values) - 1) * p / 100
     low = int(rank)
     high = min(low + 1, len(values) - 1)
-    # A low percentile (the semantic stand-in's breakpoints) needs only the few smallest values.
-    ordered = heapq.nsmallest(high + 1, values) if high < len(values) // 8 else sorted(values)
+    ordered = sorted(values)
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
