@@ -202,7 +202,7 @@ def transform(
     lang: Annotated[str, LangOption] = "ja",
     label: Annotated[Optional[str], LabelOption] = None,
     include_private: bool = typer.Option(False, "--include-private", help="Include private issues and private notes (left out by default)."),
-    anchor_basic_info: bool = typer.Option(False, "--anchor-basic-info", help="Also anchor the basic-info section (for splitters that move headings into metadata)."),
+    anchor_basic_info: bool = typer.Option(True, "--anchor-basic-info/--no-anchor-basic-info", help="Anchor the basic-info section too (heading-based splitters cut it away from the title)."),
     chunk_tokens: Annotated[int, ChunkTokensOption] = DEFAULT_CHUNK_TOKENS,
     anchor_subject_chars: Annotated[int, AnchorSubjectCharsOption] = DEFAULT_ANCHOR_SUBJECT_CHARS,
     tokenizer: str = typer.Option(
@@ -1163,7 +1163,7 @@ def sync_command(
     lang: Annotated[Optional[str], LangOption] = None,
     label: Annotated[Optional[str], LabelOption] = None,
     anchor_basic_info: Annotated[
-        Optional[bool], switch("anchor-basic-info", "Also anchor the basic-info section.")
+        Optional[bool], switch("anchor-basic-info", "Anchor the basic-info section too (on by default).")
     ] = None,
     chunk_tokens: Annotated[Optional[int], ChunkTokensOption] = None,
     anchor_subject_chars: Annotated[Optional[int], AnchorSubjectCharsOption] = None,

@@ -3,7 +3,8 @@
 Shape (Japanese labels by default, English with ``lang="en"``)::
 
     # チケット #12345: VPN接続が不安定になる
-    ## 基本情報                 (no anchor unless anchor_basic_info: the title is in the same chunk)
+    ## 基本情報
+    > チケット #12345: VPN接続が不安定になる     (unless anchor_basic_info=False)
     - ステータス: 完了 …
     ## 説明
     > チケット #12345: VPN接続が不安定になる
@@ -139,14 +140,15 @@ _ATTRIBUTES: dict[str, tuple[str, str | None]] = {
 
 # Amazon Bedrock's default fixed-size chunk; docs/anchoring.md has the figures behind both defaults.
 DEFAULT_CHUNK_TOKENS = 300
-DEFAULT_ANCHOR_SUBJECT_CHARS = 0
+DEFAULT_ANCHOR_SUBJECT_CHARS = 40
 
 
 @dataclass(frozen=True)
 class RenderOptions:
     lang: str = "ja"
     include_private: bool = False
-    anchor_basic_info: bool = False
+    # Heading-based chunkers cut the basic info away from the title, so it is anchored by default.
+    anchor_basic_info: bool = True
     # Any window of this many tokens holds a complete anchor or the title (spacing.space_anchors);
     # 0: only the anchors after headings. 300 is Amazon Bedrock's default fixed-size chunk.
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS

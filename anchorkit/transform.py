@@ -221,10 +221,10 @@ def transform_snapshot(
     settings = _BatchSettings(load_lookups(snapshot_dir), render_options, options, out_dir, check, report.tokenizer or APPROX)
     outcomes = parallel.map_batches(_transform_batch, iter_issue_paths(snapshot_dir), jobs, initializer=_start_batches, initargs=(settings,))
     for outcome in outcomes:
-        report.tickets += 1
         if outcome == PRIVATE:
             report.private_skipped += 1
             continue
+        report.tickets += 1
         if isinstance(outcome, TicketFailure):
             report.failed.append(outcome)
             if outcome.ticket_id is not None:

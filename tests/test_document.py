@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from anchorkit.anchors import anchor_line, find_anchors, find_titles, title_line
+from anchorkit.anchors import anchor_line, find_anchors, find_titles, insert_anchors, shortened, strip_anchors, title_line
 from anchorkit.document import RenderOptions, content_markdown, render_document, text_format_at
 from anchorkit.markdown_blocks import parse_blocks, top_level_blocks
+from anchorkit.spacing import approximate_tokens, space_anchors
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 LOOKUPS = json.loads((FIXTURES / "lookups.json").read_text(encoding="utf-8"))
@@ -28,24 +29,43 @@ def render(ticket_id: int, **options: Any) -> str:
 
 
 def test_ticket_12345_has_the_documented_shape() -> None:
-    document = render(12345)
+    document = render(12345, chunk_tokens=0)  # the anchors after headings only
     anchor = anchor_line(12345, "VPN接続が不安定になる")
-    assert document.startswith("# チケット #12345: VPN接続が不安定になる\n\n## 基本情報\n\n- プロジェクト: 社内ITサービスデスク\n")
+    assert document.startswith(f"# チケット #12345: VPN接続が不安定になる\n\n## 基本情報\n\n{anchor}\n\n- プロジェクト: 社内ITサービスデスク\n")
     assert f"## 説明\n\n{anchor}\n\n" in document
     assert f"## 対応履歴\n\n{anchor}\n\n" in document
     assert (
         f"### [2026-03-15] 佐藤 次郎\n\n{anchor}\n\n- ステータス: 対応中 → 完了\n- 進捗率: 80 → 100\n\nルーターのファームウェア更新で解消しました。"
         in document
     )
-    # Every journal entry is anchored: as many anchors as headings of level 2+ minus 基本情報.
+    # Every section and journal entry is anchored: as many anchors as headings of level 2+.
     headings = [line for line in document.split("\n") if line.startswith("##")]
-    assert len(find_anchors(document)) == len(headings) - 1
+    assert len(find_anchors(document)) == len(headings)
     assert find_titles(document) == [find_anchors(document)[0]]
+    # By default spacing anchors come on top (the same line), and take nothing away.
+    spaced = render(12345)
+    assert set(find_anchors(spaced)) == set(find_anchors(document)) and len(find_anchors(spaced)) > len(headings)
+    assert strip_anchors(spaced) == strip_anchors(document)
 
 
-def test_basic_info_is_anchored_only_on_request() -> None:
-    assert "## 基本情報\n\n- " in render(12345)
-    assert "## 基本情報\n\n> チケット #12345: " in render(12345, anchor_basic_info=True)
+def test_basic_info_is_anchored_unless_turned_off() -> None:
+    assert "## 基本情報\n\n> チケット #12345: " in render(12345)
+    assert "## 基本情報\n\n- " in render(12345, anchor_basic_info=False)
+
+
+def test_dates_with_a_time_carry_their_utc_offset() -> None:
+    assert "- 作成日: 2026-02-16 01:20 +00:00\n" in render(12345)
+    assert "- 作成日: 2026-02-16 10:20 +09:00\n" in render(12345, timezone="Asia/Tokyo")
+    assert "- 作成日: 2026-02-15 21:50 -03:30\n" in render(12345, timezone="America/St_Johns")
+
+
+def test_anchor_subjects_are_cut_while_the_title_keeps_the_whole_subject() -> None:
+    issue = fixture_issue(12345) | {"subject": "大阪支社の VPN 接続が不安定になる件（名古屋営業所・福岡営業所からも同様の報告あり、業務影響大）"}
+    document = render_document(issue, LOOKUPS, OPTIONS)
+    assert find_titles(document)[0].subject == issue["subject"]
+    assert {a.subject for a in find_anchors(document)} == {"大阪支社の VPN 接続が不安定になる件（名古屋営業所・福岡営業所からも同様の…"}  # 40 characters
+    whole = render_document(issue, LOOKUPS, RenderOptions(text_format=SWITCH, anchor_subject_chars=0))
+    assert {a.subject for a in find_anchors(whole)} == {issue["subject"]}
 
 
 def test_english_labels() -> None:
@@ -195,24 +215,20 @@ def test_timezone_changes_the_dates_shown() -> None:
     assert "### [2026-03-16] u" in render_document(issue, LOOKUPS, RenderOptions(timezone="Asia/Tokyo"))
 
 
-@pytest.mark.parametrize("options", [{}, {"max_gap_tokens": 120}, {"anchor_basic_info": True, "lang": "en"}])
+@pytest.mark.parametrize("options", [{}, {"chunk_tokens": 120}, {"chunk_tokens": 0}, {"anchor_basic_info": False, "lang": "en"}])
 def test_anchoring_a_rendered_document_again_changes_nothing(options: dict[str, Any]) -> None:
-    from anchorkit.anchors import insert_anchors
-
     render_options = RenderOptions(text_format=SWITCH, include_private=True, **options)
     unanchored = () if render_options.anchor_basic_info else (render_options.label("details"),)
     for path in sorted((FIXTURES / "issues").glob("*.json")):
         issue = json.loads(path.read_text(encoding="utf-8"))["issue"]
         document = render_document(issue, LOOKUPS, render_options)
-        again = insert_anchors(
-            document,
-            issue["id"],
-            issue["subject"],
-            render_options.label("ticket"),
-            unanchored_headings=unanchored,
-            max_gap_tokens=render_options.max_gap_tokens,
-        )
+        subject = shortened(issue["subject"], render_options.anchor_subject_chars)
+        again = insert_anchors(document, issue["id"], subject, render_options.label("ticket"), unanchored_headings=unanchored)
         assert again == document, path.name
+        anchor = anchor_line(issue["id"], subject, render_options.label("ticket"))
+        assert space_anchors(document, anchor, 120, approximate_tokens) == space_anchors(document, anchor, 120, approximate_tokens)
+        if render_options.chunk_tokens:
+            assert space_anchors(document, anchor, render_options.chunk_tokens, approximate_tokens) == document, path.name
 
 
 from hypothesis import given, settings  # noqa: E402
@@ -228,19 +244,17 @@ random_texts = st.lists(random_lines, max_size=25).map("\n".join)
 
 
 @settings(max_examples=120, deadline=None)
-@given(subject=random_subjects, description=random_texts, notes=st.lists(random_texts, max_size=4), fmt=st.sampled_from(["textile", "common_mark"]), gap=st.sampled_from([None, 30]))
-def test_any_subject_and_content_keep_the_document_structure(subject: str, description: str, notes: list[str], fmt: str, gap: int | None) -> None:
-    from anchorkit.anchors import insert_anchors
-
+@given(subject=random_subjects, description=random_texts, notes=st.lists(random_texts, max_size=4), fmt=st.sampled_from(["textile", "common_mark"]), chunk=st.sampled_from([0, 60, 300]))
+def test_any_subject_and_content_keep_the_document_structure(subject: str, description: str, notes: list[str], fmt: str, chunk: int) -> None:
     issue = {"id": 77, "subject": subject, "description": description,
              "journals": [{"id": i, "user": {"name": "u"}, "created_on": "2026-01-01T00:00:00Z", "notes": n} for i, n in enumerate(notes)]}
-    options = RenderOptions(text_format=fmt, max_gap_tokens=gap)
+    options = RenderOptions(text_format=fmt, chunk_tokens=chunk)
     document = render_document(issue, LOOKUPS, options)
     assert render_document(issue, LOOKUPS, options) == document
-    expected_subject = anchor_line(77, subject).partition(": ")[2]
+    body_subject = shortened(subject, options.anchor_subject_chars)
+    expected_subject = anchor_line(77, body_subject).partition(": ")[2]
     anchors = find_anchors(document)
-    assert all(a == (77, expected_subject) for a in anchors)
-    assert anchors or not (description.strip() or any(n.strip() for n in notes))
+    assert anchors and all(a == (77, expected_subject) for a in anchors)
     assert [a.ticket_id for a in find_titles(document)] == [77]
     # The document's own skeleton is the only structure at levels 1-3.
     blocks = top_level_blocks(parse_blocks(document))
@@ -253,7 +267,10 @@ def test_any_subject_and_content_keep_the_document_structure(subject: str, descr
     quote_lines = {b.start for b in blocks if b.kind == "blockquote" and b.end - b.start == 1}
     lines = document.split("\n")
     assert {i for i, line in enumerate(lines) if find_anchors(line)} <= quote_lines
-    assert insert_anchors(document, 77, subject, unanchored_headings=["基本情報"], max_gap_tokens=gap) == document
+    assert insert_anchors(document, 77, body_subject) == document
+    if chunk:
+        assert space_anchors(document, anchor_line(77, body_subject), chunk, approximate_tokens) == document
+        assert strip_anchors(document) == strip_anchors(render_document(issue, LOOKUPS, RenderOptions(text_format=fmt, chunk_tokens=0)))
 
 
 heading_lines = st.sampled_from(

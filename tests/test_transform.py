@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from anchorkit import parallel
-from anchorkit.anchors import find_anchors
+from anchorkit.anchors import find_anchors, strip_anchors
 from anchorkit.cli import app
 from anchorkit.transform import TransformOptions, transform_snapshot
 
@@ -106,6 +106,31 @@ def test_outputs_of_tickets_that_left_the_snapshot_are_removed_and_other_files_k
     assert code == 0
     assert sorted(json.loads(stdout)["removed"]) == [".12301.md.abc123.tmp", "12304.md", "12304.md.metadata.json"]
     assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_the_users_own_numbered_files_in_out_survive(snapshot: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "2024.md").write_text("# 2024 年度の振り返り\n\n自分のメモ\n", encoding="utf-8")
+    (out / "2024.md.metadata.json").write_text('{"metadataAttributes": {"year": 2024}}\n')
+    (out / "7.md").write_text("# チケット #12345: a copy under another name\n", encoding="utf-8")  # not ticket 7's title
+    for check in (["--check"], []):
+        code, stdout, _ = run("transform", str(snapshot), "--out", str(out), "--sidecars", "--json", *check)
+        assert code == (1 if check else 0) and json.loads(stdout)["removed"] == []
+    assert (out / "2024.md").read_text(encoding="utf-8") == "# 2024 年度の振り返り\n\n自分のメモ\n"
+    assert (out / "2024.md.metadata.json").exists() and (out / "7.md").exists()
+    # What transform wrote is still recognised as its own once its ticket leaves the snapshot.
+    (snapshot / "issues" / "12304.json").unlink()
+    code, stdout, _ = run("transform", str(snapshot), "--out", str(out), "--sidecars", "--json")
+    assert sorted(json.loads(stdout)["removed"]) == ["12304.md", "12304.md.metadata.json"]
+    assert (out / "2024.md").exists() and (out / "2024.md.metadata.json").exists()
+
+
+def test_the_summary_says_how_many_private_tickets_were_skipped(snapshot: Path, tmp_path: Path) -> None:
+    code, stdout, _ = run("transform", str(snapshot), "--out", str(tmp_path / "a"))
+    assert code == 0 and "0 failed, 1 private skipped in" in stdout
+    code, stdout, _ = run("transform", str(snapshot), "--out", str(tmp_path / "b"), "--include-private", "--json")
+    assert code == 0 and json.loads(stdout)["private_skipped"] == 0
 
 
 def test_by_project_layout(snapshot: Path, tmp_path: Path) -> None:
@@ -206,12 +231,25 @@ def test_an_unknown_sidecar_schema_is_one_error_before_any_ticket(snapshot: Path
     assert not (tmp_path / "out").exists()
 
 
-def test_max_gap_tokens_adds_anchors_to_long_sections(snapshot: Path, tmp_path: Path) -> None:
-    run("transform", str(snapshot), "--out", str(tmp_path / "plain"))
-    run("transform", str(snapshot), "--out", str(tmp_path / "gap"), "--max-gap-tokens", "200")
-    plain = (tmp_path / "plain" / "12307.md").read_text(encoding="utf-8")
-    gapped = (tmp_path / "gap" / "12307.md").read_text(encoding="utf-8")
-    assert len(find_anchors(gapped)) > len(find_anchors(plain))
+def test_chunk_tokens_adds_spacing_anchors_that_strip_back_to_the_structural_document(snapshot: Path, tmp_path: Path) -> None:
+    assert run("transform", str(snapshot), "--out", str(tmp_path / "zero"), "--chunk-tokens", "0")[0] == 0
+    code, stdout, _ = run("transform", str(snapshot), "--out", str(tmp_path / "300"), "--tokenizer", "approx", "--json")
+    assert code == 0 and json.loads(stdout)["tokenizer"] == "approx"
+    assert run("transform", str(snapshot), "--out", str(tmp_path / "120"), "--chunk-tokens", "120", "--tokenizer", "approx")[0] == 0
+    counts = {}
+    for name in ("zero", "300", "120"):
+        document = (tmp_path / name / "12307.md").read_text(encoding="utf-8")
+        counts[name] = len(find_anchors(document))
+        assert strip_anchors(document) == strip_anchors((tmp_path / "zero" / "12307.md").read_text(encoding="utf-8"))
+    assert counts["zero"] < counts["300"] < counts["120"]
+
+
+def test_an_unavailable_tokenizer_is_a_usage_error(snapshot: Path, tmp_path: Path) -> None:
+    code, _, stderr = run("transform", str(snapshot), "--out", str(tmp_path / "o"), "--tokenizer", "cl100k_base", "--tiktoken-file", str(tmp_path / "none.tiktoken"))
+    assert code == 2 and "vocabulary file not found" in stderr
+    code, _, stderr = run("transform", str(snapshot), "--out", str(tmp_path / "o"), "--tokenizer", "gpt2")
+    assert code == 2 and "--tokenizer must be one of auto, cl100k_base, approx" in stderr
+    assert not (tmp_path / "o").exists()
 
 
 def test_python_dash_m_entry_point(snapshot: Path, tmp_path: Path) -> None:

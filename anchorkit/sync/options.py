@@ -76,7 +76,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("layout", str, "flat"),
     Setting("lang", str, "ja"),
     Setting("label", str),
-    Setting("anchor_basic_info", bool, False),
+    Setting("anchor_basic_info", bool, True),
     Setting("chunk_tokens", int, document.DEFAULT_CHUNK_TOKENS),
     Setting("anchor_subject_chars", int, document.DEFAULT_ANCHOR_SUBJECT_CHARS),
     Setting("timezone", str, "UTC"),

@@ -190,16 +190,16 @@ def _long_text(rng: random.Random, textile: bool, parts: int) -> str:
         elif roll < 0.55:
             blocks.append(_code(rng, _log(rng, rng.choice([12, 30, 75])), textile, rng.choice(["", "", "text", "bash"])))
         elif roll < 0.68:
-            blocks.append(_table(rng, rng.choice([8, 30]), textile, long_row=rng.random() < 0.25))
+            blocks.append(_table(rng, rng.choice([8, 30]), textile, long_row=rng.random() < 0.1))
         elif roll < 0.83:
             blocks.append(_list(rng, rng.choice([6, 25]), textile, nested=rng.random() < 0.4))
-        elif roll < 0.88:
+        elif roll < 0.91:
             blocks.append(("bq. " if textile else "> ") + _paragraph(rng, rng.randint(3, 8)))
         elif roll < 0.92:
             blocks.append(_code(rng, [_minified_json(rng, rng.choice([20, 60]))], textile, "json"))
-        elif roll < 0.95:
+        elif roll < 0.93:
             blocks.append("証明書 (base64): " + _base64_line(rng, rng.choice([600, 2000])))
-        elif roll < 0.98:
+        elif roll < 0.94:
             # A long stretch of code without line breaks, then some ordinary lines.
             blocks.append(_code(rng, [_minified_json(rng, 40), *_log(rng, 8)], textile))
         else:
