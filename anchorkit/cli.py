@@ -952,9 +952,11 @@ def stats_command(
         "--lengths",
         help="The chunk lengths of the choice table, comma-separated (snapshot input: rendered at each one); 'none' for no table.",
     ),
-    anchor_subject_chars: Annotated[int, AnchorSubjectCharsOption] = DEFAULT_ANCHOR_SUBJECT_CHARS,
-    anchor_basic_info: bool = typer.Option(
-        False, "--anchor-basic-info", help="Snapshot input only: transform with --anchor-basic-info (see transform)."
+    anchor_subject_chars: Annotated[Optional[int], AnchorSubjectCharsOption] = None,
+    anchor_basic_info: Optional[bool] = typer.Option(
+        None,
+        "--anchor-basic-info/--no-anchor-basic-info",
+        help="Snapshot input only: transform with or without --anchor-basic-info (default: transform's).",
     ),
     json_output: bool = typer.Option(
         False, "--json", help=f"Print the report as one JSON object (schema anchorkit-stats, version {auditing.SCHEMA_VERSION}; see docs/stats.md)."
@@ -990,14 +992,15 @@ def stats_command(
     table = parse_lengths(lengths)
     source: dict[str, Any] = {"path": str(path)}
     if auditing.is_snapshot(path):
-        render = RenderOptions(anchor_basic_info=anchor_basic_info, chunk_tokens=chunk_tokens, anchor_subject_chars=anchor_subject_chars)
+        given = {"anchor_basic_info": anchor_basic_info, "anchor_subject_chars": anchor_subject_chars}
+        render = RenderOptions(chunk_tokens=chunk_tokens, **{name: value for name, value in given.items() if value is not None})
         # Spacing anchors are counted with the audit's own tokenizer.
         options = transforming.TransformOptions(render=render, sidecars=True, tokenizer=choice.tokenizer.name, tiktoken_file=tiktoken_file)
         others = [length for length in table if length != chunk_tokens]
         items = auditing.iter_snapshot(path, options, others)
-        transform = {"chunk_tokens": chunk_tokens, "anchor_subject_chars": anchor_subject_chars, "anchor_basic_info": anchor_basic_info}
+        transform = {"chunk_tokens": chunk_tokens, "anchor_subject_chars": render.anchor_subject_chars, "anchor_basic_info": render.anchor_basic_info}
         source |= {"kind": "snapshot", "transform": transform}
-    elif anchor_subject_chars != DEFAULT_ANCHOR_SUBJECT_CHARS or anchor_basic_info:
+    elif anchor_subject_chars is not None or anchor_basic_info is not None:
         raise usage_error("--anchor-subject-chars and --anchor-basic-info apply to snapshot input only (an output folder is already anchored)")
     else:
         items = auditing.iter_output_folder(path)

@@ -101,7 +101,7 @@ def test_chunk_tokens_renders_a_snapshot_for_that_chunk_length(vocabulary: Path)
     arguments = ["--tiktoken-file", str(vocabulary), "--chunking", "fixed:max_tokens=512,overlap=20", "--json"]
     structural = json.loads(run(str(FIXTURES), "--chunk-tokens", "0", *arguments)[1])
     spaced = json.loads(run(str(FIXTURES), "--chunk-tokens", "512", *arguments)[1])
-    assert spaced["source"]["transform"] == {"chunk_tokens": 512, "anchor_subject_chars": 0, "anchor_basic_info": False}
+    assert spaced["source"]["transform"] == {"chunk_tokens": 512, "anchor_subject_chars": 40, "anchor_basic_info": True}
     assert spaced["efficiency"]["chunk_tokens"] == 512 and structural["efficiency"]["chunk_tokens"] == 300
     # Any 512-token window holds an anchor: nothing runs that long without one.
     assert spaced["overhead"]["longest_anchorless_run"]["anchored"]["tokens"] < 512
@@ -117,8 +117,9 @@ def test_chunk_tokens_renders_a_snapshot_for_that_chunk_length(vocabulary: Path)
 
 def test_anchor_basic_info_lifts_heading_chunk_coverage(vocabulary: Path) -> None:
     arguments = ["--tiktoken-file", str(vocabulary), "--chunking", "heading", "--chunk-tokens", "0", "--json"]
-    plain = json.loads(run(str(FIXTURES), *arguments)[1])
-    anchored = json.loads(run(str(FIXTURES), "--anchor-basic-info", *arguments)[1])
+    plain = json.loads(run(str(FIXTURES), "--no-anchor-basic-info", *arguments)[1])
+    anchored = json.loads(run(str(FIXTURES), *arguments)[1])  # transform's default: anchored
+    assert anchored["source"]["transform"]["anchor_basic_info"] and not plain["source"]["transform"]["anchor_basic_info"]
     assert plain["chunking"][0]["anchored"]["coverage_percent"] < anchored["chunking"][0]["anchored"]["coverage_percent"]
 
 
