@@ -32,7 +32,7 @@ from typing import Any
 
 from anchorkit import chunking, parallel
 from anchorkit.anchors import ANCHOR_PATTERN, TITLE_PATTERN, anchor_cuts, identified_ticket_ids
-from anchorkit.chunking import Chunker, FixedSizeChunker, Span, TextLayout, block_tokens, percentile
+from anchorkit.chunking import Chunker, FixedSizeChunker, Span, TextLayout, block_layout, percentile
 from anchorkit.markdown_blocks import COMPLEX_LINE
 from anchorkit.sidecar import MAX_FILE_BYTES as MAX_SIDECAR_BYTES
 from anchorkit.sidecar import MAX_LIST_ITEMS, MAX_STRING_CHARS, RESERVED_PREFIX, SIDECAR_SUFFIX
@@ -58,7 +58,6 @@ LISTED_FINDINGS = 100  # each limits finding lists at most this many documents (
 # A plain-text ticket mention ("#123", not "&#123;"): a confusion-risk measure, not the anchor format.
 _MENTION = re.compile(r"(?<![\w&#])#(\d{1,12})(?!\d)")
 _TICKET_DOCUMENT = re.compile(r"^(\d+)\.md$")
-_CODE_BLOCKS = ("fence", "code_block")
 
 
 @dataclass(frozen=True)
@@ -811,9 +810,8 @@ def anchors_in_code_blocks(markdown: str) -> list[int]:
     if not COMPLEX_LINE.search(markdown):
         return []  # no fence and no indented line: there is no code block
     code_lines: set[int] = set()
-    for token in block_tokens(markdown):
-        if token.type in _CODE_BLOCKS and token.map:
-            code_lines.update(range(token.map[0], token.map[1]))
+    for first, end in block_layout(markdown).code_lines:
+        code_lines.update(range(first, end))
     if not code_lines:
         return []
     starts = sorted(m.start() for pattern in (ANCHOR_PATTERN, TITLE_PATTERN) for m in pattern.finditer(markdown))

@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 from support import skip_or_fail
 from support.corpus import generated_document
+from support.long_tickets import write_long_snapshot
 
 from anchorkit import chunking, parallel, stats, tokens
 from anchorkit.anchors import anchor_cuts, anchor_line, identified_ticket_ids, insert_anchors, strip_anchors, title_line
+from anchorkit.markdown_blocks import parse_blocks
 from anchorkit.transform import TransformOptions
 
 REPO = Path(__file__).resolve().parent.parent
@@ -404,3 +406,28 @@ def test_line_aligned_cuts_remove_the_same_text_and_start_where_lines_start(fixt
         assert all(end1 <= start2 for (_, end1), (start2, _) in zip(aligned, aligned[1:]))
         moved += aligned != cuts
     assert moved  # the spacing anchors' cuts start with the blank line before them: aligning moves them
+
+
+def _parsed_layout(text: str) -> chunking.BlockLayout:
+    parsed = parse_blocks(text)
+    line_starts = [0, *(index + 1 for index, character in enumerate(text) if character == "\n")]
+    return chunking.BlockLayout(
+        tuple(line_starts[t.map[0]] for t in parsed if t.type == "heading_open" and t.map),
+        tuple((t.map[0], t.map[1]) for t in parsed if t.type in ("fence", "code_block") and t.map),
+    )
+
+
+def test_the_line_scan_finds_the_headings_and_code_blocks_markdown_it_finds(tmp_path: Path) -> None:
+    write_long_snapshot(tmp_path, 12, seed=3)
+    texts = [document.markdown for document in stats.iter_snapshot(tmp_path, TransformOptions()) if isinstance(document, stats.SourceDocument)]
+    texts += [generated_document(ticket_id)[0] for ticket_id in range(1, 60)]
+    rng = random.Random(5)
+    pieces = ["```", "```python", "~~~", "````", "``` a`b", "  ```", "# 見出し", "## h", "text", "- item", "    indented", "> quote", "", "<div>", "---", "#nospace"]
+    texts += ["\n".join(rng.choice(pieces) for _ in range(rng.randint(1, 30))) for _ in range(400)]
+    scanned = 0
+    for text in texts:
+        layout = chunking._scanned_layout(text)
+        if layout is not None:
+            scanned += 1
+            assert layout == _parsed_layout(text), text
+    assert scanned > len(texts) // 4  # the scan serves most documents with code blocks
