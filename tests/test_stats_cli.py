@@ -11,6 +11,7 @@ import jsonschema
 import pytest
 from support import skip_or_fail
 from support.corpus import generated_document
+from support.long_tickets import write_long_snapshot
 from typer.testing import CliRunner
 
 from anchorkit import __version__
@@ -366,3 +367,24 @@ def test_the_coverage_chart_scales_has_a_0_to_100_axis_and_room_for_100_percent(
     labels = re.findall(r'<text x="([\d.]+)" y="[\d.]+">100\.00%</text>', chart)
     # 11 px text: "100.00%" is about 7 characters x 7 px wide; it must end inside the drawing.
     assert labels and all(float(x) + 7 * 7 <= width for x in labels)
+
+
+@pytest.fixture(scope="module")
+def long_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("long")
+    write_long_snapshot(folder, 6, seed=11)
+    return folder
+
+
+def test_each_row_of_the_table_is_what_chunk_tokens_would_render(long_snapshot: Path) -> None:
+    arguments = ["--tokenizer", "approx", "--chunking", "fixed", "--json"]
+    default = json.loads(run(str(long_snapshot), *arguments)[1])
+    rows = {row["chunk_tokens"]: row for row in default["chunk_lengths"]["rows"]}
+    for length in (256, 512, 1024):
+        alone = json.loads(run(str(long_snapshot), "--chunk-tokens", str(length), "--lengths", "none", *arguments)[1])
+        assert alone["chunk_lengths"]["rows"] == []
+        assert {key: value for key, value in alone["efficiency"].items() if key in rows[length]} == rows[length]
+    # Long tickets: anchors cost more than the least any placement could pay, and every ticket needs some.
+    efficiency = default["efficiency"]
+    assert efficiency["bound_anchors"] >= len(default["overhead"]["top"]) and efficiency["ratio_to_bound"] > 1
+    assert default["efficiency"]["per_ticket_ratio"]["p50"] > 1
