@@ -49,7 +49,8 @@ HISTOGRAM_BIN_PERCENT = 2
 HISTOGRAM_BINS = 20  # 0-2%, 2-4%, ... 38-40%, then one bin for >= 40%
 TOP_TICKETS = 10
 TOKENIZER_NOTES = {
-    CL100K_BASE: "cl100k_base (tiktoken): exact token counts, as OpenAI-style embedding models and Bedrock's token-based chunking count them.",
+    CL100K_BASE: "cl100k_base (tiktoken): exact counts for OpenAI's embedding models; a stand-in for Bedrock's "
+    "(the Titan and Cohere tokenizers are not public).",
     APPROX: "approx: an estimate of cl100k_base counts (1.15 per non-ASCII character, 0.2 per ASCII letter or space, "
     "0.5 per digit, 1 per other character); within 1% of cl100k_base in total and 4% per document on average on the fixtures, "
     "so chunk boundaries and counts here can be off by a few percent.",

@@ -154,7 +154,7 @@ def _record(report: dict[str, Any]) -> list[str]:
     failed = bool(gates["failures"]) or bool(report["errors"])
     verdict = "FAILED (exit code 1)" if failed else "passed (exit code 0)"
     rows.append(("gates", (", ".join(thresholds) + ": " if thresholds else "none set: ") + verdict))
-    record = [_table(["", ""], [[_cell(name), _cell(value)] for name, value in rows], "record")]
+    record = [_table(["audit record", ""], [[_cell(name), _cell(value)] for name, value in rows], "record")]
     if gates["failures"]:
         record.append('<ul class="failures">' + "".join(f"<li>gate failed: {escape(failure)}</li>" for failure in gates["failures"]) + "</ul>")
     return record
