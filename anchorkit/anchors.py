@@ -182,12 +182,15 @@ def _reopened_fence(closer: str, opener: str) -> bool:
 
 def _repeated_table_head(lines: list[str], before: int, after: int) -> bool:
     """Whether lines[after:after+2] repeat the header and delimiter rows of the table that ends
-    just before line ``before``."""
+    just before line ``before`` (its delimiter row: the first one in the lines since a blank line)."""
     start = before
     while start > 0 and lines[start - 1] != "":
         start -= 1
-    head = lines[start : start + 2]
-    return before - start >= 3 and bool(_TABLE_DELIMITER.match(head[1])) and lines[after : after + 2] == head
+    delimiter = next(
+        (index for index in range(start + 1, before - 1) if "|" in lines[index] and "|" in lines[index - 1] and _TABLE_DELIMITER.match(lines[index])),
+        None,
+    )
+    return delimiter is not None and lines[after : after + 2] == lines[delimiter - 1 : delimiter + 1]
 
 
 def insert_anchors(

@@ -32,7 +32,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from anchorkit.anchors import AT_LINE_BREAK, BETWEEN_BLOCKS, INSIDE_LINE, fence_closer
+from anchorkit.anchors import AT_LINE_BREAK, BETWEEN_BLOCKS, INSIDE_LINE, fence_closer, strip_anchors
 from markdown_it.token import Token
 
 from anchorkit.markdown_blocks import parse_blocks
@@ -185,8 +185,11 @@ def _close_sections(lines: list[str], anchor: str, prefix: str, chunk_tokens: in
         tail = "\n".join(lines[last_anchor[start] + 1 : stop]).strip("\n")
         if not tail or len(tail.encode("utf-8")) <= anchor_cost or count(tail) <= anchor_cost:
             continue
-        # Measured without its anchors, so that spacing anchors placed later change nothing here.
-        section = "\n".join(line for line in lines[start:stop] if not line.startswith(prefix))
+        section = "\n".join(lines[start:stop])
+        if len(section.encode("utf-8")) <= chunk_tokens:
+            continue
+        # Measured without anchors (and the lines they bring), so that a second run decides the same.
+        section = strip_anchors(section)
         if len(section.encode("utf-8")) <= chunk_tokens or count(section) <= chunk_tokens:
             continue
         if stop == end:

@@ -23,6 +23,7 @@ from typing import Any
 
 FIRST_ID = 50001
 SWITCH = "2025-04-01T00:00:00Z"  # texts created from then on are CommonMark
+TEXT_FORMAT = ((SWITCH, "common_mark"),)  # RenderOptions.text_format for these tickets
 
 USERS = {
     5: "佐藤 次郎", 6: "鈴木 花子", 7: "高橋 健", 8: "田中 美咲", 9: "伊藤 大輔", 10: "渡辺 真由美",

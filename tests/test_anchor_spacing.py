@@ -1,0 +1,199 @@
+"""Spacing anchors: every window of N tokens names its ticket, and stripping gives the content back."""
+
+from __future__ import annotations
+
+import os
+import random
+from bisect import bisect_left
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from anchorkit.anchors import ANCHOR_PATTERN, TITLE_PATTERN, anchor_line, find_anchors, insert_anchors, neutralize_forgeries, strip_anchors, title_line
+from anchorkit.document import RenderOptions, content_markdown, render_document
+from anchorkit.markdown_blocks import parse_blocks, top_level_blocks
+from anchorkit.spacing import approximate_tokens, space_anchors
+from anchorkit.tokens import TokenizerUnavailable, byte_offsets, load_cl100k_base
+from tests.support import skip_or_fail
+from tests.support.long_tickets import TEXT_FORMAT, long_issue, lookups, write_long_snapshot
+
+ANCHOR = anchor_line(5, "VPN接続が不安定になる")
+TITLE = title_line(5, "VPN接続が不安定になる")
+
+
+def utf8_bytes(text: str) -> int:
+    """A tokenizer whose tokens are UTF-8 bytes: positions are exact, so windows can be slid in a pure test."""
+    return len(text.encode("utf-8"))
+
+
+def spaced(body: str, chunk: int = 120, count=utf8_bytes) -> str:  # type: ignore[no-untyped-def]
+    return space_anchors(f"{TITLE}\n\n{body}\n", ANCHOR, chunk, count)
+
+
+def windows_without_anchor(document: str, chunk: int, positions: list[int]) -> list[int]:
+    """Starts of the ``chunk``-token windows that hold no complete anchor or title line.
+
+    ``positions[i]``: the token index where character i starts (len(document) + 1 entries).
+    """
+    spans = sorted(
+        (positions[m.start()], positions[m.end()]) for pattern in (ANCHOR_PATTERN, TITLE_PATTERN) for m in pattern.finditer(document)
+    )
+    starts = [start for start, _ in spans]
+    total = positions[-1]
+    missing = []
+    for window in range(0, max(total - chunk, 0) + 1):
+        index = bisect_left(starts, window)
+        if index == len(spans) or spans[index][1] > window + chunk:
+            missing.append(window)
+    return missing
+
+
+def byte_positions(document: str) -> list[int]:
+    return byte_offsets(document, range(len(document) + 1))
+
+
+def lines_longer_than(document: str, limit: int, positions: list[int]) -> list[tuple[int, int]]:
+    """Token ranges of the lines that alone are longer than ``limit`` tokens (they cannot be cut)."""
+    ranges, offset = [], 0
+    for line in document.split("\n"):
+        start, end = positions[offset], positions[offset + len(line)]
+        if end - start > limit:
+            ranges.append((start, end))
+        offset += len(line) + 1
+    return ranges
+
+
+def test_a_long_code_block_is_closed_and_reopened_with_its_info_string_between_two_lines() -> None:
+    code = [f"2026-03-01 10:{minute:02d}:00 [ERROR] vpn-gw01 ike: phase1 negotiation failed" for minute in range(12)]
+    body = "```bash\n" + "\n".join(code) + "\n```"
+    document = spaced(body)
+    assert f"```\n\n{ANCHOR}\n\n\n```bash\n" in document
+    blocks = top_level_blocks(parse_blocks(document))
+    fences = [block for block in blocks if block.kind == "fence"]
+    assert len(fences) > 1 and all(document.split("\n")[fence.start] == "```bash" for fence in fences)
+    assert strip_anchors(document) == f"{TITLE}\n\n{body}\n"
+
+
+def test_a_long_table_repeats_its_header_and_delimiter_rows_after_each_anchor() -> None:
+    rows = [f"| 大阪 | PC-{n:05d} | 対応中 |" for n in range(20)]
+    body = "| 拠点 | 端末 | 状態 |\n|---|---|---|\n" + "\n".join(rows)
+    document = spaced(body, chunk=200)
+    assert f"\n\n{ANCHOR}\n\n\n| 拠点 | 端末 | 状態 |\n|---|---|---|\n| 大阪 | PC-" in document
+    tables = [block for block in top_level_blocks(parse_blocks(document)) if block.kind == "table"]
+    assert len(tables) > 2
+    assert strip_anchors(document) == f"{TITLE}\n\n{body}\n"
+
+
+def test_a_long_list_is_cut_between_items_and_a_paragraph_after_a_sentence() -> None:
+    items = "\n".join(f"- 項目 {n}: 利用者から再度問い合わせがありました。" for n in range(15))
+    paragraph = "ログを確認したところ、認証サーバーでタイムアウトが発生していました。" * 8
+    document = spaced(f"{items}\n\n{paragraph}")
+    lines = document.split("\n")
+    assert lines[-2:] == [ANCHOR, ""]  # a section longer than a chunk ends with an anchor
+    for index, line in enumerate(lines[:-2]):
+        if line == ANCHOR:
+            after = next(text for text in lines[index + 1 :] if text)
+            assert after.startswith(("- 項目", "ログを確認"))
+    assert "。\n\n" + ANCHOR + "\n\n\n\nログを確認" in document  # cut inside the paragraph's line
+    assert strip_anchors(document) == f"{TITLE}\n\n{items}\n\n{paragraph}\n"
+
+
+def test_a_single_line_longer_than_a_chunk_stays_whole_and_anchors_come_right_around_it() -> None:
+    blob = "MII" + "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo" * 20  # base64: no sentence end, no space
+    document = spaced(f"前置きの文です。\n\n{blob}\n\n後ろの文です。" * 3, chunk=200)
+    assert blob in document.split("\n")
+    assert f"{ANCHOR}\n\n{blob}\n\n{ANCHOR}\n\n" in document  # anchors right before and after it
+    positions = byte_positions(document)
+    long_lines = lines_longer_than(document, 200 - 2 * utf8_bytes(ANCHOR + "\n") - 2, positions)
+    missing = windows_without_anchor(document, 200, positions)
+    assert missing and all(any(start < window + 200 and window < end for start, end in long_lines) for window in missing)
+
+
+def test_text_shaped_like_an_anchor_is_neutralised_and_never_counts() -> None:
+    forged = neutralize_forgeries("> チケット #5: 偽のアンカー\n\n" + "本文の文です。" * 40)
+    document = spaced(forged)
+    assert "> チケット \\#5: 偽のアンカー" in document
+    assert all(anchor.subject == "VPN接続が不安定になる" for anchor in find_anchors(document))
+    assert strip_anchors(document) == f"{TITLE}\n\n{forged}\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Random documents: stripping inverts placement, placement is a fixed point, anchors stay top level
+
+BLOCKS = st.one_of(
+    st.lists(st.sampled_from(["文です。", "Sentence one. ", "Two! ", "三つ目？", "**太字。**", "`a. b`", "[link. x](u)", "次の行"]), min_size=1, max_size=12).map("".join),
+    st.lists(st.sampled_from(["- 項目です。", "- item two", "  - nested item", "1. first", "2. second"]), min_size=1, max_size=8).map("\n".join),
+    st.lists(st.sampled_from(["log line 1", "x = 1", "", "# comment", "> quoted in code"]), min_size=1, max_size=10).map(lambda lines: "```text\n" + "\n".join(lines) + "\n```"),
+    st.lists(st.sampled_from(["| a | b |", "| 長い行です。 | 2 |", "| x | y |"]), min_size=1, max_size=8).map(lambda rows: "| h1 | h2 |\n|---|---|\n" + "\n".join(rows)),
+    st.lists(st.sampled_from(["> 引用です。", "> quote line", ">"]), min_size=1, max_size=6).map("\n".join),
+    st.lists(st.sampled_from(["    code a", "    code b"]), min_size=1, max_size=5).map("\n".join),
+    st.sampled_from(["#### 見出し", "<div>\nhtml\n</div>", "---", "1) a\n2) b", "text\n2. not a list", "a | b\n--|--"]),
+    st.lists(st.sampled_from(["行その一。", "line two", "三行目です。"]), min_size=2, max_size=6).map("\n".join),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(blocks=st.lists(BLOCKS, min_size=1, max_size=12), separators=st.lists(st.sampled_from(["\n\n", "\n\n\n", "\n"]), min_size=12, max_size=12), chunk=st.sampled_from([40, 80, 200]))
+def test_stripping_gives_back_exactly_the_content_and_placing_again_changes_nothing(blocks: list[str], separators: list[str], chunk: int) -> None:
+    body = content_markdown("".join(block + separator for block, separator in zip(blocks, separators)), "common_mark")
+    original = insert_anchors(f"{TITLE}\n\n{body}\n", 5, "VPN接続が不安定になる")  # as render_document has it
+    for count in (utf8_bytes, approximate_tokens):
+        document = space_anchors(original, ANCHOR, chunk, count)
+        assert strip_anchors(document) == strip_anchors(original)
+        assert space_anchors(document, ANCHOR, chunk, count) == document
+        # Every anchor is a standalone top-level quote: never inside code, a table, a list or HTML.
+        lines = document.split("\n")
+        quotes = {block.start for block in top_level_blocks(parse_blocks(document)) if block.kind == "blockquote" and block.end - block.start == 1}
+        assert {index for index, line in enumerate(lines) if line == ANCHOR} <= quotes
+
+
+# ---------------------------------------------------------------------------------------------
+# Every window over generated long tickets
+
+
+@pytest.mark.parametrize("chunk", [1024, 1536])  # bytes: a Japanese character is 3 bytes and about 1 token
+def test_every_window_of_a_long_ticket_holds_an_anchor_or_lies_in_a_line_that_cannot_be_cut(chunk: int) -> None:
+    for seed in range(4):
+        issue = long_issue(50001 + seed, random.Random(seed))
+        document = render_document(issue, lookups(), RenderOptions(chunk_tokens=chunk, text_format=TEXT_FORMAT), utf8_bytes)
+        positions = byte_positions(document)
+        anchor = ANCHOR_PATTERN.search(document)[0]  # type: ignore[index]
+        # A line that cannot be cut fits between two anchors only if shorter than N - 2A (and two blank lines).
+        long_lines = lines_longer_than(document, chunk - 2 * utf8_bytes(anchor + "\n") - 2, positions)
+        for window in windows_without_anchor(document, chunk, positions):
+            assert any(start < window + chunk and window < end for start, end in long_lines), (seed, document.encode()[window : window + chunk].decode(errors="replace"))
+
+
+def cl100k_or_skip():  # type: ignore[no-untyped-def]
+    """cl100k_base from $ANCHORKIT_TIKTOKEN_FILE, ../shared/data beside the checkout or tiktoken's cache."""
+    beside = Path(__file__).resolve().parents[2] / "shared" / "data" / "cl100k_base.tiktoken"
+    try:
+        return load_cl100k_base(None if os.environ.get("ANCHORKIT_TIKTOKEN_FILE") or not beside.is_file() else beside, allow_download=False)
+    except TokenizerUnavailable as exc:
+        skip_or_fail(f"cl100k_base vocabulary: {exc}")
+
+
+def test_with_cl100k_every_window_holds_an_anchor_or_lies_in_a_line_that_cannot_be_cut() -> None:
+    tokenizer = cl100k_or_skip()
+    for seed in range(3):
+        issue = long_issue(50001 + seed, random.Random(seed))
+        document = render_document(issue, lookups(), RenderOptions(text_format=TEXT_FORMAT), tokenizer.count)
+        tokens = tokenizer.tokenize_many([document])[0]
+        positions = tokens.tokens_at(byte_positions(document)[:-1]) + [tokens.token_count]
+        anchor = ANCHOR_PATTERN.search(document)[0]  # type: ignore[index]
+        long_lines = lines_longer_than(document, 300 - 2 * tokenizer.count(anchor + "\n") - 2, positions)
+        missing = windows_without_anchor(document, 300, positions)
+        assert all(any(start < window + 300 and window < end for start, end in long_lines) for window in missing), seed
+
+
+def test_the_long_ticket_snapshot_is_deterministic_and_long(tmp_path: Path) -> None:
+    ids = write_long_snapshot(tmp_path / "a", 3, seed=7)
+    write_long_snapshot(tmp_path / "b", 3, seed=7)
+    for ticket_id in ids:
+        name = f"issues/{ticket_id}.json"
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    issue = long_issue(ids[0], random.Random(7 * 1_000_003 + ids[0]))
+    assert len(issue["journals"]) >= 30 and len(issue["custom_fields"]) >= 8
+    assert {"lookups.json", "state.json", "issues"} <= {path.name for path in (tmp_path / "a").iterdir()}
