@@ -26,7 +26,6 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
