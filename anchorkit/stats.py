@@ -1,9 +1,14 @@
 """The audit: what the anchors cost in tokens, and how many chunks keep their ticket ID.
 
 For every document the audit also builds the same document without its anchors
-(``anchors.strip_anchors``: the anchors and the fences and table heads they brought), tokenizes both once, chunks both with every chunker, and counts:
+(``anchors.anchor_cuts``: the anchors and the fences and table heads they brought), tokenizes both
+once, chunks both with every chunker, and counts:
 
 - overhead: tokens with anchors vs without, per ticket and in total;
+- efficiency: that overhead beside the lower bound, the fewest anchor tokens that put a whole anchor
+  in every window of the chunk length the documents were made for (``anchors_needed``);
+- the chunk-length table: coverage of fixed windows and the cost at other chunk lengths (a
+  snapshot rendered at each one: ``SourceDocument.renditions``);
 - coverage: the share of chunks that identify their own ticket, i.e. whose text contains a genuine
   anchor or title line naming it (``ticket_id in anchors.identified_ticket_ids(chunk_text)``);
 - confusion risk: the share of chunks that mention another ticket's number (``#123``);
