@@ -952,7 +952,12 @@ def stats_command(
         "--lengths",
         help="The chunk lengths of the choice table, comma-separated (snapshot input: rendered at each one); 'none' for no table.",
     ),
-    anchor_subject_chars: Annotated[Optional[int], AnchorSubjectCharsOption] = None,
+    anchor_subject_chars: Optional[int] = typer.Option(
+        None,
+        "--anchor-subject-chars",
+        min=0,
+        help=f"Snapshot input only: transform with this --anchor-subject-chars (default: transform's, {DEFAULT_ANCHOR_SUBJECT_CHARS}).",
+    ),
     anchor_basic_info: Optional[bool] = typer.Option(
         None,
         "--anchor-basic-info/--no-anchor-basic-info",
@@ -961,7 +966,11 @@ def stats_command(
     json_output: bool = typer.Option(
         False, "--json", help=f"Print the report as one JSON object (schema anchorkit-stats, version {auditing.SCHEMA_VERSION}; see docs/stats.md)."
     ),
-    html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML report (inline SVG charts) to this file."),
+    html: Optional[Path] = typer.Option(
+        None,
+        "--html",
+        help="Also write the audit page to this file: self-contained HTML (inline SVG charts) with the date, version, options, tokenizer and gate verdict.",
+    ),
     fail_under_coverage: Optional[float] = typer.Option(
         None, "--fail-under-coverage", min=0, max=100, help="Exit 1 if any chunker's coverage of the anchored documents is under P percent."
     ),
