@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from anchorkit.anchors import AT_LINE_BREAK, BETWEEN_BLOCKS, INSIDE_LINE, fence_closer, strip_anchors
 from markdown_it.token import Token
 
-from anchorkit.markdown_blocks import parse_blocks
+from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks
 from anchorkit.tokens import approx_tokens
 
 TokenCounter = Callable[[str], int]
@@ -88,6 +88,12 @@ class _Spacer:
         self.since = 0
         self.content = False  # whether anything but blank lines came since the last anchor
         self.cut_before_next = False  # an anchor went inside the line that the next piece continues
+        self._costs: dict[str, int] = {}  # of the lines points write (blank lines, fences, table heads)
+
+    def _line_cost(self, line: str) -> int:
+        if line not in self._costs:
+            self._costs[line] = self.count(line + "\n")
+        return self._costs[line]
 
     def add(self, text: str, cost: int, glued: bool = False) -> None:
         """Append a line (or, ``glued``, the rest of the previous line) that costs ``cost`` tokens."""
@@ -105,8 +111,8 @@ class _Spacer:
             return  # right after an anchor: another one here would be wasted
         written_before = [*before, ""] if blanks != BETWEEN_BLOCKS else before
         written_after = [""] * blanks + after
-        before_cost = sum(self.count(line + "\n") for line in written_before) + (1 if inside_line else 0)
-        after_cost = sum(self.count(line + "\n") for line in written_after)
+        before_cost = sum(map(self._line_cost, written_before)) + (1 if inside_line else 0)
+        after_cost = sum(map(self._line_cost, written_after))
         self.points.append(_Point(len(self.out), self.since, written_before, written_after, before_cost, after_cost, inside_line))
 
     def _place(self) -> bool:
@@ -149,6 +155,7 @@ def space_anchors(document: str, anchor: str, chunk_tokens: int, count: TokenCou
     ``document`` starts with its title line and already has its anchors after headings; anchors
     of the same ticket already in it (any subject) count, so the result is a fixed point.
     """
+    count = _memoized(count)  # half the lines are blank, and the same few lines recur
     anchor_cost = count(anchor + "\n")
     gap = chunk_tokens - anchor_cost
     prefix = anchor[: anchor.index(":") + 1]  # "> チケット #12345:": an anchor of this ticket
@@ -164,6 +171,18 @@ def space_anchors(document: str, anchor: str, chunk_tokens: int, count: TokenCou
         else:
             output.extend(_spaced(stretch, anchor, gap, count))
     return "\n".join(output)
+
+
+def _memoized(count: TokenCounter) -> TokenCounter:
+    costs: dict[str, int] = {}
+
+    def cost(text: str) -> int:
+        known = costs.get(text)
+        if known is None:
+            known = costs[text] = count(text)
+        return known
+
+    return cost
 
 
 def _close_sections(lines: list[str], anchor: str, prefix: str, chunk_tokens: int, anchor_cost: int, count: TokenCounter) -> list[str]:
@@ -182,14 +201,18 @@ def _close_sections(lines: list[str], anchor: str, prefix: str, chunk_tokens: in
         section = headings[bisect_right(headings, index) - 1]
         last_anchor[section] = index
     for start, stop in reversed(list(zip(headings, [*headings[1:], end]))):
-        tail = "\n".join(lines[last_anchor[start] + 1 : stop]).strip("\n")
-        if not tail or len(tail.encode("utf-8")) <= anchor_cost or count(tail) <= anchor_cost:
-            continue
         section = "\n".join(lines[start:stop])
         if len(section.encode("utf-8")) <= chunk_tokens:
             continue
+        tail = "\n".join(lines[last_anchor[start] + 1 : stop]).strip("\n")
+        if not tail or len(tail.encode("utf-8")) <= anchor_cost or count(tail) <= anchor_cost:
+            continue
         # Measured without anchors (and the lines they bring), so that a second run decides the same.
-        section = strip_anchors(section)
+        inside = anchors[bisect_right(anchors, start) : bisect_right(anchors, stop)]
+        if len(inside) == 1 and lines[inside[0] - 1] == "":  # only the heading's own anchor, between blocks
+            section = "\n".join(lines[start : inside[0] - 1] + lines[inside[0] + 1 : stop])
+        elif inside:
+            section = strip_anchors(section)
         if len(section.encode("utf-8")) <= chunk_tokens or count(section) <= chunk_tokens:
             continue
         if stop == end:
@@ -204,7 +227,9 @@ def _spaced(stretch: list[str], anchor: str, gap: int, count: TokenCounter) -> l
     spacer = _Spacer(anchor, gap, count)
     spacer.add(stretch[0], count(stretch[0] + "\n"))
     content = stretch[1:]
-    plan = _plan(content)
+    plan = _plan_by_lines(content)
+    if plan is None:
+        plan = _plan(content)
     for number, line in enumerate(content):
         kind = plan.get(number)
         if kind is _BLOCK:
@@ -287,6 +312,75 @@ def _plan(content: list[str]) -> _Plan:
     return plan
 
 
+_LIST_ITEM = re.compile(r"(?:[-+*]|\d{1,9}[.)])(?: (?! )|$)")  # one space: the item's text starts right after
+_ATX_HEADING = re.compile(r"#{1,6}(?:[ \t]|$)")
+_THEMATIC_BREAK = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$", re.M)
+
+
+def _plan_by_lines(content: list[str]) -> _Plan | None:
+    """``_plan`` by a line scan, for text made of paragraphs, lists, quotes and ATX headings only
+    (no fence, HTML, indented code, setext heading or table: then the parser is needed, None).
+    It agrees with ``_plan`` wherever it answers (tested), so the block parser, the slow part,
+    only runs for the stretches that need it."""
+    if any("|" in line for line in content) or COMPLEX_LINE.search("\n".join(content)) or _THEMATIC_BREAK.search("\n".join(content)):
+        return None
+    plan = _Plan()
+    kind = ""  # of the block being read ("" after a blank line)
+    marker = ""  # of the list being read
+    indent = 0  # where the text of its current item starts
+    start = 0
+    seen_block = False
+    for number, line in enumerate(content):
+        if not line:
+            kind = ""
+            continue
+        new_block = not kind or kind == "heading"
+        if new_block:
+            if line[0] in " \t":
+                return None  # a list item's continuation after a blank line, or the like
+            if seen_block and kind == "":
+                plan[number] = _BLOCK
+            start, seen_block = number, True
+            item = _LIST_ITEM.match(line)
+            kind = "heading" if _ATX_HEADING.match(line) else "list" if item else "quote" if line[0] == ">" else "paragraph"
+            if kind == "paragraph" and _NOT_PARAGRAPH_START.match(line):
+                return None
+            marker, indent = (_marker(item[0]), len(item[0])) if item else ("", 0)
+            if kind == "paragraph":
+                plan.paragraph_lines[number] = number
+            continue
+        if kind == "list":
+            item = _LIST_ITEM.match(line)
+            if item and _marker(item[0]) == marker:
+                plan[number] = _LINE
+            elif item:
+                marker = _marker(item[0])  # another kind of marker starts another list, right after this one
+            if item:
+                indent = len(item[0])
+            elif len(line) - len(line.lstrip(" ")) < indent:
+                return None  # a lazy continuation, or an item of another list: let the parser say
+        elif kind == "quote":
+            if line[0] != ">":
+                return None
+            if _QUOTED_CONSTRUCT.match(line):
+                return None
+            if _safe_cut("", line.lstrip("> \t") or "x"):
+                plan[number] = _LINE
+        else:
+            if _NOT_PARAGRAPH_START.match(line) or _ATX_HEADING.match(line):
+                return None  # it may interrupt the paragraph: let the parser say
+            plan.paragraph_lines[number] = start
+            if _safe_cut("\n".join(content[start:number]), line):
+                plan[number] = _LINE
+    return plan
+
+
+def _marker(item: str) -> str:
+    """What must stay the same for list items to be one list: the bullet, or an ordered list's delimiter."""
+    marker = item.rstrip()
+    return marker[-1] if marker[-1] in ".)" else marker
+
+
 # Inside a quote, constructs a cut between lines could break open.
 _QUOTED_CONSTRUCT = re.compile(r"^[> \t]*(?:`{3,}|~{3,}|<| {4})")
 
@@ -305,11 +399,19 @@ def _safe_cut(before: str, after: str) -> bool:
 
 
 def _add_sentences(spacer: _Spacer, line: str, prefix: str) -> None:
-    """A paragraph line, with a possible cut after each sentence end that is safe to cut at."""
+    """A paragraph line, with a possible cut after each sentence end that is safe to cut at.
+
+    Only lines longer than a quarter of the gap are cut inside: shorter ones gain little, and a
+    second run sees every line it cut as at least that long again (so it cuts the same).
+    """
+    cost = spacer.count(line + "\n")
+    if cost <= spacer.gap // 4:
+        spacer.add(line, cost)
+        return
     cuts = [m.end() for m in _SENTENCE_END.finditer(line) if m.end() < len(line)]
     cuts = [cut for cut in cuts if _safe_cut(prefix + "\n" + line[:cut] if prefix else line[:cut], line[cut:])]
     if not cuts:
-        spacer.add(line, spacer.count(line + "\n"))
+        spacer.add(line, cost)
         return
     pieces = [line[start:end] for start, end in zip([0, *cuts], [*cuts, len(line)])]
     spacer.add(pieces[0], spacer.count(pieces[0]))

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from anchorkit.anchors import ANCHOR_PATTERN, TITLE_PATTERN, anchor_line, find_anchors, insert_anchors, neutralize_forgeries, strip_anchors, title_line
 from anchorkit.document import RenderOptions, content_markdown, render_document
 from anchorkit.markdown_blocks import parse_blocks, top_level_blocks
-from anchorkit.spacing import approximate_tokens, space_anchors
+from anchorkit.spacing import _plan, _plan_by_lines, approximate_tokens, space_anchors
 from anchorkit.tokens import TokenizerUnavailable, byte_offsets, load_cl100k_base
 from tests.support import skip_or_fail
 from tests.support.long_tickets import TEXT_FORMAT, long_issue, lookups, write_long_snapshot
@@ -197,3 +197,19 @@ def test_the_long_ticket_snapshot_is_deterministic_and_long(tmp_path: Path) -> N
     issue = long_issue(ids[0], random.Random(7 * 1_000_003 + ids[0]))
     assert len(issue["journals"]) >= 30 and len(issue["custom_fields"]) >= 8
     assert {"lookups.json", "state.json", "issues"} <= {path.name for path in (tmp_path / "a").iterdir()}
+
+
+FAST_LINES = st.sampled_from(
+    ["文です。文です。", "Sentence. Next one", "- 項目", "- item", "  - nested", "   - deeper", "-  two spaces", "* star", "+ plus", "1. first",
+     "2) second", "10. tenth", "> 引用", "> - quoted item", ">", "> > nested", "#### 見出し", "#hashtag", "  indented text", "**bold. text**",
+     "* * *", "_ _ _", "text `a. b`", "[x](y). z", "[ref]: http://x", "-", "1.", "", "", ""]
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(lines=st.lists(FAST_LINES, max_size=20))
+def test_the_line_scan_plans_the_same_cuts_as_the_parser_wherever_it_answers(lines: list[str]) -> None:
+    by_lines = _plan_by_lines(lines)
+    if by_lines is not None:
+        parsed = _plan(lines)
+        assert (dict(by_lines), by_lines.paragraph_lines) == (dict(parsed), parsed.paragraph_lines)

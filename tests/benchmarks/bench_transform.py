@@ -5,7 +5,8 @@ some with headings, code blocks, quotes and forged anchors) are generated into a
 snapshot; each run happens in a fresh child process so that its peak RSS is its own.
 
 Targets (issue 7): >= 5,000 tickets/s on one core; peak RSS < 200 MB at 100,000 tickets;
-100,000 takes <= 11x the time of 10,000.
+100,000 takes <= 11x the time of 10,000. Issue 16: the default (spacing anchors for 300-token
+chunks) not slower than before them; the run with --chunk-tokens 0 beside it shows their cost.
 
     python tests/benchmarks/bench_transform.py            # N = 10,000 and 100,000
     BENCH_TRANSFORM_SIZES=2000,20000 python tests/benchmarks/bench_transform.py
@@ -99,12 +100,15 @@ def make_snapshot(root: Path, count: int) -> Path:
 
 
 CHILD = """
-import json, resource, sys, time
+import dataclasses, json, resource, sys, time
 from pathlib import Path
 from anchorkit.transform import TransformOptions, transform_snapshot
+options = TransformOptions(sidecars=True)
+if len(sys.argv) > 4:
+    options = dataclasses.replace(options, render=dataclasses.replace(options.render, chunk_tokens=int(sys.argv[4])))
 started = time.perf_counter()
 cpu = time.process_time()
-report = transform_snapshot(Path(sys.argv[1]), Path(sys.argv[2]), TransformOptions(sidecars=True), jobs=int(sys.argv[3]))
+report = transform_snapshot(Path(sys.argv[1]), Path(sys.argv[2]), options, jobs=int(sys.argv[3]))
 children = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"tickets": report.tickets, "failed": len(report.failed), "seconds": time.perf_counter() - started,
                   "cpu_seconds": time.process_time() - cpu + children.ru_utime + children.ru_stime,
@@ -129,9 +133,9 @@ print(json.dumps({"tickets": len(names), "seconds": time.perf_counter() - starte
 """
 
 
-def measure(snapshot: Path, out: Path, jobs: int = 1, code: str = CHILD) -> dict[str, float]:
+def measure(snapshot: Path, out: Path, jobs: int = 1, code: str = CHILD, *extra: str) -> dict[str, float]:
     # One job is pinned to one core by taskset: the target is per core.
-    command = [sys.executable, "-c", code, str(snapshot), str(out), str(jobs)]
+    command = [sys.executable, "-c", code, str(snapshot), str(out), str(jobs), *extra]
     if jobs == 1 and Path("/usr/bin/taskset").exists():
         command = ["taskset", "-c", "0", *command]
     result = subprocess.run(command, capture_output=True, text=True, check=True)
@@ -152,6 +156,7 @@ def main() -> None:
             rerun = measure(snapshot, Path(tmp) / f"out{count}")  # nothing changed: read + compare only
             all_cores = measure(snapshot, Path(tmp) / f"all{count}", jobs=0)
             floor = measure(snapshot, Path(tmp) / f"floor{count}", code=FLOOR)
+            structural = measure(snapshot, Path(tmp) / f"zero{count}", 1, CHILD, "0")  # --chunk-tokens 0
             results[count] = figures
             print(
                 f"transform N={count:>7,}: one core {figures['tickets'] / figures['seconds']:>6,.0f} tickets/s "
@@ -163,7 +168,11 @@ def main() -> None:
                 f"  disk + JSON floor (read, parse, two atomic writes, no rendering): "
                 f"{floor['tickets'] / floor['seconds']:,.0f} tickets/s on one core"
             )
-            for name in (f"snap{count}", f"out{count}", f"all{count}", f"floor{count}"):
+            print(
+                f"  --chunk-tokens 0 (anchors after headings only): {structural['tickets'] / structural['seconds']:,.0f} tickets/s "
+                f"({structural['cpu_seconds']:.2f} s CPU): spacing anchors cost {figures['cpu_seconds'] / structural['cpu_seconds']:.2f}x its CPU time"
+            )
+            for name in (f"snap{count}", f"out{count}", f"all{count}", f"floor{count}", f"zero{count}"):
                 shutil.rmtree(Path(tmp) / name)
     if len(sizes) == 2:
         small, large = sizes

@@ -179,8 +179,8 @@ def _base64_line(rng: random.Random, length: int) -> str:
     return "".join(rng.choice(alphabet) for _ in range(length))
 
 
-def _long_text(rng: random.Random, textile: bool, parts: int) -> str:
-    """A description or a long note: headings, paragraphs, logs, tables, lists and stress shapes."""
+def _long_text(rng: random.Random, textile: bool, parts: int, stress: bool) -> str:
+    """A description or a long note: headings, paragraphs, logs, tables, lists (and stress shapes)."""
     blocks = []
     for _ in range(parts):
         roll = rng.random()
@@ -191,16 +191,16 @@ def _long_text(rng: random.Random, textile: bool, parts: int) -> str:
         elif roll < 0.55:
             blocks.append(_code(rng, _log(rng, rng.choice([12, 30, 75])), textile, rng.choice(["", "", "text", "bash"])))
         elif roll < 0.68:
-            blocks.append(_table(rng, rng.choice([8, 30]), textile, long_row=rng.random() < 0.1))
+            blocks.append(_table(rng, rng.choice([8, 30]), textile, long_row=stress and rng.random() < 0.1))
         elif roll < 0.83:
             blocks.append(_list(rng, rng.choice([6, 25]), textile, nested=rng.random() < 0.4))
         elif roll < 0.91:
             blocks.append(("bq. " if textile else "> ") + _paragraph(rng, rng.randint(3, 8)))
-        elif roll < 0.92:
+        elif roll < 0.92 and stress:
             blocks.append(_code(rng, [_minified_json(rng, rng.choice([20, 60]))], textile, "json"))
-        elif roll < 0.93:
+        elif roll < 0.93 and stress:
             blocks.append("証明書 (base64): " + _base64_line(rng, rng.choice([600, 2000])))
-        elif roll < 0.94:
+        elif roll < 0.94 and stress:
             # A long stretch of code without line breaks, then some ordinary lines.
             blocks.append(_code(rng, [_minified_json(rng, 40), *_log(rng, 8)], textile))
         else:
@@ -221,8 +221,12 @@ def _timestamp(base_day: int, minutes: int) -> str:
     return f"{moment.isoformat()}T{minute // 60:02d}:{minute % 60:02d}:00Z"
 
 
-def long_issue(ticket_id: int, rng: random.Random) -> dict[str, Any]:
-    """One long ticket as Redmine's ``GET /issues/<id>.json?include=journals,...`` returns it."""
+def long_issue(ticket_id: int, rng: random.Random, stress: bool = True) -> dict[str, Any]:
+    """One long ticket as Redmine's ``GET /issues/<id>.json?include=journals,...`` returns it.
+
+    ``stress``: now and then a line longer than any chunk (minified JSON, base64, a table row of
+    many sentences); without it every line is one a placement can put an anchor around.
+    """
     textile = rng.random() < 0.5
     # Textile tickets (and all their journals) before the switch, CommonMark ones after it.
     base_day = rng.randrange(0, 300) if textile else rng.randrange(460, 700)
@@ -250,7 +254,7 @@ def long_issue(ticket_id: int, rng: random.Random) -> dict[str, Any]:
         elif roll < 0.975:
             notes = _paragraph(rng, 2) + "\n\n" + _code(rng, _log(rng, rng.choice([12, 12, 60])), textile)
         elif roll < 0.99:
-            notes = _long_text(rng, textile, rng.randint(2, 3))
+            notes = _long_text(rng, textile, rng.randint(2, 3), stress)
         else:
             notes = _paragraph(rng, 15)
         details = []
@@ -286,7 +290,7 @@ def long_issue(ticket_id: int, rng: random.Random) -> dict[str, Any]:
         "category": {"id": (category := rng.choice(list(CATEGORIES))), "name": CATEGORIES[category]},
         "fixed_version": {"id": (version := rng.choice(list(VERSIONS))), "name": VERSIONS[version]},
         "subject": _subject(rng),
-        "description": _long_text(rng, textile, rng.randint(2, 5)),
+        "description": _long_text(rng, textile, rng.randint(2, 5), stress),
         "start_date": _timestamp(base_day, 0)[:10],
         "due_date": _timestamp(base_day + 30, 0)[:10],
         "done_ratio": rng.choice([0, 30, 50, 80, 100]),
@@ -321,13 +325,13 @@ def lookups() -> dict[str, dict[str, dict[str, Any]]]:
     }
 
 
-def write_long_snapshot(folder: Path, count: int, seed: int = 0, first_id: int = FIRST_ID) -> list[int]:
+def write_long_snapshot(folder: Path, count: int, seed: int = 0, first_id: int = FIRST_ID, stress: bool = True) -> list[int]:
     """Write ``count`` long tickets as a snapshot in ``folder``; the ticket ids written."""
     issues = folder / "issues"
     issues.mkdir(parents=True, exist_ok=True)
     ids = list(range(first_id, first_id + count))
     for ticket_id in ids:
-        issue = long_issue(ticket_id, random.Random(seed * 1_000_003 + ticket_id))
+        issue = long_issue(ticket_id, random.Random(seed * 1_000_003 + ticket_id), stress)
         (issues / f"{ticket_id}.json").write_text(json.dumps({"issue": issue}, ensure_ascii=False, indent=1), encoding="utf-8")
     (folder / "lookups.json").write_text(json.dumps(lookups(), ensure_ascii=False, indent=1), encoding="utf-8")
     state = {"version": 1, "cursor": "2026-03-17T08:00:00Z", "text_format": [{"since": SWITCH, "format": "common_mark"}]}
