@@ -2,6 +2,7 @@
 
     python tests/benchmarks/bench_coverage.py      # BENCH_COVERAGE_TICKETS (default 200), seed BENCH_COVERAGE_SEED,
                                                    # BENCH_COVERAGE_PLACEMENT=approx: anchors placed without the vocabulary
+                                                   # BENCH_COVERAGE_STRESS=0: no lines longer than a chunk
 
 Generates a snapshot of long tickets (``tests/support/long_tickets.py``: pasted logs, tables, long
 lists and paragraphs, many custom fields, 30+ journals, long subjects, Textile and CommonMark),
@@ -51,6 +52,8 @@ TICKETS = int(os.environ.get("BENCH_COVERAGE_TICKETS", "200"))
 # How transform counts tokens when it places anchors: cl100k_base (the vocabulary is here), or
 # approx to see the placement a machine without the vocabulary makes (the approximation's margin).
 PLACEMENT_TOKENIZER = os.environ.get("BENCH_COVERAGE_PLACEMENT", tokens.CL100K_BASE)
+# 0: leave out the shapes no placement may cut (one line longer than a chunk: minified JSON, base64).
+STRESS = os.environ.get("BENCH_COVERAGE_STRESS", "1") != "0"
 SEED = int(os.environ.get("BENCH_COVERAGE_SEED", "0"))
 CHUNK_LENGTHS = (300, 512)
 REFERENCE = 0  # structural anchors only, for comparison
@@ -239,12 +242,13 @@ def main() -> None:
     missed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-coverage-") as tmp:
         snapshot = Path(tmp)
-        write_long_snapshot(snapshot, TICKETS, SEED)
+        write_long_snapshot(snapshot, TICKETS, SEED, stress=STRESS)
         structural = render(snapshot, REFERENCE, PLACEMENT_TOKENIZER, vocabulary)
         structural_tokens = sum(len(encoding.encode_ordinary(d.markdown)) for d in structural)
         print(
             f"corpus: {len(structural)} long tickets (seed {SEED}), {structural_tokens:,} cl100k tokens with --chunk-tokens 0 "
-            f"= {structural_tokens // max(len(structural), 1):,} per ticket; anchors placed counting {PLACEMENT_TOKENIZER} tokens"
+            f"= {structural_tokens // max(len(structural), 1):,} per ticket; anchors placed counting {PLACEMENT_TOKENIZER} tokens; "
+            f"{'with' if STRESS else 'without'} lines longer than a chunk"
         )
         for size in CHUNK_LENGTHS:
             documents = render(snapshot, size, PLACEMENT_TOKENIZER, vocabulary)
