@@ -121,7 +121,7 @@ def neutralize_forgeries(text: str) -> str:
 # DELIMITER, Y): those are the extra lines stripping takes out as well.
 BETWEEN_BLOCKS, AT_LINE_BREAK, INSIDE_LINE = 1, 2, 3  # blank lines after the anchor
 _FENCE = re.compile(r"( {0,3})(`{3,}|~{3,})")
-_TABLE_DELIMITER = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
+TABLE_DELIMITER = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 
 
 def strip_anchors(document: str) -> str:
@@ -187,7 +187,7 @@ def _repeated_table_head(lines: list[str], before: int, after: int) -> bool:
     while start > 0 and lines[start - 1] != "":
         start -= 1
     delimiter = next(
-        (index for index in range(start + 1, before - 1) if "|" in lines[index] and "|" in lines[index - 1] and _TABLE_DELIMITER.match(lines[index])),
+        (index for index in range(start + 1, before - 1) if "|" in lines[index] and "|" in lines[index - 1] and TABLE_DELIMITER.match(lines[index])),
         None,
     )
     return delimiter is not None and lines[after : after + 2] == lines[delimiter - 1 : delimiter + 1]

@@ -32,7 +32,7 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from anchorkit.anchors import AT_LINE_BREAK, BETWEEN_BLOCKS, INSIDE_LINE, fence_closer, strip_anchors
+from anchorkit.anchors import AT_LINE_BREAK, TABLE_DELIMITER, BETWEEN_BLOCKS, INSIDE_LINE, fence_closer, strip_anchors
 from markdown_it.token import Token
 
 from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks
@@ -194,7 +194,7 @@ def _close_sections(lines: list[str], anchor: str, prefix: str, chunk_tokens: in
     """
     anchors = [index for index, line in enumerate(lines) if index and line.startswith(prefix)]
     # Every heading is followed by its anchor ("heading", "", anchor); the title is the first line.
-    headings = [0, *(index - 2 for index in anchors if index >= 2 and lines[index - 1] == "" and lines[index - 2][:1] == "#")]
+    headings = [0, *(index - 2 for index in anchors if index >= 2 and lines[index - 1] == "" and _ATX_HEADING.match(lines[index - 2]))]
     end = len(lines) - 1 if lines[-1] == "" else len(lines)
     last_anchor = {}  # section start → its last anchor (or the title)
     for index in [0, *anchors]:
@@ -209,12 +209,14 @@ def _close_sections(lines: list[str], anchor: str, prefix: str, chunk_tokens: in
             continue
         # Measured without anchors (and the lines they bring), so that a second run decides the same.
         inside = anchors[bisect_right(anchors, start) : bisect_right(anchors, stop)]
-        if len(inside) == 1 and lines[inside[0] - 1] == "":  # only the heading's own anchor, between blocks
+        if inside == [start + 2]:  # only the heading's own anchor ("heading", "", anchor)
             section = "\n".join(lines[start : inside[0] - 1] + lines[inside[0] + 1 : stop])
         elif inside:
             section = strip_anchors(section)
         if len(section.encode("utf-8")) <= chunk_tokens or count(section) <= chunk_tokens:
             continue
+        if _ATX_HEADING.match(lines[stop - 1] or lines[stop - 2]):
+            continue  # text shaped like a heading (in HTML, say): an anchor after it would read as its own
         if stop == end:
             lines[stop:stop] = [anchor] if lines[stop - 1] == "" else ["", anchor]
         else:
@@ -232,6 +234,8 @@ def _spaced(stretch: list[str], anchor: str, gap: int, count: TokenCounter) -> l
         plan = _plan(content)
     for number, line in enumerate(content):
         kind = plan.get(number)
+        if kind is not None and _ATX_HEADING.match(content[number - 1] or content[number - 2] if number >= 2 else stretch[0]):
+            kind = None  # text shaped like a heading (in HTML, say): an anchor after it would read as its own
         if kind is _BLOCK:
             spacer.point()
         elif kind is _CODE:
@@ -300,7 +304,8 @@ def _plan(content: list[str]) -> _Plan:
             for number in range(start + 1, end):
                 if content[number] and content[number - 1]:
                     plan[number] = _LINE
-        elif kind == "table_open" and end - start >= 4:
+        elif kind == "table_open" and end - start >= 4 and not any(row == content[start] or TABLE_DELIMITER.match(row) for row in content[start + 2 : end]):
+            # (a table whose rows repeat its head could not be told from one cut by an anchor)
             for number in range(start + 3, end):
                 plan[number] = _TABLE
                 plan.table_heads[number] = (content[start], content[start + 1])
@@ -312,7 +317,7 @@ def _plan(content: list[str]) -> _Plan:
     return plan
 
 
-_LIST_ITEM = re.compile(r"(?:[-+*]|\d{1,9}[.)])(?: (?! )|$)")  # one space: the item's text starts right after
+_LIST_ITEM = re.compile(r"(?:[-+*]|\d{1,9}[.)]) (?=\S)")  # one space: the item's text starts right after
 _ATX_HEADING = re.compile(r"#{1,6}(?:[ \t]|$)")
 _THEMATIC_BREAK = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$", re.M)
 
@@ -344,7 +349,7 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
             item = _LIST_ITEM.match(line)
             kind = "heading" if _ATX_HEADING.match(line) else "list" if item else "quote" if line[0] == ">" else "paragraph"
             if kind == "paragraph" and _NOT_PARAGRAPH_START.match(line):
-                return None
+                return None  # an empty list item, a marker followed by more spaces, ...
             marker, indent = (_marker(item[0]), len(item[0])) if item else ("", 0)
             if kind == "paragraph":
                 plan.paragraph_lines[number] = number

@@ -202,7 +202,7 @@ def test_the_long_ticket_snapshot_is_deterministic_and_long(tmp_path: Path) -> N
 FAST_LINES = st.sampled_from(
     ["文です。文です。", "Sentence. Next one", "- 項目", "- item", "  - nested", "   - deeper", "-  two spaces", "* star", "+ plus", "1. first",
      "2) second", "10. tenth", "> 引用", "> - quoted item", ">", "> > nested", "#### 見出し", "#hashtag", "  indented text", "**bold. text**",
-     "* * *", "_ _ _", "text `a. b`", "[x](y). z", "[ref]: http://x", "-", "1.", "", "", ""]
+     "* * *", "_ _ _", "text `a. b`", "[x](y). z", "[ref]: http://x", "-", "1.", "- ", "1.  two spaces", "", "", ""]
 )
 
 
