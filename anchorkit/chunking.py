@@ -37,11 +37,10 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from functools import cached_property, lru_cache
-from itertools import accumulate
-from operator import add, sub, truediv
+from itertools import accumulate, compress, count, repeat
+from operator import add, lt, sub, truediv
 from typing import Union
 
-from markdown_it.token import Token
 
 from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks
 from anchorkit.tokens import TokenizedText, byte_offsets
@@ -131,14 +130,14 @@ class _DerivedLayout(TextLayout):
 
 def _moved(offsets: Sequence[int], cuts: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     """(index, offset after the cuts) of each ascending offset not inside one of the ascending cuts."""
-    kept = []
-    cut_index = removed = 0
-    for index, offset in enumerate(offsets):
-        while cut_index < len(cuts) and cuts[cut_index][1] <= offset:
-            removed += cuts[cut_index][1] - cuts[cut_index][0]
-            cut_index += 1
-        if cut_index == len(cuts) or offset < cuts[cut_index][0]:
-            kept.append((index, offset - removed))
+    # Between two cuts every offset moves by the same amount: whole slices at a time, found by bisection.
+    kept: list[tuple[int, int]] = []
+    first = removed = 0
+    for start, end in [*cuts, (len(offsets) and offsets[-1] + 1, 0)]:
+        last = bisect_left(offsets, start, first)
+        kept += zip(range(first, last), map(sub, offsets[first:last], repeat(removed)))
+        first = bisect_left(offsets, end, last)
+        removed += end - start
     return kept
 
 
@@ -219,17 +218,17 @@ class SemanticChunker:
         either = map(sub, map(add, sizes, sizes[1:]), shared)  # |a | b| = |a| + |b| - |a & b|
         similarities = list(map(truediv, shared, either))
         threshold = percentile(similarities, 100 - self.breakpoint)
-        return {index + 1 for index, similarity in enumerate(similarities) if similarity < threshold}
+        return set(compress(count(1), map(lt, similarities, repeat(threshold))))
 
 
 def percentile(values: Sequence[float], p: float) -> float | None:
     """The p-th percentile, interpolated linearly between ranks (numpy's default)."""
     if not values:
         return None
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * p / 100
+    rank = (len(values) - 1) * p / 100
     low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
+    high = min(low + 1, len(values) - 1)
+    ordered = sorted(values)
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
@@ -253,14 +252,73 @@ def heading_offsets(text: str) -> list[int]:
         # No fences, indented code, HTML blocks or setext underlines: every line starting with
         # "#" + space is a heading, and the block parser is not needed (it is the slow part).
         return [m.start() for m in _ATX_HEADING_LINE.finditer(text)]
-    line_starts = [0, *(m.end() for m in re.finditer("\n", text))]
-    return [line_starts[t.map[0]] for t in block_tokens(text) if t.type == "heading_open" and t.map]
+    return list(block_layout(text).headings)
+
+
+@dataclass(frozen=True)
+class BlockLayout:
+    headings: tuple[int, ...]  # character offsets of the heading lines
+    code_lines: tuple[tuple[int, int], ...]  # code blocks as 0-based line ranges [first, end)
+
+
+_FENCE_LINE = re.compile(r"( {0,3})(`{3,}|~{3,})(.*)")
+_CODE_BLOCK_TYPES = ("fence", "code_block")
+# A quote or list item whose content starts a fence, code, a heading or HTML: a scan cannot place it.
+_MARKER = r"(?:>|(?:[-+*]|\d{1,9}[.)])(?=[ \t]|$))"
+_CONTAINED_BLOCK = re.compile(rf" {{0,3}}(?:{_MARKER}[ \t]*)+[`~#<]| {{0,3}}(?:{_MARKER}[ \t]*)*{_MARKER}(?: {{5}}| *\t)")
 
 
 @lru_cache(maxsize=4)
-def block_tokens(text: str) -> tuple[Token, ...]:
-    """markdown-it block tokens of a text, cached: the chunker and the audit both need them."""
-    return tuple(parse_blocks(text))
+def block_layout(text: str) -> BlockLayout:
+    """Where a text's headings and code blocks are (cached: the heading chunker and the audit's
+    anchors-in-code check both ask), from markdown-it's block parser, or from a line scan when that
+    gives the same answer: see ``_scanned_layout``."""
+    scanned = _scanned_layout(text)
+    if scanned is not None:
+        return scanned
+    tokens = parse_blocks(text)
+    line_starts = [0, *(m.end() for m in re.finditer("\n", text))]
+    return BlockLayout(
+        tuple(line_starts[t.map[0]] for t in tokens if t.type == "heading_open" and t.map),
+        tuple((t.map[0], t.map[1]) for t in tokens if t.type in _CODE_BLOCK_TYPES and t.map),
+    )
+
+
+def _scanned_layout(text: str) -> BlockLayout | None:
+    """Headings and code blocks by a line scan, when every line a scan cannot place (``COMPLEX_LINE``)
+    outside code is a fence opened at column 0 (pasted logs and configurations, the common case).
+
+    Such a fence is always a top-level block: it interrupts a paragraph, and a list item or quote
+    cannot hold a line that is not indented or quoted unless it continues a paragraph lazily, which a
+    fence cannot. So its code runs to the first closing fence (same character, at least as long, at
+    most 3 spaces in, nothing after) or to the end, and outside fences an ATX line is a heading.
+    None (parse instead) for anything else: indented code, HTML, setext underlines, indented fences,
+    a backtick fence whose info string has a backtick, a quote or list item that starts a fence, code,
+    a heading or HTML.
+    """
+    headings: list[int] = []
+    code: list[tuple[int, int]] = []
+    fence: tuple[str, int, int] | None = None  # character, length, first line
+    offset = 0
+    for number, line in enumerate(text.split("\n")):
+        if fence is not None:
+            closer = _FENCE_LINE.fullmatch(line)
+            if closer and closer[2][0] == fence[0] and len(closer[2]) >= fence[1] and not closer[3].strip():
+                code.append((fence[2], number + 1))
+                fence = None
+        elif _CONTAINED_BLOCK.match(line):
+            return None
+        elif COMPLEX_LINE.match(line):
+            opener = _FENCE_LINE.fullmatch(line)
+            if opener is None or opener[1] or (opener[2][0] == "`" and "`" in opener[3]):
+                return None
+            fence = (opener[2][0], len(opener[2]), number)
+        elif _ATX_HEADING_LINE.match(line):
+            headings.append(offset)
+        offset += len(line) + 1
+    if fence is not None:  # runs to the last line (a final line break does not start another)
+        code.append((fence[2], text.count("\n") + (not text.endswith("\n"))))
+    return BlockLayout(tuple(headings), tuple(code))
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -66,7 +67,7 @@ from anchorkit.redmine import RetryPolicy
 from anchorkit.report_html import render_report
 from anchorkit.sidecar import SCHEMAS
 from anchorkit.snapshot import SnapshotError
-from anchorkit.stats_html import format_percent, render_html
+from anchorkit.stats_html import format_percent, format_ratio, render_html
 from anchorkit.textformat import TEXT_FORMATS
 from anchorkit.verify_eval import EvalSummary, evaluate, load_cases
 from anchorkit.verify_shapes import CARRYING_SHAPES, InputError, load_answers, load_context, load_retrieval, load_retrieval_json
@@ -1372,16 +1373,40 @@ def stats_command(
         f"{', '.join(chunking.CHUNKERS)} (e.g. fixed:max_tokens=512,overlap=10). "
         "Default: fixed, hierarchical, semantic, heading with Bedrock's defaults, plus the LangChain splitters when installed.",
     ),
-    max_gap_tokens: Optional[int] = typer.Option(
-        None, "--max-gap-tokens", min=1, help="Snapshot input only: transform with this --max-gap-tokens (see transform)."
+    chunk_tokens: int = typer.Option(
+        auditing.DEFAULT_CHUNK_TOKENS,
+        "--chunk-tokens",
+        min=0,
+        help="Snapshot input: transform with this --chunk-tokens (0: structural anchors only; see transform). "
+        "Either input: the chunk length the anchors' cost is compared with the lower bound for "
+        f"(an output folder: the --chunk-tokens it was made with; 0 compares with {auditing.DEFAULT_CHUNK_TOKENS}).",
     ),
-    anchor_basic_info: bool = typer.Option(
-        False, "--anchor-basic-info", help="Snapshot input only: transform with --anchor-basic-info (see transform)."
+    lengths: str = typer.Option(
+        ",".join(map(str, auditing.CHUNK_LENGTHS)),
+        "--lengths",
+        help="The chunk lengths of the choice table, comma-separated (snapshot input: rendered at each one); 'none' for no table.",
     ),
-    json_output: JsonFlag = False,
+    anchor_subject_chars: Optional[int] = typer.Option(
+        None,
+        "--anchor-subject-chars",
+        min=0,
+        help=f"Snapshot input only: transform with this --anchor-subject-chars (default: transform's, {DEFAULT_ANCHOR_SUBJECT_CHARS}).",
+    ),
+    anchor_basic_info: Optional[bool] = typer.Option(
+        None,
+        "--anchor-basic-info/--no-anchor-basic-info",
+        help="Snapshot input only: transform with or without --anchor-basic-info (default: transform's).",
+    ),
+    json_output: bool = typer.Option(
+        False, "--json", help=f"Print the report as one JSON object (schema anchorkit-stats, version {auditing.SCHEMA_VERSION}; see docs/stats.md)."
+    ),
+    html: Optional[Path] = typer.Option(
+        None,
+        "--html",
+        help="Also write the audit page to this file: self-contained HTML (inline SVG charts) with the date, version, options, tokenizer and gate verdict.",
+    ),
     verbose: VerboseFlag = False,
     quiet: QuietFlag = False,
-    html: Optional[Path] = typer.Option(None, "--html", help="Also write a self-contained HTML report (inline SVG charts) to this file."),
     fail_under_coverage: Optional[float] = typer.Option(
         None, "--fail-under-coverage", min=0, max=100, help="Exit 1 if any chunker's coverage of the anchored documents is under P percent."
     ),
@@ -1394,11 +1419,13 @@ def stats_command(
 
     Every document is measured as it is and with its anchors removed; every chunker cuts both, and
     coverage is the share of chunks whose text names their own ticket (an anchor or the title line).
-    Exit code 1 if a document could not be read or a --fail-* gate failed.
+    The anchors' cost is shown beside the lower bound (the fewest anchor tokens that put a whole anchor
+    in every window of --chunk-tokens), and a table gives coverage and cost at other chunk lengths.
+    Exit code 1 if a document could not be read or a --fail-* gate failed (a gate over no documents fails).
 
     Example:
 
-        anchorkit stats out --fail-under-coverage 95 --html stats.html
+        anchorkit stats snapshot --chunk-tokens 512 --html stats.html --fail-under-coverage 99
     """
     if not path.is_dir():
         raise usage_error(f"{path}: not a folder (expected a transform output folder or a snapshot)")
@@ -1409,27 +1436,48 @@ def stats_command(
         choice = tokenizing.choose_tokenizer(tokenizer, tiktoken_file, allow_download=tokenizer == tokenizing.CL100K_BASE)
     except (ValueError, tokenizing.TokenizerUnavailable) as exc:
         raise usage_error(str(exc)) from None
+    table = parse_lengths(lengths)
+    source: dict[str, Any] = {"path": str(path)}
     if auditing.is_snapshot(path):
-        render = RenderOptions(max_gap_tokens=max_gap_tokens, anchor_basic_info=anchor_basic_info)
-        options = transforming.TransformOptions(render=render, sidecars=True)
-        items, kind = auditing.iter_snapshot(path, options), "snapshot"
-    elif max_gap_tokens is not None or anchor_basic_info:
-        raise usage_error("--max-gap-tokens and --anchor-basic-info apply to snapshot input only (an output folder is already anchored)")
+        given = {"anchor_basic_info": anchor_basic_info, "anchor_subject_chars": anchor_subject_chars}
+        render = RenderOptions(chunk_tokens=chunk_tokens, **{name: value for name, value in given.items() if value is not None})
+        # Spacing anchors are counted with the audit's own tokenizer.
+        options = transforming.TransformOptions(render=render, sidecars=True, tokenizer=choice.tokenizer.name, tiktoken_file=tiktoken_file)
+        others = [length for length in table if length != chunk_tokens]
+        items = auditing.iter_snapshot(path, options, others)
+        transform = {"chunk_tokens": chunk_tokens, "anchor_subject_chars": render.anchor_subject_chars, "anchor_basic_info": render.anchor_basic_info}
+        source |= {"kind": "snapshot", "transform": transform}
+    elif anchor_subject_chars is not None or anchor_basic_info is not None:
+        raise usage_error("--anchor-subject-chars and --anchor-basic-info apply to snapshot input only (an output folder is already anchored)")
     else:
-        items, kind = auditing.iter_output_folder(path), "output"
+        items = auditing.iter_output_folder(path)
+        source |= {"kind": "output", "transform": None}
     gates = auditing.Gates(fail_under_coverage, fail_over_overhead)
+    measured_lengths = auditing.Lengths(chunk_tokens or auditing.DEFAULT_CHUNK_TOKENS, table)
     try:
-        report = auditing.audit(items, choice, chunkers, {"path": str(path), "kind": kind}, gates, jobs)
+        report = auditing.audit(items, choice, chunkers, source, gates, jobs, measured_lengths)
     except SnapshotError as exc:
         raise usage_error(str(exc)) from None
+    report["run"] = {"generated_at": datetime.now(ZoneInfo("UTC")).isoformat(timespec="seconds"), "anchorkit_version": __version__}
+    report["ok"] = not report["errors"] and not report["gates"]["failures"]
     if html is not None:
         write_html(html, render_html(report))
     if json_output:
         print_json(report)
     else:
         print_stats_report(report)
-    if report["errors"] or report["gates"]["failures"]:
+    if not report["ok"]:
         raise typer.Exit(1)
+
+
+def parse_lengths(text: str) -> tuple[int, ...]:
+    """``--lengths``: ``256,300,512`` (ascending, duplicates dropped) or ``none``."""
+    if text.strip().lower() == "none":
+        return ()
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not parts or not all(part.isdigit() and int(part) > 0 for part in parts):
+        raise usage_error(f"--lengths must be positive token counts separated by commas (e.g. 256,300,512,1024) or none, not {text!r}")
+    return tuple(sorted({int(part) for part in parts}))
 
 
 def print_stats_report(report: dict[str, Any]) -> None:
@@ -1467,10 +1515,48 @@ def print_stats_report(report: dict[str, Any]) -> None:
             f"{anchored['longest_unidentified_run_tokens']:,}",
         )
     console.print(table)
+    print_efficiency(report["efficiency"])
+    print_length_table(report["chunk_lengths"])
     problems = {name: finding["count"] for name, finding in report["limits"].items() if finding["count"]}
     console.print("limits: " + (", ".join(f"{name.replace('_', ' ')} {count}" for name, count in problems.items()) or "all within limits"), highlight=False)
+    if not report["source"]["documents"] and not report["gates"]["failures"]:
+        print_problem("note", f"no documents found in {report['source']['path']}")
     for failure in report["gates"]["failures"]:
         print_problem("gate failed", failure)
+
+
+def print_efficiency(efficiency: dict[str, Any]) -> None:
+    ratios = efficiency["per_ticket_ratio"]
+    too_long = efficiency["documents_anchor_too_long"]
+    console.print(
+        f"efficiency at {efficiency['chunk_tokens']:,}-token chunks: {efficiency['anchor_tokens']:,} anchor tokens in {efficiency['anchors']:,} anchors "
+        f"({format_percent(efficiency['overhead_percent'])}); lower bound {efficiency['bound_tokens']:,} tokens in {efficiency['bound_anchors']:,} anchors "
+        f"({format_percent(efficiency['bound_overhead_percent'])}) = {format_ratio(efficiency['ratio_to_bound'])} the bound; "
+        f"per ticket p50 {format_ratio(ratios['p50'])}, p90 {format_ratio(ratios['p90'])}, max {format_ratio(ratios['max'])}"
+        + (f"; {too_long:,} documents whose anchor is too long for the window" if too_long else ""),
+        highlight=False,
+        markup=False,
+    )
+
+
+def print_length_table(lengths: dict[str, Any]) -> None:
+    if not lengths["rows"]:
+        return
+    table = Table(
+        title=f"chunk lengths: fixed windows sharing {lengths['overlap_percent']}%, documents {lengths['documents']}", box=box.SIMPLE
+    )
+    for header in ("chunk tokens", "coverage", "overhead", "bound", "x bound", "max run"):
+        table.add_column(header, justify="right", no_wrap=True, min_width=len(header))
+    for row in lengths["rows"]:
+        table.add_row(
+            f"{row['chunk_tokens']:,}",
+            format_percent(row["coverage_percent"]),
+            format_percent(row["overhead_percent"]),
+            format_percent(row["bound_overhead_percent"]),
+            format_ratio(row["ratio_to_bound"]),
+            f"{row['longest_anchorless_run']['tokens']:,}",
+        )
+    console.print(table)
 
 
 # ------------------------------------------------------------------------------------------------

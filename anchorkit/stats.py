@@ -1,9 +1,14 @@
 """The audit: what the anchors cost in tokens, and how many chunks keep their ticket ID.
 
 For every document the audit also builds the same document without its anchors
-(``anchors.strip_anchors``), tokenizes both once, chunks both with every chunker, and counts:
+(``anchors.anchor_cuts``: the anchors and the fences and table heads they brought), tokenizes both
+once, chunks both with every chunker, and counts:
 
 - overhead: tokens with anchors vs without, per ticket and in total;
+- efficiency: that overhead beside the lower bound, the fewest anchor tokens that put a whole anchor
+  in every window of the chunk length the documents were made for (``anchors_needed``);
+- the chunk-length table: coverage of fixed windows and the cost at other chunk lengths (a
+  snapshot rendered at each one: ``SourceDocument.renditions``);
 - coverage: the share of chunks that identify their own ticket, i.e. whose text contains a genuine
   anchor or title line naming it (``ticket_id in anchors.identified_ticket_ids(chunk_text)``);
 - confusion risk: the share of chunks that mention another ticket's number (``#123``);
@@ -20,34 +25,44 @@ The report is a JSON-ready dict whose shape ``anchorkit.stats_schema.REPORT_SCHE
 from __future__ import annotations
 
 import json
+import math
 import re
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from itertools import accumulate
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from anchorkit import chunking, parallel
-from anchorkit.anchors import ANCHOR_PATTERN, TITLE_PATTERN, identified_ticket_ids, strip_anchors
-from anchorkit.chunking import Chunker, Span, TextLayout, block_tokens, percentile
+from anchorkit.anchors import ANCHOR_PATTERN, TITLE_PATTERN, anchor_cuts, identified_ticket_ids
+from anchorkit.chunking import Chunker, FixedSizeChunker, Span, TextLayout, block_layout, percentile
 from anchorkit.markdown_blocks import COMPLEX_LINE
 from anchorkit.sidecar import MAX_FILE_BYTES as MAX_SIDECAR_BYTES
 from anchorkit.sidecar import MAX_LIST_ITEMS, MAX_STRING_CHARS, RESERVED_PREFIX, SIDECAR_SUFFIX
-from anchorkit.tokens import Cut, TokenizedText, Tokenizer, TokenizerChoice, approx_tokens, byte_offsets
+from anchorkit.tokens import APPROX, CL100K_BASE, Cut, TokenizedText, Tokenizer, TokenizerChoice, approx_tokens, byte_offsets, line_aligned, without
+from anchorkit.document import DEFAULT_CHUNK_TOKENS
 from anchorkit.transform import RenderedTicket, TransformOptions, iter_documents
 
 SCHEMA_NAME = "anchorkit-stats"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+CHUNK_LENGTHS = (256, 300, 512, 1024)  # the rows of the chunk-length table
+TABLE_OVERLAP_PERCENT = 20  # the table's windows overlap as Bedrock's fixed-size chunks do by default
 MAX_DOCUMENT_BYTES = 50 * 1024 * 1024  # Bedrock Knowledge Base's limit per source file
 HISTOGRAM_BIN_PERCENT = 2
 HISTOGRAM_BINS = 20  # 0-2%, 2-4%, ... 38-40%, then one bin for >= 40%
 TOP_TICKETS = 10
+TOKENIZER_NOTES = {
+    CL100K_BASE: "cl100k_base (tiktoken): exact counts for OpenAI's embedding models; a stand-in for Bedrock's "
+    "(the Titan and Cohere tokenizers are not public).",
+    APPROX: "approx: an estimate of cl100k_base counts (1.15 per non-ASCII character, 0.2 per ASCII letter or space, "
+    "0.5 per digit, 1 per other character); within 1% of cl100k_base in total and 4% per document on average on the fixtures, "
+    "so chunk boundaries and counts here can be off by a few percent.",
+}
 LISTED_FINDINGS = 100  # each limits finding lists at most this many documents (the count is exact)
 # A plain-text ticket mention ("#123", not "&#123;"): a confusion-risk measure, not the anchor format.
 _MENTION = re.compile(r"(?<![\w&#])#(\d{1,12})(?!\d)")
 _TICKET_DOCUMENT = re.compile(r"^(\d+)\.md$")
-_CODE_BLOCKS = ("fence", "code_block")
 
 
 @dataclass(frozen=True)
@@ -56,6 +71,8 @@ class SourceDocument:
     relpath: str  # "12345.md" or "helpdesk/12345.md"
     markdown: str
     sidecar: bytes | None  # the .metadata.json beside it, if any
+    # The same ticket rendered for other chunk lengths (snapshot input): (chunk_tokens, markdown).
+    renditions: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -106,17 +123,27 @@ def iter_output_folder(folder: Path) -> Iterator[SourceItem]:
         yield SourceDocument(ticket_id, relpath, markdown, sidecar)
 
 
-def iter_snapshot(snapshot_dir: Path, options: TransformOptions) -> Iterator[SourceItem]:
-    """Transform a snapshot in memory, as ``transform`` would write it."""
-    for result in iter_documents(snapshot_dir, options):
+def iter_snapshot(snapshot_dir: Path, options: TransformOptions, other_lengths: Sequence[int] = ()) -> Iterator[SourceItem]:
+    """Transform a snapshot in memory, as ``transform`` would write it.
+
+    With ``other_lengths``, each ticket is also rendered with those ``--chunk-tokens`` (for the
+    chunk-length table); the renders walk the snapshot side by side, one result per ticket each.
+    """
+    others = [iter_documents(snapshot_dir, with_chunk_tokens(options, length)) for length in other_lengths]
+    for result, *variants in zip(iter_documents(snapshot_dir, options), *others):
         if isinstance(result, RenderedTicket):
             size = len(result.markdown.encode("utf-8"))
             if size > MAX_DOCUMENT_BYTES:
                 yield OversizedDocument(result.ticket_id, result.relpath, size)
             else:
-                yield SourceDocument(result.ticket_id, result.relpath, result.markdown, result.sidecar)
+                renditions = tuple((length, v.markdown) for length, v in zip(other_lengths, variants) if isinstance(v, RenderedTicket))
+                yield SourceDocument(result.ticket_id, result.relpath, result.markdown, result.sidecar, renditions)
         else:
             yield InputError(result.source, result.message)
+
+
+def with_chunk_tokens(options: TransformOptions, chunk_tokens: int) -> TransformOptions:
+    return replace(options, render=replace(options.render, chunk_tokens=chunk_tokens))
 
 
 def is_snapshot(path: Path) -> bool:
@@ -134,12 +161,29 @@ class DocumentVersion:
     def __init__(self, text: str, ticket_id: int, tokens: TokenizedText, layout: TextLayout | None = None) -> None:
         self.text = text
         self.tokens = tokens
+        self.ticket_id = ticket_id
         self.layout = layout or TextLayout(text)
-        # From the start of each anchor/title line naming the ticket to its id's colon.
-        self.identifying = _token_spans(text, tokens, identifying_char_spans(text, ticket_id))
-        self.mentions = _token_spans(text, tokens, mention_char_spans(text, ticket_id))
-        self._identifying_starts = [start for start, _ in self.identifying]
-        self._mention_starts = [start for start, _ in self.mentions]
+
+    @cached_property
+    def identifying(self) -> list[Span]:
+        """From the start of each anchor/title line naming the ticket to its id's colon."""
+        return _token_spans(self.text, self.tokens, identifying_char_spans(self.text, self.ticket_id))
+
+    @cached_property
+    def mentions(self) -> list[Span]:
+        return _token_spans(self.text, self.tokens, mention_char_spans(self.text, self.ticket_id))
+
+    @cached_property
+    def longest_gap(self) -> int:
+        return longest_gap(self.identifying, self.tokens.token_count)
+
+    @cached_property
+    def _identifying_starts(self) -> list[int]:
+        return [start for start, _ in self.identifying]
+
+    @cached_property
+    def _mention_starts(self) -> list[int]:
+        return [start for start, _ in self.mentions]
 
     def identifies(self, chunk: Span) -> bool:
         """Whether the chunk's text names the ticket: ``ticket_id in identified_ticket_ids(chunk text)``."""
@@ -172,35 +216,68 @@ def mention_char_spans(text: str, ticket_id: int) -> list[tuple[int, int]]:
     return [m.span() for m in _MENTION.finditer(text) if int(m[1]) != ticket_id]
 
 
-def removed_ranges(text: str, shorter: str) -> list[Cut]:
-    """The character ranges of ``text`` that ``strip_anchors`` took out to make ``shorter``.
-
-    ``shorter``'s lines are a subsequence of ``text``'s; each run of removed lines becomes one range
-    holding those lines and their line breaks.
-    """
-    lines = text.split("\n")
-    kept = shorter.split("\n")
-    starts = list(accumulate((len(line) + 1 for line in lines), initial=0))
-    ranges: list[Cut] = []
-    next_kept = 0
-    for index, line in enumerate(lines):
-        if next_kept < len(kept) and kept[next_kept] == line:
-            next_kept += 1
-        elif ranges and ranges[-1][1] == starts[index]:
-            ranges[-1] = (ranges[-1][0], starts[index + 1])
-        else:
-            ranges.append((starts[index], starts[index + 1]))
-    if ranges and ranges[-1][1] > len(text):
-        # The last line went: take the line break before it instead of the one it does not have.
-        start, _ = ranges.pop()
-        ranges.append((max(start - 1, 0), len(text)))
-    return ranges
-
-
 def _covers(chunk: Span, spans: list[Span], starts: list[int]) -> bool:
     """Whether the chunk's token range holds one of the spans entirely."""
     index = bisect_left(starts, chunk[0])
     return index < len(spans) and spans[index][1] < chunk[1]
+
+
+def identified_windows(spans: list[Span], token_count: int, size: int, overlap: int) -> tuple[int, int]:
+    """(windows, windows holding a whole span) of ``chunking.windows(0, token_count, size, overlap)``."""
+    count, covered = covered_windows(spans, token_count, size, overlap)
+    return count, sum(last - first + 1 for first, last in covered)
+
+
+def covered_windows(spans: list[Span], token_count: int, size: int, overlap: int) -> tuple[int, list[tuple[int, int]]]:
+    """The number of windows of ``chunking.windows(0, token_count, size, overlap)``, and the ranges
+    of window indices [first, last] that hold a whole span (ascending, disjoint).
+
+    Counted from the spans rather than window by window: window k starts at k * step and holds the
+    span [s, e] when k * step <= s and e < k * step + size (the last window ends the text, so it
+    holds every span that starts inside it). Spans ascend, so the window ranges they give do too.
+    """
+    if token_count <= 0:
+        return 0, []
+    step = max(size - overlap, 1)
+    count = 1 if token_count <= size else -(-(token_count - size) // step) + 1
+    covered: list[tuple[int, int]] = []
+    for start, end in spans:
+        first = min(max((end - size) // step + 1, 0), count - 1)
+        last = min(start // step, count - 1)
+        if covered and first <= covered[-1][1] + 1:
+            if last > covered[-1][1]:
+                covered[-1] = (covered[-1][0], last)
+        elif first <= last:
+            covered.append((first, last))
+    return count, covered
+
+
+def window_tally(version: DocumentVersion, size: int, overlap: int) -> ChunkTally:
+    """``_token_tallies`` of fixed windows, from the spans alone (no per-window work)."""
+    token_count = version.tokens.token_count
+    count, identified = covered_windows(version.identifying, token_count, size, overlap)
+    _, mentioning = covered_windows(version.mentions, token_count, size, overlap)
+    step = max(size - overlap, 1)
+    longest = 0
+    previous = -1
+    for first, last in [*identified, (count, count)]:
+        if first > previous + 1:  # windows previous+1 .. first-1 do not identify the ticket
+            longest = max(longest, min((first - 1) * step + size, token_count) - (previous + 1) * step)
+        previous = last
+    return ChunkTally(count, sum(b - a + 1 for a, b in identified), sum(b - a + 1 for a, b in mentioning), longest)
+
+
+def anchors_needed(content_tokens: int, window: int, anchor_tokens: float) -> int | None:
+    """The fewest anchors (besides the title) that put a whole anchor in every window of ``window`` tokens.
+
+    Consecutive anchor starts may be at most ``window - anchor_tokens`` apart, and each gap holds one
+    anchor, so a text of ``content_tokens`` needs about (T - N) / (N - 2A) of them (the title covers
+    the first window). None when no placement can work: the anchor takes half the window or more.
+    """
+    if content_tokens <= window:
+        return 0
+    room = window - 2 * anchor_tokens
+    return math.ceil((content_tokens - window) / room) if room > 0 else None
 
 
 def longest_gap(spans: list[Span], token_count: int) -> int:
@@ -229,6 +306,34 @@ class ChunkTally:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """One rendering of a document against windows of ``chunk_tokens`` tokens: what its anchors cost,
+    what the lower bound says they could cost, and how many windows identify the ticket."""
+
+    chunk_tokens: int
+    tokens_with_anchors: int
+    tokens_without_anchors: int
+    anchors: int  # anchor lines (the title not counted)
+    anchor_cost: float  # tokens one anchor adds: the mean over its anchors, or the title line's when it has none
+    windows: int  # fixed windows of chunk_tokens sharing TABLE_OVERLAP_PERCENT
+    identified: int
+    longest_gap: int  # tokens in a row with nothing naming the ticket
+
+    @property
+    def anchor_tokens(self) -> int:
+        return self.tokens_with_anchors - self.tokens_without_anchors
+
+    @property
+    def bound_anchors(self) -> int | None:
+        return anchors_needed(self.tokens_without_anchors, self.chunk_tokens, self.anchor_cost)
+
+    @property
+    def bound_tokens(self) -> float | None:
+        needed = self.bound_anchors
+        return None if needed is None else needed * self.anchor_cost
+
+
+@dataclass(frozen=True)
 class DocumentMeasurement:
     ticket_id: int
     relpath: str
@@ -238,6 +343,8 @@ class DocumentMeasurement:
     longest_gap: tuple[int, int]  # anchored, stripped: tokens in a row with nothing naming the ticket
     tallies: tuple[tuple[ChunkTally, ChunkTally], ...]  # per chunker level: anchored, stripped
     findings: tuple[tuple[str, dict[str, Any]], ...]  # (LIMIT_FINDINGS name, item)
+    placement: Placement  # against the chunk length the documents were made for
+    lengths: tuple[Placement, ...]  # one per row of the chunk-length table
 
 
 LIMIT_FINDINGS = (
@@ -253,22 +360,46 @@ LIMIT_FINDINGS = (
 Measured = DocumentMeasurement | InputError | OversizedDocument
 
 
+@dataclass(frozen=True)
+class Lengths:
+    """The chunk length the documents were made for (``--chunk-tokens``; the efficiency is measured
+    against it) and the rows of the chunk-length table."""
+
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS
+    table: tuple[int, ...] = CHUNK_LENGTHS
+
+
 class Measurer:
     """Measures batches of documents: tokenize each version once, chunk, count."""
 
-    def __init__(self, tokenizer: Tokenizer, chunkers: Sequence[Chunker]) -> None:
+    def __init__(self, tokenizer: Tokenizer, chunkers: Sequence[Chunker], lengths: Lengths = Lengths()) -> None:
         self.tokenizer = tokenizer
         self.chunkers = chunkers
+        self.lengths = lengths
 
     def measure_batch(self, items: Sequence[SourceItem]) -> list[Measured]:
         """Measurements of the batch's documents; errors and oversized documents pass through, in order."""
         documents = [item for item in items if isinstance(item, SourceDocument)]
-        stripped = [strip_anchors(document.markdown) for document in documents]
-        cuts = [removed_ranges(document.markdown, bare) for document, bare in zip(documents, stripped)]
+        cuts = [line_aligned(document.markdown, anchor_cuts(document.markdown)) for document in documents]
+        stripped = [without(document.markdown, document_cuts) for document, document_cuts in zip(documents, cuts)]
         # Both versions of every document in one tokenizer call (cl100k encodes each document once).
         pairs = self.tokenizer.tokenize_pairs([document.markdown for document in documents], cuts)
-        measurements = iter([self._measure(*arguments) for arguments in zip(documents, stripped, cuts, pairs)])
+        renditions = self._rendition_placements(documents)
+        measurements = iter([self._measure(*arguments) for arguments in zip(documents, stripped, cuts, pairs, renditions)])
         return [next(measurements) if isinstance(item, SourceDocument) else item for item in items]
+
+    def _rendition_placements(self, documents: Sequence[SourceDocument]) -> list[dict[int, Placement]]:
+        """The placements of each document's other renditions (snapshot input), by chunk length."""
+        texts = [(index, length, text) for index, document in enumerate(documents) for length, text in document.renditions]
+        cuts = [line_aligned(text, anchor_cuts(text)) for _, _, text in texts]
+        stripped = [without(text, text_cuts) for (_, _, text), text_cuts in zip(texts, cuts)]
+        pairs = self.tokenizer.tokenize_pairs([text for _, _, text in texts], cuts)
+        placements: list[dict[int, Placement]] = [{} for _ in documents]
+        for (index, length, text), bare, (tokens, bare_tokens) in zip(texts, stripped, pairs):
+            ticket_id = documents[index].ticket_id
+            anchored = DocumentVersion(text, ticket_id, tokens)
+            placements[index][length] = placement(length, anchored, bare_tokens.token_count, len(identifying_char_spans(bare, ticket_id)))
+        return placements
 
     def versions(
         self, document: SourceDocument, stripped_text: str, cuts: list[Cut], tokens: tuple[TokenizedText, TokenizedText]
@@ -280,14 +411,27 @@ class Measurer:
         return anchored, DocumentVersion(stripped_text, document.ticket_id, tokens[1], stripped_layout)
 
     def _measure(
-        self, document: SourceDocument, stripped_text: str, cuts: list[Cut], tokens: tuple[TokenizedText, TokenizedText]
+        self,
+        document: SourceDocument,
+        stripped_text: str,
+        cuts: list[Cut],
+        tokens: tuple[TokenizedText, TokenizedText],
+        renditions: dict[int, Placement],
     ) -> DocumentMeasurement:
         anchored, stripped = self.versions(document, stripped_text, cuts, tokens)
+        own = {
+            length: placement(length, anchored, stripped.tokens.token_count, len(stripped.identifying))
+            for length in {self.lengths.chunk_tokens, *self.lengths.table} - renditions.keys()
+        }
+        placements = {**own, **renditions}
         versions = (anchored, stripped)
         tallies: list[tuple[ChunkTally, ChunkTally]] = []
         for chunker in self.chunkers:
             if chunking.is_text_chunker(chunker):
                 per_version = [self._text_tallies(chunker.split_text(v.text), document.ticket_id) for v in versions]  # type: ignore[union-attr]
+            elif isinstance(chunker, FixedSizeChunker):
+                overlap = chunker.max_tokens * chunker.overlap // 100
+                per_version = [[window_tally(v, chunker.max_tokens, overlap)] for v in versions]
             else:
                 per_version = [_token_tallies(chunker.split(v.layout, v.tokens), v) for v in versions]  # type: ignore[union-attr]
             tallies.extend(zip(*per_version))
@@ -297,9 +441,11 @@ class Measurer:
             anchored.tokens.token_count,
             stripped.tokens.token_count,
             approx_tokens(document.markdown) if self.tokenizer.exact else None,
-            (longest_gap(anchored.identifying, anchored.tokens.token_count), longest_gap(stripped.identifying, stripped.tokens.token_count)),
+            (anchored.longest_gap, stripped.longest_gap),
             tuple(tallies),
             tuple(limit_findings(document)),
+            placements[self.lengths.chunk_tokens],
+            tuple(placements[length] for length in self.lengths.table),
         )
 
     def _text_tallies(self, split: list[list[str]], ticket_id: int) -> list[ChunkTally]:
@@ -317,6 +463,27 @@ class Measurer:
                     longest = max(longest, run)
             tallies.append(ChunkTally(len(chunks), identified, mentioning, longest))
         return tallies
+
+
+def placement(chunk_tokens: int, anchored: DocumentVersion, tokens_without_anchors: int, stripped_identifying: int) -> Placement:
+    """``anchored`` against windows of ``chunk_tokens``; ``stripped_identifying``: the lines naming the
+    ticket that remain once the anchors are stripped (the title)."""
+    token_count = anchored.tokens.token_count
+    anchors = len(anchored.identifying) - stripped_identifying
+    cost = (token_count - tokens_without_anchors) / anchors if anchors > 0 else _title_cost(anchored)
+    windows, identified = identified_windows(anchored.identifying, token_count, chunk_tokens, chunk_tokens * TABLE_OVERLAP_PERCENT // 100)
+    return Placement(
+        chunk_tokens, token_count, tokens_without_anchors, max(anchors, 0), cost, windows, identified, anchored.longest_gap
+    )
+
+
+_FIRST_LINE = re.compile(r"[^\n]*\n*")
+
+
+def _title_cost(version: DocumentVersion) -> int:
+    """Tokens of the first line (the title) and the line breaks after it: what one anchor would add."""
+    end = len(version.text[: _FIRST_LINE.match(version.text).end()].encode("utf-8"))  # type: ignore[union-attr]
+    return version.tokens.token_count if end >= version.tokens.byte_offset(version.tokens.token_count) else version.tokens.token_at(end)
 
 
 def _token_tallies(split: list[list[Span]], version: DocumentVersion) -> list[ChunkTally]:
@@ -442,11 +609,95 @@ class _Finding:
             self.items.append(item)
 
 
+@dataclass
+class _PlacementTotals:
+    """Placements of many documents at one chunk length, added up."""
+
+    chunk_tokens: int
+    with_anchors: int = 0
+    without_anchors: int = 0
+    anchors: int = 0
+    bounded_anchor_tokens: int = 0  # the anchor tokens of the documents the bound applies to
+    bound_anchors: int = 0
+    bound_tokens: float = 0.0
+    anchor_too_long: int = 0  # documents whose anchor takes half a window or more: no bound
+    windows: int = 0
+    identified: int = 0
+    gap: CoverageCounts = field(default_factory=CoverageCounts)
+
+    def add(self, placement: Placement, ticket_id: int) -> None:
+        self.with_anchors += placement.tokens_with_anchors
+        self.without_anchors += placement.tokens_without_anchors
+        self.anchors += placement.anchors
+        bound = placement.bound_anchors
+        if bound is None:
+            self.anchor_too_long += 1
+        else:
+            self.bounded_anchor_tokens += placement.anchor_tokens
+            self.bound_anchors += bound
+            self.bound_tokens += bound * placement.anchor_cost
+        self.windows += placement.windows
+        self.identified += placement.identified
+        self.gap.add_run(placement.longest_gap, ticket_id)
+
+    def as_dict(self) -> dict[str, Any]:
+        anchor_tokens = self.with_anchors - self.without_anchors
+        return {
+            "chunk_tokens": self.chunk_tokens,
+            "windows": self.windows,
+            "identified": self.identified,
+            "coverage_percent": _percent(self.identified, self.windows),
+            "anchors": self.anchors,
+            "anchor_tokens": anchor_tokens,
+            "overhead_percent": _round(_overhead_percent(self.with_anchors, self.without_anchors)) if self.without_anchors else None,
+            "bound_anchors": self.bound_anchors,
+            "bound_tokens": round(self.bound_tokens),
+            "bound_overhead_percent": _round(self.bound_tokens * 100 / self.without_anchors) if self.without_anchors else None,
+            "ratio_to_bound": _ratio(self.bounded_anchor_tokens, self.bound_tokens),
+            "documents_anchor_too_long": self.anchor_too_long,
+            "longest_anchorless_run": {"tokens": self.gap.longest_run_tokens, "ticket_id": self.gap.longest_run_ticket_id},
+        }
+
+
+def _ratio(actual: float, bound: float) -> float | None:
+    return round(actual / bound, 3) if bound else None
+
+
+@dataclass(frozen=True)
+class _TicketPlacement:
+    ticket_id: int
+    relpath: str
+    placement: Placement
+
+    @property
+    def excess_tokens(self) -> float:
+        """Anchor tokens above the bound (all of them when the bound is 0 anchors)."""
+        return self.placement.anchor_tokens - (self.placement.bound_tokens or 0)
+
+    def as_dict(self) -> dict[str, Any]:
+        placement = self.placement
+        return {
+            "ticket_id": self.ticket_id,
+            "relpath": self.relpath,
+            "tokens_without_anchors": placement.tokens_without_anchors,
+            "anchors": placement.anchors,
+            "anchor_cost_tokens": round(placement.anchor_cost, 1),
+            "anchor_tokens": placement.anchor_tokens,
+            "bound_anchors": placement.bound_anchors,
+            "bound_tokens": None if placement.bound_tokens is None else round(placement.bound_tokens),
+            "ratio_to_bound": _ratio(placement.anchor_tokens, placement.bound_tokens or 0),
+        }
+
+
 class StatsCollector:
     """Adds up document measurements (in input order), then makes the report."""
 
-    def __init__(self, choice: TokenizerChoice, chunkers: Sequence[Chunker], source: dict[str, Any]) -> None:
+    def __init__(self, choice: TokenizerChoice, chunkers: Sequence[Chunker], source: dict[str, Any], lengths: Lengths = Lengths()) -> None:
         self.tokenizer: Tokenizer = choice.tokenizer
+        self.lengths = lengths
+        self.placement = _PlacementTotals(lengths.chunk_tokens)
+        self.table = [_PlacementTotals(length) for length in lengths.table]
+        self.placements: list[_TicketPlacement] = []
         self.fallback_reason = choice.fallback_reason
         self.source = source
         self.levels = [_LevelCounts(chunker, level) for chunker in chunkers for level in chunker.levels]
@@ -476,6 +727,10 @@ class StatsCollector:
             level.stripped.add(stripped, ticket_id)
         for name, item in measured.findings:
             self.findings[name].add(item)
+        self.placement.add(measured.placement, ticket_id)
+        self.placements.append(_TicketPlacement(ticket_id, measured.relpath, measured.placement))
+        for totals, placement in zip(self.table, measured.lengths):
+            totals.add(placement, ticket_id)
 
     def report(self) -> dict[str, Any]:
         percents = [ticket.percent for ticket in self.tickets]
@@ -489,6 +744,7 @@ class StatsCollector:
             "tokenizer": {
                 "name": self.tokenizer.name,
                 "exact": self.tokenizer.exact,
+                "note": TOKENIZER_NOTES[self.tokenizer.name],
                 "fallback_reason": self.fallback_reason,
                 "approx_error_percent": self._approx_error(with_anchors),
             },
@@ -525,8 +781,24 @@ class StatsCollector:
                 }
                 for level in self.levels
             ],
+            "efficiency": self._efficiency(),
+            "chunk_lengths": {
+                "documents": "rendered at each length" if any(self.lengths.table) and self.source.get("kind") == "snapshot" else "as they are",
+                "overlap_percent": TABLE_OVERLAP_PERCENT,
+                "rows": [totals.as_dict() for totals in self.table],
+            },
             "limits": {name: {"count": finding.count, "items": finding.items} for name, finding in self.findings.items()},
             "errors": [{"path": error.path, "message": error.message} for error in self.errors],
+        }
+
+    def _efficiency(self) -> dict[str, Any]:
+        """The anchors' cost beside the lower bound, in total and per ticket."""
+        ratios = [ratio for ticket in self.placements if (ratio := _ratio(ticket.placement.anchor_tokens, ticket.placement.bound_tokens or 0)) is not None]
+        worst = sorted(self.placements, key=lambda ticket: (-ticket.excess_tokens, ticket.ticket_id))[:TOP_TICKETS]
+        return {
+            **self.placement.as_dict(),
+            "per_ticket_ratio": {key: _round(percentile(ratios, p)) for key, p in (("p50", 50), ("p90", 90), ("max", 100))},
+            "top": [ticket.as_dict() for ticket in worst if ticket.excess_tokens > 0],
         }
 
     def _approx_error(self, exact_total: int) -> dict[str, float] | None:
@@ -543,9 +815,8 @@ def anchors_in_code_blocks(markdown: str) -> list[int]:
     if not COMPLEX_LINE.search(markdown):
         return []  # no fence and no indented line: there is no code block
     code_lines: set[int] = set()
-    for token in block_tokens(markdown):
-        if token.type in _CODE_BLOCKS and token.map:
-            code_lines.update(range(token.map[0], token.map[1]))
+    for first, end in block_layout(markdown).code_lines:
+        code_lines.update(range(first, end))
     if not code_lines:
         return []
     starts = sorted(m.start() for pattern in (ANCHOR_PATTERN, TITLE_PATTERN) for m in pattern.finditer(markdown))
@@ -612,6 +883,10 @@ class Gates:
     min_coverage_percent: float | None = None
     max_overhead_percent: float | None = None
 
+    @property
+    def active(self) -> bool:
+        return self.min_coverage_percent is not None or self.max_overhead_percent is not None
+
 
 def audit(
     items: Iterable[SourceItem],
@@ -620,6 +895,7 @@ def audit(
     source: dict[str, Any],
     gates: Gates = Gates(),
     jobs: int = 0,
+    lengths: Lengths = Lengths(),
 ) -> dict[str, Any]:
     """The whole audit over documents from ``iter_output_folder`` or ``iter_snapshot``.
 
@@ -627,8 +903,8 @@ def audit(
     come back in input order). ``jobs`` = 0: one process per CPU core once there is more than one
     batch of ``parallel.DEFAULT_BATCH_SIZE`` documents (a small corpus is not worth starting processes for).
     """
-    collector = StatsCollector(choice, chunkers, source)
-    measured = parallel.map_batches(_measure_in_worker, items, jobs, initializer=_start_worker, initargs=(choice.tokenizer, chunkers))
+    collector = StatsCollector(choice, chunkers, source, lengths)
+    measured = parallel.map_batches(_measure_in_worker, items, jobs, initializer=_start_worker, initargs=(choice.tokenizer, chunkers, lengths))
     for item in measured:
         collector.add(item)
     report = collector.report()
@@ -643,9 +919,9 @@ def audit(
 _worker_measurer: Measurer | None = None
 
 
-def _start_worker(tokenizer: Tokenizer, chunkers: Sequence[Chunker]) -> None:
+def _start_worker(tokenizer: Tokenizer, chunkers: Sequence[Chunker], lengths: Lengths) -> None:
     global _worker_measurer
-    _worker_measurer = Measurer(tokenizer, chunkers)
+    _worker_measurer = Measurer(tokenizer, chunkers, lengths)
 
 
 def _measure_in_worker(batch: list[SourceItem]) -> list[Measured]:
@@ -656,6 +932,9 @@ def _measure_in_worker(batch: list[SourceItem]) -> list[Measured]:
 def gate_failures(report: dict[str, Any], gates: Gates) -> list[str]:
     """Why the report fails the CI gates (empty: it passes)."""
     failures = []
+    if gates.active and not report["source"]["documents"]:
+        # A gate over nothing proves nothing: a wrong folder must not pass CI.
+        failures.append(f"no documents to measure in {report['source']['path']}: the gates cannot pass")
     if gates.min_coverage_percent is not None:
         for row in report["chunking"]:
             coverage = row["anchored"]["coverage_percent"]

@@ -16,41 +16,47 @@ table { border-collapse: collapse; margin: 0.5em 0; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .note { color: #555; font-size: 0.9em; }
-svg text { font-size: 11px; fill: #222; }
+svg { height: auto; } svg text { font-size: 11px; fill: #222; }
+svg .grid { stroke: #e3e3e3; } svg .axis { stroke: #888; }
+#record td:first-child { font-weight: bold; white-space: nowrap; } .failures { color: #b00020; font-weight: bold; }
 .anchored { fill: #2b7bb9; } .stripped { fill: #c9c9c9; } .bar { fill: #2b7bb9; }
 """
 
 
 def format_percent(value: float | None) -> str:
-    """How a percentage appears on the page (and how tests find it): ``96.69%``, or ``-``."""
+    """How a percentage appears on the page and in the CLI (and how tests find it): ``96.69%``, or ``-``."""
     return "-" if value is None else f"{value:.2f}%"
 
 
+def format_ratio(value: float | None) -> str:
+    """Actual anchor tokens over the lower bound: ``1.18x``, or ``-`` when the bound is 0."""
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def format_count(value: int | float | None) -> str:
+    """Counts with the thousands separators the CLI prints: ``12,345``."""
+    return "-" if value is None else f"{value:,}"
+
+
 def render_html(report: dict[str, Any]) -> str:
+    """The page: an audit record that stands alone (when, what, how measured, the verdict, the figures)."""
     overhead = report["overhead"]
-    tokenizer = report["tokenizer"]
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
         "<title>anchorkit stats</title>",
         f"<style>{_CSS}</style></head><body>",
         "<h1>anchorkit stats: anchor overhead and chunk coverage</h1>",
-        _paragraph(
-            f"Source: {report['source']['path']} ({report['source']['kind']}), {report['source']['documents']} documents. "
-            f"Tokenizer: {tokenizer['name']}" + ("" if tokenizer["exact"] else " (approximation)") + "."
-        ),
-    ]
-    if tokenizer["fallback_reason"]:
-        parts.append(_paragraph(f"cl100k_base was not available: {tokenizer['fallback_reason']}", "note"))
-    parts += [
+        *_record(report),
         "<h2>Token overhead of the anchors</h2>",
         _table(
             ["tokens with anchors", "tokens without anchors", "anchor tokens", "overhead", "p50", "p90", "max"],
             [
                 [
-                    _num(overhead["tokens_with_anchors"]),
-                    _num(overhead["tokens_without_anchors"]),
-                    _num(overhead["anchor_tokens"]),
+                    _num(format_count(overhead["tokens_with_anchors"])),
+                    _num(format_count(overhead["tokens_without_anchors"])),
+                    _num(format_count(overhead["anchor_tokens"])),
                     _num(format_percent(overhead["percent"])),
                     *(_num(format_percent(overhead["per_ticket_percent"][key])) for key in ("p50", "p90", "max")),
                 ]
@@ -62,11 +68,19 @@ def render_html(report: dict[str, Any]) -> str:
         _table(
             ["ticket", "document", "tokens with anchors", "tokens without anchors", "overhead"],
             [
-                [_cell(f"#{t['ticket_id']}"), _cell(t["relpath"]), _num(t["tokens_with_anchors"]), _num(t["tokens_without_anchors"]), _num(format_percent(t["percent"]))]
+                [
+                    _cell(f"#{t['ticket_id']}"),
+                    _cell(t["relpath"]),
+                    _num(format_count(t["tokens_with_anchors"])),
+                    _num(format_count(t["tokens_without_anchors"])),
+                    _num(format_percent(t["percent"])),
+                ]
                 for t in overhead["top"]
             ],
             "top",
         ),
+        *_efficiency(report["efficiency"]),
+        *_lengths(report["chunk_lengths"]),
         "<h2>Chunk coverage: chunks that carry their own ticket ID</h2>",
         _coverage_svg(report["chunking"]),
         _table(
@@ -84,12 +98,12 @@ def render_html(report: dict[str, Any]) -> str:
                 [
                     _cell(row["chunker"]),
                     _cell(row["level"]),
-                    _num(row["anchored"]["chunks"]),
+                    _num(format_count(row["anchored"]["chunks"])),
                     _num(format_percent(row["anchored"]["coverage_percent"])),
                     _num(format_percent(row["stripped"]["coverage_percent"])),
                     _num(format_percent(row["anchored"]["mentioning_other_percent"])),
-                    _num(row["anchored"]["longest_unidentified_run_tokens"]),
-                    _num(row["stripped"]["longest_unidentified_run_tokens"]),
+                    _num(format_count(row["anchored"]["longest_unidentified_run_tokens"])),
+                    _num(format_count(row["stripped"]["longest_unidentified_run_tokens"])),
                 ]
                 for row in report["chunking"]
             ],
@@ -100,12 +114,128 @@ def render_html(report: dict[str, Any]) -> str:
     parts += [_paragraph(f"{spec}: {note}", "note") for spec, note in notes]
     parts += [
         "<h2>Limits and anchor hygiene</h2>",
-        _table(["check", "documents"], [[_cell(name.replace("_", " ")), _num(finding["count"])] for name, finding in report["limits"].items()], "limits"),
+        _table(
+            ["check", "documents"], [[_cell(name.replace("_", " ")), _num(format_count(finding["count"]))] for name, finding in report["limits"].items()], "limits"
+        ),
     ]
     if report["errors"]:
         parts += ["<h2>Errors</h2>", "<ul>", *(f"<li>{escape(error['message'])}</li>" for error in report["errors"]), "</ul>"]
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _record(report: dict[str, Any]) -> list[str]:
+    """What an auditor files with the figures: when, which version, what input, which options, the verdict."""
+    run = report.get("run") or {}
+    source, tokenizer, gates = report["source"], report["tokenizer"], report["gates"]
+    transform = source.get("transform")
+    rows = [
+        ("generated", run.get("generated_at", "-")),
+        ("anchorkit version", run.get("anchorkit_version", "-")),
+        ("input", f"{source['path']} ({source['kind']}), {format_count(source['documents'])} documents"),
+        (
+            "transform options",
+            "documents as they are (an output folder)"
+            if not transform
+            else f"--chunk-tokens {transform['chunk_tokens']}"
+            + (f" --anchor-subject-chars {transform['anchor_subject_chars']}" if transform["anchor_subject_chars"] else "")
+            + (" --anchor-basic-info" if transform["anchor_basic_info"] else ""),
+        ),
+        ("chunkers", ", ".join(row["spec"] for row in _unique_chunkers(report["chunking"])) or "-"),
+        ("tokenizer", tokenizer["note"]),
+    ]
+    if tokenizer["approx_error_percent"]:
+        error = tokenizer["approx_error_percent"]
+        rows.append(("approx vs cl100k_base here", f"{error['total']:+.2f}% in total, {error['mean_absolute']:.2f}% per document on average"))
+    if tokenizer["fallback_reason"]:
+        rows.append(("cl100k_base not available", tokenizer["fallback_reason"]))
+    thresholds = [f"coverage >= {gates['fail_under_coverage']}%" if gates["fail_under_coverage"] is not None else "", f"overhead <= {gates['fail_over_overhead']}%" if gates["fail_over_overhead"] is not None else ""]
+    thresholds = [item for item in thresholds if item]
+    failed = bool(gates["failures"]) or bool(report["errors"])
+    verdict = "FAILED (exit code 1)" if failed else "passed (exit code 0)"
+    rows.append(("gates", (", ".join(thresholds) + ": " if thresholds else "none set: ") + verdict))
+    record = [_table(["audit record", ""], [[_cell(name), _cell(value)] for name, value in rows], "record")]
+    if gates["failures"]:
+        record.append('<ul class="failures">' + "".join(f"<li>gate failed: {escape(failure)}</li>" for failure in gates["failures"]) + "</ul>")
+    return record
+
+
+def _unique_chunkers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return list({row["spec"]: row for row in rows}.values())
+
+
+def _efficiency(efficiency: dict[str, Any]) -> list[str]:
+    ratios = efficiency["per_ticket_ratio"]
+    explanation = (
+        f"A whole anchor in every window of {efficiency['chunk_tokens']:,} tokens needs, for a ticket of T tokens (without anchors) "
+        f"and anchors of A tokens, about (T - N) / (N - 2A) anchors besides the title. The bound is that many anchors at each ticket's own anchor cost."
+    )
+    return [
+        f"<h2>Anchors against the lower bound ({efficiency['chunk_tokens']:,}-token chunks)</h2>",
+        _paragraph(explanation, "note"),
+        _table(
+            ["anchors", "anchor tokens", "overhead", "bound: anchors", "bound: tokens", "bound: overhead", "x bound", "per ticket p50", "p90", "max"],
+            [
+                [
+                    _num(format_count(efficiency["anchors"])),
+                    _num(format_count(efficiency["anchor_tokens"])),
+                    _num(format_percent(efficiency["overhead_percent"])),
+                    _num(format_count(efficiency["bound_anchors"])),
+                    _num(format_count(efficiency["bound_tokens"])),
+                    _num(format_percent(efficiency["bound_overhead_percent"])),
+                    _num(format_ratio(efficiency["ratio_to_bound"])),
+                    *(_num(format_ratio(ratios[key])) for key in ("p50", "p90", "max")),
+                ]
+            ],
+            "efficiency",
+        ),
+        "<h3>Tickets with the most anchor tokens above the bound</h3>",
+        _table(
+            ["ticket", "document", "tokens without anchors", "anchors", "anchor tokens", "bound: anchors", "bound: tokens", "x bound"],
+            [
+                [
+                    _cell(f"#{t['ticket_id']}"),
+                    _cell(t["relpath"]),
+                    _num(format_count(t["tokens_without_anchors"])),
+                    _num(format_count(t["anchors"])),
+                    _num(format_count(t["anchor_tokens"])),
+                    _num(format_count(t["bound_anchors"])),
+                    _num(format_count(t["bound_tokens"])),
+                    _num(format_ratio(t["ratio_to_bound"])),
+                ]
+                for t in efficiency["top"]
+            ],
+            "efficiency-top",
+        ),
+    ]
+
+
+def _lengths(lengths: dict[str, Any]) -> list[str]:
+    if not lengths["rows"]:
+        return []
+    return [
+        "<h2>Choosing --chunk-tokens: coverage and cost at other chunk lengths</h2>",
+        _paragraph(
+            f"Fixed windows of each length sharing {lengths['overlap_percent']}% (Bedrock's fixed-size chunking); documents {lengths['documents']}.", "note"
+        ),
+        _table(
+            ["chunk tokens", "windows", "coverage", "anchor tokens", "overhead", "bound: overhead", "x bound", "longest run without the ID, tokens"],
+            [
+                [
+                    _num(format_count(row["chunk_tokens"])),
+                    _num(format_count(row["windows"])),
+                    _num(format_percent(row["coverage_percent"])),
+                    _num(format_count(row["anchor_tokens"])),
+                    _num(format_percent(row["overhead_percent"])),
+                    _num(format_percent(row["bound_overhead_percent"])),
+                    _num(format_ratio(row["ratio_to_bound"])),
+                    _num(format_count(row["longest_anchorless_run"]["tokens"])),
+                ]
+                for row in lengths["rows"]
+            ],
+            "lengths",
+        ),
+    ]
 
 
 def _paragraph(text: str, css_class: str = "") -> str:
@@ -140,7 +270,7 @@ def _histogram_svg(histogram: dict[str, Any]) -> str:
         shapes.append(f'<text x="{x + bar / 2}" y="155" text-anchor="middle">{escape(label)}</text>')
     caption = f"Tickets per overhead bin ({histogram['bin_width_percent']}% wide; label = bin start, %)"
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" aria-label="{escape(caption)}">'
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="100%" style="max-width: {width}px" role="img" aria-label="{escape(caption)}">'
         f'{"".join(shapes)}<text x="30" y="175">{escape(caption)}</text></svg>'
     )
 
@@ -151,20 +281,32 @@ def _bin_title(b: dict[str, Any]) -> str:
 
 
 def _coverage_svg(rows: list[dict[str, Any]]) -> str:
-    label_width, scale, row_height = 230, 4, 34
-    height = 30 + row_height * len(rows)
+    """Bars on a 0-100% axis; the viewBox leaves room for a "100.00%" label, and the SVG scales to the page."""
+    label_width, scale, row_height, label_room = 230, 4, 34, 70
+    axis_top = 28
+    height = axis_top + row_height * len(rows) + 30
+    width = label_width + 100 * scale + label_room
     shapes = [
         '<rect class="anchored" x="10" y="5" width="12" height="12"/><text x="26" y="15">anchored</text>',
         '<rect class="stripped" x="100" y="5" width="12" height="12"/><text x="116" y="15">without anchors</text>',
     ]
+    axis_y = axis_top + row_height * len(rows)
+    for tick in range(0, 101, 20):
+        x = label_width + tick * scale
+        shapes.append(f'<line class="grid" x1="{x}" y1="{axis_top - 4}" x2="{x}" y2="{axis_y}"/>')
+        shapes.append(f'<text x="{x}" y="{axis_y + 14}" text-anchor="middle">{tick}%</text>')
+    shapes.append(f'<line class="axis" x1="{label_width}" y1="{axis_y}" x2="{label_width + 100 * scale}" y2="{axis_y}"/>')
     for index, row in enumerate(rows):
-        y = 28 + index * row_height
+        y = axis_top + index * row_height
         shapes.append(f'<text x="10" y="{y + 14}">{escape(row["chunker"] + " / " + row["level"])}</text>')
         for offset, side in ((0, "anchored"), (14, "stripped")):
             value = row[side]["coverage_percent"] or 0
+            shown = escape(format_percent(row[side]["coverage_percent"]))
             shapes.append(
-                f'<rect class="{side}" x="{label_width}" y="{y + offset}" width="{value * scale:.1f}" height="12">'
-                f"<title>{escape(format_percent(row[side]['coverage_percent']))}</title></rect>"
-                f'<text x="{label_width + value * scale + 4:.1f}" y="{y + offset + 10}">{escape(format_percent(row[side]["coverage_percent"]))}</text>'
+                f'<rect class="{side}" x="{label_width}" y="{y + offset}" width="{value * scale:.1f}" height="12"><title>{shown}</title></rect>'
+                f'<text x="{label_width + value * scale + 4:.1f}" y="{y + offset + 10}">{shown}</text>'
             )
-    return f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_width + 100 * scale + 70}" height="{height}" role="img" aria-label="coverage per chunker">{"".join(shapes)}</svg>'
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="100%" style="max-width: {width}px" '
+        f'role="img" aria-label="coverage per chunker, 0 to 100%">{"".join(shapes)}</svg>'
+    )

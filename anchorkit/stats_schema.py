@@ -16,8 +16,9 @@ _COUNT = {"type": "integer", "minimum": 0}
 _TICKET = {"type": ["integer", "null"]}
 
 
-def _object(properties: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "required": list(properties), "properties": properties, "additionalProperties": False}
+def _object(properties: dict[str, Any], optional: tuple[str, ...] = ()) -> dict[str, Any]:
+    required = [name for name in properties if name not in optional]
+    return {"type": "object", "required": required, "properties": properties, "additionalProperties": False}
 
 
 _COVERAGE = _object(
@@ -33,6 +34,37 @@ _COVERAGE = _object(
 )
 _FINDING = _object({"count": _COUNT, "items": {"type": "array", "items": {"type": "object", "required": ["ticket_id", "relpath"]}}})
 _RUN = _object({"tokens": _COUNT, "ticket_id": _TICKET})
+_RATIO = {"type": ["number", "null"], "minimum": 0}
+# Placements at one chunk length, added up (efficiency and each row of the chunk-length table).
+_PLACEMENTS = {
+    "chunk_tokens": {"type": "integer", "minimum": 1},
+    "windows": _COUNT,
+    "identified": _COUNT,
+    "coverage_percent": _PERCENT,
+    "anchors": _COUNT,
+    "anchor_tokens": {"type": "integer"},
+    "overhead_percent": _PERCENT,
+    "bound_anchors": _COUNT,
+    "bound_tokens": _COUNT,
+    "bound_overhead_percent": _PERCENT,
+    "ratio_to_bound": _RATIO,
+    "documents_anchor_too_long": _COUNT,
+    "longest_anchorless_run": _RUN,
+}
+_TICKET_PLACEMENT = _object(
+    {
+        "ticket_id": {"type": "integer"},
+        "relpath": {"type": "string"},
+        "tokens_without_anchors": _COUNT,
+        "anchors": _COUNT,
+        "anchor_cost_tokens": {"type": "number"},
+        "anchor_tokens": {"type": "integer"},
+        "bound_anchors": {"type": ["integer", "null"]},
+        "bound_tokens": {"type": ["integer", "null"]},
+        "ratio_to_bound": _RATIO,
+    }
+)
+_TRANSFORM = _object({"chunk_tokens": _COUNT, "anchor_subject_chars": _COUNT, "anchor_basic_info": {"type": "boolean"}})
 
 REPORT_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -41,11 +73,25 @@ REPORT_SCHEMA: dict[str, Any] = {
         {
             "schema": {"const": SCHEMA_NAME},
             "version": {"const": SCHEMA_VERSION},
-            "source": _object({"path": {"type": "string"}, "kind": {"enum": ["output", "snapshot"]}, "documents": _COUNT}),
+            # The CLI adds when and by which version the report was made (the library's audit() leaves it out).
+            "run": _object({"generated_at": {"type": "string", "format": "date-time"}, "anchorkit_version": {"type": "string"}}),
+            # The CLI's verdict, as in every command's --json: no unreadable document and no failed gate.
+            "ok": {"type": "boolean"},
+            "source": _object(
+                {
+                    "path": {"type": "string"},
+                    "kind": {"enum": ["output", "snapshot"]},
+                    "documents": _COUNT,
+                    # The transform options a snapshot was rendered with; null for an output folder.
+                    "transform": {"oneOf": [{"type": "null"}, _TRANSFORM]},
+                },
+                optional=("transform",),
+            ),
             "tokenizer": _object(
                 {
                     "name": {"enum": [CL100K_BASE, APPROX]},
                     "exact": {"type": "boolean"},
+                    "note": {"type": "string"},
                     "fallback_reason": {"type": ["string", "null"]},
                     "approx_error_percent": {
                         "oneOf": [{"type": "null"}, _object({"total": {"type": "number"}, "mean_absolute": {"type": "number"}})]
@@ -97,9 +143,24 @@ REPORT_SCHEMA: dict[str, Any] = {
                     }
                 ),
             },
+            "efficiency": _object(
+                {
+                    **_PLACEMENTS,
+                    "per_ticket_ratio": _object({"p50": _RATIO, "p90": _RATIO, "max": _RATIO}),
+                    "top": {"type": "array", "items": _TICKET_PLACEMENT},
+                }
+            ),
+            "chunk_lengths": _object(
+                {
+                    "documents": {"enum": ["rendered at each length", "as they are"]},
+                    "overlap_percent": _COUNT,
+                    "rows": {"type": "array", "items": _object(_PLACEMENTS)},
+                }
+            ),
             "limits": _object({name: _FINDING for name in LIMIT_FINDINGS}),
             "errors": {"type": "array", "items": _object({"path": {"type": "string"}, "message": {"type": "string"}})},
             "gates": _object({"fail_under_coverage": _PERCENT, "fail_over_overhead": _PERCENT, "failures": {"type": "array", "items": {"type": "string"}}}),
-        }
+        },
+        optional=("run", "ok"),
     ),
 }

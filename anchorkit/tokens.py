@@ -185,6 +185,19 @@ def byte_offsets(text: str, char_offsets: Sequence[int]) -> list[int]:
     return result
 
 
+def line_aligned(text: str, cuts: Sequence[Cut]) -> list[Cut]:
+    """The same removals, each moved past the line breaks it starts with when the text repeats them
+    right after it (taking out "\\n> a\\n" before "\\nX" leaves what taking out "> a\\n\\n" before "X"
+    does): cuts then start at a line's first character, where cl100k's tokens start too."""
+    aligned: list[Cut] = []
+    limits = [start for start, _ in cuts[1:]] + [len(text)]
+    for (start, end), limit in zip(cuts, limits):
+        while end < limit and start + 1 < end and text[start] == "\n" == text[end]:
+            start, end = start + 1, end + 1
+        aligned.append((start, end))
+    return aligned
+
+
 def without(text: str, cuts: Sequence[Cut]) -> str:
     """``text`` with the ascending, non-overlapping character ranges ``cuts`` taken out."""
     kept_from = [0, *(end for _, end in cuts)]

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
 from support import skip_or_fail
 from support.corpus import generated_document
+from support.long_tickets import write_long_snapshot
 
 from anchorkit import chunking, parallel, stats, tokens
-from anchorkit.anchors import anchor_line, identified_ticket_ids, insert_anchors, strip_anchors, title_line
+from anchorkit.anchors import anchor_cuts, anchor_line, identified_ticket_ids, insert_anchors, strip_anchors, title_line
+from anchorkit.markdown_blocks import parse_blocks
 from anchorkit.transform import TransformOptions
 
 REPO = Path(__file__).resolve().parent.parent
@@ -45,7 +48,7 @@ def generated_documents(count: int = 40) -> list[stats.SourceDocument]:
 def versions(tokenizer: tokens.Tokenizer, document: stats.SourceDocument) -> tuple[stats.DocumentVersion, stats.DocumentVersion]:
     """The anchored and stripped versions of a document, as the audit builds them."""
     stripped = strip_anchors(document.markdown)
-    cuts = stats.removed_ranges(document.markdown, stripped)
+    cuts = anchor_cuts(document.markdown)
     [pair] = tokenizer.tokenize_pairs([document.markdown], [cuts])
     measurer = stats.Measurer(tokenizer, [])
     return measurer.versions(document, stripped, cuts, pair)
@@ -120,7 +123,7 @@ def test_tokenizing_once_gives_the_same_tokens_as_tokenizing_both_versions(
     documents = fixture_documents if source == "fixtures" else generated_documents()
     texts = [document.markdown for document in documents]
     stripped = [strip_anchors(text) for text in texts]
-    pairs = tokenizer.tokenize_pairs(texts, [stats.removed_ranges(text, bare) for text, bare in zip(texts, stripped)])
+    pairs = tokenizer.tokenize_pairs(texts, [anchor_cuts(text) for text in texts])
     separately = tokenizer.tokenize_many(texts + stripped)
 
     def positions(tokenized: tokens.TokenizedText) -> list[int]:
@@ -139,17 +142,11 @@ def test_the_stripped_layout_borrowed_from_the_anchored_one_is_the_stripped_text
     for document in documents:
         _, stripped = versions(tokens.ApproxTokenizer(), document)
         fresh = chunking.TextLayout(stripped.text)
-        assert stripped.layout.sentences == fresh.sentences
+        # What the chunkers use: where sentences and headings start, and the sentences' characters. A
+        # sentence that ends where a spacing anchor was cut out keeps the line break the cut took.
         assert stripped.layout.sentence_bytes == fresh.sentence_bytes
+        assert [signature - {"\n"} for signature in stripped.layout.signatures] == [signature - {"\n"} for signature in fresh.signatures]
         assert stripped.layout.heading_bytes == fresh.heading_bytes
-
-
-def test_removed_ranges_are_exactly_the_anchor_lines() -> None:
-    document, subject = generated_document(7)
-    stripped = strip_anchors(document)
-    ranges = stats.removed_ranges(document, stripped)
-    assert ranges and all(document[start:end] == anchor_line(7, subject) + "\n\n" for start, end in ranges)
-    assert tokens.without(document, ranges) == stripped
 
 
 # --- chunkers ---------------------------------------------------------------------------------
@@ -354,3 +351,83 @@ def test_output_folder_reading_reports_bad_files_and_goes_on(tmp_path: Path) -> 
     items = list(stats.iter_output_folder(tmp_path))
     assert [type(item).__name__ for item in items] == ["SourceDocument", "OversizedDocument", "InputError"]
     assert items[2].message.startswith("helpdesk/2.md: not valid UTF-8")  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("size,overlap", [(300, 60), (256, 51), (10, 0), (7, 6), (5, 4)])
+def test_windows_counted_from_the_spans_match_counting_window_by_window(size: int, overlap: int) -> None:
+    rng = random.Random(size * 100 + overlap)
+    for _ in range(200):
+        token_count = rng.randint(0, 3 * size)
+        starts = sorted(rng.sample(range(token_count), min(token_count, rng.randint(0, 6)))) if token_count else []
+        spans = []
+        for start in starts:
+            if spans and start <= spans[-1][1]:
+                continue
+            spans.append((start, min(start + rng.randint(0, 12), token_count - 1)))
+        windows = chunking.windows(0, token_count, size, overlap)
+        starts_only = [start for start, _ in spans]
+        by_window = sum(stats._covers(window, spans, starts_only) for window in windows)
+        assert stats.identified_windows(spans, token_count, size, overlap) == (len(windows), by_window)
+        version = stats.DocumentVersion("", 1, tokens.InterpolatedTokens([0, token_count], [0, token_count]))
+        version.identifying, version.mentions = spans, spans[::2]  # as the document's lines would give them
+        assert stats.window_tally(version, size, overlap) == stats._token_tallies([windows], version)[0]
+
+
+@pytest.mark.parametrize(("content", "window", "anchor"), [(1000, 300, 25), (9000, 300, 40), (9000, 512, 60), (301, 300, 10), (5000, 256, 100)])
+def test_the_lower_bound_is_what_an_ideal_placement_needs_for_every_window(content: int, window: int, anchor: int) -> None:
+    needed = stats.anchors_needed(content, window, anchor)
+    assert needed is not None
+
+    def every_window_identified(anchors: int) -> bool:
+        # The title (anchor tokens long) at 0, then anchors as far apart as a whole anchor per window allows.
+        length = content + anchors * anchor
+        spans = [(index * (window - anchor), index * (window - anchor) + anchor - 1) for index in range(anchors + 1)]
+        spans = [span for span in spans if span[1] < length]
+        windows, identified = stats.identified_windows(spans, length, window, window - 1)  # every window: step 1
+        return len(spans) == anchors + 1 and windows == identified
+
+    assert every_window_identified(needed)
+    assert needed == 0 or not every_window_identified(needed - 1)
+
+
+def test_the_bound_is_zero_for_short_tickets_and_undefined_for_anchors_half_a_window_long() -> None:
+    assert stats.anchors_needed(300, 300, 40) == 0
+    assert stats.anchors_needed(1000, 300, 150) is None
+
+
+def test_line_aligned_cuts_remove_the_same_text_and_start_where_lines_start(fixture_documents: list[stats.SourceDocument]) -> None:
+    moved = 0
+    for document in fixture_documents:
+        text = document.markdown
+        cuts = anchor_cuts(text)
+        aligned = tokens.line_aligned(text, cuts)
+        assert tokens.without(text, aligned) == tokens.without(text, cuts) == strip_anchors(text)
+        assert all(start == 0 or text[start - 1] == "\n" for start, _ in aligned if text[start] != "\n")
+        assert all(end1 <= start2 for (_, end1), (start2, _) in zip(aligned, aligned[1:]))
+        moved += aligned != cuts
+    assert moved  # the spacing anchors' cuts start with the blank line before them: aligning moves them
+
+
+def _parsed_layout(text: str) -> chunking.BlockLayout:
+    parsed = parse_blocks(text)
+    line_starts = [0, *(index + 1 for index, character in enumerate(text) if character == "\n")]
+    return chunking.BlockLayout(
+        tuple(line_starts[t.map[0]] for t in parsed if t.type == "heading_open" and t.map),
+        tuple((t.map[0], t.map[1]) for t in parsed if t.type in ("fence", "code_block") and t.map),
+    )
+
+
+def test_the_line_scan_finds_the_headings_and_code_blocks_markdown_it_finds(tmp_path: Path) -> None:
+    write_long_snapshot(tmp_path, 12, seed=3)
+    texts = [document.markdown for document in stats.iter_snapshot(tmp_path, TransformOptions()) if isinstance(document, stats.SourceDocument)]
+    texts += [generated_document(ticket_id)[0] for ticket_id in range(1, 60)]
+    rng = random.Random(5)
+    pieces = ["```", "```python", "~~~", "````", "``` a`b", "  ```", "# 見出し", "## h", "text", "- item", "    indented", "> quote", "", "<div>", "---", "#nospace"]
+    texts += ["\n".join(rng.choice(pieces) for _ in range(rng.randint(1, 30))) for _ in range(400)]
+    scanned = 0
+    for text in texts:
+        layout = chunking._scanned_layout(text)
+        if layout is not None:
+            scanned += 1
+            assert layout == _parsed_layout(text), text
+    assert scanned > len(texts) // 4  # the scan serves most documents with code blocks

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -10,8 +11,11 @@ import jsonschema
 import pytest
 from support import skip_or_fail
 from support.corpus import generated_document
+from support.long_tickets import write_long_snapshot
 from typer.testing import CliRunner
 
+from anchorkit import __version__
+from anchorkit.anchors import title_line
 from anchorkit.cli import app
 from anchorkit.stats_html import format_percent
 from anchorkit.stats_schema import REPORT_SCHEMA
@@ -37,10 +41,11 @@ def vocabulary() -> Path:
 
 
 @pytest.fixture(scope="module")
-def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The fixtures, transformed with sidecars: what `anchorkit transform fixtures --sidecars` writes."""
+def out(tmp_path_factory: pytest.TempPathFactory, vocabulary: Path) -> Path:
+    """The fixtures, transformed with sidecars: what `anchorkit transform fixtures --sidecars` writes
+    (spacing anchors counted with cl100k_base, as stats counts)."""
     folder = tmp_path_factory.mktemp("out")
-    report = transform_snapshot(FIXTURES, folder, TransformOptions(sidecars=True))
+    report = transform_snapshot(FIXTURES, folder, TransformOptions(sidecars=True, tokenizer="cl100k_base", tiktoken_file=vocabulary))
     assert not report.failed
     return folder
 
@@ -54,13 +59,16 @@ def report(out: Path, vocabulary: Path) -> dict:
 
 def test_json_report_follows_the_published_schema(report: dict) -> None:
     jsonschema.validate(report, REPORT_SCHEMA)
-    assert report["schema"] == "anchorkit-stats" and report["version"] == 1
+    assert report["schema"] == "anchorkit-stats" and report["version"] == 2
     assert report["tokenizer"] == {
         "name": "cl100k_base",
         "exact": True,
+        "note": report["tokenizer"]["note"],
         "fallback_reason": None,
         "approx_error_percent": report["tokenizer"]["approx_error_percent"],
     }
+    assert report["tokenizer"]["note"].startswith("cl100k_base (tiktoken): exact")
+    assert report["run"]["anchorkit_version"] == __version__ and report["run"]["generated_at"].endswith("+00:00")
     assert abs(report["tokenizer"]["approx_error_percent"]["total"]) < 5
 
 
@@ -86,26 +94,33 @@ def test_snapshot_input_is_transformed_in_memory_with_the_same_figures(out: Path
     code, stdout, _ = run(str(FIXTURES), "--tiktoken-file", str(vocabulary), "--json")
     from_snapshot = json.loads(stdout)
     assert code == 0 and from_snapshot["source"]["kind"] == "snapshot"
-    for key in ("tokenizer", "overhead", "chunking", "limits"):
+    for key in ("tokenizer", "overhead", "chunking", "efficiency", "limits"):
         assert from_snapshot[key] == report[key]
 
 
-def test_max_gap_tokens_shortens_the_longest_anchor_less_run(vocabulary: Path) -> None:
-    arguments = ["--tiktoken-file", str(vocabulary), "--chunking", "fixed", "--json"]
-    plain = json.loads(run(str(FIXTURES), *arguments)[1])
-    gapped = json.loads(run(str(FIXTURES), "--max-gap-tokens", "200", *arguments)[1])
-    for figure in (
-        lambda report: report["overhead"]["longest_anchorless_run"]["anchored"]["tokens"],
-        lambda report: report["chunking"][0]["anchored"]["longest_unidentified_run_tokens"],
-    ):
-        assert figure(gapped) < figure(plain)
-    assert gapped["overhead"]["percent"] > plain["overhead"]["percent"]  # more anchors cost more tokens
+def test_chunk_tokens_renders_a_snapshot_for_that_chunk_length(vocabulary: Path) -> None:
+    arguments = ["--tiktoken-file", str(vocabulary), "--chunking", "fixed:max_tokens=512,overlap=20", "--json"]
+    structural = json.loads(run(str(FIXTURES), "--chunk-tokens", "0", *arguments)[1])
+    spaced = json.loads(run(str(FIXTURES), "--chunk-tokens", "512", *arguments)[1])
+    assert spaced["source"]["transform"] == {"chunk_tokens": 512, "anchor_subject_chars": 40, "anchor_basic_info": True}
+    assert spaced["efficiency"]["chunk_tokens"] == 512 and structural["efficiency"]["chunk_tokens"] == 300
+    # Any 512-token window holds an anchor: nothing runs that long without one.
+    assert spaced["overhead"]["longest_anchorless_run"]["anchored"]["tokens"] < 512
+    assert spaced["chunking"][0]["anchored"]["coverage_percent"] >= structural["chunking"][0]["anchored"]["coverage_percent"]
+    # The table renders the snapshot at each length: shorter chunks cost more anchors.
+    rows = spaced["chunk_lengths"]["rows"]
+    assert spaced["chunk_lengths"]["documents"] == "rendered at each length"
+    assert [row["anchor_tokens"] for row in rows] == sorted((row["anchor_tokens"] for row in rows), reverse=True)
+    assert rows[0]["anchor_tokens"] > rows[-1]["anchor_tokens"]
+    [row_512] = [row for row in rows if row["chunk_tokens"] == 512]
+    assert row_512["anchor_tokens"] == spaced["efficiency"]["anchor_tokens"]
 
 
 def test_anchor_basic_info_lifts_heading_chunk_coverage(vocabulary: Path) -> None:
-    arguments = ["--tiktoken-file", str(vocabulary), "--chunking", "heading", "--json"]
-    plain = json.loads(run(str(FIXTURES), *arguments)[1])
-    anchored = json.loads(run(str(FIXTURES), "--anchor-basic-info", *arguments)[1])
+    arguments = ["--tiktoken-file", str(vocabulary), "--chunking", "heading", "--chunk-tokens", "0", "--json"]
+    plain = json.loads(run(str(FIXTURES), "--no-anchor-basic-info", *arguments)[1])
+    anchored = json.loads(run(str(FIXTURES), *arguments)[1])  # transform's default: anchored
+    assert anchored["source"]["transform"]["anchor_basic_info"] and not plain["source"]["transform"]["anchor_basic_info"]
     assert plain["chunking"][0]["anchored"]["coverage_percent"] < anchored["chunking"][0]["anchored"]["coverage_percent"]
 
 
@@ -155,10 +170,12 @@ def test_html_report_is_self_contained_and_shows_the_json_figures(out: Path, voc
     assert "url(" not in html and "@import" not in html and "<svg" in html
     overhead = report["overhead"]
     [overhead_row] = parsed.tables["overhead"][1:]
+    # Numbers carry the separators the CLI prints.
+    assert overhead["tokens_with_anchors"] >= 1000
     assert overhead_row == [
-        str(overhead["tokens_with_anchors"]),
-        str(overhead["tokens_without_anchors"]),
-        str(overhead["anchor_tokens"]),
+        f"{overhead['tokens_with_anchors']:,}",
+        f"{overhead['tokens_without_anchors']:,}",
+        f"{overhead['anchor_tokens']:,}",
         format_percent(overhead["percent"]),
         *(format_percent(overhead["per_ticket_percent"][key]) for key in ("p50", "p90", "max")),
     ]
@@ -167,7 +184,7 @@ def test_html_report_is_self_contained_and_shows_the_json_figures(out: Path, voc
         [
             row["chunker"],
             row["level"],
-            str(row["anchored"]["chunks"]),
+            f"{row['anchored']['chunks']:,}",
             format_percent(row["anchored"]["coverage_percent"]),
             format_percent(row["stripped"]["coverage_percent"]),
         ]
@@ -219,7 +236,7 @@ def test_unreadable_documents_are_named_and_fail_the_run_after_the_others(tmp_pa
     [
         (["--tokenizer", "bpe"], "--tokenizer must be one of auto, cl100k_base, approx"),
         (["--chunking", "sliding"], "unknown chunker 'sliding'"),
-        (["--max-gap-tokens", "100"], "snapshot input only"),
+        (["--anchor-subject-chars", "20"], "snapshot input only"),
         (["--anchor-basic-info"], "snapshot input only"),
     ],
 )
@@ -255,3 +272,121 @@ def test_human_summary_lists_every_chunker(out: Path) -> None:
         assert name in stdout
     assert "overhead:" in stdout and "limits: all within limits" in stdout
 
+
+
+@pytest.mark.parametrize("gate", [["--fail-under-coverage", "95"], ["--fail-over-overhead", "10"]])
+def test_a_gate_over_no_documents_fails_instead_of_passing_on_nothing(tmp_path: Path, gate: list[str]) -> None:
+    wrong_folder = tmp_path / "not-the-output"
+    wrong_folder.mkdir()
+    (wrong_folder / "notes.txt").write_text("no ticket documents here", encoding="utf-8")
+    code, stdout, stderr = run(str(wrong_folder), "--tokenizer", "approx", *gate)
+    assert code == 1
+    assert f"gate failed: no documents to measure in {wrong_folder}" in stderr
+    code, stdout, _ = run(str(wrong_folder), "--tokenizer", "approx", *gate, "--json")
+    report = json.loads(stdout)
+    assert code == 1 and report["gates"]["failures"] == [f"no documents to measure in {wrong_folder}: the gates cannot pass"]
+    assert report["ok"] is False
+
+
+def test_no_documents_without_a_gate_is_reported_but_not_a_failure(tmp_path: Path) -> None:
+    code, stdout, stderr = run(str(tmp_path), "--tokenizer", "approx")
+    assert code == 0 and "stats: 0 documents" in stdout and f"note: no documents found in {tmp_path}" in stderr
+
+
+def test_efficiency_and_chunk_length_table_are_printed_with_the_json_figures(out: Path) -> None:
+    code, stdout, _ = run(str(out), "--tokenizer", "approx", "--chunking", "fixed")
+    report = json.loads(run(str(out), "--tokenizer", "approx", "--chunking", "fixed", "--json")[1])
+    efficiency = report["efficiency"]
+    assert code == 0 and efficiency["chunk_tokens"] == 300
+    assert f"efficiency at 300-token chunks: {efficiency['anchor_tokens']:,} anchor tokens in {efficiency['anchors']:,} anchors" in stdout
+    assert f"lower bound {efficiency['bound_tokens']:,} tokens" in stdout
+    assert [row["chunk_tokens"] for row in report["chunk_lengths"]["rows"]] == [256, 300, 512, 1024]
+    for row in report["chunk_lengths"]["rows"]:
+        assert f"{row['chunk_tokens']:,}" in stdout and format_percent(row["coverage_percent"]) in stdout
+    # An output folder is measured as it is: every row has the same anchors; 1,024-token windows cover more than 256.
+    rows = report["chunk_lengths"]["rows"]
+    assert report["chunk_lengths"]["documents"] == "as they are"
+    assert len({row["anchor_tokens"] for row in rows}) == 1
+    assert rows[-1]["coverage_percent"] >= rows[0]["coverage_percent"]
+
+
+@pytest.mark.parametrize(("lengths", "expected"), [("512,256", [256, 512]), ("none", [])])
+def test_the_chunk_length_table_takes_the_lengths_asked_for(out: Path, lengths: str, expected: list[int]) -> None:
+    code, stdout, _ = run(str(out), "--tokenizer", "approx", "--chunking", "fixed", "--lengths", lengths, "--json")
+    assert code == 0 and [row["chunk_tokens"] for row in json.loads(stdout)["chunk_lengths"]["rows"]] == expected
+
+
+def test_bad_lengths_are_a_usage_error(out: Path) -> None:
+    code, _, stderr = run(str(out), "--tokenizer", "approx", "--lengths", "300,abc")
+    assert code == 2 and "--lengths must be positive token counts" in stderr
+
+
+def test_the_html_page_is_an_audit_record_that_shows_a_failed_gate(out: Path, vocabulary: Path, tmp_path: Path) -> None:
+    page = tmp_path / "stats.html"
+    code, stdout, _ = run(str(out), "--tiktoken-file", str(vocabulary), "--json", "--html", str(page), "--fail-under-coverage", "99.99")
+    report = json.loads(stdout)
+    parsed = _Tables()
+    parsed.feed(page.read_text(encoding="utf-8"))
+    record = dict((row[0], row[1]) for row in parsed.tables["record"][1:])
+    assert code == 1
+    assert record["generated"] == report["run"]["generated_at"] and record["anchorkit version"] == __version__
+    assert record["input"] == f"{out} (output), {report['source']['documents']} documents"
+    assert record["transform options"] == "documents as they are (an output folder)"
+    assert "fixed:max_tokens=300,overlap=20" in record["chunkers"] and "heading:" in record["chunkers"]
+    assert record["tokenizer"].startswith("cl100k_base (tiktoken): exact")
+    assert record["approx vs cl100k_base here"].endswith("per document on average")
+    assert record["gates"] == "coverage >= 99.99%: FAILED (exit code 1)"
+    failures = page.read_text(encoding="utf-8").split('<ul class="failures">')[1].split("</ul>")[0]
+    assert all(f"gate failed: {failure}" in failures for failure in report["gates"]["failures"])
+    efficiency = report["efficiency"]
+    [efficiency_row] = parsed.tables["efficiency"][1:]
+    assert efficiency_row[:3] == [f"{efficiency['anchors']:,}", f"{efficiency['anchor_tokens']:,}", format_percent(efficiency["overhead_percent"])]
+    assert [row[0] for row in parsed.tables["lengths"][1:]] == [f"{row['chunk_tokens']:,}" for row in report["chunk_lengths"]["rows"]]
+
+
+def test_a_passing_run_says_so_on_its_page(out: Path, tmp_path: Path) -> None:
+    page = tmp_path / "stats.html"
+    assert run(str(out), "--tokenizer", "approx", "--chunking", "fixed", "--html", str(page), "--fail-over-overhead", "90")[0] == 0
+    parsed = _Tables()
+    parsed.feed(page.read_text(encoding="utf-8"))
+    record = dict((row[0], row[1]) for row in parsed.tables["record"][1:])
+    assert record["gates"] == "overhead <= 90.0%: passed (exit code 0)"
+    assert record["tokenizer"].startswith("approx: an estimate of cl100k_base counts") and "4% per document" in record["tokenizer"]
+
+
+def test_the_coverage_chart_scales_has_a_0_to_100_axis_and_room_for_100_percent(tmp_path: Path) -> None:
+    # Documents made only of title lines: every chunk identifies its ticket, so bars reach 100%.
+    for ticket_id in (1, 2):
+        (tmp_path / f"{ticket_id}.md").write_text(title_line(ticket_id, "件名") + "\n", encoding="utf-8")
+    page = tmp_path / "stats.html"
+    assert run(str(tmp_path), "--tokenizer", "approx", "--chunking", "fixed", "--html", str(page))[0] == 0
+    html = page.read_text(encoding="utf-8")
+    chart = html[html.index('aria-label="coverage per chunker') - 400 :]
+    chart = chart[chart.index("<svg") : chart.index("</svg>")]
+    width = float(re.search(r'viewBox="0 0 ([\d.]+) ', chart)[1])  # type: ignore[index]
+    assert 'width="100%"' in chart and "height=" not in chart.split(">")[0]  # scales with the page
+    assert [f"{tick}%" for tick in range(0, 101, 20)] == re.findall(r">(\d+%)</text>", chart)
+    labels = re.findall(r'<text x="([\d.]+)" y="[\d.]+">100\.00%</text>', chart)
+    # 11 px text: "100.00%" is about 7 characters x 7 px wide; it must end inside the drawing.
+    assert labels and all(float(x) + 7 * 7 <= width for x in labels)
+
+
+@pytest.fixture(scope="module")
+def long_snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("long")
+    write_long_snapshot(folder, 6, seed=11)
+    return folder
+
+
+def test_each_row_of_the_table_is_what_chunk_tokens_would_render(long_snapshot: Path) -> None:
+    arguments = ["--tokenizer", "approx", "--chunking", "fixed", "--json"]
+    default = json.loads(run(str(long_snapshot), *arguments)[1])
+    rows = {row["chunk_tokens"]: row for row in default["chunk_lengths"]["rows"]}
+    for length in (256, 512, 1024):
+        alone = json.loads(run(str(long_snapshot), "--chunk-tokens", str(length), "--lengths", "none", *arguments)[1])
+        assert alone["chunk_lengths"]["rows"] == []
+        assert {key: value for key, value in alone["efficiency"].items() if key in rows[length]} == rows[length]
+    # Long tickets: anchors cost more than the least any placement could pay, and every ticket needs some.
+    efficiency = default["efficiency"]
+    assert efficiency["bound_anchors"] >= len(default["overhead"]["top"]) and efficiency["ratio_to_bound"] > 1
+    assert default["efficiency"]["per_ticket_ratio"]["p50"] > 1
