@@ -15,7 +15,7 @@ import pytest
 from botocore.stub import ANY, Stubber
 from support.folders import write_ticket
 from support.redmine_server import RedmineAdmin, RedmineServer
-from support.s3_server import DUMMY_CREDENTIALS, S3Server
+from support.s3_server import S3Server
 from typer.testing import CliRunner
 
 from anchorkit import aws
@@ -29,15 +29,7 @@ from anchorkit.state import S3StateStore
 runner = CliRunner()
 KMS = AwsSettings(region="us-east-1", sse="aws:kms", sse_kms_key_id="alias/tickets")
 
-
-@pytest.fixture(autouse=True)
-def aws_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", DUMMY_CREDENTIALS["aws_access_key_id"])
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", DUMMY_CREDENTIALS["aws_secret_access_key"])
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
+pytestmark = pytest.mark.usefixtures("aws_environment")
 
 
 def kms_client() -> Any:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from support.folders import tree, write_ticket
 from support.redmine_server import RedmineAdmin, RedmineServer
-from support.s3_server import DUMMY_CREDENTIALS, S3Server
+from support.s3_server import S3Server
 from typer.testing import CliRunner, Result
 
 from anchorkit import pull as pulling
@@ -33,16 +33,6 @@ def one_line_error(result: Result, code: int) -> str:
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
     return lines[0]
-
-
-@pytest.fixture
-def aws_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", DUMMY_CREDENTIALS["aws_access_key_id"])
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", DUMMY_CREDENTIALS["aws_secret_access_key"])
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
 
 
 @pytest.fixture

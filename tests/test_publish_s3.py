@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from support.faultproxy import Fault, FaultProxy, on_path
 from support.folders import tree, write_ticket
-from support.s3_server import DUMMY_CREDENTIALS, S3Server
+from support.s3_server import S3Server
 from typer.testing import CliRunner
 
 from anchorkit import aws
@@ -25,20 +25,9 @@ from anchorkit.aws import AwsSettings, S3Location
 from anchorkit.cli import app
 from anchorkit.publish import PublishSettings
 
-pytestmark = [pytest.mark.s3, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.usefixtures("aws_environment"), pytest.mark.s3, pytest.mark.timeout(180)]
 REPO = Path(__file__).resolve().parent.parent
 runner = CliRunner()
-
-
-@pytest.fixture(autouse=True)
-def aws_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Dummy credentials through the normal chain (env), and no user AWS config leaking in."""
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", DUMMY_CREDENTIALS["aws_access_key_id"])
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", DUMMY_CREDENTIALS["aws_secret_access_key"])
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
 
 
 def s3_target(endpoint_url: str, bucket: str, prefix: str, **settings: Any) -> publishing.S3Target:
