@@ -192,12 +192,13 @@ def _reopened_code(closer: str, opener: str) -> bool:
 
 def _repeated_table_head(lines: list[str], before: int, after: int) -> bool:
     """Whether lines[after:after+2] repeat the header and delimiter rows of the table that ends
-    just before line ``before`` (its delimiter row: the first one in the lines since a blank line)."""
+    just before line ``before`` (its delimiter row: the last one in the lines since a blank line,
+    as a table is cut only if no row of it looks like one; pipe-led lines may come before it)."""
     start = before
     while start > 0 and lines[start - 1] != "":
         start -= 1
     delimiter = next(
-        (index for index in range(start + 1, before - 1) if "|" in lines[index] and "|" in lines[index - 1] and TABLE_DELIMITER.match(lines[index])),
+        (index for index in range(before - 2, start, -1) if "|" in lines[index] and "|" in lines[index - 1] and TABLE_DELIMITER.match(lines[index])),
         None,
     )
     return delimiter is not None and lines[after : after + 2] == lines[delimiter - 1 : delimiter + 1]

@@ -247,7 +247,7 @@ def _spaced(stretch: list[str], anchor: str, gap: int, count: TokenCounter) -> l
         elif kind is not None:  # a line break in a paragraph, list, quote or indented code
             spacer.point(blanks=AT_LINE_BREAK)
         if number in plan.paragraph_lines:
-            _add_sentences(spacer, line, plan.paragraph_prefix(content, number))
+            _add_sentences(spacer, line, plan, content, number)
         else:
             spacer.add(line, count(line + "\n"))
     return spacer.lines()
@@ -265,6 +265,13 @@ class _Plan(dict[int, str]):
     def paragraph_prefix(self, content: list[str], number: int) -> str:
         first = self.paragraph_lines.get(number, number)
         return "\n".join(content[first:number])
+
+    def paragraph_rest(self, content: list[str], number: int) -> list[str]:
+        first = self.paragraph_lines[number]
+        end = number + 1
+        while self.paragraph_lines.get(end) == first:
+            end += 1
+        return content[number + 1 : end]
 
 
 # Kinds of cut (see anchors.py for how each is written).
@@ -408,14 +415,17 @@ def _is_first_item(tokens: list[Token], index: int) -> bool:
 def _safe_cut(before: str, after: str, rest: list[str] | None = None) -> bool:
     """Whether a paragraph may be cut between ``before`` and ``after`` without changing either half.
 
-    ``rest`` (the paragraph's lines after ``after``, when known: cuts at a line break) allows two
-    more cuts. ``after`` may hold ``|`` (Textile table rows typed into CommonMark, say) when the
-    next line is not a delimiter row: then the second half cannot start a table (and the parser
-    read the whole as a paragraph, so no table starts further down either). An emphasis mark left
-    open in ``before`` (``|_. head |`` in such a table) is harmless when the rest of the paragraph
-    holds no such mark: nothing after the cut could close it.
+    ``rest`` (the paragraph's lines after the one ``after`` is in; None in a quote) allows two more
+    cuts. ``after`` may hold ``|`` (Textile table rows typed into CommonMark, say) when the next
+    line is not a delimiter row: then the second half cannot start a table (and the parser read
+    the whole as a paragraph, so no table starts further down either). An emphasis mark left open
+    in ``before`` (``|_. head |`` in such a table) is harmless when the rest of the paragraph holds
+    no such mark: nothing after the cut could close it. Either way the answer is the same once
+    other cuts have split the paragraph, so a second run cuts the same.
     """
-    if _NOT_PARAGRAPH_START.match(after) or ("|" in after and (rest is None or (rest and TABLE_DELIMITER.match(rest[0])))):
+    if _NOT_PARAGRAPH_START.match(after) or TABLE_DELIMITER.match(after):
+        return False
+    if "|" in after and (rest is None or (rest and TABLE_DELIMITER.match(rest[0]))):
         return False
     if before.count("[") != before.count("]") or before.count("<") != before.count(">"):
         return False
@@ -428,7 +438,7 @@ def _safe_cut(before: str, after: str, rest: list[str] | None = None) -> bool:
     return not any(mark in later for mark in open_marks)
 
 
-def _add_sentences(spacer: _Spacer, line: str, prefix: str) -> None:
+def _add_sentences(spacer: _Spacer, line: str, plan: _Plan, content: list[str], number: int) -> None:
     """A paragraph line, with a possible cut after each sentence end that is safe to cut at.
 
     Only lines longer than a quarter of the gap are cut inside: shorter ones gain little, and a
@@ -439,7 +449,9 @@ def _add_sentences(spacer: _Spacer, line: str, prefix: str) -> None:
         spacer.add(line, cost)
         return
     cuts = [m.end() for m in _SENTENCE_END.finditer(line) if m.end() < len(line)]
-    cuts = [cut for cut in cuts if _safe_cut(prefix + "\n" + line[:cut] if prefix else line[:cut], line[cut:])]
+    if cuts:
+        prefix, rest = plan.paragraph_prefix(content, number), plan.paragraph_rest(content, number)
+        cuts = [cut for cut in cuts if _safe_cut(prefix + "\n" + line[:cut] if prefix else line[:cut], line[cut:], rest)]
     if not cuts:
         spacer.add(line, cost)
         return
