@@ -32,6 +32,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import compress, islice, repeat
 
 from anchorkit.anchors import AT_LINE_BREAK, TABLE_DELIMITER, BETWEEN_BLOCKS, INSIDE_LINE, code_closer, strip_anchors
 from markdown_it.token import Token
@@ -161,7 +162,7 @@ def space_anchors(document: str, anchor: str, chunk_tokens: int, count: TokenCou
     gap = chunk_tokens - anchor_cost
     prefix = anchor[: anchor.index(":") + 1]  # "> チケット #12345:": an anchor of this ticket
     lines = _close_sections(document.split("\n"), anchor, prefix, chunk_tokens, anchor_cost, count)
-    starts = [0, *(index for index, line in enumerate(lines) if index and line.startswith(prefix))]
+    starts = [0, *_anchor_indexes(lines, prefix)]
     bounds = [*starts, len(lines)]
     output: list[str] = []
     for start, end in zip(bounds, bounds[1:]):
@@ -172,6 +173,11 @@ def space_anchors(document: str, anchor: str, chunk_tokens: int, count: TokenCou
         else:
             output.extend(_spaced(stretch, anchor, gap, count))
     return "\n".join(output)
+
+
+def _anchor_indexes(lines: list[str], prefix: str) -> list[int]:
+    """Where the lines after the title start with ``prefix`` (scanned in C: a document has thousands of lines)."""
+    return list(compress(range(1, len(lines)), map(str.startswith, islice(lines, 1, None), repeat(prefix))))
 
 
 def _memoized(count: TokenCounter) -> TokenCounter:
@@ -193,7 +199,7 @@ def _close_sections(lines: list[str], anchor: str, prefix: str, chunk_tokens: in
     and the last window may be short: the anchor at the section's end is in it (unless it is
     shorter than the anchor), where the anchors spaced from the start may not be.
     """
-    anchors = [index for index, line in enumerate(lines) if index and line.startswith(prefix)]
+    anchors = _anchor_indexes(lines, prefix)
     # Every heading is followed by its anchor ("heading", "", anchor); the title is the first line.
     headings = [0, *(index - 2 for index in anchors if index >= 2 and lines[index - 1] == "" and _ATX_HEADING.match(lines[index - 2]))]
     end = len(lines) - 1 if lines[-1] == "" else len(lines)
