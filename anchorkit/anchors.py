@@ -117,10 +117,14 @@ def neutralize_forgeries(text: str) -> str:
 #   inside a line           X, "", A, "", "", "", Y      "X" + "Y"  (a paragraph, at a sentence end)
 #
 # Inside fenced code the fence is closed before and reopened after (X, FENCE, "", A, "", "",
-# OPENER, Y), inside a table the header and delimiter rows are repeated (X, "", A, "", "", HEADER,
+# OPENER, Y), and so is a ``<pre>`` HTML block (X, "</pre>", "", A, "", "", "<pre>", Y, the
+# opening line repeated as it was: ``<pre><code class="x">`` is closed by ``</code></pre>``), inside a table the header and delimiter rows are repeated (X, "", A, "", "", HEADER,
 # DELIMITER, Y): those are the extra lines stripping takes out as well.
 BETWEEN_BLOCKS, AT_LINE_BREAK, INSIDE_LINE = 1, 2, 3  # blank lines after the anchor
 _FENCE = re.compile(r"( {0,3})(`{3,}|~{3,})")
+# A line that is only the opening tag(s) of a CommonMark HTML block of type 1 (it ends at the first
+# line holding "</pre>", blank lines included); Redmine lets only lowercase <pre> through.
+_PRE_OPENER = re.compile(r"<pre(?:[ \t][^<>]*)?>(<code(?:[ \t][^<>]*)?>)?")
 TABLE_DELIMITER = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 
 
@@ -159,7 +163,7 @@ def anchor_cuts(document: str) -> list[tuple[int, int]]:
             cuts.append((starts[first] - 1, starts[after]))
             index = after
             continue
-        elif _reopened_fence(lines[first - 1], lines[after]):
+        elif _reopened_code(lines[first - 1], lines[after]):
             first, last = first - 1, after
         elif _repeated_table_head(lines, first, after):
             last = after + 1
@@ -170,24 +174,31 @@ def anchor_cuts(document: str) -> list[tuple[int, int]]:
     return cuts
 
 
-def fence_closer(opener: str) -> str | None:
-    """The line that closes the fenced code block opened by ``opener`` (None: not a fence opener)."""
-    match = _FENCE.match(opener)
-    return match[1] + match[2] if match else None
+def code_closer(opener: str) -> str | None:
+    """The line that closes the code block opened by the line ``opener``: a fence, or ``<pre>`` (with
+    ``<code ...>``) alone on its line (None: neither)."""
+    fence = _FENCE.match(opener)
+    if fence:
+        return fence[1] + fence[2]
+    pre = _PRE_OPENER.fullmatch(opener)
+    if pre:
+        return "</code></pre>" if pre[1] else "</pre>"
+    return None
 
 
-def _reopened_fence(closer: str, opener: str) -> bool:
-    return fence_closer(opener) == closer
+def _reopened_code(closer: str, opener: str) -> bool:
+    return code_closer(opener) == closer
 
 
 def _repeated_table_head(lines: list[str], before: int, after: int) -> bool:
     """Whether lines[after:after+2] repeat the header and delimiter rows of the table that ends
-    just before line ``before`` (its delimiter row: the first one in the lines since a blank line)."""
+    just before line ``before`` (its delimiter row: the last one in the lines since a blank line,
+    as a table is cut only if no row of it looks like one; pipe-led lines may come before it)."""
     start = before
     while start > 0 and lines[start - 1] != "":
         start -= 1
     delimiter = next(
-        (index for index in range(start + 1, before - 1) if "|" in lines[index] and "|" in lines[index - 1] and TABLE_DELIMITER.match(lines[index])),
+        (index for index in range(before - 2, start, -1) if "|" in lines[index] and "|" in lines[index - 1] and TABLE_DELIMITER.match(lines[index])),
         None,
     )
     return delimiter is not None and lines[after : after + 2] == lines[delimiter - 1 : delimiter + 1]

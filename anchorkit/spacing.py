@@ -13,10 +13,11 @@ written so that ``anchors.strip_anchors`` undoes it exactly):
 - between the items of a top-level list (the basic-info list too), the lines of a quote;
 - in a paragraph at a line break or after a sentence end (``。．！？``, ``. `` ...), never where the
   second half would start another construct or inside inline markup;
-- fenced code between two lines (closed, anchor, reopened with the same info string);
+- fenced code between two lines (closed, anchor, reopened with the same info string), and so a
+  ``<pre>`` block whose opening tag(s) and closing tag(s) stand alone on their lines;
   indented code between two lines; a table between rows (header and delimiter rows repeated).
 
-HTML blocks, headings and single lines without a sentence end are never cut: a line longer than
+Other HTML blocks, headings and single lines without a sentence end are never cut: a line longer than
 the gap leaves the windows inside it without an anchor (docs/anchoring.md measures how often).
 
 Token counts are an upper bound of the chunker's: each line (or sentence piece) is counted on its
@@ -31,8 +32,9 @@ import re
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import compress, islice, repeat
 
-from anchorkit.anchors import AT_LINE_BREAK, TABLE_DELIMITER, BETWEEN_BLOCKS, INSIDE_LINE, fence_closer, strip_anchors
+from anchorkit.anchors import AT_LINE_BREAK, TABLE_DELIMITER, BETWEEN_BLOCKS, INSIDE_LINE, code_closer, strip_anchors
 from markdown_it.token import Token
 
 from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks
@@ -54,9 +56,9 @@ APPROX_MARGIN_PERCENT = 115
 # them), or Latin ones followed by spaces; the second half starts at the next non-space character.
 _SENTENCE_END = re.compile(r"[。．！？][」』）)]*|[.!?][\"')\]」』）]*[ \t]+")
 # A line that could start something other than a paragraph's text if a cut put it at a block
-# start (a list item, heading, quote, fence, table, HTML, thematic break, setext underline,
-# indented code, link reference definition).
-_NOT_PARAGRAPH_START = re.compile(r"^(?:[ \t]*$| {4}|\t| {0,3}(?:[-+*=_#>|<\[~`]|\d{1,9}[.)]))")
+# start (a list item, heading, quote, fence, HTML, thematic break, setext underline, indented
+# code, link reference definition; a table only with the line after it: see _safe_cut).
+_NOT_PARAGRAPH_START = re.compile(r"^(?:[ \t]*$| {4}|\t| {0,3}(?:[-+*=_#><\[~`]|\d{1,9}[.)]))")
 # Inline markup that may span a cut: a cut is only safe where all of these are balanced.
 _INLINE_MARKS = ("`", "*", "_", "~")
 
@@ -160,7 +162,7 @@ def space_anchors(document: str, anchor: str, chunk_tokens: int, count: TokenCou
     gap = chunk_tokens - anchor_cost
     prefix = anchor[: anchor.index(":") + 1]  # "> チケット #12345:": an anchor of this ticket
     lines = _close_sections(document.split("\n"), anchor, prefix, chunk_tokens, anchor_cost, count)
-    starts = [0, *(index for index, line in enumerate(lines) if index and line.startswith(prefix))]
+    starts = [0, *_anchor_indexes(lines, prefix)]
     bounds = [*starts, len(lines)]
     output: list[str] = []
     for start, end in zip(bounds, bounds[1:]):
@@ -171,6 +173,11 @@ def space_anchors(document: str, anchor: str, chunk_tokens: int, count: TokenCou
         else:
             output.extend(_spaced(stretch, anchor, gap, count))
     return "\n".join(output)
+
+
+def _anchor_indexes(lines: list[str], prefix: str) -> list[int]:
+    """Where the lines after the title start with ``prefix`` (scanned in C: a document has thousands of lines)."""
+    return list(compress(range(1, len(lines)), map(str.startswith, islice(lines, 1, None), repeat(prefix))))
 
 
 def _memoized(count: TokenCounter) -> TokenCounter:
@@ -192,7 +199,7 @@ def _close_sections(lines: list[str], anchor: str, prefix: str, chunk_tokens: in
     and the last window may be short: the anchor at the section's end is in it (unless it is
     shorter than the anchor), where the anchors spaced from the start may not be.
     """
-    anchors = [index for index, line in enumerate(lines) if index and line.startswith(prefix)]
+    anchors = _anchor_indexes(lines, prefix)
     # Every heading is followed by its anchor ("heading", "", anchor); the title is the first line.
     headings = [0, *(index - 2 for index in anchors if index >= 2 and lines[index - 1] == "" and _ATX_HEADING.match(lines[index - 2]))]
     end = len(lines) - 1 if lines[-1] == "" else len(lines)
@@ -239,14 +246,14 @@ def _spaced(stretch: list[str], anchor: str, gap: int, count: TokenCounter) -> l
         if kind is _BLOCK:
             spacer.point()
         elif kind is _CODE:
-            opener = plan.fence_openers[number]
-            spacer.point(before=[fence_closer(opener) or ""], after=[opener], blanks=AT_LINE_BREAK)
+            opener = plan.code_openers[number]
+            spacer.point(before=[code_closer(opener) or ""], after=[opener], blanks=AT_LINE_BREAK)
         elif kind is _TABLE:
             spacer.point(after=list(plan.table_heads[number]), blanks=AT_LINE_BREAK)
         elif kind is not None:  # a line break in a paragraph, list, quote or indented code
             spacer.point(blanks=AT_LINE_BREAK)
         if number in plan.paragraph_lines:
-            _add_sentences(spacer, line, plan.paragraph_prefix(content, number))
+            _add_sentences(spacer, line, plan, content, number)
         else:
             spacer.add(line, count(line + "\n"))
     return spacer.lines()
@@ -258,18 +265,25 @@ class _Plan(dict[int, str]):
     def __init__(self) -> None:
         super().__init__()
         self.paragraph_lines: dict[int, int] = {}  # line → first line of its paragraph
-        self.fence_openers: dict[int, str] = {}  # code line → its fence's opening line
+        self.code_openers: dict[int, str] = {}  # code line → its fence's (or <pre>'s) opening line
         self.table_heads: dict[int, tuple[str, str]] = {}  # row → header and delimiter rows
 
     def paragraph_prefix(self, content: list[str], number: int) -> str:
         first = self.paragraph_lines.get(number, number)
         return "\n".join(content[first:number])
 
+    def paragraph_rest(self, content: list[str], number: int) -> list[str]:
+        first = self.paragraph_lines[number]
+        end = number + 1
+        while self.paragraph_lines.get(end) == first:
+            end += 1
+        return content[number + 1 : end]
+
 
 # Kinds of cut (see anchors.py for how each is written).
 _BLOCK = "between blocks"
 _LINE = "at a line break"
-_CODE = "in fenced code"
+_CODE = "in fenced or <pre> code"
 _TABLE = "in a table"
 
 
@@ -294,12 +308,12 @@ def _plan(content: list[str]) -> _Plan:
             for number in range(start, end):
                 plan.paragraph_lines[number] = start
             for number in range(start + 1, end):
-                if _safe_cut("\n".join(content[start:number]), content[number]):
+                if _safe_cut("\n".join(content[start:number]), content[number], content[number + 1 : end]):
                     plan[number] = _LINE
-        elif kind == "fence" and fence_closer(content[start]) is not None and end - start >= 4:
+        elif kind in ("fence", "html_block") and _cuttable_code(kind, content[start:end]):
             for number in range(start + 2, end - 1):
                 plan[number] = _CODE
-                plan.fence_openers[number] = content[start]
+                plan.code_openers[number] = content[start]
         elif kind == "code_block":
             for number in range(start + 1, end):
                 if content[number] and content[number - 1]:
@@ -315,6 +329,15 @@ def _plan(content: list[str]) -> _Plan:
                 if line.startswith(">") and content[number - 1] and _safe_cut("", line.lstrip("> \t") or "x"):
                     plan[number] = _LINE
     return plan
+
+
+def _cuttable_code(kind: str, block: list[str]) -> bool:
+    """Whether code may be cut between its lines: a fence (closed or not), or a ``<pre>`` HTML block
+    whose opening tag(s) and closing tag(s) stand alone on its first and last lines."""
+    closer = code_closer(block[0])
+    if closer is None or len(block) < 4:
+        return False
+    return kind == "fence" or block[-1] == closer
 
 
 _LIST_ITEM = re.compile(r"(?:[-+*]|\d{1,9}[.)]) (?=\S)")  # one space: the item's text starts right after
@@ -333,7 +356,7 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
     kind = ""  # of the block being read ("" after a blank line)
     marker = ""  # of the list being read
     indent = 0  # where the text of its current item starts
-    start = 0
+    start = end = 0  # the current block's first line, and a paragraph's end (its blank line)
     seen_block = False
     for number, line in enumerate(content):
         if not line:
@@ -353,6 +376,7 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
             marker, indent = (_marker(item[0]), len(item[0])) if item else ("", 0)
             if kind == "paragraph":
                 plan.paragraph_lines[number] = number
+                end = next((later for later in range(number, len(content)) if not content[later]), len(content))
             continue
         if kind == "list":
             item = _LIST_ITEM.match(line)
@@ -375,7 +399,7 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
             if _NOT_PARAGRAPH_START.match(line) or _ATX_HEADING.match(line):
                 return None  # it may interrupt the paragraph: let the parser say
             plan.paragraph_lines[number] = start
-            if _safe_cut("\n".join(content[start:number]), line):
+            if _safe_cut("\n".join(content[start:number]), line, content[number + 1 : end]):
                 plan[number] = _LINE
     return plan
 
@@ -394,16 +418,33 @@ def _is_first_item(tokens: list[Token], index: int) -> bool:
     return tokens[index - 1].type in ("bullet_list_open", "ordered_list_open")
 
 
-def _safe_cut(before: str, after: str) -> bool:
-    """Whether a paragraph may be cut between ``before`` and ``after`` without changing either half."""
-    if _NOT_PARAGRAPH_START.match(after) or "|" in after:
+def _safe_cut(before: str, after: str, rest: list[str] | None = None) -> bool:
+    """Whether a paragraph may be cut between ``before`` and ``after`` without changing either half.
+
+    ``rest`` (the paragraph's lines after the one ``after`` is in; None in a quote) allows two more
+    cuts. ``after`` may hold ``|`` (Textile table rows typed into CommonMark, say) when the next
+    line is not a delimiter row: then the second half cannot start a table (and the parser read
+    the whole as a paragraph, so no table starts further down either). An emphasis mark left open
+    in ``before`` (``|_. head |`` in such a table) is harmless when the rest of the paragraph holds
+    no such mark: nothing after the cut could close it. Either way the answer is the same once
+    other cuts have split the paragraph, so a second run cuts the same.
+    """
+    if _NOT_PARAGRAPH_START.match(after) or TABLE_DELIMITER.match(after):
+        return False
+    if "|" in after and (rest is None or (rest and TABLE_DELIMITER.match(rest[0]))):
         return False
     if before.count("[") != before.count("]") or before.count("<") != before.count(">"):
         return False
-    return all(before.count(mark) % 2 == 0 for mark in _INLINE_MARKS)
+    open_marks = [mark for mark in _INLINE_MARKS if before.count(mark) % 2]
+    if not open_marks:
+        return True
+    if rest is None:
+        return False
+    later = "\n".join([after, *rest])
+    return not any(mark in later for mark in open_marks)
 
 
-def _add_sentences(spacer: _Spacer, line: str, prefix: str) -> None:
+def _add_sentences(spacer: _Spacer, line: str, plan: _Plan, content: list[str], number: int) -> None:
     """A paragraph line, with a possible cut after each sentence end that is safe to cut at.
 
     Only lines longer than a quarter of the gap are cut inside: shorter ones gain little, and a
@@ -414,7 +455,9 @@ def _add_sentences(spacer: _Spacer, line: str, prefix: str) -> None:
         spacer.add(line, cost)
         return
     cuts = [m.end() for m in _SENTENCE_END.finditer(line) if m.end() < len(line)]
-    cuts = [cut for cut in cuts if _safe_cut(prefix + "\n" + line[:cut] if prefix else line[:cut], line[cut:])]
+    if cuts:
+        prefix, rest = plan.paragraph_prefix(content, number), plan.paragraph_rest(content, number)
+        cuts = [cut for cut in cuts if _safe_cut(prefix + "\n" + line[:cut] if prefix else line[:cut], line[cut:], rest)]
     if not cuts:
         spacer.add(line, cost)
         return

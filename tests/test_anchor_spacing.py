@@ -76,6 +76,38 @@ def test_a_long_code_block_is_closed_and_reopened_with_its_info_string_between_t
     assert strip_anchors(document) == f"{TITLE}\n\n{body}\n"
 
 
+@pytest.mark.parametrize(("opener", "closer"), [("<pre>", "</pre>"), ('<pre><code class="bash">', "</code></pre>")])
+def test_a_long_pre_block_is_closed_and_reopened_with_the_same_tags_between_two_lines(opener: str, closer: str) -> None:
+    code = [f"2026-03-01 10:{minute:02d}:00 [ERROR] vpn-gw01 ike: phase1 negotiation failed" for minute in range(12)]
+    body = f"{opener}\n" + "\n".join(code) + f"\n{closer}"
+    document = spaced(body, chunk=300)
+    assert f"{closer}\n\n{ANCHOR}\n\n\n{opener}\n2026-03-01" in document
+    blocks = [block for block in top_level_blocks(parse_blocks(document)) if block.kind == "html_block"]
+    lines = document.split("\n")
+    assert len(blocks) > 1 and all((lines[block.start], lines[block.end - 1]) == (opener, closer) for block in blocks)
+    assert strip_anchors(document) == f"{TITLE}\n\n{body}\n"
+    assert windows_without_anchor(document, 300, byte_positions(document)) == []
+
+
+def test_a_pre_block_whose_tags_share_a_line_with_text_is_never_cut() -> None:
+    body = "<pre>first line\n" + "\n".join(f"log line {n:03d} with some words in it" for n in range(12)) + "\nlast</pre>"
+    document = spaced(body)
+    assert body in document
+
+
+def test_pipe_led_lines_of_a_paragraph_are_cut_between_lines_unless_a_delimiter_row_follows() -> None:
+    rows = [f"| 拠点{n} | PC-{n:05d} | 再起動で復旧 |" for n in range(20)]
+    body = "|_. 拠点 |_. 端末 |_. 状態 |\n" + "\n".join(rows)  # Textile typed into CommonMark: one paragraph
+    document = spaced(body, chunk=200)
+    assert f"\n\n{ANCHOR}\n\n\n| 拠点" in document
+    assert not [block for block in top_level_blocks(parse_blocks(document)) if block.kind == "table"]
+    assert strip_anchors(document) == f"{TITLE}\n\n{body}\n"
+    assert windows_without_anchor(document, 200, byte_positions(document)) == []
+    # Before a row followed by a delimiter row the second half would become a table: no cut there.
+    tricky = "text\n" + "\n".join(rows[:12]) + "\n| a | b | c |\n|---|---|\n" + "\n".join(rows[12:])
+    assert "\n\n\n| a | b | c |" not in spaced(tricky, chunk=200)
+
+
 def test_a_long_table_repeats_its_header_and_delimiter_rows_after_each_anchor() -> None:
     rows = [f"| 大阪 | PC-{n:05d} | 対応中 |" for n in range(20)]
     body = "| 拠点 | 端末 | 状態 |\n|---|---|---|\n" + "\n".join(rows)
@@ -131,6 +163,12 @@ BLOCKS = st.one_of(
     st.lists(st.sampled_from(["    code a", "    code b"]), min_size=1, max_size=5).map("\n".join),
     st.sampled_from(["#### 見出し", "<div>\nhtml\n</div>", "---", "1) a\n2) b", "text\n2. not a list", "a | b\n--|--"]),
     st.lists(st.sampled_from(["行その一。", "line two", "三行目です。"]), min_size=2, max_size=6).map("\n".join),
+    # Textile habits in CommonMark: <pre> blocks (an HTML block), pipe-led lines (a paragraph, or a table)
+    st.tuples(
+        st.sampled_from([("<pre>", "</pre>"), ('<pre><code class="ruby">', "</code></pre>"), ("<pre>x", "</pre>"), ("<pre>", "end</pre>")]),
+        st.lists(st.sampled_from(["log line 1", "", "# comment", "<pre>", "</code>", "> quoted", "| a | b |"]), min_size=1, max_size=10),
+    ).map(lambda tags_lines: "\n".join([tags_lines[0][0], *tags_lines[1], tags_lines[0][1]])),
+    st.lists(st.sampled_from(["|_. 拠点 |_. 端末 |", "| 拠点0 | 文です。 |", "| x | y |", "|---|---|", "a | b", "文_です。", "| *強調 |"]), min_size=1, max_size=8).map("\n".join),
 )
 
 
@@ -202,7 +240,7 @@ def test_the_long_ticket_snapshot_is_deterministic_and_long(tmp_path: Path) -> N
 FAST_LINES = st.sampled_from(
     ["文です。文です。", "Sentence. Next one", "- 項目", "- item", "  - nested", "   - deeper", "-  two spaces", "* star", "+ plus", "1. first",
      "2) second", "10. tenth", "> 引用", "> - quoted item", ">", "> > nested", "#### 見出し", "#hashtag", "  indented text", "**bold. text**",
-     "* * *", "_ _ _", "text `a. b`", "[x](y). z", "[ref]: http://x", "-", "1.", "- ", "1.  two spaces", "", "", ""]
+     "* * *", "_ _ _", "text `a. b`", "[x](y). z", "[ref]: http://x", "-", "1.", "- ", "1.  two spaces", "snake_case", "a * b", "", "", ""]
 )
 
 

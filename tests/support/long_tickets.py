@@ -7,6 +7,10 @@ such tickets, Textile before the format switch and CommonMark after it (as ``fix
 exactly the layout ``anchorkit transform`` reads: ``issues/<id>.json`` (``{"issue": {...}}`` as
 Redmine returns it), ``lookups.json`` and ``state.json``. About 9,000 cl100k tokens per ticket.
 
+After the switch people keep typing Textile habits into CommonMark texts: logs in ``<pre>`` (an
+HTML block there) and ``|_. head |`` tables (a paragraph of pipe-led lines there); about a quarter
+of the logs and tables of CommonMark texts are written so.
+
 Some shapes are there to stress a splitter: one line longer than any chunk (minified JSON,
 base64), a code block with a very long line, nested lists, a table with a very long row.
 
@@ -184,14 +188,15 @@ def _long_text(rng: random.Random, textile: bool, parts: int, stress: bool) -> s
     blocks = []
     for _ in range(parts):
         roll = rng.random()
+        habit = textile or rng.random() < 0.25  # Textile markup typed into a CommonMark text
         if roll < 0.12:
             blocks.append(_heading(rng.choice(["現象", "再現手順", "調査結果", "暫定対処", "Root cause", "今後の対応"]), textile))
         if roll < 0.35:
             blocks.append(_paragraph(rng, rng.choice([3, 6, 15])))
         elif roll < 0.55:
-            blocks.append(_code(rng, _log(rng, rng.choice([12, 30, 75])), textile, rng.choice(["", "", "text", "bash"])))
+            blocks.append(_code(rng, _log(rng, rng.choice([12, 30, 75])), habit, rng.choice(["", "", "text", "bash"])))
         elif roll < 0.68:
-            blocks.append(_table(rng, rng.choice([8, 30]), textile, long_row=stress and rng.random() < 0.1))
+            blocks.append(_table(rng, rng.choice([8, 30]), habit, long_row=stress and rng.random() < 0.1))
         elif roll < 0.83:
             blocks.append(_list(rng, rng.choice([6, 25]), textile, nested=rng.random() < 0.4))
         elif roll < 0.91:
@@ -252,7 +257,7 @@ def long_issue(ticket_id: int, rng: random.Random, stress: bool = True) -> dict[
         elif roll < 0.93:
             notes = _paragraph(rng, rng.randint(2, 4))
         elif roll < 0.975:
-            notes = _paragraph(rng, 2) + "\n\n" + _code(rng, _log(rng, rng.choice([12, 12, 60])), textile)
+            notes = _paragraph(rng, 2) + "\n\n" + _code(rng, _log(rng, rng.choice([12, 12, 60])), textile or rng.random() < 0.25)
         elif roll < 0.99:
             notes = _long_text(rng, textile, rng.randint(2, 3), stress)
         else:
