@@ -35,6 +35,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -51,6 +52,7 @@ SERVER_SCRIPT = REPO / "scripts" / "redmine-server.sh"
 REDMINE_HOME = Path("/usr/share/redmine")
 READER_ROLE_NAME = "anchorkit reader (no private notes)"
 CUSTOM_FIELD_NAME = "影響範囲"
+ADMIN_ATTEMPTS = 4
 
 # One runner call (each costs seconds): enable REST, ensure the role and custom field, report ids and key.
 SETUP_RUBY = f"""
@@ -112,14 +114,22 @@ class RedmineAdmin:
         params: dict[str, Any] | None = None,
         api_key: str | None = None,
     ) -> dict[str, Any]:
-        response = self.session.request(
-            method,
-            f"{self.url}{path}",
-            json=json,
-            params=params,
-            headers={"X-Redmine-API-Key": api_key or self.server.admin_key},
-            timeout=60,
-        )
+        # Debian's Redmine keeps one SQLite file that `rails runner` seeding writes too; SQLite answers a
+        # transaction that would upgrade its read lock mid-way with "database is locked" at once, whatever
+        # the busy timeout, and Redmine rolls it back and answers 500. Setting up test data tries again
+        # (the failed request wrote nothing); the code under test has its own retries.
+        for attempt in range(ADMIN_ATTEMPTS):
+            response = self.session.request(
+                method,
+                f"{self.url}{path}",
+                json=json,
+                params=params,
+                headers={"X-Redmine-API-Key": api_key or self.server.admin_key},
+                timeout=60,
+            )
+            if response.status_code != 500 or attempt == ADMIN_ATTEMPTS - 1:
+                break
+            time.sleep(0.5 * (attempt + 1))
         if response.status_code >= 400:
             raise AssertionError(f"{method} {path} -> {response.status_code}: {response.text[:500]}")
         return response.json() if response.content.strip() else {}
