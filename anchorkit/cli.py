@@ -66,7 +66,6 @@ from anchorkit.files import check_writable_folder, write_atomic
 from anchorkit.redmine import RetryPolicy
 from anchorkit.report_html import render_report
 from anchorkit.sidecar import SCHEMAS
-from anchorkit.snapshot import SnapshotError
 from anchorkit.stats_html import format_percent, format_ratio, render_html
 from anchorkit.textformat import TEXT_FORMATS
 from anchorkit.verify_eval import EvalSummary, evaluate, load_cases
@@ -270,11 +269,6 @@ app = typer.Typer(
 def print_json(payload: Any) -> None:
     """Machine-readable output: one JSON document on stdout, keys sorted for stable diffs."""
     sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2, sort_keys=True) + "\n")
-
-
-def usage_error(message: str) -> UsageError:
-    """``raise usage_error(...)``: a usage error, reported by :class:`AnchorkitGroup` (exit 2)."""
-    return UsageError(message)
 
 
 _PROBLEM_COLOURS = {"retry": "cyan", "error": "red", "failed": "red", "refused": "red", "gate failed": "red", "warning": "yellow", "stopped": "yellow", "note": "yellow"}
@@ -1020,13 +1014,13 @@ def verify_settings(
 ) -> verifying.VerifyOptions:
     """Options checked up front: a bad pattern or mode is a usage error (exit 2), not a traceback."""
     if on_invalid not in ("drop", "flag"):
-        raise usage_error("--on-invalid must be drop or flag")
+        raise UsageError("--on-invalid must be drop or flag")
     if on_empty not in ("pass", "block"):
-        raise usage_error("--on-empty must be pass or block")
+        raise UsageError("--on-empty must be pass or block")
     try:
         pattern = verifying.compile_uri_pattern(uri_pattern)
     except (re.error, ValueError) as exc:
-        raise usage_error(f"--uri-pattern: {exc}") from None
+        raise UsageError(f"--uri-pattern: {exc}") from None
     return verifying.VerifyOptions(
         pattern, quote_threshold, grounding_threshold, on_invalid, on_empty, min_id_digits, min_score  # type: ignore[arg-type]
     )
@@ -1046,7 +1040,7 @@ def read_verify_inputs(retrieval: Path | None, answer: Path | None, contexts: li
     """All input files, or exit: 2 for a missing file, an unreadable file, malformed JSON or an unknown shape."""
     with input_errors():
         if retrieval is None and answer is None:
-            raise usage_error("give --retrieval, --answer, or both")
+            raise UsageError("give --retrieval, --answer, or both")
         read = load_retrieval(retrieval) if retrieval is not None and answer is not None else None
         if answer is None:
             try:
@@ -1054,11 +1048,11 @@ def read_verify_inputs(retrieval: Path | None, answer: Path | None, contexts: li
             except InputError:
                 answers, errors = [], []
             if not answers or any(a.shape not in CARRYING_SHAPES for _, a in answers):
-                raise usage_error("--answer is required unless --retrieval holds the answer too (RetrieveAndGenerate, LlamaIndex)")
+                raise UsageError("--answer is required unless --retrieval holds the answer too (RetrieveAndGenerate, LlamaIndex)")
         else:
             answers, errors = load_answers(answer)
         if read is None and retrieval is None and any(a.shape not in CARRYING_SHAPES for _, a in answers):
-            raise usage_error("--retrieval is required unless the answer carries its retrieval (RetrieveAndGenerate, LlamaIndex, LangChain context)")
+            raise UsageError("--retrieval is required unless the answer carries its retrieval (RetrieveAndGenerate, LlamaIndex, LangChain context)")
         context_chunks: list[verifying.Chunk] = []
         context_texts: list[str] = []
         for path in contexts:
@@ -1074,9 +1068,7 @@ def input_errors() -> Iterator[None]:
     try:
         yield
     except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-        raise usage_error(f"{exc.filename}: {exc.strerror}") from None
-    except InputError as exc:
-        raise usage_error(str(exc)) from None
+        raise UsageError(f"{exc.filename}: {exc.strerror}") from None
 
 
 def write_html(path: Path, html: str) -> None:
@@ -1084,7 +1076,7 @@ def write_html(path: Path, html: str) -> None:
     try:
         write_atomic(path, html.encode("utf-8"))
     except OSError as exc:
-        raise usage_error(f"--html {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"--html {path}: {exc.strerror or exc}") from None
 
 
 def print_verify_report(report: verifying.VerifyReport, origin: str | None = None) -> None:
@@ -1185,7 +1177,7 @@ def verify_command(
     options = verify_settings(uri_pattern, quote_threshold, grounding_threshold, on_invalid, on_empty, min_id_digits, min_score)
     inputs = read_verify_inputs(retrieval, answer, context or [])
     if html_file is not None and len(inputs.answers) != 1:
-        raise usage_error("--html takes a file of one answer")
+        raise UsageError("--html takes a file of one answer")
     extra_valid = verifying.valid_ids(inputs.context_chunks, options.uri_pattern)
     several = len(inputs.answers) > 1 or bool(inputs.errors)
     critical = False
@@ -1316,7 +1308,7 @@ def inject_command(
     try:
         pattern = verifying.compile_uri_pattern(uri_pattern)
     except (re.error, ValueError) as exc:
-        raise usage_error(f"--uri-pattern: {exc}") from None
+        raise UsageError(f"--uri-pattern: {exc}") from None
     with input_errors():
         report = injecting.anchor_chunks(load_retrieval_json(retrieval), str(retrieval), uri_pattern=pattern, label=label)
     body = json.dumps(report.retrieval, ensure_ascii=False, indent=2) + "\n"
@@ -1326,7 +1318,7 @@ def inject_command(
         try:
             write_atomic(out, body.encode("utf-8"))
         except OSError as exc:
-            raise usage_error(f"--out {out}: {exc.strerror or exc}") from None
+            raise UsageError(f"--out {out}: {exc.strerror or exc}") from None
     summary = json.dumps(report.to_json(), ensure_ascii=False) if json_output else inject_summary(report)
     (sys.stdout if out is not None else sys.stderr).write(summary + "\n")
     if strict and (report.count("unknown_ticket") or report.count("conflict")):
@@ -1428,14 +1420,14 @@ def stats_command(
         anchorkit stats snapshot --chunk-tokens 512 --html stats.html --fail-under-coverage 99
     """
     if not path.is_dir():
-        raise usage_error(f"{path}: not a folder (expected a transform output folder or a snapshot)")
+        raise UsageError(f"{path}: not a folder (expected a transform output folder or a snapshot)")
     if tokenizer not in tokenizing.TOKENIZER_CHOICES:
-        raise usage_error(f"--tokenizer must be one of {', '.join(tokenizing.TOKENIZER_CHOICES)}, not {tokenizer!r}")
+        raise UsageError(f"--tokenizer must be one of {', '.join(tokenizing.TOKENIZER_CHOICES)}, not {tokenizer!r}")
     try:
         chunkers = [chunking.parse_chunker_spec(spec) for spec in chunking_specs] if chunking_specs else chunking.default_chunkers()
         choice = tokenizing.choose_tokenizer(tokenizer, tiktoken_file, allow_download=tokenizer == tokenizing.CL100K_BASE)
-    except (ValueError, tokenizing.TokenizerUnavailable) as exc:
-        raise usage_error(str(exc)) from None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     table = parse_lengths(lengths)
     source: dict[str, Any] = {"path": str(path)}
     if auditing.is_snapshot(path):
@@ -1448,16 +1440,13 @@ def stats_command(
         transform = {"chunk_tokens": chunk_tokens, "anchor_subject_chars": render.anchor_subject_chars, "anchor_basic_info": render.anchor_basic_info}
         source |= {"kind": "snapshot", "transform": transform}
     elif anchor_subject_chars is not None or anchor_basic_info is not None:
-        raise usage_error("--anchor-subject-chars and --anchor-basic-info apply to snapshot input only (an output folder is already anchored)")
+        raise UsageError("--anchor-subject-chars and --anchor-basic-info apply to snapshot input only (an output folder is already anchored)")
     else:
         items = auditing.iter_output_folder(path)
         source |= {"kind": "output", "transform": None}
     gates = auditing.Gates(fail_under_coverage, fail_over_overhead)
     measured_lengths = auditing.Lengths(chunk_tokens or auditing.DEFAULT_CHUNK_TOKENS, table)
-    try:
-        report = auditing.audit(items, choice, chunkers, source, gates, jobs, measured_lengths)
-    except SnapshotError as exc:
-        raise usage_error(str(exc)) from None
+    report = auditing.audit(items, choice, chunkers, source, gates, jobs, measured_lengths)
     report["run"] = {"generated_at": datetime.now(ZoneInfo("UTC")).isoformat(timespec="seconds"), "anchorkit_version": __version__}
     report["ok"] = not report["errors"] and not report["gates"]["failures"]
     if html is not None:
@@ -1476,7 +1465,7 @@ def parse_lengths(text: str) -> tuple[int, ...]:
         return ()
     parts = [part.strip() for part in text.split(",") if part.strip()]
     if not parts or not all(part.isdigit() and int(part) > 0 for part in parts):
-        raise usage_error(f"--lengths must be positive token counts separated by commas (e.g. 256,300,512,1024) or none, not {text!r}")
+        raise UsageError(f"--lengths must be positive token counts separated by commas (e.g. 256,300,512,1024) or none, not {text!r}")
     return tuple(sorted({int(part) for part in parts}))
 
 
@@ -1658,14 +1647,11 @@ def sync_command(
         anchorkit sync s3://kb-docs/tickets --url https://redmine.example.com --state s3://kb-docs/anchorkit-state/
     """
     flags = {name: value for name, value in locals().items() if name in syncing.SETTINGS_BY_NAME}
-    try:
-        settings = syncing.resolve_from_environment(flags, config)
-        publish_settings = publish_command_settings(
-            settings["delete"], settings["max_delete"], settings["force"], settings["dry_run"],
-            settings["threads"], settings["retry_mode"], settings["max_attempts"],
-        )
-    except (syncing.SyncConfigError, publishing.PublishError) as error:
-        raise usage_error(str(error)) from None
+    settings = syncing.resolve_from_environment(flags, config)
+    publish_settings = publish_command_settings(
+        settings["delete"], settings["max_delete"], settings["force"], settings["dry_run"],
+        settings["threads"], settings["retry_mode"], settings["max_attempts"],
+    )
     transform_settings = transform_options(
         settings["lang"], settings["label"], settings["include_private"], settings["anchor_basic_info"],
         settings["chunk_tokens"], settings["anchor_subject_chars"], settings["text_format"], settings["timezone"], settings["sidecars"],
@@ -1680,20 +1666,17 @@ def sync_command(
         run_stateless_sync_command(settings, arguments, transform_settings, publish_settings, rescope, json_output)
         return
     if rescope:
-        raise usage_error("--rescope needs --state")
+        raise UsageError("--rescope needs --state")
     out_dir: Path = settings["out"]
     check_writable_folder(out_dir, "--out")  # before the pull, not after it
     aws = aws_settings(settings)
     destination = open_destination(out_dir, settings["dest"], publish_settings, aws, settings["start_ingestion"])
     api_key = read_api_key(settings["api_key_file"])
     with sync_progress(not json_output and err_console.is_terminal) as on_progress:
-        try:
-            report = syncing.sync_folders(
-                settings["url"], api_key, settings["snapshot"], out_dir, destination.target, transform_settings,
-                arguments, publish_settings, progress=on_progress,
-            )
-        except (pulling.PullError, SnapshotError) as error:
-            raise usage_error(str(error)) from None
+        report = syncing.sync_folders(
+            settings["url"], api_key, settings["snapshot"], out_dir, destination.target, transform_settings,
+            arguments, publish_settings, progress=on_progress,
+        )
     if destination.ingestion is not None:
         publishing.ingest_after(report.upload, lambda: destination.session.client("bedrock-agent"), *destination.ingestion)
     if json_output:
@@ -1960,7 +1943,7 @@ def state_break_lease_command(
     """
     store = open_state(state, endpoint_url, region, profile)
     if not isinstance(store, states.S3StateStore):
-        raise usage_error(f"{state}: a local state is held by an OS lock that dies with its process; nothing to break")
+        raise UsageError(f"{state}: a local state is held by an OS lock that dies with its process; nothing to break")
     broken = store.break_lease(holder)
     console.print(
         f"{store.describe()}: broke the lease of {broken.holder} (taken {states.iso_time(broken.taken_at) or '?'}, "
