@@ -148,7 +148,9 @@ def anchor_cuts(document: str) -> list[tuple[int, int]]:
     index = 0
     while index < len(lines):
         line = lines[index]
-        if not (line[:2] == "> " and (index + 1 == len(lines) or lines[index + 1] == "") and ANCHOR_PATTERN.fullmatch(line)):
+        if not (
+            line[:2] == "> " and (index + 1 == len(lines) or lines[index + 1] == "") and ANCHOR_PATTERN.fullmatch(line)
+        ):
             index += 1
             continue
         blanks = 0
@@ -169,7 +171,9 @@ def anchor_cuts(document: str) -> list[tuple[int, int]]:
             last = after + 1
         else:
             last = after - 1
-        cuts.append((starts[first], starts[last + 1]) if last + 1 < len(lines) else (max(starts[first] - 1, 0), len(document)))
+        cuts.append(
+            (starts[first], starts[last + 1]) if last + 1 < len(lines) else (max(starts[first] - 1, 0), len(document))
+        )
         index = last + 1
     return cuts
 
@@ -198,7 +202,11 @@ def _repeated_table_head(lines: list[str], before: int, after: int) -> bool:
     while start > 0 and lines[start - 1] != "":
         start -= 1
     delimiter = next(
-        (index for index in range(before - 2, start, -1) if "|" in lines[index] and "|" in lines[index - 1] and TABLE_DELIMITER.match(lines[index])),
+        (
+            index
+            for index in range(before - 2, start, -1)
+            if "|" in lines[index] and "|" in lines[index - 1] and TABLE_DELIMITER.match(lines[index])
+        ),
         None,
     )
     return delimiter is not None and lines[after : after + 2] == lines[delimiter - 1 : delimiter + 1]
@@ -258,7 +266,11 @@ def insert_anchors(
 
 
 def _is_anchor_block(block: Block, lines: list[str]) -> bool:
-    return block.kind == "blockquote" and block.end - block.start == 1 and bool(ANCHOR_PATTERN.fullmatch(lines[block.start]))
+    return (
+        block.kind == "blockquote"
+        and block.end - block.start == 1
+        and bool(ANCHOR_PATTERN.fullmatch(lines[block.start]))
+    )
 
 
 _LINE_STARTING_WITH_HASH = re.compile(r"^ {0,3}#", re.M)

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import typer
@@ -35,7 +35,18 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from anchorkit import __version__
-from anchorkit.aws import (
+from anchorkit import audit as auditing
+from anchorkit import sync as syncing
+from anchorkit import tokens as tokenizing
+from anchorkit import verify as verifying
+from anchorkit.anchors import DEFAULT_LABEL
+from anchorkit.audit import chunkers as chunking
+from anchorkit.audit.html import format_percent, format_ratio, render_html
+from anchorkit.errors import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, AnchorkitError, UsageError
+from anchorkit.files import check_writable_folder, write_atomic
+from anchorkit.publish import state as states
+from anchorkit.publish import upload as publishing
+from anchorkit.publish.aws import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_RETRY_MODE,
     AwsSettings,
@@ -49,27 +60,23 @@ from anchorkit.aws import (
     parse_retry_mode,
     try_start_ingestion,
 )
-from anchorkit import chunking
-from anchorkit import publish as publishing
-from anchorkit import pull as pulling
-from anchorkit import state as states
-from anchorkit import stats as auditing
-from anchorkit import sync as syncing
-from anchorkit import tokens as tokenizing
-from anchorkit import transform as transforming
-from anchorkit import inject as injecting
-from anchorkit import verify as verifying
-from anchorkit.anchors import DEFAULT_LABEL
-from anchorkit.document import DEFAULT_ANCHOR_SUBJECT_CHARS, DEFAULT_CHUNK_TOKENS, LABELS, RenderOptions
-from anchorkit.errors import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, AnchorkitError, UsageError
-from anchorkit.files import check_writable_folder, write_atomic
-from anchorkit.redmine import RetryPolicy
-from anchorkit.report_html import render_report
-from anchorkit.sidecar import SCHEMAS
-from anchorkit.stats_html import format_percent, format_ratio, render_html
-from anchorkit.textformat import TEXT_FORMATS
-from anchorkit.verify_eval import EvalSummary, evaluate, load_cases
-from anchorkit.verify_shapes import CARRYING_SHAPES, InputError, load_answers, load_context, load_retrieval, load_retrieval_json
+from anchorkit.render import transform as transforming
+from anchorkit.render.document import DEFAULT_ANCHOR_SUBJECT_CHARS, DEFAULT_CHUNK_TOKENS, LABELS, RenderOptions
+from anchorkit.render.sidecar import SCHEMAS
+from anchorkit.render.textformat import TEXT_FORMATS
+from anchorkit.source import pull as pulling
+from anchorkit.source.redmine import RetryPolicy
+from anchorkit.verify import inject as injecting
+from anchorkit.verify.evaluation import EvalSummary, evaluate, load_cases
+from anchorkit.verify.html import render_report
+from anchorkit.verify.shapes import (
+    CARRYING_SHAPES,
+    InputError,
+    load_answers,
+    load_context,
+    load_retrieval,
+    load_retrieval_json,
+)
 
 # soft_wrap: never break a long line (paths, keys) in two; scripts grep this output.
 console = Console(soft_wrap=True)
@@ -119,16 +126,47 @@ NOT_FROM_ENVIRONMENT = {"json_output", "verbose", "quiet", "version", "help"}  #
 PANELLED_COMMANDS = ("sync", "pull")
 PANELS = {
     "Redmine (pull)": (
-        "url", "api_key_file", "snapshot", "project", "full", "include_private", "concurrency", "full_every",
-        "overlap", "lookups_max_age", "timeout", "retries",
+        "url",
+        "api_key_file",
+        "snapshot",
+        "project",
+        "full",
+        "include_private",
+        "concurrency",
+        "full_every",
+        "overlap",
+        "lookups_max_age",
+        "timeout",
+        "retries",
     ),
     "Documents (transform)": (
-        "out", "text_format", "sidecars", "sidecar_schema", "layout", "lang", "label", "anchor_basic_info",
-        "chunk_tokens", "anchor_subject_chars", "timezone", "max_text_bytes",
+        "out",
+        "text_format",
+        "sidecars",
+        "sidecar_schema",
+        "layout",
+        "lang",
+        "label",
+        "anchor_basic_info",
+        "chunk_tokens",
+        "anchor_subject_chars",
+        "timezone",
+        "max_text_bytes",
     ),
     "Destination (upload)": (
-        "delete", "max_delete", "force", "dry_run", "threads", "endpoint_url", "region", "profile", "retry_mode",
-        "max_attempts", "sse", "sse_kms_key_id", "start_ingestion",
+        "delete",
+        "max_delete",
+        "force",
+        "dry_run",
+        "threads",
+        "endpoint_url",
+        "region",
+        "profile",
+        "retry_mode",
+        "max_attempts",
+        "sse",
+        "sse_kms_key_id",
+        "start_ingestion",
     ),
     "State (runs without a persistent disk)": ("state", "lease_seconds"),
 }
@@ -209,14 +247,20 @@ def quiet_callback(value: bool) -> bool:
 VerboseFlag = Annotated[
     bool,
     typer.Option(
-        "--verbose", "-v", callback=verbose_callback, expose_value=False,
+        "--verbose",
+        "-v",
+        callback=verbose_callback,
+        expose_value=False,
         help="Also say what is retried and why (Redmine and S3 requests).",
     ),
 ]
 QuietFlag = Annotated[
     bool,
     typer.Option(
-        "--quiet", "-q", callback=quiet_callback, expose_value=False,
+        "--quiet",
+        "-q",
+        callback=quiet_callback,
+        expose_value=False,
         help="Print nothing but errors (for cron); --json output is still printed.",
     ),
 ]
@@ -236,7 +280,7 @@ JsonFlag = Annotated[
     typer.Option(
         "--json",
         callback=remember_json_output,
-        help="Print one JSON object on stdout instead of the summary (with \"ok\"; on an error {ok: false, error, exit_code}).",
+        help='Print one JSON object on stdout instead of the summary (with "ok"; on an error {ok: false, error, exit_code}).',
     ),
 ]
 
@@ -271,7 +315,16 @@ def print_json(payload: Any) -> None:
     sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2, sort_keys=True) + "\n")
 
 
-_PROBLEM_COLOURS = {"retry": "cyan", "error": "red", "failed": "red", "refused": "red", "gate failed": "red", "warning": "yellow", "stopped": "yellow", "note": "yellow"}
+_PROBLEM_COLOURS = {
+    "retry": "cyan",
+    "error": "red",
+    "failed": "red",
+    "refused": "red",
+    "gate failed": "red",
+    "warning": "yellow",
+    "stopped": "yellow",
+    "note": "yellow",
+}
 
 
 def print_problem(kind: str, message: str) -> None:
@@ -388,9 +441,15 @@ TextFormat = Literal[TEXT_FORMATS]  # type: ignore[valid-type]
 
 # Options that `sync` shares with `transform` and `pull`: defined once, so limits and help cannot drift apart
 # (the commands give the defaults: sync's None means "from the environment or config file").
-SidecarSchemaOption = typer.Option("--sidecar-schema", help="Sidecar attribute shape: simple (plain values) or typed (Bedrock's {value: {type, ...}, includeForEmbedding}).")
+SidecarSchemaOption = typer.Option(
+    "--sidecar-schema",
+    help="Sidecar attribute shape: simple (plain values) or typed (Bedrock's {value: {type, ...}, includeForEmbedding}).",
+)
 LayoutOption = typer.Option("--layout", help="flat: OUT/<id>.md; by-project: OUT/<project identifier>/<id>.md.")
-LangOption = typer.Option("--lang", help="Document labels: ja (チケット, 基本情報, 説明, 対応履歴) or en (Ticket, Details, Description, History).")
+LangOption = typer.Option(
+    "--lang",
+    help="Document labels: ja (チケット, 基本情報, 説明, 対応履歴) or en (Ticket, Details, Description, History).",
+)
 LabelOption = typer.Option("--label", help="Ticket label in titles and anchors, overriding --lang's (e.g. Issue).")
 ChunkTokensOption = typer.Option(
     "--chunk-tokens",
@@ -405,9 +464,18 @@ AnchorSubjectCharsOption = typer.Option(
     help="Cut the subject in anchor lines to this many characters (ending in …); the title keeps it whole. "
     "Long subjects make every anchor expensive. 0: the whole subject.",
 )
-TimezoneOption = typer.Option("--timezone", help="Time zone for the dates shown in documents (IANA name, e.g. Asia/Tokyo). Sidecar timestamps are always UTC.")
-MaxTextBytesOption = typer.Option("--max-text-bytes", min=1, help="A description or note larger than this (UTF-8 bytes) fails its ticket instead of producing a huge document.")
-ProjectOption = typer.Option("--project", help="Only this project (identifier or id; subprojects included). Repeatable, or comma-separated.")
+TimezoneOption = typer.Option(
+    "--timezone",
+    help="Time zone for the dates shown in documents (IANA name, e.g. Asia/Tokyo). Sidecar timestamps are always UTC.",
+)
+MaxTextBytesOption = typer.Option(
+    "--max-text-bytes",
+    min=1,
+    help="A description or note larger than this (UTF-8 bytes) fails its ticket instead of producing a huge document.",
+)
+ProjectOption = typer.Option(
+    "--project", help="Only this project (identifier or id; subprojects included). Repeatable, or comma-separated."
+)
 ConcurrencyOption = typer.Option("--concurrency", min=1, max=64, help="Issues fetched at the same time.")
 FullEveryOption = typer.Option("--full-every", min=0, help="Make every K-th run a full listing (0: only with --full).")
 OverlapOption = typer.Option("--overlap", min=0, help="Seconds before the cursor that incremental runs list again.")
@@ -418,15 +486,25 @@ RetriesOption = typer.Option("--retries", min=1, help="Attempts per Redmine requ
 
 @app.command()
 def transform(
-    snapshot: Path = typer.Argument(..., help="Snapshot folder (issues/<id>.json, lookups.json, state.json), e.g. fixtures."),
+    snapshot: Path = typer.Argument(
+        ..., help="Snapshot folder (issues/<id>.json, lookups.json, state.json), e.g. fixtures."
+    ),
     out: Path = typer.Option(..., "--out", "-o", help="Output folder for <id>.md documents (created if missing)."),
-    sidecars: bool = typer.Option(False, "--sidecars", help="Also write Bedrock Knowledge Base <id>.md.metadata.json sidecars."),
+    sidecars: bool = typer.Option(
+        False, "--sidecars", help="Also write Bedrock Knowledge Base <id>.md.metadata.json sidecars."
+    ),
     sidecar_schema: Annotated[SidecarSchema, SidecarSchemaOption] = "simple",
     layout: Annotated[Layout, LayoutOption] = "flat",
     lang: Annotated[Lang, LangOption] = "ja",
-    label: Annotated[Optional[str], LabelOption] = None,
-    include_private: bool = typer.Option(False, "--include-private", help="Include private issues and private notes (left out by default)."),
-    anchor_basic_info: bool = typer.Option(True, "--anchor-basic-info/--no-anchor-basic-info", help="Anchor the basic-info section too (heading-based splitters cut it away from the title)."),
+    label: Annotated[str | None, LabelOption] = None,
+    include_private: bool = typer.Option(
+        False, "--include-private", help="Include private issues and private notes (left out by default)."
+    ),
+    anchor_basic_info: bool = typer.Option(
+        True,
+        "--anchor-basic-info/--no-anchor-basic-info",
+        help="Anchor the basic-info section too (heading-based splitters cut it away from the title).",
+    ),
     chunk_tokens: Annotated[int, ChunkTokensOption] = DEFAULT_CHUNK_TOKENS,
     anchor_subject_chars: Annotated[int, AnchorSubjectCharsOption] = DEFAULT_ANCHOR_SUBJECT_CHARS,
     tokenizer: str = typer.Option(
@@ -435,15 +513,36 @@ def transform(
         help="How --chunk-tokens counts: auto: cl100k_base if its vocabulary is on this machine (never downloaded), else approx "
         "(the estimate with a safety margin); cl100k_base: exact (exit 2 if its vocabulary is missing).",
     ),
-    tiktoken_file: Optional[Path] = typer.Option(
-        None, "--tiktoken-file", help=f"cl100k_base.tiktoken vocabulary file (sha256-checked). Default: ${tokenizing.VOCABULARY_FILE_ENV}, then tiktoken's cache."
+    tiktoken_file: Path | None = typer.Option(
+        None,
+        "--tiktoken-file",
+        help=f"cl100k_base.tiktoken vocabulary file (sha256-checked). Default: ${tokenizing.VOCABULARY_FILE_ENV}, then tiktoken's cache.",
     ),
-    text_format: Optional[TextFormat] = typer.Option(None, "--text-format", help="Redmine text format of all texts: textile or common_mark. Default: the snapshot's setting (state.json text_format), else textile."),
+    text_format: TextFormat | None = typer.Option(
+        None,
+        "--text-format",
+        help="Redmine text format of all texts: textile or common_mark. Default: the snapshot's setting (state.json text_format), else textile.",
+    ),
     timezone: Annotated[str, TimezoneOption] = "UTC",
-    link_issues: Optional[str] = typer.Option(None, "--link-issues", metavar="URL", help="Redmine base URL: turn #123 in ticket text into links to URL/issues/123 (kept as plain text by default)."),
+    link_issues: str | None = typer.Option(
+        None,
+        "--link-issues",
+        metavar="URL",
+        help="Redmine base URL: turn #123 in ticket text into links to URL/issues/123 (kept as plain text by default).",
+    ),
     max_text_bytes: Annotated[int, MaxTextBytesOption] = transforming.DEFAULT_MAX_TEXT_BYTES,
-    check: bool = typer.Option(False, "--check", help="Write nothing; exit 1 listing what would be created, changed or removed, 0 if OUT is up to date."),
-    jobs: int = typer.Option(0, "--jobs", "-j", min=0, help="Render and write tickets in this many processes (the output is identical). 0 (default): one per CPU core when there are more than 256 tickets."),
+    check: bool = typer.Option(
+        False,
+        "--check",
+        help="Write nothing; exit 1 listing what would be created, changed or removed, 0 if OUT is up to date.",
+    ),
+    jobs: int = typer.Option(
+        0,
+        "--jobs",
+        "-j",
+        min=0,
+        help="Render and write tickets in this many processes (the output is identical). 0 (default): one per CPU core when there are more than 256 tickets.",
+    ),
     json_output: JsonFlag = False,
     verbose: VerboseFlag = False,
     quiet: QuietFlag = False,
@@ -463,8 +562,21 @@ def transform(
     if link_issues and not re.match(r"https?://[^\s]+$", link_issues):
         raise UsageError(f"--link-issues must be an http(s) URL, not {link_issues!r}")
     options = transform_options(
-        lang, label, include_private, anchor_basic_info, chunk_tokens, anchor_subject_chars, text_format, timezone,
-        sidecars, sidecar_schema, layout, max_text_bytes, link_issues, tokenizer, tiktoken_file,
+        lang,
+        label,
+        include_private,
+        anchor_basic_info,
+        chunk_tokens,
+        anchor_subject_chars,
+        text_format,
+        timezone,
+        sidecars,
+        sidecar_schema,
+        layout,
+        max_text_bytes,
+        link_issues,
+        tokenizer,
+        tiktoken_file,
     )
     if not check:
         check_writable_folder(out, "--out")
@@ -480,17 +592,25 @@ def transform(
 
 def print_transform_report(report: transforming.TransformReport, out: Path, check: bool) -> None:
     if report.tokenizer_note:
-        print_problem("note", f"--chunk-tokens counted with approx tokens (and a safety margin): {report.tokenizer_note}")
+        print_problem(
+            "note", f"--chunk-tokens counted with approx tokens (and a safety margin): {report.tokenizer_note}"
+        )
     for warning in report.warnings:
         print_problem("warning", warning)
     for failure in report.failed:
         print_problem("failed", failure.message)
     if check:
-        for verb, paths in (("would create", report.created), ("would change", report.changed), ("would remove", report.removed)):
+        for verb, paths in (
+            ("would create", report.created),
+            ("would change", report.changed),
+            ("would remove", report.removed),
+        ):
             for path in paths:
                 console.print(f"{verb} {out / path}", highlight=False, markup=False)
         state = "differs from the snapshot" if report.differs else "is up to date"
-        console.print(f"check: {out} {state} ({plural(report.tickets, 'ticket')}, {len(report.failed)} failed)", highlight=False)
+        console.print(
+            f"check: {out} {state} ({plural(report.tickets, 'ticket')}, {len(report.failed)} failed)", highlight=False
+        )
         return
     console.print(
         f"transform: {plural(report.tickets, 'ticket')} → {out}: {len(report.created)} created, {len(report.changed)} changed, "
@@ -508,7 +628,7 @@ DeleteFlag = Annotated[
     bool, typer.Option("--delete", help="Delete remote objects under the prefix that have no local counterpart.")
 ]
 MaxDeleteOption = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--max-delete",
         help="Refuse to delete more than this many objects: a count (25) or a percentage of the objects "
@@ -529,27 +649,29 @@ ListKeysFlag = Annotated[
     bool, typer.Option("--list-keys", help="With --dry-run: print every key to upload, not only the first ones.")
 ]
 ThreadsOption = Annotated[
-    Optional[int],
+    int | None,
     typer.Option("--threads", min=1, max=256, help=f"Parallel requests. Default {publishing.DEFAULT_THREADS}."),
 ]
 EndpointOption = Annotated[
-    Optional[str], typer.Option("--endpoint-url", help="S3 endpoint for S3-compatible stores (e.g. SeaweedFS, MinIO).")
+    str | None, typer.Option("--endpoint-url", help="S3 endpoint for S3-compatible stores (e.g. SeaweedFS, MinIO).")
 ]
-RegionOption = Annotated[Optional[str], typer.Option("--region", help="AWS region (else the credential chain's).")]
-ProfileOption = Annotated[Optional[str], typer.Option("--profile", help="AWS profile from ~/.aws/config.")]
+RegionOption = Annotated[str | None, typer.Option("--region", help="AWS region (else the credential chain's).")]
+ProfileOption = Annotated[str | None, typer.Option("--profile", help="AWS profile from ~/.aws/config.")]
 SseOption = Annotated[
-    Optional[SseAlgorithm],
+    SseAlgorithm | None,
     typer.Option(
         "--sse",
         help="Server-side encryption of every object written (documents, sidecars, the sync state), as the aws cli's.",
     ),
 ]
 SseKmsKeyIdOption = Annotated[
-    Optional[str],
-    typer.Option("--sse-kms-key-id", help="With --sse aws:kms: the KMS key (id, ARN or alias) instead of the AWS managed key."),
+    str | None,
+    typer.Option(
+        "--sse-kms-key-id", help="With --sse aws:kms: the KMS key (id, ARN or alias) instead of the AWS managed key."
+    ),
 ]
 RetryModeOption = Annotated[
-    Optional[RetryMode],
+    RetryMode | None,
     typer.Option(
         "--retry-mode",
         help="botocore retry mode for throttling, 5xx and dropped connections: standard or adaptive "
@@ -557,13 +679,13 @@ RetryModeOption = Annotated[
     ),
 ]
 MaxAttemptsOption = Annotated[
-    Optional[int],
+    int | None,
     typer.Option(
         "--max-attempts", min=1, help=f"Attempts per request, first included. Default {DEFAULT_MAX_ATTEMPTS}."
     ),
 ]
 StartIngestionOption = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--start-ingestion",
         metavar="KB_ID:DATA_SOURCE_ID",
@@ -571,9 +693,11 @@ StartIngestionOption = Annotated[
     ),
 ]
 LeaseSecondsOption = Annotated[
-    Optional[float],
+    float | None,
     typer.Option(
-        "--lease-seconds", min=1, help="With an S3 --state: how long a run's write lease lasts before another run may take it."
+        "--lease-seconds",
+        min=1,
+        help="With an S3 --state: how long a run's write lease lasts before another run may take it.",
     ),
 ]
 
@@ -625,7 +749,9 @@ def print_planned_keys(planned_keys: dict[str, list[str]], list_keys: bool, how_
     for key in shown:
         console.print(f"  upload {key}", highlight=False, markup=False)
     if len(shown) < len(uploads):
-        console.print(f"  … and {len(uploads) - len(shown)} more uploads ({how_to_see_all})", highlight=False, markup=False)
+        console.print(
+            f"  … and {len(uploads) - len(shown)} more uploads ({how_to_see_all})", highlight=False, markup=False
+        )
     for key in planned_keys["delete"]:
         console.print(f"  delete {key}", highlight=False, markup=False)
 
@@ -654,7 +780,9 @@ def print_publish_report(report: publishing.PublishReport, json_output: bool, li
             markup=False,
         )
         if planned["stale_kept"]:
-            console.print(f"{plural(planned['stale_kept'], 'stale object')} kept (pass --delete to remove them)", highlight=False)
+            console.print(
+                f"{plural(planned['stale_kept'], 'stale object')} kept (pass --delete to remove them)", highlight=False
+            )
     print_ingestion_job(report.ingestion_job)
     if report.refused:
         print_problem("refused", report.refused)
@@ -824,8 +952,13 @@ def pull_arguments(
     """What `pull` and `sync` were asked to pull, from their command-line values."""
     return pulling.PullSettings(
         projects=tuple(part.strip() for value in projects or () for part in value.split(",") if part.strip()),
-        full=full, concurrency=concurrency, include_private=include_private,
-        full_every=full_every, overlap_s=overlap, lookups_max_age_s=lookups_max_age, text_format=text_format,
+        full=full,
+        concurrency=concurrency,
+        include_private=include_private,
+        full_every=full_every,
+        overlap_s=overlap,
+        lookups_max_age_s=lookups_max_age,
+        text_format=text_format,
         policy=RetryPolicy(attempts=retries, read_timeout_s=timeout),
     )
 
@@ -835,7 +968,9 @@ def pull_with_progress(
 ) -> pulling.PullReport:
     """Run the pull with a rich progress bar of the issue fetches on stderr."""
     with pull_progress_bar(show_progress) as on_progress:
-        return syncing.run_pull(url, api_key, snapshot_dir, arguments, full=arguments.full, known={}, progress=on_progress)
+        return syncing.run_pull(
+            url, api_key, snapshot_dir, arguments, full=arguments.full, known={}, progress=on_progress
+        )
 
 
 def print_pull_report(report: pulling.PullReport, json_output: bool) -> None:
@@ -863,9 +998,10 @@ def print_pull_report(report: pulling.PullReport, json_output: bool) -> None:
 def pull_command(
     url: Annotated[str, typer.Option("--url", help="Redmine base URL, e.g. https://redmine.example.com.")],
     snapshot: Annotated[
-        Path, typer.Option("--snapshot", help="Snapshot folder to create or update (issues/, lookups.json, state.json).")
+        Path,
+        typer.Option("--snapshot", help="Snapshot folder to create or update (issues/, lookups.json, state.json)."),
     ],
-    project: Annotated[Optional[list[str]], ProjectOption] = None,
+    project: Annotated[list[str] | None, ProjectOption] = None,
     full: Annotated[
         bool, typer.Option("--full", help="List every issue (removes deleted/hidden ones) and refresh the lookups.")
     ] = False,
@@ -874,14 +1010,14 @@ def pull_command(
         bool, typer.Option("--include-private", help="Keep private issues and private notes (left out by default).")
     ] = False,
     api_key_file: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option("--api-key-file", help=f"File holding the API key (default: ${API_KEY_ENV})."),
     ] = None,
     full_every: Annotated[int, FullEveryOption] = pulling.DEFAULT_FULL_EVERY,
     overlap: Annotated[float, OverlapOption] = pulling.DEFAULT_OVERLAP_S,
     lookups_max_age: Annotated[float, LookupsMaxAgeOption] = pulling.DEFAULT_LOOKUPS_MAX_AGE_S,
     text_format: Annotated[
-        Optional[TextFormat],
+        TextFormat | None,
         typer.Option(
             "--text-format",
             help="Text format of the Redmine (textile or common_mark), recorded in a new snapshot's state.json "
@@ -891,7 +1027,7 @@ def pull_command(
     timeout: Annotated[float, TimeoutOption] = RetryPolicy.read_timeout_s,
     retries: Annotated[int, RetriesOption] = RetryPolicy.attempts,
     state: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--state",
             help="Keep the cursor and the raw issues in the sync state at s3://bucket/prefix/ or a local folder "
@@ -932,7 +1068,14 @@ def pull_command(
         aws = AwsSettings(endpoint_url, region, profile, sse, sse_kms_key_id)
         publish_settings = publish_command_settings(False, None, False, False, threads, retry_mode, max_attempts)
         run_pull_with_state_command(
-            url, snapshot, read_api_key(api_key_file), arguments, state, aws, publish_settings, lease_seconds,
+            url,
+            snapshot,
+            read_api_key(api_key_file),
+            arguments,
+            state,
+            aws,
+            publish_settings,
+            lease_seconds,
             json_output,
         )
         return
@@ -981,7 +1124,11 @@ OnEmptyOption = Annotated[
     ),
 ]
 StrictFlag = Annotated[
-    bool, typer.Option("--strict", help="Exit 1 if anything critical was found (phantom ticket ids or sources, an answer that should have refused).")
+    bool,
+    typer.Option(
+        "--strict",
+        help="Exit 1 if anything critical was found (phantom ticket ids or sources, an answer that should have refused).",
+    ),
 ]
 MinIdDigitsOption = Annotated[
     int,
@@ -994,7 +1141,7 @@ MinIdDigitsOption = Annotated[
     ),
 ]
 MinScoreOption = Annotated[
-    Optional[float],
+    float | None,
     typer.Option(
         "--min-score",
         help="When every retrieved chunk has a score below this (Bedrock's score), treat it as nothing retrieved: "
@@ -1022,7 +1169,13 @@ def verify_settings(
     except (re.error, ValueError) as exc:
         raise UsageError(f"--uri-pattern: {exc}") from None
     return verifying.VerifyOptions(
-        pattern, quote_threshold, grounding_threshold, on_invalid, on_empty, min_id_digits, min_score  # type: ignore[arg-type]
+        pattern,
+        quote_threshold,
+        grounding_threshold,
+        on_invalid,
+        on_empty,
+        min_id_digits,
+        min_score,  # type: ignore[arg-type]
     )
 
 
@@ -1048,18 +1201,24 @@ def read_verify_inputs(retrieval: Path | None, answer: Path | None, contexts: li
             except InputError:
                 answers, errors = [], []
             if not answers or any(a.shape not in CARRYING_SHAPES for _, a in answers):
-                raise UsageError("--answer is required unless --retrieval holds the answer too (RetrieveAndGenerate, LlamaIndex)")
+                raise UsageError(
+                    "--answer is required unless --retrieval holds the answer too (RetrieveAndGenerate, LlamaIndex)"
+                )
         else:
             answers, errors = load_answers(answer)
         if read is None and retrieval is None and any(a.shape not in CARRYING_SHAPES for _, a in answers):
-            raise UsageError("--retrieval is required unless the answer carries its retrieval (RetrieveAndGenerate, LlamaIndex, LangChain context)")
+            raise UsageError(
+                "--retrieval is required unless the answer carries its retrieval (RetrieveAndGenerate, LlamaIndex, LangChain context)"
+            )
         context_chunks: list[verifying.Chunk] = []
         context_texts: list[str] = []
         for path in contexts:
             more_chunks, texts = load_context(path)
             context_chunks += more_chunks
             context_texts += texts
-    return VerifyInputs(read.chunks if read else [], read.notes if read else [], answers, errors, context_chunks, context_texts)
+    return VerifyInputs(
+        read.chunks if read else [], read.notes if read else [], answers, errors, context_chunks, context_texts
+    )
 
 
 @contextlib.contextmanager
@@ -1110,7 +1269,7 @@ def print_verify_report(report: verifying.VerifyReport, origin: str | None = Non
 @app.command("verify")
 def verify_command(
     retrieval: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--retrieval",
             "-r",
@@ -1119,7 +1278,7 @@ def verify_command(
         ),
     ] = None,
     answer: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--answer",
             "-a",
@@ -1129,7 +1288,7 @@ def verify_command(
         ),
     ] = None,
     context: Annotated[
-        Optional[list[Path]],
+        list[Path] | None,
         typer.Option(
             "--context",
             help="Later turns: the context message sent to the model (text: its genuine anchors count, also indented, "
@@ -1152,11 +1311,15 @@ def verify_command(
     min_score: MinScoreOption = None,
     strict: StrictFlag = False,
     html_file: Annotated[
-        Optional[Path],
-        typer.Option("--html", help="Also write the answer as a self-contained HTML page with numbered, flagged citations (one answer only)."),
+        Path | None,
+        typer.Option(
+            "--html",
+            help="Also write the answer as a self-contained HTML page with numbered, flagged citations (one answer only).",
+        ),
     ] = None,
     json_output: Annotated[
-        bool, typer.Option("--json", help="Print the report as one JSON object (JSON Lines answers: one object a line).")
+        bool,
+        typer.Option("--json", help="Print the report as one JSON object (JSON Lines answers: one object a line)."),
     ] = False,
     verbose: VerboseFlag = False,
     quiet: QuietFlag = False,
@@ -1174,7 +1337,9 @@ def verify_command(
 
         anchorkit verify --retrieval retrieval.json --answer answer.json --strict --html answer.html
     """
-    options = verify_settings(uri_pattern, quote_threshold, grounding_threshold, on_invalid, on_empty, min_id_digits, min_score)
+    options = verify_settings(
+        uri_pattern, quote_threshold, grounding_threshold, on_invalid, on_empty, min_id_digits, min_score
+    )
     inputs = read_verify_inputs(retrieval, answer, context or [])
     if html_file is not None and len(inputs.answers) != 1:
         raise UsageError("--html takes a file of one answer")
@@ -1183,13 +1348,20 @@ def verify_command(
     critical = False
     for origin, parsed_answer in inputs.answers:
         report = verifying.verify_citations(
-            parsed_answer, inputs.chunks, context=inputs.context_texts, extra_valid_ids=extra_valid, options=options, notes=inputs.notes
+            parsed_answer,
+            inputs.chunks,
+            context=inputs.context_texts,
+            extra_valid_ids=extra_valid,
+            options=options,
+            notes=inputs.notes,
         )
         critical = critical or report.critical > 0
         if html_file is not None:
             write_html(html_file, render_report(report))
         if json_output and several:  # JSON Lines: one compact object per answer
-            sys.stdout.write(json.dumps({"origin": origin, **report.to_json()}, ensure_ascii=False, sort_keys=True) + "\n")
+            sys.stdout.write(
+                json.dumps({"origin": origin, **report.to_json()}, ensure_ascii=False, sort_keys=True) + "\n"
+            )
         elif json_output:
             print_json(report.to_json())
         else:
@@ -1217,11 +1389,11 @@ def eval_command(
     min_score: MinScoreOption = None,
     strict: StrictFlag = False,
     min_grounding: Annotated[
-        Optional[float],
+        float | None,
         typer.Option("--min-grounding", min=0.0, max=1.0, help="Exit 1 if the mean grounding score is below this."),
     ] = None,
     max_phantom_rate: Annotated[
-        Optional[float],
+        float | None,
         typer.Option("--max-phantom-rate", min=0.0, max=1.0, help="Exit 1 if the phantom rate is above this."),
     ] = None,
     json_output: JsonFlag = False,
@@ -1239,7 +1411,9 @@ def eval_command(
 
         anchorkit eval cases.jsonl --min-grounding 0.8 --max-phantom-rate 0 --json
     """
-    options = verify_settings(uri_pattern, quote_threshold, grounding_threshold, "flag", on_empty, min_id_digits, min_score)
+    options = verify_settings(
+        uri_pattern, quote_threshold, grounding_threshold, "flag", on_empty, min_id_digits, min_score
+    )
     with input_errors():
         cases, errors = load_cases(cases_file)
     summary = evaluate(cases, errors, options)
@@ -1281,19 +1455,33 @@ def print_eval_summary(summary: EvalSummary) -> None:
 def inject_command(
     retrieval: Annotated[
         Path,
-        typer.Argument(help="The retrieval, '-' for stdin: any shape verify reads (Bedrock Retrieve or RetrieveAndGenerate, LlamaIndex, a list of chunks)."),
+        typer.Argument(
+            help="The retrieval, '-' for stdin: any shape verify reads (Bedrock Retrieve or RetrieveAndGenerate, LlamaIndex, a list of chunks)."
+        ),
     ],
     out: Annotated[
-        Optional[Path],
-        typer.Option("--out", "-o", help="Write the anchored retrieval here (atomically) instead of stdout; the summary then goes to stdout."),
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Write the anchored retrieval here (atomically) instead of stdout; the summary then goes to stdout.",
+        ),
     ] = None,
     uri_pattern: UriPatternOption = verifying.DEFAULT_URI_PATTERN,
-    label: Annotated[str, typer.Option("--label", help="Ticket label in the anchor lines (as transform's --label).")] = DEFAULT_LABEL,
+    label: Annotated[
+        str, typer.Option("--label", help="Ticket label in the anchor lines (as transform's --label).")
+    ] = DEFAULT_LABEL,
     strict: Annotated[
-        bool, typer.Option("--strict", help="Exit 1 if a chunk got no anchor: its ticket is unknown, or its metadata and URI disagree.")
+        bool,
+        typer.Option(
+            "--strict", help="Exit 1 if a chunk got no anchor: its ticket is unknown, or its metadata and URI disagree."
+        ),
     ] = False,
     json_output: Annotated[
-        bool, typer.Option("--json", help="The summary as one JSON object (per chunk: status, ticket, where the ticket came from).")
+        bool,
+        typer.Option(
+            "--json", help="The summary as one JSON object (per chunk: status, ticket, where the ticket came from)."
+        ),
     ] = False,
 ) -> None:
     """Prepend '> チケット #ID: subject' to each retrieved chunk (query-time anchoring); write the same shape back.
@@ -1310,7 +1498,9 @@ def inject_command(
     except (re.error, ValueError) as exc:
         raise UsageError(f"--uri-pattern: {exc}") from None
     with input_errors():
-        report = injecting.anchor_chunks(load_retrieval_json(retrieval), str(retrieval), uri_pattern=pattern, label=label)
+        report = injecting.anchor_chunks(
+            load_retrieval_json(retrieval), str(retrieval), uri_pattern=pattern, label=label
+        )
     body = json.dumps(report.retrieval, ensure_ascii=False, indent=2) + "\n"
     if out is None:
         sys.stdout.write(body)
@@ -1353,12 +1543,12 @@ def stats_command(
         help="auto: cl100k_base if its vocabulary can be loaded without network, else approx; "
         "cl100k_base: exact (may download the vocabulary; exit 2 if impossible); approx: the cheap estimate.",
     ),
-    tiktoken_file: Optional[Path] = typer.Option(
+    tiktoken_file: Path | None = typer.Option(
         None,
         "--tiktoken-file",
         help=f"cl100k_base.tiktoken vocabulary file (sha256-checked). Default: ${tokenizing.VOCABULARY_FILE_ENV}, then tiktoken's cache (TIKTOKEN_CACHE_DIR).",
     ),
-    chunking_specs: Optional[list[str]] = typer.Option(
+    chunking_specs: list[str] | None = typer.Option(
         None,
         "--chunking",
         help="A chunker to measure, repeatable: NAME or NAME:key=value,... with NAME in "
@@ -1366,46 +1556,58 @@ def stats_command(
         "Default: fixed, hierarchical, semantic, heading with Bedrock's defaults, plus the LangChain splitters when installed.",
     ),
     chunk_tokens: int = typer.Option(
-        auditing.DEFAULT_CHUNK_TOKENS,
+        DEFAULT_CHUNK_TOKENS,
         "--chunk-tokens",
         min=0,
         help="Snapshot input: transform with this --chunk-tokens (0: structural anchors only; see transform). "
         "Either input: the chunk length the anchors' cost is compared with the lower bound for "
-        f"(an output folder: the --chunk-tokens it was made with; 0 compares with {auditing.DEFAULT_CHUNK_TOKENS}).",
+        f"(an output folder: the --chunk-tokens it was made with; 0 compares with {DEFAULT_CHUNK_TOKENS}).",
     ),
     lengths: str = typer.Option(
         ",".join(map(str, auditing.CHUNK_LENGTHS)),
         "--lengths",
         help="The chunk lengths of the choice table, comma-separated (snapshot input: rendered at each one); 'none' for no table.",
     ),
-    anchor_subject_chars: Optional[int] = typer.Option(
+    anchor_subject_chars: int | None = typer.Option(
         None,
         "--anchor-subject-chars",
         min=0,
         help=f"Snapshot input only: transform with this --anchor-subject-chars (default: transform's, {DEFAULT_ANCHOR_SUBJECT_CHARS}).",
     ),
-    anchor_basic_info: Optional[bool] = typer.Option(
+    anchor_basic_info: bool | None = typer.Option(
         None,
         "--anchor-basic-info/--no-anchor-basic-info",
         help="Snapshot input only: transform with or without --anchor-basic-info (default: transform's).",
     ),
     json_output: bool = typer.Option(
-        False, "--json", help=f"Print the report as one JSON object (schema anchorkit-stats, version {auditing.SCHEMA_VERSION}; see docs/stats.md)."
+        False,
+        "--json",
+        help=f"Print the report as one JSON object (schema anchorkit-stats, version {auditing.SCHEMA_VERSION}; see docs/stats.md).",
     ),
-    html: Optional[Path] = typer.Option(
+    html: Path | None = typer.Option(
         None,
         "--html",
         help="Also write the audit page to this file: self-contained HTML (inline SVG charts) with the date, version, options, tokenizer and gate verdict.",
     ),
     verbose: VerboseFlag = False,
     quiet: QuietFlag = False,
-    fail_under_coverage: Optional[float] = typer.Option(
-        None, "--fail-under-coverage", min=0, max=100, help="Exit 1 if any chunker's coverage of the anchored documents is under P percent."
+    fail_under_coverage: float | None = typer.Option(
+        None,
+        "--fail-under-coverage",
+        min=0,
+        max=100,
+        help="Exit 1 if any chunker's coverage of the anchored documents is under P percent.",
     ),
-    fail_over_overhead: Optional[float] = typer.Option(
+    fail_over_overhead: float | None = typer.Option(
         None, "--fail-over-overhead", min=0, help="Exit 1 if the anchors add more than P percent tokens in total."
     ),
-    jobs: int = typer.Option(0, "--jobs", "-j", min=0, help="Measure documents in this many processes (the report is identical). 0 (default): one per CPU core when there are more than 256 documents."),
+    jobs: int = typer.Option(
+        0,
+        "--jobs",
+        "-j",
+        min=0,
+        help="Measure documents in this many processes (the report is identical). 0 (default): one per CPU core when there are more than 256 documents.",
+    ),
 ) -> None:
     """Audit anchored documents: token overhead of the anchors, and chunk coverage with and without them.
 
@@ -1424,30 +1626,49 @@ def stats_command(
     if tokenizer not in tokenizing.TOKENIZER_CHOICES:
         raise UsageError(f"--tokenizer must be one of {', '.join(tokenizing.TOKENIZER_CHOICES)}, not {tokenizer!r}")
     try:
-        chunkers = [chunking.parse_chunker_spec(spec) for spec in chunking_specs] if chunking_specs else chunking.default_chunkers()
-        choice = tokenizing.choose_tokenizer(tokenizer, tiktoken_file, allow_download=tokenizer == tokenizing.CL100K_BASE)
+        chunkers = (
+            [chunking.parse_chunker_spec(spec) for spec in chunking_specs]
+            if chunking_specs
+            else chunking.default_chunkers()
+        )
+        choice = tokenizing.choose_tokenizer(
+            tokenizer, tiktoken_file, allow_download=tokenizer == tokenizing.CL100K_BASE
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     table = parse_lengths(lengths)
     source: dict[str, Any] = {"path": str(path)}
     if auditing.is_snapshot(path):
         given = {"anchor_basic_info": anchor_basic_info, "anchor_subject_chars": anchor_subject_chars}
-        render = RenderOptions(chunk_tokens=chunk_tokens, **{name: value for name, value in given.items() if value is not None})
+        render = RenderOptions(
+            chunk_tokens=chunk_tokens, **{name: value for name, value in given.items() if value is not None}
+        )
         # Spacing anchors are counted with the audit's own tokenizer.
-        options = transforming.TransformOptions(render=render, sidecars=True, tokenizer=choice.tokenizer.name, tiktoken_file=tiktoken_file)
+        options = transforming.TransformOptions(
+            render=render, sidecars=True, tokenizer=choice.tokenizer.name, tiktoken_file=tiktoken_file
+        )
         others = [length for length in table if length != chunk_tokens]
         items = auditing.iter_snapshot(path, options, others)
-        transform = {"chunk_tokens": chunk_tokens, "anchor_subject_chars": render.anchor_subject_chars, "anchor_basic_info": render.anchor_basic_info}
+        transform = {
+            "chunk_tokens": chunk_tokens,
+            "anchor_subject_chars": render.anchor_subject_chars,
+            "anchor_basic_info": render.anchor_basic_info,
+        }
         source |= {"kind": "snapshot", "transform": transform}
     elif anchor_subject_chars is not None or anchor_basic_info is not None:
-        raise UsageError("--anchor-subject-chars and --anchor-basic-info apply to snapshot input only (an output folder is already anchored)")
+        raise UsageError(
+            "--anchor-subject-chars and --anchor-basic-info apply to snapshot input only (an output folder is already anchored)"
+        )
     else:
         items = auditing.iter_output_folder(path)
         source |= {"kind": "output", "transform": None}
     gates = auditing.Gates(fail_under_coverage, fail_over_overhead)
-    measured_lengths = auditing.Lengths(chunk_tokens or auditing.DEFAULT_CHUNK_TOKENS, table)
+    measured_lengths = auditing.Lengths(chunk_tokens or DEFAULT_CHUNK_TOKENS, table)
     report = auditing.audit(items, choice, chunkers, source, gates, jobs, measured_lengths)
-    report["run"] = {"generated_at": datetime.now(ZoneInfo("UTC")).isoformat(timespec="seconds"), "anchorkit_version": __version__}
+    report["run"] = {
+        "generated_at": datetime.now(ZoneInfo("UTC")).isoformat(timespec="seconds"),
+        "anchorkit_version": __version__,
+    }
     report["ok"] = not report["errors"] and not report["gates"]["failures"]
     if html is not None:
         write_html(html, render_html(report))
@@ -1465,7 +1686,9 @@ def parse_lengths(text: str) -> tuple[int, ...]:
         return ()
     parts = [part.strip() for part in text.split(",") if part.strip()]
     if not parts or not all(part.isdigit() and int(part) > 0 for part in parts):
-        raise UsageError(f"--lengths must be positive token counts separated by commas (e.g. 256,300,512,1024) or none, not {text!r}")
+        raise UsageError(
+            f"--lengths must be positive token counts separated by commas (e.g. 256,300,512,1024) or none, not {text!r}"
+        )
     return tuple(sorted({int(part) for part in parts}))
 
 
@@ -1507,7 +1730,11 @@ def print_stats_report(report: dict[str, Any]) -> None:
     print_efficiency(report["efficiency"])
     print_length_table(report["chunk_lengths"])
     problems = {name: finding["count"] for name, finding in report["limits"].items() if finding["count"]}
-    console.print("limits: " + (", ".join(f"{name.replace('_', ' ')} {count}" for name, count in problems.items()) or "all within limits"), highlight=False)
+    console.print(
+        "limits: "
+        + (", ".join(f"{name.replace('_', ' ')} {count}" for name, count in problems.items()) or "all within limits"),
+        highlight=False,
+    )
     if not report["source"]["documents"] and not report["gates"]["failures"]:
         print_problem("note", f"no documents found in {report['source']['path']}")
     for failure in report["gates"]["failures"]:
@@ -1532,7 +1759,8 @@ def print_length_table(lengths: dict[str, Any]) -> None:
     if not lengths["rows"]:
         return
     table = Table(
-        title=f"chunk lengths: fixed windows sharing {lengths['overlap_percent']}%, documents {lengths['documents']}", box=box.SIMPLE
+        title=f"chunk lengths: fixed windows sharing {lengths['overlap_percent']}%, documents {lengths['documents']}",
+        box=box.SIMPLE,
     )
     for header in ("chunk tokens", "coverage", "overhead", "bound", "x bound", "max run"):
         table.add_column(header, justify="right", no_wrap=True, min_width=len(header))
@@ -1553,7 +1781,7 @@ def print_length_table(lengths: dict[str, Any]) -> None:
 
 
 StateOption = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--state",
         help="Keep the sync state (cursor, checksums, raw issues) at s3://bucket/prefix/ or a local folder, outside "
@@ -1571,50 +1799,55 @@ def switch(name: str, help_text: str) -> Any:
 @app.command("sync")
 def sync_command(
     dest: Annotated[
-        Optional[str], typer.Argument(help="s3://bucket/prefix or a local folder (or ANCHORKIT_DEST / config dest).")
+        str | None, typer.Argument(help="s3://bucket/prefix or a local folder (or ANCHORKIT_DEST / config dest).")
     ] = None,
     config: Annotated[
-        Optional[Path],
-        typer.Option("--config", help=f"Config file (default: ${syncing.CONFIG_ENV}, else ./{syncing.CONFIG_FILE_NAME})."),
+        Path | None,
+        typer.Option(
+            "--config", help=f"Config file (default: ${syncing.CONFIG_ENV}, else ./{syncing.CONFIG_FILE_NAME})."
+        ),
     ] = None,
-    url: Annotated[Optional[str], typer.Option("--url", help="Redmine base URL (or REDMINE_URL).")] = None,
-    snapshot: Annotated[Optional[Path], typer.Option("--snapshot", help="Snapshot folder pull keeps up to date.")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Output folder transform writes and upload publishes.")] = None,
-    project: Annotated[Optional[list[str]], ProjectOption] = None,
-    full: Annotated[Optional[bool], switch("full", "Full listing (removes deleted/hidden issues) and fresh lookups.")] = None,
-    concurrency: Annotated[Optional[int], ConcurrencyOption] = None,
+    url: Annotated[str | None, typer.Option("--url", help="Redmine base URL (or REDMINE_URL).")] = None,
+    snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Snapshot folder pull keeps up to date.")] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Output folder transform writes and upload publishes.")
+    ] = None,
+    project: Annotated[list[str] | None, ProjectOption] = None,
+    full: Annotated[
+        bool | None, switch("full", "Full listing (removes deleted/hidden issues) and fresh lookups.")
+    ] = None,
+    concurrency: Annotated[int | None, ConcurrencyOption] = None,
     include_private: Annotated[
-        Optional[bool], switch("include-private", "Keep private issues and private notes (pull and transform).")
+        bool | None, switch("include-private", "Keep private issues and private notes (pull and transform).")
     ] = None,
     api_key_file: Annotated[
-        Optional[Path], typer.Option("--api-key-file", help="File holding the Redmine API key (default: $REDMINE_API_KEY).")
+        Path | None,
+        typer.Option("--api-key-file", help="File holding the Redmine API key (default: $REDMINE_API_KEY)."),
     ] = None,
-    full_every: Annotated[Optional[int], FullEveryOption] = None,
-    overlap: Annotated[Optional[float], OverlapOption] = None,
-    lookups_max_age: Annotated[Optional[float], LookupsMaxAgeOption] = None,
+    full_every: Annotated[int | None, FullEveryOption] = None,
+    overlap: Annotated[float | None, OverlapOption] = None,
+    lookups_max_age: Annotated[float | None, LookupsMaxAgeOption] = None,
     text_format: Annotated[
-        Optional[TextFormat], typer.Option("--text-format", help="Redmine text format: textile or common_mark.")
+        TextFormat | None, typer.Option("--text-format", help="Redmine text format: textile or common_mark.")
     ] = None,
-    timeout: Annotated[Optional[float], TimeoutOption] = None,
-    retries: Annotated[Optional[int], RetriesOption] = None,
-    sidecars: Annotated[Optional[bool], switch("sidecars", "Write Bedrock .metadata.json sidecars.")] = None,
-    sidecar_schema: Annotated[Optional[SidecarSchema], SidecarSchemaOption] = None,
-    layout: Annotated[Optional[Layout], LayoutOption] = None,
-    lang: Annotated[Optional[Lang], LangOption] = None,
-    label: Annotated[Optional[str], LabelOption] = None,
+    timeout: Annotated[float | None, TimeoutOption] = None,
+    retries: Annotated[int | None, RetriesOption] = None,
+    sidecars: Annotated[bool | None, switch("sidecars", "Write Bedrock .metadata.json sidecars.")] = None,
+    sidecar_schema: Annotated[SidecarSchema | None, SidecarSchemaOption] = None,
+    layout: Annotated[Layout | None, LayoutOption] = None,
+    lang: Annotated[Lang | None, LangOption] = None,
+    label: Annotated[str | None, LabelOption] = None,
     anchor_basic_info: Annotated[
-        Optional[bool], switch("anchor-basic-info", "Anchor the basic-info section too (on by default).")
+        bool | None, switch("anchor-basic-info", "Anchor the basic-info section too (on by default).")
     ] = None,
-    chunk_tokens: Annotated[Optional[int], ChunkTokensOption] = None,
-    anchor_subject_chars: Annotated[Optional[int], AnchorSubjectCharsOption] = None,
-    timezone: Annotated[Optional[str], TimezoneOption] = None,
-    max_text_bytes: Annotated[Optional[int], MaxTextBytesOption] = None,
-    delete: Annotated[Optional[bool], switch("delete", "Delete remote objects with no local counterpart.")] = None,
+    chunk_tokens: Annotated[int | None, ChunkTokensOption] = None,
+    anchor_subject_chars: Annotated[int | None, AnchorSubjectCharsOption] = None,
+    timezone: Annotated[str | None, TimezoneOption] = None,
+    max_text_bytes: Annotated[int | None, MaxTextBytesOption] = None,
+    delete: Annotated[bool | None, switch("delete", "Delete remote objects with no local counterpart.")] = None,
     max_delete: MaxDeleteOption = None,
-    force: Annotated[Optional[bool], switch("force", "Delete even beyond --max-delete.")] = None,
-    dry_run: Annotated[
-        Optional[bool], switch("dry-run", "Pull and transform, then only print the upload plan.")
-    ] = None,
+    force: Annotated[bool | None, switch("force", "Delete even beyond --max-delete.")] = None,
+    dry_run: Annotated[bool | None, switch("dry-run", "Pull and transform, then only print the upload plan.")] = None,
     threads: ThreadsOption = None,
     endpoint_url: EndpointOption = None,
     region: RegionOption = None,
@@ -1649,18 +1882,39 @@ def sync_command(
     flags = {name: value for name, value in locals().items() if name in syncing.SETTINGS_BY_NAME}
     settings = syncing.resolve_from_environment(flags, config)
     publish_settings = publish_command_settings(
-        settings["delete"], settings["max_delete"], settings["force"], settings["dry_run"],
-        settings["threads"], settings["retry_mode"], settings["max_attempts"],
+        settings["delete"],
+        settings["max_delete"],
+        settings["force"],
+        settings["dry_run"],
+        settings["threads"],
+        settings["retry_mode"],
+        settings["max_attempts"],
     )
     transform_settings = transform_options(
-        settings["lang"], settings["label"], settings["include_private"], settings["anchor_basic_info"],
-        settings["chunk_tokens"], settings["anchor_subject_chars"], settings["text_format"], settings["timezone"], settings["sidecars"],
-        settings["sidecar_schema"], settings["layout"], settings["max_text_bytes"],
+        settings["lang"],
+        settings["label"],
+        settings["include_private"],
+        settings["anchor_basic_info"],
+        settings["chunk_tokens"],
+        settings["anchor_subject_chars"],
+        settings["text_format"],
+        settings["timezone"],
+        settings["sidecars"],
+        settings["sidecar_schema"],
+        settings["layout"],
+        settings["max_text_bytes"],
     )
     arguments = pull_arguments(
-        settings["project"], settings["full"], settings["concurrency"], settings["include_private"],
-        settings["full_every"], settings["overlap"], settings["lookups_max_age"], settings["text_format"],
-        settings["retries"], settings["timeout"],
+        settings["project"],
+        settings["full"],
+        settings["concurrency"],
+        settings["include_private"],
+        settings["full_every"],
+        settings["overlap"],
+        settings["lookups_max_age"],
+        settings["text_format"],
+        settings["retries"],
+        settings["timeout"],
     )
     if settings["state"]:
         run_stateless_sync_command(settings, arguments, transform_settings, publish_settings, rescope, json_output)
@@ -1674,11 +1928,20 @@ def sync_command(
     api_key = read_api_key(settings["api_key_file"])
     with sync_progress(not json_output and err_console.is_terminal) as on_progress:
         report = syncing.sync_folders(
-            settings["url"], api_key, settings["snapshot"], out_dir, destination.target, transform_settings,
-            arguments, publish_settings, progress=on_progress,
+            settings["url"],
+            api_key,
+            settings["snapshot"],
+            out_dir,
+            destination.target,
+            transform_settings,
+            arguments,
+            publish_settings,
+            progress=on_progress,
         )
     if destination.ingestion is not None:
-        publishing.ingest_after(report.upload, lambda: destination.session.client("bedrock-agent"), *destination.ingestion)
+        publishing.ingest_after(
+            report.upload, lambda: destination.session.client("bedrock-agent"), *destination.ingestion
+        )
     if json_output:
         print_json(report.to_dict())
     else:
@@ -1728,14 +1991,25 @@ def run_stateless_sync_command(
     )
     ingestion = parse_ingestion_target(settings["start_ingestion"]) if settings["start_ingestion"] else None
     api_key = read_api_key(settings["api_key_file"])
-    with tempfile.TemporaryDirectory(prefix="anchorkit-sync-") as scratch, \
-            sync_progress(not json_output and err_console.is_terminal) as on_progress:
+    with (
+        tempfile.TemporaryDirectory(prefix="anchorkit-sync-") as scratch,
+        sync_progress(not json_output and err_console.is_terminal) as on_progress,
+    ):
         report = syncing.run_sync(
-            settings["url"], api_key, store, target, transform_settings, arguments,
+            settings["url"],
+            api_key,
+            store,
+            target,
+            transform_settings,
+            arguments,
             work_dir=settings["snapshot"] or Path(scratch) / "snapshot",
-            delete=publish_settings.delete, max_delete=publish_settings.max_delete,
-            force=publish_settings.force, threads=publish_settings.threads,
-            dry_run=publish_settings.dry_run, rescope=rescope, progress=on_progress,
+            delete=publish_settings.delete,
+            max_delete=publish_settings.max_delete,
+            force=publish_settings.force,
+            threads=publish_settings.threads,
+            dry_run=publish_settings.dry_run,
+            rescope=rescope,
+            progress=on_progress,
         )
     ingestion_job = None
     if ingestion is not None and report.ok and not report.dry_run:
@@ -1752,8 +2026,13 @@ def sync_progress(show: bool) -> Iterator[syncing.SyncProgress]:
     """One rich progress bar per stage of `sync --state` (pulling, rendering, uploading) on stderr; only
     on a terminal, so CI logs get the summary alone."""
     progress = Progress(
-        TextColumn("{task.description:<9}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(), console=err_console, disable=not show, transient=True,
+        TextColumn("{task.description:<9}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=err_console,
+        disable=not show,
+        transient=True,
     )
     tasks: dict[str, Any] = {}
 
@@ -1920,7 +2199,9 @@ def state_show_command(
     else:
         described = lease.to_json(now)
         expiry = f", expires {described['expires_at']}" if described["expires_at"] else ""
-        lines.append(f"lease: {described['status']}, held by {lease.holder} since {described['taken_at'] or '?'}{expiry}")
+        lines.append(
+            f"lease: {described['status']}, held by {lease.holder} since {described['taken_at'] or '?'}{expiry}"
+        )
     for line in lines:
         console.print(line, highlight=False, markup=False)
 
@@ -1929,7 +2210,8 @@ def state_show_command(
 def state_break_lease_command(
     state: StateArgument,
     holder: Annotated[
-        str, typer.Option("--holder", help="The holder `state show` names; nothing is broken if another holds the lease.")
+        str,
+        typer.Option("--holder", help="The holder `state show` names; nothing is broken if another holds the lease."),
     ],
     endpoint_url: EndpointOption = None,
     region: RegionOption = None,
@@ -1948,5 +2230,6 @@ def state_break_lease_command(
     console.print(
         f"{store.describe()}: broke the lease of {broken.holder} (taken {states.iso_time(broken.taken_at) or '?'}, "
         f"would have expired {states.iso_time(broken.expires_at)}); the next run takes it over",
-        highlight=False, markup=False,
+        highlight=False,
+        markup=False,
     )

@@ -48,9 +48,7 @@ CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a
 CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
 VOCABULARY_FILE_ENV = "ANCHORKIT_TIKTOKEN_FILE"
 # Pre-tokenisation regex and special tokens of cl100k_base, as tiktoken_ext.openai_public defines them.
-_CL100K_PAT_STR = (
-    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
-)
+_CL100K_PAT_STR = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
 _CL100K_SPECIAL_TOKENS = {
     "<|endoftext|>": 100257,
     "<|fim_prefix|>": 100258,
@@ -145,7 +143,11 @@ class InterpolatedTokens:
         result = []
         for offset in byte_offsets:
             piece = min(bisect_right(sizes, offset) - 1, last_piece)
-            within = (offset - sizes[piece]) * (tokens[piece + 1] - tokens[piece]) // ((sizes[piece + 1] - sizes[piece]) or 1)
+            within = (
+                (offset - sizes[piece])
+                * (tokens[piece + 1] - tokens[piece])
+                // ((sizes[piece + 1] - sizes[piece]) or 1)
+            )
             result.append(min(tokens[piece] + within, last_token))
         return result
 
@@ -166,7 +168,9 @@ class Tokenizer(Protocol):
         """Token count of one text (no batching overhead)."""
         ...
 
-    def tokenize_pairs(self, texts: Sequence[str], cuts: Sequence[Sequence[Cut]]) -> list[tuple[TokenizedText, TokenizedText]]:
+    def tokenize_pairs(
+        self, texts: Sequence[str], cuts: Sequence[Sequence[Cut]]
+    ) -> list[tuple[TokenizedText, TokenizedText]]:
         """Each text, and the same text with ``cuts`` (character ranges) removed (see ``without``)."""
         ...
 
@@ -220,7 +224,9 @@ class ApproxTokenizer:
     def count(self, text: str) -> int:
         return sum(map(approx_tokens, self._pieces(text)))
 
-    def tokenize_pairs(self, texts: Sequence[str], cuts: Sequence[Sequence[Cut]]) -> list[tuple[TokenizedText, TokenizedText]]:
+    def tokenize_pairs(
+        self, texts: Sequence[str], cuts: Sequence[Sequence[Cut]]
+    ) -> list[tuple[TokenizedText, TokenizedText]]:
         pairs: list[tuple[TokenizedText, TokenizedText]] = []
         for text, text_cuts in zip(texts, cuts):
             piece_tokens, piece_bytes = self._piece_sizes(text)
@@ -279,7 +285,9 @@ class TiktokenTokenizer:
     def count(self, text: str) -> int:
         return len(self._encoding.encode_ordinary(text))
 
-    def tokenize_pairs(self, texts: Sequence[str], cuts: Sequence[Sequence[Cut]]) -> list[tuple[TokenizedText, TokenizedText]]:
+    def tokenize_pairs(
+        self, texts: Sequence[str], cuts: Sequence[Sequence[Cut]]
+    ) -> list[tuple[TokenizedText, TokenizedText]]:
         """Encode each text once; the shorter text's tokens are the text's tokens minus the cut ones.
 
         Exact when every cut starts and ends at a line start and is followed by a non-blank line:
@@ -299,7 +307,11 @@ class TiktokenTokenizer:
                 pairs.append((tokens, self._offsets([lengths[start:end] for start, end in zip(kept[::2], kept[1::2])])))
             else:
                 pairs.append((tokens, None))
-        retokenized = iter(self.tokenize_many([without(text, text_cuts) for (_, bare), text, text_cuts in zip(pairs, texts, cuts) if bare is None]))
+        retokenized = iter(
+            self.tokenize_many(
+                [without(text, text_cuts) for (_, bare), text, text_cuts in zip(pairs, texts, cuts) if bare is None]
+            )
+        )
         return [(tokens, bare if bare is not None else next(retokenized)) for tokens, bare in pairs]
 
     def _token_lengths(self, texts: Sequence[str]) -> list[list[int]]:
@@ -356,15 +368,23 @@ def load_cl100k_base(vocabulary_file: Path | None = None, allow_download: bool =
             raise TokenizerUnavailable(f"{path}: sha256 {digest} is not cl100k_base's ({CL100K_SHA256})")
         # Parsed here, as load_tiktoken_bpe does, rather than through it: it would read and hash the
         # file again and copy it into tiktoken's cache (failing when that cache is not writable).
-        ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)}
+        ranks = {
+            base64.b64decode(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)
+        }
     elif allow_download or _in_tiktoken_cache():
         try:
             ranks = load_tiktoken_bpe(CL100K_URL, expected_hash=CL100K_SHA256)
-        except Exception as exc:  # noqa: BLE001 - network, cache or hash problems all mean "not here"
-            raise TokenizerUnavailable(f"cannot load cl100k_base through tiktoken ({type(exc).__name__}: {exc})") from None
+        except Exception as exc:
+            raise TokenizerUnavailable(
+                f"cannot load cl100k_base through tiktoken ({type(exc).__name__}: {exc})"
+            ) from None
     else:
-        raise TokenizerUnavailable(f"no cl100k_base vocabulary in tiktoken's cache and {VOCABULARY_FILE_ENV} is not set")
-    encoding = tiktoken.Encoding(CL100K_BASE, pat_str=_CL100K_PAT_STR, mergeable_ranks=ranks, special_tokens=_CL100K_SPECIAL_TOKENS)
+        raise TokenizerUnavailable(
+            f"no cl100k_base vocabulary in tiktoken's cache and {VOCABULARY_FILE_ENV} is not set"
+        )
+    encoding = tiktoken.Encoding(
+        CL100K_BASE, pat_str=_CL100K_PAT_STR, mergeable_ranks=ranks, special_tokens=_CL100K_SPECIAL_TOKENS
+    )
     return TiktokenTokenizer(encoding, ranks)
 
 
@@ -386,7 +406,9 @@ def _in_tiktoken_cache() -> bool:
     return (Path(cache_dir) / hashlib.sha1(CL100K_URL.encode()).hexdigest()).is_file()
 
 
-def choose_tokenizer(name: str = "auto", vocabulary_file: Path | None = None, allow_download: bool = False) -> TokenizerChoice:
+def choose_tokenizer(
+    name: str = "auto", vocabulary_file: Path | None = None, allow_download: bool = False
+) -> TokenizerChoice:
     """The tokenizer asked for; ``auto`` = cl100k_base if it can be loaded, else the approximation.
 
     ``allow_download`` is off by default: an audit must not hang on a network it does not have.

@@ -11,10 +11,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from anchorkit.anchors import ANCHOR_PATTERN, TITLE_PATTERN, anchor_line, find_anchors, insert_anchors, neutralize_forgeries, strip_anchors, title_line
-from anchorkit.document import RenderOptions, content_markdown, render_document
+from anchorkit.anchors import (
+    ANCHOR_PATTERN,
+    TITLE_PATTERN,
+    anchor_line,
+    find_anchors,
+    insert_anchors,
+    neutralize_forgeries,
+    strip_anchors,
+    title_line,
+)
 from anchorkit.markdown_blocks import parse_blocks, top_level_blocks
-from anchorkit.spacing import _plan, _plan_by_lines, approximate_tokens, space_anchors
+from anchorkit.render.document import RenderOptions, content_markdown, render_document
+from anchorkit.render.spacing import _plan, _plan_by_lines, approximate_tokens, space_anchors
 from anchorkit.tokens import TokenizerUnavailable, byte_offsets, load_cl100k_base
 from tests.support import skip_or_fail
 from tests.support.long_tickets import TEXT_FORMAT, long_issue, lookups, write_long_snapshot
@@ -38,12 +47,14 @@ def windows_without_anchor(document: str, chunk: int, positions: list[int]) -> l
     ``positions[i]``: the token index where character i starts (len(document) + 1 entries).
     """
     spans = sorted(
-        (positions[m.start()], positions[m.end()]) for pattern in (ANCHOR_PATTERN, TITLE_PATTERN) for m in pattern.finditer(document)
+        (positions[m.start()], positions[m.end()])
+        for pattern in (ANCHOR_PATTERN, TITLE_PATTERN)
+        for m in pattern.finditer(document)
     )
     starts = [start for start, _ in spans]
     total = positions[-1]
     missing = []
-    for window in range(0, max(total - chunk, 0) + 1):
+    for window in range(max(total - chunk, 0) + 1):
         index = bisect_left(starts, window)
         if index == len(spans) or spans[index][1] > window + chunk:
             missing.append(window)
@@ -90,7 +101,9 @@ def test_a_long_pre_block_is_closed_and_reopened_with_the_same_tags_between_two_
 
 
 def test_a_pre_block_whose_tags_share_a_line_with_text_is_never_cut() -> None:
-    body = "<pre>first line\n" + "\n".join(f"log line {n:03d} with some words in it" for n in range(12)) + "\nlast</pre>"
+    body = (
+        "<pre>first line\n" + "\n".join(f"log line {n:03d} with some words in it" for n in range(12)) + "\nlast</pre>"
+    )
     document = spaced(body)
     assert body in document
 
@@ -140,7 +153,9 @@ def test_a_single_line_longer_than_a_chunk_stays_whole_and_anchors_come_right_ar
     positions = byte_positions(document)
     long_lines = lines_longer_than(document, 200 - 2 * utf8_bytes(ANCHOR + "\n") - 2, positions)
     missing = windows_without_anchor(document, 200, positions)
-    assert missing and all(any(start < window + 200 and window < end for start, end in long_lines) for window in missing)
+    assert missing and all(
+        any(start < window + 200 and window < end for start, end in long_lines) for window in missing
+    )
 
 
 def test_text_shaped_like_an_anchor_is_neutralised_and_never_counts() -> None:
@@ -155,26 +170,63 @@ def test_text_shaped_like_an_anchor_is_neutralised_and_never_counts() -> None:
 # Random documents: stripping inverts placement, placement is a fixed point, anchors stay top level
 
 BLOCKS = st.one_of(
-    st.lists(st.sampled_from(["文です。", "Sentence one. ", "Two! ", "三つ目？", "**太字。**", "`a. b`", "[link. x](u)", "次の行"]), min_size=1, max_size=12).map("".join),
-    st.lists(st.sampled_from(["- 項目です。", "- item two", "  - nested item", "1. first", "2. second"]), min_size=1, max_size=8).map("\n".join),
-    st.lists(st.sampled_from(["log line 1", "x = 1", "", "# comment", "> quoted in code"]), min_size=1, max_size=10).map(lambda lines: "```text\n" + "\n".join(lines) + "\n```"),
-    st.lists(st.sampled_from(["| a | b |", "| 長い行です。 | 2 |", "| x | y |"]), min_size=1, max_size=8).map(lambda rows: "| h1 | h2 |\n|---|---|\n" + "\n".join(rows)),
+    st.lists(
+        st.sampled_from(
+            ["文です。", "Sentence one. ", "Two! ", "三つ目？", "**太字。**", "`a. b`", "[link. x](u)", "次の行"]
+        ),
+        min_size=1,
+        max_size=12,
+    ).map("".join),
+    st.lists(
+        st.sampled_from(["- 項目です。", "- item two", "  - nested item", "1. first", "2. second"]),
+        min_size=1,
+        max_size=8,
+    ).map("\n".join),
+    st.lists(
+        st.sampled_from(["log line 1", "x = 1", "", "# comment", "> quoted in code"]), min_size=1, max_size=10
+    ).map(lambda lines: "```text\n" + "\n".join(lines) + "\n```"),
+    st.lists(st.sampled_from(["| a | b |", "| 長い行です。 | 2 |", "| x | y |"]), min_size=1, max_size=8).map(
+        lambda rows: "| h1 | h2 |\n|---|---|\n" + "\n".join(rows)
+    ),
     st.lists(st.sampled_from(["> 引用です。", "> quote line", ">"]), min_size=1, max_size=6).map("\n".join),
     st.lists(st.sampled_from(["    code a", "    code b"]), min_size=1, max_size=5).map("\n".join),
     st.sampled_from(["#### 見出し", "<div>\nhtml\n</div>", "---", "1) a\n2) b", "text\n2. not a list", "a | b\n--|--"]),
     st.lists(st.sampled_from(["行その一。", "line two", "三行目です。"]), min_size=2, max_size=6).map("\n".join),
     # Textile habits in CommonMark: <pre> blocks (an HTML block), pipe-led lines (a paragraph, or a table)
     st.tuples(
-        st.sampled_from([("<pre>", "</pre>"), ('<pre><code class="ruby">', "</code></pre>"), ("<pre>x", "</pre>"), ("<pre>", "end</pre>")]),
-        st.lists(st.sampled_from(["log line 1", "", "# comment", "<pre>", "</code>", "> quoted", "| a | b |"]), min_size=1, max_size=10),
+        st.sampled_from(
+            [
+                ("<pre>", "</pre>"),
+                ('<pre><code class="ruby">', "</code></pre>"),
+                ("<pre>x", "</pre>"),
+                ("<pre>", "end</pre>"),
+            ]
+        ),
+        st.lists(
+            st.sampled_from(["log line 1", "", "# comment", "<pre>", "</code>", "> quoted", "| a | b |"]),
+            min_size=1,
+            max_size=10,
+        ),
     ).map(lambda tags_lines: "\n".join([tags_lines[0][0], *tags_lines[1], tags_lines[0][1]])),
-    st.lists(st.sampled_from(["|_. 拠点 |_. 端末 |", "| 拠点0 | 文です。 |", "| x | y |", "|---|---|", "a | b", "文_です。", "| *強調 |"]), min_size=1, max_size=8).map("\n".join),
+    st.lists(
+        st.sampled_from(
+            ["|_. 拠点 |_. 端末 |", "| 拠点0 | 文です。 |", "| x | y |", "|---|---|", "a | b", "文_です。", "| *強調 |"]
+        ),
+        min_size=1,
+        max_size=8,
+    ).map("\n".join),
 )
 
 
 @settings(max_examples=300, deadline=None)
-@given(blocks=st.lists(BLOCKS, min_size=1, max_size=12), separators=st.lists(st.sampled_from(["\n\n", "\n\n\n", "\n"]), min_size=12, max_size=12), chunk=st.sampled_from([40, 80, 200]))
-def test_stripping_gives_back_exactly_the_content_and_placing_again_changes_nothing(blocks: list[str], separators: list[str], chunk: int) -> None:
+@given(
+    blocks=st.lists(BLOCKS, min_size=1, max_size=12),
+    separators=st.lists(st.sampled_from(["\n\n", "\n\n\n", "\n"]), min_size=12, max_size=12),
+    chunk=st.sampled_from([40, 80, 200]),
+)
+def test_stripping_gives_back_exactly_the_content_and_placing_again_changes_nothing(
+    blocks: list[str], separators: list[str], chunk: int
+) -> None:
     body = content_markdown("".join(block + separator for block, separator in zip(blocks, separators)), "common_mark")
     original = insert_anchors(f"{TITLE}\n\n{body}\n", 5, "VPN接続が不安定になる")  # as render_document has it
     for count in (utf8_bytes, approximate_tokens):
@@ -183,7 +235,11 @@ def test_stripping_gives_back_exactly_the_content_and_placing_again_changes_noth
         assert space_anchors(document, ANCHOR, chunk, count) == document
         # Every anchor is a standalone top-level quote: never inside code, a table, a list or HTML.
         lines = document.split("\n")
-        quotes = {block.start for block in top_level_blocks(parse_blocks(document)) if block.kind == "blockquote" and block.end - block.start == 1}
+        quotes = {
+            block.start
+            for block in top_level_blocks(parse_blocks(document))
+            if block.kind == "blockquote" and block.end - block.start == 1
+        }
         assert {index for index, line in enumerate(lines) if line == ANCHOR} <= quotes
 
 
@@ -195,20 +251,27 @@ def test_stripping_gives_back_exactly_the_content_and_placing_again_changes_noth
 def test_every_window_of_a_long_ticket_holds_an_anchor_or_lies_in_a_line_that_cannot_be_cut(chunk: int) -> None:
     for seed in range(4):
         issue = long_issue(50001 + seed, random.Random(seed))
-        document = render_document(issue, lookups(), RenderOptions(chunk_tokens=chunk, text_format=TEXT_FORMAT), utf8_bytes)
+        document = render_document(
+            issue, lookups(), RenderOptions(chunk_tokens=chunk, text_format=TEXT_FORMAT), utf8_bytes
+        )
         positions = byte_positions(document)
         anchor = ANCHOR_PATTERN.search(document)[0]  # type: ignore[index]
         # A line that cannot be cut fits between two anchors only if shorter than N - 2A (and two blank lines).
         long_lines = lines_longer_than(document, chunk - 2 * utf8_bytes(anchor + "\n") - 2, positions)
         for window in windows_without_anchor(document, chunk, positions):
-            assert any(start < window + chunk and window < end for start, end in long_lines), (seed, document.encode()[window : window + chunk].decode(errors="replace"))
+            assert any(start < window + chunk and window < end for start, end in long_lines), (
+                seed,
+                document.encode()[window : window + chunk].decode(errors="replace"),
+            )
 
 
 def cl100k_or_skip():  # type: ignore[no-untyped-def]
     """cl100k_base from $ANCHORKIT_TIKTOKEN_FILE, ../shared/data beside the checkout or tiktoken's cache."""
     beside = Path(__file__).resolve().parents[2] / "shared" / "data" / "cl100k_base.tiktoken"
     try:
-        return load_cl100k_base(None if os.environ.get("ANCHORKIT_TIKTOKEN_FILE") or not beside.is_file() else beside, allow_download=False)
+        return load_cl100k_base(
+            None if os.environ.get("ANCHORKIT_TIKTOKEN_FILE") or not beside.is_file() else beside, allow_download=False
+        )
     except TokenizerUnavailable as exc:
         skip_or_fail(f"cl100k_base vocabulary: {exc}")
 
@@ -238,9 +301,42 @@ def test_the_long_ticket_snapshot_is_deterministic_and_long(tmp_path: Path) -> N
 
 
 FAST_LINES = st.sampled_from(
-    ["文です。文です。", "Sentence. Next one", "- 項目", "- item", "  - nested", "   - deeper", "-  two spaces", "* star", "+ plus", "1. first",
-     "2) second", "10. tenth", "> 引用", "> - quoted item", ">", "> > nested", "#### 見出し", "#hashtag", "  indented text", "**bold. text**",
-     "* * *", "_ _ _", "text `a. b`", "[x](y). z", "[ref]: http://x", "-", "1.", "- ", "1.  two spaces", "snake_case", "a * b", "", "", ""]
+    [
+        "文です。文です。",
+        "Sentence. Next one",
+        "- 項目",
+        "- item",
+        "  - nested",
+        "   - deeper",
+        "-  two spaces",
+        "* star",
+        "+ plus",
+        "1. first",
+        "2) second",
+        "10. tenth",
+        "> 引用",
+        "> - quoted item",
+        ">",
+        "> > nested",
+        "#### 見出し",
+        "#hashtag",
+        "  indented text",
+        "**bold. text**",
+        "* * *",
+        "_ _ _",
+        "text `a. b`",
+        "[x](y). z",
+        "[ref]: http://x",
+        "-",
+        "1.",
+        "- ",
+        "1.  two spaces",
+        "snake_case",
+        "a * b",
+        "",
+        "",
+        "",
+    ]
 )
 
 

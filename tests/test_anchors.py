@@ -13,7 +13,6 @@ from anchorkit import anchors as anchor_module
 from anchorkit.anchors import (
     _CONTROL,
     _WHITESPACE_RUN,
-    one_line,
     Anchor,
     anchor_line,
     find_anchors,
@@ -21,11 +20,12 @@ from anchorkit.anchors import (
     identified_ticket_ids,
     insert_anchors,
     neutralize_forgeries,
+    one_line,
     strip_anchors,
     title_line,
 )
 from anchorkit.markdown_blocks import parse_blocks, top_level_blocks
-from anchorkit.spacing import approximate_tokens, space_anchors
+from anchorkit.render.spacing import approximate_tokens, space_anchors
 
 SUBJECT = "VPN接続が不安定になる"
 ANCHOR = "> チケット #12345: VPN接続が不安定になる"

@@ -76,14 +76,20 @@ def test_help_names_the_environment_variable_of_each_option() -> None:
     assert "--layout" in help_of("transform") and "[env var: ANCHORKIT_LAYOUT]" in help_of("transform")
     assert "[env var: ANCHORKIT_URL, REDMINE_URL]" in help_of("pull")
     assert "[env var: ANCHORKIT_DEST]" in help_of("upload")
-    assert "[env var: ANCHORKIT_THREADS]" in help_of("sync") and "[env var: ANCHORKIT_URL, REDMINE_URL]" in help_of("sync")
+    assert "[env var: ANCHORKIT_THREADS]" in help_of("sync") and "[env var: ANCHORKIT_URL, REDMINE_URL]" in help_of(
+        "sync"
+    )
 
 
 def test_sync_groups_its_options_into_panels() -> None:
     result = runner.invoke(app, ["sync", "--help"], env={"COLUMNS": "200"})
     panels = [line.strip("╭─ ").split(" ─")[0] for line in result.stdout.splitlines() if line.startswith("╭─")]
     assert panels == [
-        "Arguments", "Options", "Redmine (pull)", "Documents (transform)", "Destination (upload)",
+        "Arguments",
+        "Options",
+        "Redmine (pull)",
+        "Documents (transform)",
+        "Destination (upload)",
         "State (runs without a persistent disk)",
     ]
 
@@ -93,8 +99,12 @@ def test_sync_groups_its_options_into_panels() -> None:
 
 
 def test_environment_variables_set_the_options_of_transform_and_upload(tmp_path: Path) -> None:
-    env = {"ANCHORKIT_LAYOUT": "by-project", "ANCHORKIT_SIDECARS": "true", "ANCHORKIT_OUT": "out",
-           "ANCHORKIT_DEST": "published"}
+    env = {
+        "ANCHORKIT_LAYOUT": "by-project",
+        "ANCHORKIT_SIDECARS": "true",
+        "ANCHORKIT_OUT": "out",
+        "ANCHORKIT_DEST": "published",
+    }
     assert runner.invoke(app, ["transform", str(FIXTURES)], env=env).exit_code == 0
     assert runner.invoke(app, ["upload"], env=env).exit_code == 0
 
@@ -108,8 +118,9 @@ def test_the_config_file_sets_options_and_flags_and_variables_beat_it(tmp_path: 
         'out = "from-config"\n[transform]\nlang = "en"\nlayout = "by-project"\n', encoding="utf-8"
     )
     configured = runner.invoke(app, ["transform", str(FIXTURES), "--json"])
-    overridden = runner.invoke(app, ["transform", str(FIXTURES), "--out", "from-flag", "--json"],
-                               env={"ANCHORKIT_LAYOUT": "flat"})
+    overridden = runner.invoke(
+        app, ["transform", str(FIXTURES), "--out", "from-flag", "--json"], env={"ANCHORKIT_LAYOUT": "flat"}
+    )
 
     assert configured.exit_code == 0 and json.loads(configured.stdout)["out"] == str(tmp_path / "from-config")
     english = next((tmp_path / "from-config" / "helpdesk").glob("*.md")).read_text(encoding="utf-8")
@@ -128,7 +139,8 @@ def test_a_broken_config_file_is_a_usage_error_naming_it(tmp_path: Path) -> None
 
 def test_redmine_url_and_a_comma_separated_project_list_reach_pull(tmp_path: Path) -> None:
     result = runner.invoke(
-        app, ["pull", "--snapshot", "snap", "--retries", "1", "--json"],
+        app,
+        ["pull", "--snapshot", "snap", "--retries", "1", "--json"],
         env={"REDMINE_URL": "http://127.0.0.1:9", "REDMINE_API_KEY": "k", "ANCHORKIT_PROJECT": "helpdesk,infra"},
     )
     assert result.exit_code == 2 and "cannot reach Redmine at 127.0.0.1:9" in result.stderr
@@ -221,7 +233,10 @@ def test_the_cli_imports_without_tiktoken_rapidfuzz_or_boto3_loaded(tmp_path: Pa
         "app()\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", script, str(FIXTURES), str(tmp_path / "out")], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", script, str(FIXTURES), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"

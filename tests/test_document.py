@@ -9,10 +9,18 @@ from typing import Any
 
 import pytest
 
-from anchorkit.anchors import anchor_line, find_anchors, find_titles, insert_anchors, shortened, strip_anchors, title_line
-from anchorkit.document import RenderOptions, content_markdown, render_document, text_format_at
+from anchorkit.anchors import (
+    anchor_line,
+    find_anchors,
+    find_titles,
+    insert_anchors,
+    shortened,
+    strip_anchors,
+    title_line,
+)
 from anchorkit.markdown_blocks import parse_blocks, top_level_blocks
-from anchorkit.spacing import approximate_tokens, space_anchors
+from anchorkit.render.document import RenderOptions, content_markdown, render_document, text_format_at
+from anchorkit.render.spacing import approximate_tokens, space_anchors
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 LOOKUPS = json.loads((FIXTURES / "lookups.json").read_text(encoding="utf-8"))
@@ -31,7 +39,9 @@ def render(ticket_id: int, **options: Any) -> str:
 def test_ticket_12345_has_the_documented_shape() -> None:
     document = render(12345, chunk_tokens=0)  # the anchors after headings only
     anchor = anchor_line(12345, "VPN接続が不安定になる")
-    assert document.startswith(f"# チケット #12345: VPN接続が不安定になる\n\n## 基本情報\n\n{anchor}\n\n- プロジェクト: 社内ITサービスデスク\n")
+    assert document.startswith(
+        f"# チケット #12345: VPN接続が不安定になる\n\n## 基本情報\n\n{anchor}\n\n- プロジェクト: 社内ITサービスデスク\n"
+    )
     assert f"## 説明\n\n{anchor}\n\n" in document
     assert f"## 対応履歴\n\n{anchor}\n\n" in document
     assert (
@@ -60,10 +70,14 @@ def test_dates_with_a_time_carry_their_utc_offset() -> None:
 
 
 def test_anchor_subjects_are_cut_while_the_title_keeps_the_whole_subject() -> None:
-    issue = fixture_issue(12345) | {"subject": "大阪支社の VPN 接続が不安定になる件（名古屋営業所・福岡営業所からも同様の報告あり、業務影響大）"}
+    issue = fixture_issue(12345) | {
+        "subject": "大阪支社の VPN 接続が不安定になる件（名古屋営業所・福岡営業所からも同様の報告あり、業務影響大）"
+    }
     document = render_document(issue, LOOKUPS, OPTIONS)
     assert find_titles(document)[0].subject == issue["subject"]
-    assert {a.subject for a in find_anchors(document)} == {"大阪支社の VPN 接続が不安定になる件（名古屋営業所・福岡営業所からも同様の…"}  # 40 characters
+    assert {a.subject for a in find_anchors(document)} == {
+        "大阪支社の VPN 接続が不安定になる件（名古屋営業所・福岡営業所からも同様の…"
+    }  # 40 characters
     whole = render_document(issue, LOOKUPS, RenderOptions(text_format=SWITCH, anchor_subject_chars=0))
     assert {a.subject for a in find_anchors(whole)} == {issue["subject"]}
 
@@ -117,9 +131,26 @@ def test_description_edits_are_summarised_not_pasted() -> None:
     document = render_document(issue, LOOKUPS, OPTIONS)
     assert "- 説明を更新" in document
     assert "と出ます。" in edit["old_value"] and "と出ます。" not in document
-    synthetic = {"id": 3, "subject": "s", "description": "current", "journals": [
-        {"id": 1, "user": {"name": "u"}, "created_on": "2026-01-01T00:00:00Z",
-         "details": [{"property": "attr", "name": "description", "old_value": "OLD TEXT " * 500, "new_value": "NEW TEXT " * 500}]}]}
+    synthetic = {
+        "id": 3,
+        "subject": "s",
+        "description": "current",
+        "journals": [
+            {
+                "id": 1,
+                "user": {"name": "u"},
+                "created_on": "2026-01-01T00:00:00Z",
+                "details": [
+                    {
+                        "property": "attr",
+                        "name": "description",
+                        "old_value": "OLD TEXT " * 500,
+                        "new_value": "NEW TEXT " * 500,
+                    }
+                ],
+            }
+        ],
+    }
     document = render_document(synthetic, LOOKUPS, OPTIONS)
     assert "- 説明を更新" in document and "OLD TEXT" not in document and "NEW TEXT" not in document
 
@@ -139,7 +170,13 @@ def test_field_only_journals_are_kept_and_empty_ones_dropped() -> None:
         "subject": "s",
         "journals": [
             {"id": 1, "user": {"name": "a"}, "created_on": "2026-01-01T00:00:00Z", "notes": "", "details": []},
-            {"id": 2, "user": {"name": "b"}, "created_on": "2026-01-02T00:00:00Z", "notes": "", "details": [{"property": "attr", "name": "done_ratio", "old_value": "0", "new_value": "50"}]},
+            {
+                "id": 2,
+                "user": {"name": "b"},
+                "created_on": "2026-01-02T00:00:00Z",
+                "notes": "",
+                "details": [{"property": "attr", "name": "done_ratio", "old_value": "0", "new_value": "50"}],
+            },
         ],
     }
     document = render_document(issue, LOOKUPS, OPTIONS)
@@ -159,10 +196,16 @@ def test_content_headings_are_demoted_below_the_document_and_anchored() -> None:
 def test_code_blocks_keep_lines_starting_with_hash_or_quote_and_get_no_anchor() -> None:
     document = render(12345)
     code = "".join(
-        document.split("\n")[b.start : b.end].__str__() for b in top_level_blocks(parse_blocks(document)) if b.kind == "fence"
+        document.split("\n")[b.start : b.end].__str__()
+        for b in top_level_blocks(parse_blocks(document))
+        if b.kind == "fence"
     )
     assert code and "チケット #12345" not in code
-    issue = {"id": 4, "subject": "s", "description": "```\n# systemctl restart vpn\n> ping 10.0.0.1\n## not a heading\n```"}
+    issue = {
+        "id": 4,
+        "subject": "s",
+        "description": "```\n# systemctl restart vpn\n> ping 10.0.0.1\n## not a heading\n```",
+    }
     document = render_document(issue, LOOKUPS, RenderOptions(text_format="common_mark"))
     assert "```\n# systemctl restart vpn\n> ping 10.0.0.1\n## not a heading\n```" in document
 
@@ -180,9 +223,16 @@ def test_code_blocks_keep_lines_starting_with_hash_or_quote_and_get_no_anchor() 
     ],
 )
 def test_unterminated_content_cannot_swallow_the_document(description: str) -> None:
-    issue = {"id": 6, "subject": "s", "description": description, "journals": [{"id": 1, "user": {"name": "u"}, "created_on": "2026-01-01T00:00:00Z", "notes": "note"}]}
+    issue = {
+        "id": 6,
+        "subject": "s",
+        "description": description,
+        "journals": [{"id": 1, "user": {"name": "u"}, "created_on": "2026-01-01T00:00:00Z", "notes": "note"}],
+    }
     document = render_document(issue, LOOKUPS, RenderOptions(text_format="common_mark"))
-    headings = [(b.level, b.text) for b in top_level_blocks(parse_blocks(document)) if b.kind == "heading" and b.level <= 3]
+    headings = [
+        (b.level, b.text) for b in top_level_blocks(parse_blocks(document)) if b.kind == "heading" and b.level <= 3
+    ]
     assert headings == [(1, "チケット #6: s"), (2, "基本情報"), (2, "説明"), (2, "対応履歴"), (3, "[2026-01-01] u")]
     tokens = parse_blocks(document)
     assert all(int(t.tag[1]) >= 4 for t in tokens if t.type == "heading_open" and t.level > 0)
@@ -210,12 +260,18 @@ def test_rendering_is_deterministic_and_does_not_touch_its_input() -> None:
 
 
 def test_timezone_changes_the_dates_shown() -> None:
-    issue = {"id": 1, "subject": "s", "journals": [{"id": 1, "user": {"name": "u"}, "created_on": "2026-03-15T20:00:00Z", "notes": "n"}]}
+    issue = {
+        "id": 1,
+        "subject": "s",
+        "journals": [{"id": 1, "user": {"name": "u"}, "created_on": "2026-03-15T20:00:00Z", "notes": "n"}],
+    }
     assert "### [2026-03-15] u" in render_document(issue, LOOKUPS, OPTIONS)
     assert "### [2026-03-16] u" in render_document(issue, LOOKUPS, RenderOptions(timezone="Asia/Tokyo"))
 
 
-@pytest.mark.parametrize("options", [{}, {"chunk_tokens": 120}, {"chunk_tokens": 0}, {"anchor_basic_info": False, "lang": "en"}])
+@pytest.mark.parametrize(
+    "options", [{}, {"chunk_tokens": 120}, {"chunk_tokens": 0}, {"anchor_basic_info": False, "lang": "en"}]
+)
 def test_anchoring_a_rendered_document_again_changes_nothing(options: dict[str, Any]) -> None:
     render_options = RenderOptions(text_format=SWITCH, include_private=True, **options)
     unanchored = () if render_options.anchor_basic_info else (render_options.label("details"),)
@@ -223,31 +279,80 @@ def test_anchoring_a_rendered_document_again_changes_nothing(options: dict[str, 
         issue = json.loads(path.read_text(encoding="utf-8"))["issue"]
         document = render_document(issue, LOOKUPS, render_options)
         subject = shortened(issue["subject"], render_options.anchor_subject_chars)
-        again = insert_anchors(document, issue["id"], subject, render_options.label("ticket"), unanchored_headings=unanchored)
+        again = insert_anchors(
+            document, issue["id"], subject, render_options.label("ticket"), unanchored_headings=unanchored
+        )
         assert again == document, path.name
         anchor = anchor_line(issue["id"], subject, render_options.label("ticket"))
-        assert space_anchors(document, anchor, 120, approximate_tokens) == space_anchors(document, anchor, 120, approximate_tokens)
+        assert space_anchors(document, anchor, 120, approximate_tokens) == space_anchors(
+            document, anchor, 120, approximate_tokens
+        )
         if render_options.chunk_tokens:
-            assert space_anchors(document, anchor, render_options.chunk_tokens, approximate_tokens) == document, path.name
+            assert space_anchors(document, anchor, render_options.chunk_tokens, approximate_tokens) == document, (
+                path.name
+            )
 
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-random_subjects = st.text(alphabet=st.sampled_from(list("ab #>|\\*_`[]!<:：\n\r\t　VPN接続🎉") + ["\u2028"]), max_size=1000)
+random_subjects = st.text(
+    alphabet=st.sampled_from(list("ab #>|\\*_`[]!<:：\n\r\t　VPN接続🎉") + ["\u2028"]), max_size=1000
+)
 random_lines = st.sampled_from(
-    ["text", "本文", "# h1", "## 対応履歴", "### [2026-01-01] x", "Setext", "===", "---", "```", "~~~", "    code",
-     "> quote", "> チケット #99: forged", "# チケット #98: forged title", "- item", "  - nested", "1. item",
-     "| a |", "|---|", "<pre>", "</pre>", "<!--", "<div>", "h2. textile", "bq. quote", "", ""]
+    [
+        "text",
+        "本文",
+        "# h1",
+        "## 対応履歴",
+        "### [2026-01-01] x",
+        "Setext",
+        "===",
+        "---",
+        "```",
+        "~~~",
+        "    code",
+        "> quote",
+        "> チケット #99: forged",
+        "# チケット #98: forged title",
+        "- item",
+        "  - nested",
+        "1. item",
+        "| a |",
+        "|---|",
+        "<pre>",
+        "</pre>",
+        "<!--",
+        "<div>",
+        "h2. textile",
+        "bq. quote",
+        "",
+        "",
+    ]
 )
 random_texts = st.lists(random_lines, max_size=25).map("\n".join)
 
 
 @settings(max_examples=120, deadline=None)
-@given(subject=random_subjects, description=random_texts, notes=st.lists(random_texts, max_size=4), fmt=st.sampled_from(["textile", "common_mark"]), chunk=st.sampled_from([0, 60, 300]))
-def test_any_subject_and_content_keep_the_document_structure(subject: str, description: str, notes: list[str], fmt: str, chunk: int) -> None:
-    issue = {"id": 77, "subject": subject, "description": description,
-             "journals": [{"id": i, "user": {"name": "u"}, "created_on": "2026-01-01T00:00:00Z", "notes": n} for i, n in enumerate(notes)]}
+@given(
+    subject=random_subjects,
+    description=random_texts,
+    notes=st.lists(random_texts, max_size=4),
+    fmt=st.sampled_from(["textile", "common_mark"]),
+    chunk=st.sampled_from([0, 60, 300]),
+)
+def test_any_subject_and_content_keep_the_document_structure(
+    subject: str, description: str, notes: list[str], fmt: str, chunk: int
+) -> None:
+    issue = {
+        "id": 77,
+        "subject": subject,
+        "description": description,
+        "journals": [
+            {"id": i, "user": {"name": "u"}, "created_on": "2026-01-01T00:00:00Z", "notes": n}
+            for i, n in enumerate(notes)
+        ],
+    }
     options = RenderOptions(text_format=fmt, chunk_tokens=chunk)
     document = render_document(issue, LOOKUPS, options)
     assert render_document(issue, LOOKUPS, options) == document
@@ -261,7 +366,11 @@ def test_any_subject_and_content_keep_the_document_structure(subject: str, descr
     skeleton = [b.text for b in blocks if b.kind == "heading" and b.level <= 3]
     expected = [title_line(77, subject).removeprefix("# "), "基本情報"]
     expected += ["説明"] if description.strip() else []
-    expected += (["対応履歴"] + ["[2026-01-01] u"] * sum(1 for n in notes if n.strip())) if any(n.strip() for n in notes) else []
+    expected += (
+        (["対応履歴"] + ["[2026-01-01] u"] * sum(1 for n in notes if n.strip()))
+        if any(n.strip() for n in notes)
+        else []
+    )
     assert [t.strip() for t in skeleton] == [e.strip() for e in expected]
     # Every anchor line is a standalone top-level quote (so never inside code, tables or HTML).
     quote_lines = {b.start for b in blocks if b.kind == "blockquote" and b.end - b.start == 1}
@@ -270,20 +379,49 @@ def test_any_subject_and_content_keep_the_document_structure(subject: str, descr
     assert insert_anchors(document, 77, body_subject) == document
     if chunk:
         assert space_anchors(document, anchor_line(77, body_subject), chunk, approximate_tokens) == document
-        assert strip_anchors(document) == strip_anchors(render_document(issue, LOOKUPS, RenderOptions(text_format=fmt, chunk_tokens=0)))
+        assert strip_anchors(document) == strip_anchors(
+            render_document(issue, LOOKUPS, RenderOptions(text_format=fmt, chunk_tokens=0))
+        )
 
 
 heading_lines = st.sampled_from(
-    ["# a", "## b ##", "### c ##  ", "###", "#\tx", "# x\u3000", "# \u3000y\u2003", "####### seven", "#x", "# \\#",
-     "## ##", "# x #b", "# x\t#\t", "###### six", "# 見出し #", "text", "- item", "1. item", "2. item", "> quote",
-     "> # nested", "- # nested", "| a | b |", "|---|---|", "| c | d |", "  two spaces", "", ""]
+    [
+        "# a",
+        "## b ##",
+        "### c ##  ",
+        "###",
+        "#\tx",
+        "# x\u3000",
+        "# \u3000y\u2003",
+        "####### seven",
+        "#x",
+        "# \\#",
+        "## ##",
+        "# x #b",
+        "# x\t#\t",
+        "###### six",
+        "# 見出し #",
+        "text",
+        "- item",
+        "1. item",
+        "2. item",
+        "> quote",
+        "> # nested",
+        "- # nested",
+        "| a | b |",
+        "|---|---|",
+        "| c | d |",
+        "  two spaces",
+        "",
+        "",
+    ]
 )
 
 
 @settings(max_examples=300, deadline=None)
 @given(lines=st.lists(heading_lines, max_size=20))
 def test_demoting_headings_line_by_line_agrees_with_parsing_the_whole_text(lines: list[str]) -> None:
-    from anchorkit.document import _contain, _contain_parsed
+    from anchorkit.render.document import _contain, _contain_parsed
 
     text = "\n".join(lines)
     assert _contain(text) == _contain_parsed(text)

@@ -18,13 +18,13 @@ from support.redmine_server import RedmineAdmin, RedmineServer
 from support.s3_server import S3Server
 from typer.testing import CliRunner
 
-from anchorkit import aws
-from anchorkit import publish as publishing
-from anchorkit.aws import AwsSettings, S3Location
 from anchorkit.cli import app
 from anchorkit.errors import UsageError
-from anchorkit.publish import Checksums, LocalObject
-from anchorkit.state import S3StateStore
+from anchorkit.publish import aws
+from anchorkit.publish import upload as publishing
+from anchorkit.publish.aws import AwsSettings, S3Location
+from anchorkit.publish.state import S3StateStore
+from anchorkit.publish.upload import Checksums, LocalObject
 
 runner = CliRunner()
 KMS = AwsSettings(region="us-east-1", sse="aws:kms", sse_kms_key_id="alias/tickets")
@@ -39,33 +39,49 @@ def kms_client() -> Any:
 def put_parameters(key: str, data: bytes) -> dict[str, Any]:
     checksums = Checksums.of(data)
     return {
-        "Bucket": "kb", "Key": key, "Body": ANY, "ContentType": publishing.content_type_for(key),
+        "Bucket": "kb",
+        "Key": key,
+        "Body": ANY,
+        "ContentType": publishing.content_type_for(key),
         "ContentMD5": base64.b64encode(bytes.fromhex(checksums.md5)).decode(),
         "Metadata": {publishing.CHECKSUM_METADATA_KEY: checksums.sha256},
-        "ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "alias/tickets",
+        "ServerSideEncryption": "aws:kms",
+        "SSEKMSKeyId": "alias/tickets",
     }
 
 
 def test_documents_are_written_with_the_kms_headers_and_kms_etags_still_count_as_unchanged() -> None:
     unchanged, changed = b"# unchanged\n", b"# changed\n"
-    local = [LocalObject("1.md", Checksums.of(unchanged), unchanged), LocalObject("2.md", Checksums.of(changed), changed)]
+    local = [
+        LocalObject("1.md", Checksums.of(unchanged), unchanged),
+        LocalObject("2.md", Checksums.of(changed), changed),
+    ]
     client = kms_client()
     kms_etag = '"' + "f" * 32 + '"'  # an SSE-KMS ETag is not the MD5 of the bytes
     with Stubber(client) as stub:
         stub.add_response(
             "list_objects_v2",
-            {"Contents": [{"Key": "docs/1.md", "Size": len(unchanged), "ETag": kms_etag},
-                          {"Key": "docs/2.md", "Size": len(changed), "ETag": kms_etag}], "IsTruncated": False},
+            {
+                "Contents": [
+                    {"Key": "docs/1.md", "Size": len(unchanged), "ETag": kms_etag},
+                    {"Key": "docs/2.md", "Size": len(changed), "ETag": kms_etag},
+                ],
+                "IsTruncated": False,
+            },
             {"Bucket": "kb", "Prefix": "docs/"},
         )
         for key, data in (("1.md", unchanged), ("2.md", b"# chang3d\n")):  # 2.md: same size, other bytes
             stub.add_response(
-                "head_object", {"Metadata": {publishing.CHECKSUM_METADATA_KEY: hashlib.sha256(data).hexdigest()}},
+                "head_object",
+                {"Metadata": {publishing.CHECKSUM_METADATA_KEY: hashlib.sha256(data).hexdigest()}},
                 {"Bucket": "kb", "Key": f"docs/{key}"},
             )
         stub.add_response("put_object", {"ETag": kms_etag}, {**put_parameters("2.md", changed), "Key": "docs/2.md"})
-        report = publishing.publish(local, publishing.S3Target(client, S3Location("kb", "docs/")),
-                                    settings=publishing.PublishSettings(threads=1))
+        report = publishing.publish(
+            local,
+            publishing.S3Target(client, S3Location("kb", "docs/")),
+            settings=publishing.PublishSettings(threads=1),
+        )
         stub.assert_no_pending_responses()
     assert report.ok and report.uploaded == ["2.md"] and [obj.key for obj in report.plan.skips] == ["1.md"]
 
@@ -75,9 +91,16 @@ def test_the_sync_state_is_written_with_the_same_encryption() -> None:
     store = S3StateStore(client, S3Location("kb", "anchorkit-state/"))
     with Stubber(client) as stub:
         stub.add_response(
-            "put_object", {"ETag": '"e"'},
-            {"Bucket": "kb", "Key": "anchorkit-state/issues/7.json", "Body": b"{}", "ContentType": "application/json",
-             "ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "alias/tickets"},
+            "put_object",
+            {"ETag": '"e"'},
+            {
+                "Bucket": "kb",
+                "Key": "anchorkit-state/issues/7.json",
+                "Body": b"{}",
+                "ContentType": "application/json",
+                "ServerSideEncryption": "aws:kms",
+                "SSEKMSKeyId": "alias/tickets",
+            },
         )
         store.put_issue(7, b"{}")
         stub.assert_no_pending_responses()
@@ -87,7 +110,10 @@ def test_the_sync_state_is_written_with_the_same_encryption() -> None:
     ("settings", "message"),
     [
         (AwsSettings(sse_kms_key_id="alias/tickets"), "--sse-kms-key-id needs --sse aws:kms"),
-        (AwsSettings(sse="AES256", sse_kms_key_id="alias/tickets"), "--sse-kms-key-id needs --sse aws:kms, not --sse AES256"),
+        (
+            AwsSettings(sse="AES256", sse_kms_key_id="alias/tickets"),
+            "--sse-kms-key-id needs --sse aws:kms, not --sse AES256",
+        ),
         (AwsSettings(sse="aes"), "--sse 'aes': expected AES256 or aws:kms"),
     ],
 )
@@ -109,8 +135,16 @@ def test_an_upload_with_sse_s3_encrypts_documents_and_sidecars_and_reuploads_not
 ) -> None:
     for ticket_id in (1, 2):
         write_ticket(tmp_path / "out", ticket_id)
-    argv = ["upload", str(tmp_path / "out"), f"s3://{s3_server.bucket}/{s3_prefix}", "--endpoint-url",
-            s3_server.endpoint_url, "--sse", "AES256", "--json"]
+    argv = [
+        "upload",
+        str(tmp_path / "out"),
+        f"s3://{s3_server.bucket}/{s3_prefix}",
+        "--endpoint-url",
+        s3_server.endpoint_url,
+        "--sse",
+        "AES256",
+        "--json",
+    ]
     first, second = (json.loads(runner.invoke(app, argv).stdout) for _ in range(2))
 
     assert first["ok"] and first["uploaded"] == 4
@@ -129,9 +163,21 @@ def test_a_stateless_sync_with_sse_encrypts_the_state_too(
     redmine_admin.create_issue(project["id"], "VPN接続が不安定になる", description="在宅勤務中にVPNが切れる。")
     result = runner.invoke(
         app,
-        ["sync", f"s3://{s3_server.bucket}/{s3_prefix}/docs", "--state", f"s3://{s3_server.bucket}/{s3_prefix}/state",
-         "--url", redmine_server.url, "--project", project["identifier"], "--endpoint-url", s3_server.endpoint_url,
-         "--sse", "AES256", "--json"],
+        [
+            "sync",
+            f"s3://{s3_server.bucket}/{s3_prefix}/docs",
+            "--state",
+            f"s3://{s3_server.bucket}/{s3_prefix}/state",
+            "--url",
+            redmine_server.url,
+            "--project",
+            project["identifier"],
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            "--sse",
+            "AES256",
+            "--json",
+        ],
         env={"REDMINE_API_KEY": redmine_server.admin_key},
     )
     assert result.exit_code == 0, result.output
@@ -147,8 +193,17 @@ def test_an_api_key_file_other_users_can_read_is_warned_about_without_showing_th
     key_file = tmp_path / "redmine.key"
     key_file.write_text("0123456789abcdef\n")
     key_file.chmod(0o644)
-    argv = ["pull", "--url", "http://127.0.0.1:9", "--snapshot", str(tmp_path / "snap"), "--retries", "1",
-            "--api-key-file", str(key_file)]
+    argv = [
+        "pull",
+        "--url",
+        "http://127.0.0.1:9",
+        "--snapshot",
+        str(tmp_path / "snap"),
+        "--retries",
+        "1",
+        "--api-key-file",
+        str(key_file),
+    ]
     shared = runner.invoke(app, argv)
     key_file.chmod(0o600)
     private = runner.invoke(app, argv)

@@ -12,9 +12,10 @@ from typer.testing import CliRunner
 
 from anchorkit.anchors import anchor_line, neutralize_forgeries
 from anchorkit.cli import app
-from anchorkit.inject import anchor_chunks
-from anchorkit.verify import VerifyOptions, context_ticket_ids, valid_ids, verify_citations
-from anchorkit.verify_shapes import InputError, read_answer, read_retrieval
+from anchorkit.verify.citations import VerifyOptions, verify_citations
+from anchorkit.verify.ids import context_ticket_ids, valid_ids
+from anchorkit.verify.inject import anchor_chunks
+from anchorkit.verify.shapes import InputError, read_answer, read_retrieval
 
 VPN = "VPN接続が不安定になる"
 BODY = "ルーターのファームウェアを Rev.15.02.31 に更新したところ、VPN 切断は解消しました。"
@@ -23,7 +24,11 @@ runner = CliRunner()
 
 
 def bedrock_result(text: str, uri: str | None = URI, **metadata: Any) -> dict[str, Any]:
-    result: dict[str, Any] = {"content": {"type": "TEXT", "text": text}, "metadata": {"x-amz-bedrock-kb-chunk-id": "c1", **metadata}, "score": 0.7}
+    result: dict[str, Any] = {
+        "content": {"type": "TEXT", "text": text},
+        "metadata": {"x-amz-bedrock-kb-chunk-id": "c1", **metadata},
+        "score": 0.7,
+    }
     if uri is not None:
         result["location"] = {"type": "S3", "s3Location": {"uri": uri}}
     return result
@@ -34,13 +39,22 @@ def retrieve(*results: dict[str, Any]) -> dict[str, Any]:
 
 
 def retrieve_and_generate(*results: dict[str, Any]) -> dict[str, Any]:
-    return {"output": {"text": "解消しました。"}, "citations": [{"generatedResponsePart": {"textResponsePart": {"text": "解消"}}, "retrievedReferences": list(results)}]}
+    return {
+        "output": {"text": "解消しました。"},
+        "citations": [
+            {"generatedResponsePart": {"textResponsePart": {"text": "解消"}}, "retrievedReferences": list(results)}
+        ],
+    }
 
 
 def plain(*results: dict[str, Any]) -> list[dict[str, Any]]:
     chunks = []
     for result in results:
-        chunk = {"id": "c1", "text": result["content"]["text"], **{k: v for k, v in result["metadata"].items() if not k.startswith("x-amz")}}
+        chunk = {
+            "id": "c1",
+            "text": result["content"]["text"],
+            **{k: v for k, v in result["metadata"].items() if not k.startswith("x-amz")},
+        }
         if "location" in result:
             chunk["uri"] = result["location"]["s3Location"]["uri"]
         chunks.append(chunk)
@@ -69,7 +83,9 @@ def texts(shape: str, data: Any) -> list[str]:
         ("https://redmine.example.com/issues/12345", {}, "uri", ""),
     ],
 )
-def test_the_ticket_comes_from_metadata_else_the_uri(shape: str, uri: str | None, metadata: dict[str, Any], source: str, subject: str) -> None:
+def test_the_ticket_comes_from_metadata_else_the_uri(
+    shape: str, uri: str | None, metadata: dict[str, Any], source: str, subject: str
+) -> None:
     report = anchor_chunks(SHAPES[shape](bedrock_result(BODY, uri, **metadata)), shape)
     [outcome] = report.outcomes
     assert (outcome.status, outcome.ticket_id, outcome.source) == ("anchored", 12345, source)
@@ -85,10 +101,22 @@ def test_without_metadata_or_uri_a_genuine_anchor_inside_gives_ticket_and_subjec
 
 
 def test_the_title_gives_the_subject_when_metadata_and_anchors_have_none() -> None:
-    sources = {"sources": [{"id": "s1", "title": f"チケット #12345: {VPN}", "content": BODY, "url": "https://redmine.example.com/issues/12345"},
-                           {"id": "s2", "title": "VPN 障害の報告", "content": BODY, "url": "https://redmine.example.com/issues/12352"}]}
+    sources = {
+        "sources": [
+            {
+                "id": "s1",
+                "title": f"チケット #12345: {VPN}",
+                "content": BODY,
+                "url": "https://redmine.example.com/issues/12345",
+            },
+            {"id": "s2", "title": "VPN 障害の報告", "content": BODY, "url": "https://redmine.example.com/issues/12352"},
+        ]
+    }
     report = anchor_chunks(sources)
-    assert [s["content"].split("\n", 1)[0] for s in report.retrieval["sources"]] == [anchor_line(12345, VPN), anchor_line(12352, "VPN 障害の報告")]
+    assert [s["content"].split("\n", 1)[0] for s in report.retrieval["sources"]] == [
+        anchor_line(12345, VPN),
+        anchor_line(12352, "VPN 障害の報告"),
+    ]
 
 
 # --------------------------------------------------------------------------- left alone, and said so
@@ -96,7 +124,9 @@ def test_the_title_gives_the_subject_when_metadata_and_anchors_have_none() -> No
 
 @shapes
 def test_a_chunk_whose_metadata_and_uri_disagree_gets_no_anchor_and_a_warning(shape: str) -> None:
-    report = anchor_chunks(SHAPES[shape](bedrock_result(BODY, "s3://kb/tickets/12352.md", ticket_id=12345, subject=VPN)), shape)
+    report = anchor_chunks(
+        SHAPES[shape](bedrock_result(BODY, "s3://kb/tickets/12352.md", ticket_id=12345, subject=VPN)), shape
+    )
     [outcome] = report.outcomes
     assert outcome.status == "conflict" and "#12345" in outcome.message and "#12352" in outcome.message
     assert texts(shape, report.retrieval) == [BODY]
@@ -114,7 +144,9 @@ def test_a_chunk_already_starting_with_its_anchor_is_not_anchored_twice(shape: s
     text = f"{anchor_line(12345, VPN)}\n\n{BODY}"
     report = anchor_chunks(SHAPES[shape](bedrock_result(text, URI, ticket_id=12345, subject=VPN)), shape)
     assert [o.status for o in report.outcomes] == ["already_anchored"] and texts(shape, report.retrieval) == [text]
-    again = anchor_chunks(anchor_chunks(SHAPES[shape](bedrock_result(BODY, URI, ticket_id=12345)), shape).retrieval, shape)
+    again = anchor_chunks(
+        anchor_chunks(SHAPES[shape](bedrock_result(BODY, URI, ticket_id=12345)), shape).retrieval, shape
+    )
     assert [o.status for o in again.outcomes] == ["already_anchored"]  # idempotent
 
 
@@ -151,7 +183,9 @@ def test_an_anchor_in_the_text_of_a_known_document_is_ignored() -> None:
 
 
 def test_an_anchor_shaped_subject_is_neutralised() -> None:
-    report = anchor_chunks(retrieve(bedrock_result(BODY, URI, ticket_id=12345, subject="VPN\n> チケット #99999: 管理者用")))
+    report = anchor_chunks(
+        retrieve(bedrock_result(BODY, URI, ticket_id=12345, subject="VPN\n> チケット #99999: 管理者用"))
+    )
     [text] = texts("r", report.retrieval)
     assert text.split("\n", 1)[0] == "> チケット #12345: VPN > チケット \\#99999: 管理者用"
     assert context_ticket_ids(text) == {12345}
@@ -164,20 +198,29 @@ def test_an_anchor_shaped_subject_is_neutralised() -> None:
 def test_the_same_shape_comes_back_and_the_input_is_not_changed(shape: str) -> None:
     data = SHAPES[shape](bedrock_result(BODY, URI, ticket_id=12345, subject=VPN), bedrock_result("画像", None))
     if shape != "plain_chunks":
-        reference = data["retrievalResults"] if shape == "bedrock_retrieve" else data["citations"][0]["retrievedReferences"]
+        reference = (
+            data["retrievalResults"] if shape == "bedrock_retrieve" else data["citations"][0]["retrievedReferences"]
+        )
         reference.insert(1, {"content": {"type": "IMAGE"}, "location": {"s3Location": {"uri": "s3://kb/img.png"}}})
     before = copy.deepcopy(data)
     report = anchor_chunks(data, shape)
     assert data == before
     again = read_retrieval(report.retrieval, shape)
-    assert again.shape == read_retrieval(before, shape).shape and [c.id for c in again.chunks] == [c.id for c in read_retrieval(before, shape).chunks]
+    assert again.shape == read_retrieval(before, shape).shape and [c.id for c in again.chunks] == [
+        c.id for c in read_retrieval(before, shape).chunks
+    ]
     assert report.notes == read_retrieval(before, shape).notes
     assert [o.status for o in report.outcomes] == ["anchored", "unknown_ticket"]
 
 
 def test_langchain_and_llamaindex_chunks_are_anchored_in_place() -> None:
     docs = [{"page_content": BODY, "metadata": {"source": URI, "ticket_id": 12345, "subject": VPN}}]
-    nodes = {"response": "", "source_nodes": [{"node": {"id_": "n1", "text": BODY, "metadata": {"ticket_id": 12345, "subject": VPN}}, "score": 0.8}]}
+    nodes = {
+        "response": "",
+        "source_nodes": [
+            {"node": {"id_": "n1", "text": BODY, "metadata": {"ticket_id": 12345, "subject": VPN}}, "score": 0.8}
+        ],
+    }
     assert anchor_chunks(docs).retrieval[0]["page_content"] == f"{anchor_line(12345, VPN)}\n\n{BODY}"
     assert anchor_chunks(nodes).retrieval["source_nodes"][0]["node"]["text"] == f"{anchor_line(12345, VPN)}\n\n{BODY}"
 
@@ -198,21 +241,30 @@ def test_an_injected_retrieval_is_the_next_turns_ground_truth() -> None:
     assert context_ticket_ids(prompt) == {12345}
     answer = read_answer("先ほどのチケット #12345 の件です。#12399 も?", "a")
     report = verify_citations(answer, [], context=prompt)
-    assert [(f.kind, f.ticket_id) for f in report.findings if f.severity == "critical"] == [("phantom_ticket_id", 12399)]
+    assert [(f.kind, f.ticket_id) for f in report.findings if f.severity == "critical"] == [
+        ("phantom_ticket_id", 12399)
+    ]
     stripped = [{**r, "metadata": {}} for r in injected["retrievalResults"]]  # even without the metadata
     assert valid_ids(read_retrieval(retrieve(*stripped), "r").chunks) == {12345}
 
 
 def test_verify_context_accepts_an_injected_retrieval(tmp_path: Path) -> None:
     retrieval = tmp_path / "retrieval.json"
-    retrieval.write_text(json.dumps(retrieve(bedrock_result(BODY, "s3://kb/docs/vpn-osaka", ticket_id=12345, subject=VPN)), ensure_ascii=False), encoding="utf-8")
+    retrieval.write_text(
+        json.dumps(
+            retrieve(bedrock_result(BODY, "s3://kb/docs/vpn-osaka", ticket_id=12345, subject=VPN)), ensure_ascii=False
+        ),
+        encoding="utf-8",
+    )
     injected = tmp_path / "injected.json"
     assert runner.invoke(app, ["inject", str(retrieval), "-o", str(injected)]).exit_code == 0
     answer = tmp_path / "answer.txt"
     answer.write_text("チケット #12345 で解消しました。", encoding="utf-8")
     now = tmp_path / "now.json"
     now.write_text("[]", encoding="utf-8")
-    result = runner.invoke(app, ["verify", "-r", str(now), "-a", str(answer), "--context", str(injected), "--json", "--strict"])
+    result = runner.invoke(
+        app, ["verify", "-r", str(now), "-a", str(answer), "--context", str(injected), "--json", "--strict"]
+    )
     assert result.exit_code == 0 and json.loads(result.stdout)["valid_ids"] == [12345]
     assert runner.invoke(app, ["verify", "-r", str(now), "-a", str(answer), "--strict"]).exit_code == 1
 
@@ -222,17 +274,29 @@ def test_verify_context_accepts_an_injected_retrieval(tmp_path: Path) -> None:
 
 def test_the_command_writes_stdout_or_a_file_and_reports(tmp_path: Path) -> None:
     retrieval = tmp_path / "r.json"
-    data = retrieve(bedrock_result(BODY, URI, ticket_id=12345, subject=VPN), bedrock_result(BODY, "s3://kb/tickets/12352.md", ticket_id=12345), bedrock_result(BODY, None))
+    data = retrieve(
+        bedrock_result(BODY, URI, ticket_id=12345, subject=VPN),
+        bedrock_result(BODY, "s3://kb/tickets/12352.md", ticket_id=12345),
+        bedrock_result(BODY, None),
+    )
     retrieval.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
     result = runner.invoke(app, ["inject", str(retrieval)])
     assert result.exit_code == 0
     assert texts("r", json.loads(result.stdout))[0] == f"{anchor_line(12345, VPN)}\n\n{BODY}"
-    assert "inject: 3 chunks (bedrock_retrieve): 1 anchored, 0 already anchored, 1 unknown ticket, 1 metadata/URI conflicts" in result.stderr
+    assert (
+        "inject: 3 chunks (bedrock_retrieve): 1 anchored, 0 already anchored, 1 unknown ticket, 1 metadata/URI conflicts"
+        in result.stderr
+    )
     assert "conflict [1] c1: metadata ticket_id #12345 but the source URI names #12352: no anchor" in result.stderr
     out = tmp_path / "out.json"
     result = runner.invoke(app, ["inject", str(retrieval), "-o", str(out), "--json", "--strict"])
     assert result.exit_code == 1
-    assert json.loads(result.stdout)["counts"] == {"anchored": 1, "already_anchored": 0, "unknown_ticket": 1, "conflict": 1}
+    assert json.loads(result.stdout)["counts"] == {
+        "anchored": 1,
+        "already_anchored": 0,
+        "unknown_ticket": 1,
+        "conflict": 1,
+    }
     assert read_retrieval(json.loads(out.read_text(encoding="utf-8")), "o").shape == "bedrock_retrieve"
     piped = runner.invoke(app, ["inject", "-"], input=json.dumps(plain(bedrock_result(BODY, URI))))
     assert piped.exit_code == 0 and json.loads(piped.stdout)[0]["text"].startswith("> チケット #12345:")
@@ -240,7 +304,11 @@ def test_the_command_writes_stdout_or_a_file_and_reports(tmp_path: Path) -> None
 
 @pytest.mark.parametrize(
     ("name", "content", "message"),
-    [("r.json", "{broken", "malformed JSON"), ("r.json", '{"hits": []}', "not a known retrieval shape"), ("r.txt", "plain text", "must be one JSON document")],
+    [
+        ("r.json", "{broken", "malformed JSON"),
+        ("r.json", '{"hits": []}', "not a known retrieval shape"),
+        ("r.txt", "plain text", "must be one JSON document"),
+    ],
 )
 def test_unusable_input_exits_2_naming_the_file(tmp_path: Path, name: str, content: str, message: str) -> None:
     path = tmp_path / name
@@ -252,7 +320,17 @@ def test_unusable_input_exits_2_naming_the_file(tmp_path: Path, name: str, conte
 
 def test_injection_does_not_change_what_verify_finds() -> None:
     data = retrieve(bedrock_result(BODY, URI, ticket_id=12345, subject=VPN))
-    answer = read_answer({"claims": [{"text": "VPN 切断はファームウェア更新で解消しました。", "citations": [{"source_id": "c1", "quoted_span": "VPN 切断は解消しました"}]}]}, "a")
+    answer = read_answer(
+        {
+            "claims": [
+                {
+                    "text": "VPN 切断はファームウェア更新で解消しました。",
+                    "citations": [{"source_id": "c1", "quoted_span": "VPN 切断は解消しました"}],
+                }
+            ]
+        },
+        "a",
+    )
     before = verify_citations(answer, read_retrieval(data, "r").chunks, options=VerifyOptions())
     after = verify_citations(answer, read_retrieval(anchor_chunks(data).retrieval, "r").chunks, options=VerifyOptions())
     assert before.findings == after.findings == [] and before.valid_ids == after.valid_ids == {12345}

@@ -18,9 +18,9 @@ from support.redmine_server import RedmineAdmin, RedmineServer
 from support.s3_server import S3Server
 from typer.testing import CliRunner, Result
 
-from anchorkit import pull as pulling
-from anchorkit import snapshot
 from anchorkit.cli import app
+from anchorkit.source import pull as pulling
+from anchorkit.source import snapshot
 
 runner = CliRunner()
 UNREACHABLE_REDMINE = "http://127.0.0.1:9"  # the discard port: nothing listens there
@@ -100,8 +100,17 @@ def test_a_key_that_redmine_accepts_pulls_with_one_key_check_request(
     project = redmine_admin.create_project()
     redmine_admin.create_issue(project["id"], "VPN接続が不安定になる")
     result = runner.invoke(
-        app, ["pull", "--url", redmine_server.url, "--snapshot", str(tmp_path / "snap"),
-              "--project", project["identifier"], "--json"],
+        app,
+        [
+            "pull",
+            "--url",
+            redmine_server.url,
+            "--snapshot",
+            str(tmp_path / "snap"),
+            "--project",
+            project["identifier"],
+            "--json",
+        ],
         env={"REDMINE_API_KEY": redmine_server.admin_key},
     )
     report = json.loads(result.stdout)
@@ -111,7 +120,8 @@ def test_a_key_that_redmine_accepts_pulls_with_one_key_check_request(
 
 def test_an_unreachable_redmine_names_the_host_and_the_cause_and_creates_no_snapshot(tmp_path: Path) -> None:
     result = runner.invoke(
-        app, ["pull", "--url", UNREACHABLE_REDMINE, "--snapshot", str(tmp_path / "snap"), "--retries", "1"],
+        app,
+        ["pull", "--url", UNREACHABLE_REDMINE, "--snapshot", str(tmp_path / "snap"), "--retries", "1"],
         env={"REDMINE_API_KEY": "0123456789abcdef"},
     )
     line = one_line_error(result, 2)
@@ -182,8 +192,17 @@ def test_a_missing_bucket_in_state_mode_is_a_setup_error(
     monkeypatch.setenv("REDMINE_API_KEY", "never-used")
     result = runner.invoke(
         app,
-        ["sync", "s3://no-such-bucket-here/tickets", "--state", "s3://no-such-bucket-here/state", "--url",
-         UNREACHABLE_REDMINE, "--endpoint-url", s3_server.endpoint_url, "--json"],
+        [
+            "sync",
+            "s3://no-such-bucket-here/tickets",
+            "--state",
+            "s3://no-such-bucket-here/state",
+            "--url",
+            UNREACHABLE_REDMINE,
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            "--json",
+        ],
     )
     line = one_line_error(result, 2)
     assert "NoSuchBucket" in line and "no-such-bucket-here" in line
@@ -198,8 +217,19 @@ def test_no_aws_credentials_in_state_mode_is_one_line(tmp_path: Path, monkeypatc
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("REDMINE_API_KEY", "never-used")
     result = runner.invoke(
-        app, ["sync", "s3://kb-docs/tickets", "--state", "s3://kb-docs/state", "--url", UNREACHABLE_REDMINE,
-              "--endpoint-url", "http://127.0.0.1:9", "--region", "us-east-1"],
+        app,
+        [
+            "sync",
+            "s3://kb-docs/tickets",
+            "--state",
+            "s3://kb-docs/state",
+            "--url",
+            UNREACHABLE_REDMINE,
+            "--endpoint-url",
+            "http://127.0.0.1:9",
+            "--region",
+            "us-east-1",
+        ],
     )
     assert "no AWS credentials found" in one_line_error(result, 2)
 
@@ -287,7 +317,8 @@ def test_pull_refuses_a_folder_that_holds_other_files(tmp_path: Path) -> None:
     project_tests.mkdir()
     (project_tests / "test_app.py").write_text("def test_ok(): pass\n")
     result = runner.invoke(
-        app, ["pull", "--url", UNREACHABLE_REDMINE, "--snapshot", str(project_tests)],
+        app,
+        ["pull", "--url", UNREACHABLE_REDMINE, "--snapshot", str(project_tests)],
         env={"REDMINE_API_KEY": "never-used"},
     )
     assert "is a folder with other files, not a snapshot" in one_line_error(result, 2)
@@ -316,7 +347,8 @@ def test_a_snapshot_locked_by_another_pull_is_exit_3(tmp_path: Path, redmine_ser
     with open(snap / pulling.LOCK_FILE, "w") as held:  # another pull's lock (a separate open file)
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         result = runner.invoke(
-            app, ["pull", "--url", redmine_server.url, "--snapshot", str(snap)],
+            app,
+            ["pull", "--url", redmine_server.url, "--snapshot", str(snap)],
             env={"REDMINE_API_KEY": redmine_server.admin_key},
         )
     assert one_line_error(result, 3) == f"stopped: {snap}: another pull is running on this snapshot"
@@ -327,7 +359,9 @@ def test_a_snapshot_locked_by_another_pull_is_exit_3(tmp_path: Path, redmine_ser
 # 7. Messages that say what to do
 
 
-def test_a_missing_destination_names_the_argument_that_gives_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_destination_names_the_argument_that_gives_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     for name in [name for name in os.environ if name.startswith(("ANCHORKIT_", "REDMINE_"))]:
         monkeypatch.delenv(name)

@@ -13,12 +13,12 @@ from botocore.stub import Stubber
 from support.folders import tree, write_ticket
 from typer.testing import CliRunner
 
-from anchorkit import aws
-from anchorkit import publish as publishing
-from anchorkit.aws import InvalidKey, S3Location
 from anchorkit.cli import app
 from anchorkit.errors import UsageError
-from anchorkit.publish import (
+from anchorkit.publish import aws
+from anchorkit.publish import upload as publishing
+from anchorkit.publish.aws import InvalidKey, S3Location
+from anchorkit.publish.upload import (
     Checksums,
     DeleteLimit,
     LocalDirTarget,
@@ -45,7 +45,8 @@ def local(key: str, data: bytes) -> LocalObject:
 
 
 @pytest.mark.parametrize(
-    "key", ["../etc/passwd", "a/../../b", "/abs.md", "a//b.md", "./a.md", "a\\b.md", "tab\there.md", "nul\x00.md", "del\x7f"]
+    "key",
+    ["../etc/passwd", "a/../../b", "/abs.md", "a//b.md", "./a.md", "a\\b.md", "tab\there.md", "nul\x00.md", "del\x7f"],
 )
 def test_keys_that_could_escape_the_prefix_or_confuse_a_consumer_are_refused(key: str) -> None:
     with pytest.raises(InvalidKey):
@@ -132,8 +133,10 @@ def test_when_a_sidecar_upload_fails_its_document_is_not_written() -> None:
             super().put(key, data, checksums)
 
     target = SidecarsFail(Path("/nonexistent-never-written"))
-    group = [publishing.Operation("upload", "1.md.metadata.json", local("1.md.metadata.json", b"{}")),
-             publishing.Operation("upload", "1.md", local("1.md", b"d"))]
+    group = [
+        publishing.Operation("upload", "1.md.metadata.json", local("1.md.metadata.json", b"{}")),
+        publishing.Operation("upload", "1.md", local("1.md", b"d")),
+    ]
     results = publishing.run_group(target, group)
     assert [(r.operation.key, r.error is None) for r in results] == [("1.md.metadata.json", False), ("1.md", False)]
     assert "not attempted" in (results[1].error or "")
@@ -290,7 +293,6 @@ def test_ingestion_is_not_started_after_a_failed_upload_and_a_start_failure_is_r
         publishing.ingest_after(report, lambda: client, "KB", "DS")
     assert not report.ok
     assert "ConflictException" in (report.ingestion_error or "")
-
 
 
 def test_an_ingestion_that_cannot_start_fails_the_run_but_keeps_the_upload(

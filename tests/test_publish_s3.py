@@ -19,11 +19,11 @@ from support.folders import tree, write_ticket
 from support.s3_server import S3Server
 from typer.testing import CliRunner
 
-from anchorkit import aws
-from anchorkit import publish as publishing
-from anchorkit.aws import AwsSettings, S3Location
 from anchorkit.cli import app
-from anchorkit.publish import PublishSettings
+from anchorkit.publish import aws
+from anchorkit.publish import upload as publishing
+from anchorkit.publish.aws import AwsSettings, S3Location
+from anchorkit.publish.upload import PublishSettings
 
 pytestmark = [pytest.mark.usefixtures("aws_environment"), pytest.mark.s3, pytest.mark.timeout(180)]
 REPO = Path(__file__).resolve().parent.parent
@@ -31,7 +31,9 @@ runner = CliRunner()
 
 
 def s3_target(endpoint_url: str, bucket: str, prefix: str, **settings: Any) -> publishing.S3Target:
-    client = aws.make_s3_client(aws.make_session(AwsSettings()), endpoint_url=endpoint_url, threads=publishing.DEFAULT_THREADS, **settings)
+    client = aws.make_s3_client(
+        aws.make_session(AwsSettings()), endpoint_url=endpoint_url, threads=publishing.DEFAULT_THREADS, **settings
+    )
     return publishing.S3Target(client, S3Location(bucket, prefix + "/"))
 
 
@@ -169,8 +171,16 @@ def test_nothing_outside_the_prefix_is_listed_or_deleted(s3_server: S3Server, s3
     (tmp_path / "empty").mkdir()
     result = runner.invoke(
         app,
-        ["upload", str(tmp_path / "empty"), f"s3://{s3_server.bucket}/{s3_prefix}", "--delete", "--force",
-         "--endpoint-url", s3_server.endpoint_url, "--json"],
+        [
+            "upload",
+            str(tmp_path / "empty"),
+            f"s3://{s3_server.bucket}/{s3_prefix}",
+            "--delete",
+            "--force",
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            "--json",
+        ],
     )
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["deleted"] == 2
@@ -317,8 +327,19 @@ def test_kill_9_mid_upload_then_rerun_ends_identical_to_an_uninterrupted_run(
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     slow_puts = lambda method, path, seen: Fault.SLOW if method == "PUT" else Fault.NONE  # noqa: E731
     with FaultProxy(s3_server.endpoint_url, decide=slow_puts, slow_s=0.02) as slow_proxy:
-        command = [sys.executable, "-m", "anchorkit", "upload", str(out), f"s3://{s3_server.bucket}/{s3_prefix}",
-                   "--endpoint-url", slow_proxy.url, "--threads", "2", "--json"]
+        command = [
+            sys.executable,
+            "-m",
+            "anchorkit",
+            "upload",
+            str(out),
+            f"s3://{s3_server.bucket}/{s3_prefix}",
+            "--endpoint-url",
+            slow_proxy.url,
+            "--threads",
+            "2",
+            "--json",
+        ]
         process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
         while slow_proxy.faults[Fault.SLOW] < 40 and time.monotonic() < deadline:
@@ -361,8 +382,15 @@ def test_a_missing_bucket_is_a_setup_error_in_one_line_and_nothing_is_written(
 ) -> None:
     write_ticket(tmp_path / "out", 1)
     missing_bucket = runner.invoke(
-        app, ["upload", str(tmp_path / "out"), "s3://no-such-bucket-here/docs",
-              "--endpoint-url", s3_server.endpoint_url, "--json"],
+        app,
+        [
+            "upload",
+            str(tmp_path / "out"),
+            "s3://no-such-bucket-here/docs",
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            "--json",
+        ],
     )
     assert missing_bucket.exit_code == 2
     assert missing_bucket.stderr.count("\n") == 1 and "NoSuchBucket" in missing_bucket.stderr

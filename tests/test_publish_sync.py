@@ -112,7 +112,9 @@ def test_sync_with_a_bad_setting_is_a_usage_error_before_anything_runs(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     write_config(tmp_path, "threads = 0.5\n")
-    result = runner.invoke(app, ["sync", "s3://kb-docs/t", "--url", "http://127.0.0.1:9", "--snapshot", "s", "--out", "o"])
+    result = runner.invoke(
+        app, ["sync", "s3://kb-docs/t", "--url", "http://127.0.0.1:9", "--snapshot", "s", "--out", "o"]
+    )
     assert result.exit_code == 2
     assert "threads = 0.5: expected an integer" in result.stderr
     assert not (tmp_path / "s").exists()

@@ -16,15 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
-
-from anchorkit import redmine as redmine_module
-from anchorkit import snapshot
-from anchorkit.cli import app
-from anchorkit.pull import PullReport, pull
-from anchorkit.redmine import RedmineClient, RetryPolicy
 from support.faultproxy import Fault, FaultProxy, fail_fraction, on_path
 from support.redmine_server import RedmineAdmin, RedmineServer
+from typer.testing import CliRunner
+
+from anchorkit.cli import app
+from anchorkit.source import redmine as redmine_module
+from anchorkit.source import snapshot
+from anchorkit.source.pull import PullReport, pull
+from anchorkit.source.redmine import RedmineClient, RetryPolicy
 
 pytestmark = pytest.mark.redmine
 
@@ -129,7 +129,9 @@ def test_first_pull_stores_visible_issues_verbatim_without_private_content(
     everything_listed = [redmine_admin.get_issue(i)["issue"] for i in [*desk.public_ids, desk.secret]]
     assert state["cursor"] == max(issue["updated_on"] for issue in everything_listed)
     by_purpose = report.requests_by_purpose
-    assert (by_purpose["key check"], by_purpose["list"], by_purpose["issues"]) == (1, 1, 3), "the key, one list page, then each issue once"
+    assert (by_purpose["key check"], by_purpose["list"], by_purpose["issues"]) == (1, 1, 3), (
+        "the key, one list page, then each issue once"
+    )
     assert by_purpose["lookups"] >= 8, "eight tables (users and projects may take several pages)"
     assert report.requests == sum(by_purpose.values()) and report.retries == 0
 
@@ -160,7 +162,10 @@ def test_turning_include_private_on_refetches_what_was_filtered_out(
 
 
 def test_a_full_pull_of_one_project_leaves_other_projects_issues_alone(
-    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, desk: Helpdesk,
+    tmp_path: Path,
+    redmine_server: RedmineServer,
+    redmine_admin: RedmineAdmin,
+    desk: Helpdesk,
     redmine_project: dict[str, Any],
 ) -> None:
     key = redmine_server.admin_key
@@ -183,7 +188,9 @@ def test_incremental_pulls_fetch_only_what_changed(
     before = issue_files(tmp_path)
 
     idle = pull_desk(redmine_server.url, tmp_path, key, desk)
-    assert (idle.full, idle.fetched, idle.requests) == (False, 0, 2), "the key check and one list request, lookups cached"
+    assert (idle.full, idle.fetched, idle.requests) == (False, 0, 2), (
+        "the key check and one list request, lookups cached"
+    )
     assert issue_files(tmp_path) == before
 
     time.sleep(1.1)  # updated_on has one-second resolution
@@ -213,7 +220,10 @@ def test_full_listing_removes_deleted_issues_and_private_ones_leave_at_once(
 
 
 def test_nothing_is_removed_when_a_listing_page_fails(
-    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, desk: Helpdesk,
+    tmp_path: Path,
+    redmine_server: RedmineServer,
+    redmine_admin: RedmineAdmin,
+    desk: Helpdesk,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(redmine_module, "PAGE_SIZE", 1)  # one issue a page: several pages for four issues
@@ -241,8 +251,12 @@ def test_each_transient_fault_is_retried(
     issue_id = redmine_admin.create_issue(redmine_project["id"], "ファイルサーバに接続できない")["id"]
     slept: list[float] = []
     policy = RetryPolicy(attempts=4, read_timeout_s=1.5)
-    with FaultProxy(redmine_server.url, decide=on_path(fault, f"/issues/{issue_id}.json", first_attempts=1),
-                    stall_s=6, retry_after="2") as proxy:
+    with FaultProxy(
+        redmine_server.url,
+        decide=on_path(fault, f"/issues/{issue_id}.json", first_attempts=1),
+        stall_s=6,
+        retry_after="2",
+    ) as proxy:
         client = RedmineClient(proxy.url, redmine_server.admin_key, policy, sleep=slept.append)
         started = time.monotonic()
         document = client.issue(issue_id)
@@ -269,7 +283,10 @@ def test_twenty_percent_failing_requests_give_the_same_snapshot(
     assert injected > 0 and flaky.retries >= injected
     assert issue_files(tmp_path / "flaky") == issue_files(tmp_path / "direct")
     stable = ("statuses", "trackers", "priorities", "versions", "categories")
-    direct_lookups, flaky_lookups = snapshot.load_lookups(tmp_path / "direct"), snapshot.load_lookups(tmp_path / "flaky")
+    direct_lookups, flaky_lookups = (
+        snapshot.load_lookups(tmp_path / "direct"),
+        snapshot.load_lookups(tmp_path / "flaky"),
+    )
     assert {t: flaky_lookups[t] for t in stable} == {t: direct_lookups[t] for t in stable}
 
 
@@ -287,8 +304,19 @@ def test_a_permanently_failing_issue_is_reported_and_the_rest_completes(
     with FaultProxy(redmine_server.url, decide=broken) as proxy:
         result = CliRunner().invoke(
             app,
-            ["pull", "--url", proxy.url, "--snapshot", str(tmp_path), "--project", desk.project["identifier"],
-             "--full", "--retries", "2", "--json"],
+            [
+                "pull",
+                "--url",
+                proxy.url,
+                "--snapshot",
+                str(tmp_path),
+                "--project",
+                desk.project["identifier"],
+                "--full",
+                "--retries",
+                "2",
+                "--json",
+            ],
             env={"REDMINE_API_KEY": key},
         )
 
@@ -320,13 +348,26 @@ def test_the_api_key_never_appears_in_output_even_when_everything_fails(
         for json_flag in ([], ["--json"]):
             result = runner.invoke(
                 app,
-                ["pull", "--url", proxy.url, "--snapshot", str(tmp_path / "snap"), "--api-key-file", str(key_file),
-                 "--project", desk.project["identifier"], "--retries", "2", *json_flag],
+                [
+                    "pull",
+                    "--url",
+                    proxy.url,
+                    "--snapshot",
+                    str(tmp_path / "snap"),
+                    "--api-key-file",
+                    str(key_file),
+                    "--project",
+                    desk.project["identifier"],
+                    "--retries",
+                    "2",
+                    *json_flag,
+                ],
             )
             outputs.append(result.output)  # stdout and stderr together
             assert result.exit_code == 1
     unreachable = runner.invoke(
-        app, ["pull", "--url", "http://127.0.0.1:9", "--snapshot", str(tmp_path / "third"), "--retries", "1"],
+        app,
+        ["pull", "--url", "http://127.0.0.1:9", "--snapshot", str(tmp_path / "third"), "--retries", "1"],
         env={"REDMINE_API_KEY": key},
     )
     outputs.append(unreachable.output)
@@ -349,7 +390,8 @@ def test_a_mistyped_key_is_a_setup_error_and_changes_nothing(
     # of every project and report success.
     for extra in ([], ["--full"]):
         mistyped = CliRunner().invoke(
-            app, ["pull", "--url", redmine_server.url, "--snapshot", str(tmp_path), *extra],
+            app,
+            ["pull", "--url", redmine_server.url, "--snapshot", str(tmp_path), *extra],
             env={"REDMINE_API_KEY": key[:-1] + "x"},
         )
         assert mistyped.exit_code == 2 and "does not accept the API key" in mistyped.stderr
@@ -394,9 +436,25 @@ def test_kill_9_mid_run_then_rerun_converges_without_refetching(
     slow_issue_fetches = on_path(Fault.SLOW, "/issues/")
     with FaultProxy(redmine_server.url, decide=slow_issue_fetches, slow_s=0.4) as proxy:
         child = subprocess.Popen(
-            [sys.executable, "-m", "anchorkit", "pull", "--url", proxy.url, "--snapshot", str(crashed),
-             "--project", redmine_project["identifier"], "--concurrency", "1", "--json"],
-            env={**os.environ, "REDMINE_API_KEY": key}, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "anchorkit",
+                "pull",
+                "--url",
+                proxy.url,
+                "--snapshot",
+                str(crashed),
+                "--project",
+                redmine_project["identifier"],
+                "--concurrency",
+                "1",
+                "--json",
+            ],
+            env={**os.environ, "REDMINE_API_KEY": key},
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 60
         while len(snapshot.stored_issue_ids(crashed)) < 3 and time.monotonic() < deadline and child.poll() is None:

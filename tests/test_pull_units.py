@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from anchorkit import snapshot
-from anchorkit.pull import (
+from anchorkit.source import snapshot
+from anchorkit.source.pull import (
     PullError,
     SnapshotLocked,
     descendants,
@@ -24,7 +24,7 @@ from anchorkit.pull import (
     snapshot_lock,
     without_private_notes,
 )
-from anchorkit.redmine import RetryPolicy, retry_after_s
+from anchorkit.source.redmine import RetryPolicy, retry_after_s
 
 ISSUE = {
     "issue": {
@@ -106,9 +106,8 @@ def test_pull_refuses_a_missing_key_a_bad_url_or_format_and_a_locked_snapshot(tm
     holder.start()
     try:
         assert taken.wait(10)
-        with pytest.raises(SnapshotLocked, match="another pull is running") as locked:
-            with snapshot_lock(tmp_path):
-                pass
+        with pytest.raises(SnapshotLocked, match="another pull is running") as locked, snapshot_lock(tmp_path):
+            pass
         assert locked.value.exit_code == 3  # (a whole pull meets it after its key check: test_operator_mistakes)
     finally:
         release.set()

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from anchorkit.sidecar import MAX_FILE_BYTES, MAX_LIST_ITEMS, MAX_STRING_CHARS, build_sidecar
+from anchorkit.render.sidecar import MAX_FILE_BYTES, MAX_LIST_ITEMS, MAX_STRING_CHARS, build_sidecar
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 LOOKUPS = json.loads((FIXTURES / "lookups.json").read_text(encoding="utf-8"))
@@ -36,13 +36,24 @@ def test_simple_sidecar_of_12345() -> None:
 
 
 def test_open_ticket_is_not_closed_and_has_no_closed_date() -> None:
-    issue = {"id": 1, "subject": "s", "status": {"id": 1, "name": "新規"}, "created_on": "2026-01-01T00:00:00Z", "closed_on": None}
+    issue = {
+        "id": 1,
+        "subject": "s",
+        "status": {"id": 1, "name": "新規"},
+        "created_on": "2026-01-01T00:00:00Z",
+        "closed_on": None,
+    }
     attrs, _, _ = attributes(issue)
     assert attrs["is_closed"] is False and "closed" not in attrs and "closed_at" not in attrs
 
 
 def test_typed_schema_uses_bedrock_value_types() -> None:
-    issue = {"id": 2, "subject": "s", "status": {"id": 5, "name": "完了"}, "custom_fields": [{"id": 1, "name": "OS", "value": ["Win", "Mac"]}]}
+    issue = {
+        "id": 2,
+        "subject": "s",
+        "status": {"id": 5, "name": "完了"},
+        "custom_fields": [{"id": 1, "name": "OS", "value": ["Win", "Mac"]}],
+    }
     attrs, _, _ = attributes(issue, "typed")
     assert attrs["ticket_id"] == {"value": {"type": "NUMBER", "numberValue": 2}, "includeForEmbedding": False}
     assert attrs["status"]["value"] == {"type": "STRING", "stringValue": "完了"}
@@ -81,7 +92,10 @@ def test_both_schemas_carry_the_subject_for_query_time_injection() -> None:
     simple, _, _ = attributes(fixture_issue(12345))
     typed, _, _ = attributes(fixture_issue(12345), "typed")
     assert simple["subject"] == "VPN接続が不安定になる"
-    assert typed["subject"] == {"value": {"type": "STRING", "stringValue": "VPN接続が不安定になる"}, "includeForEmbedding": False}
+    assert typed["subject"] == {
+        "value": {"type": "STRING", "stringValue": "VPN接続が不安定になる"},
+        "includeForEmbedding": False,
+    }
 
 
 def test_the_subject_is_one_line_within_bedrocks_string_limit() -> None:

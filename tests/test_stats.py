@@ -11,10 +11,13 @@ from support import skip_or_fail
 from support.corpus import generated_document
 from support.long_tickets import write_long_snapshot
 
-from anchorkit import chunking, parallel, stats, tokens
+from anchorkit import audit as stats
+from anchorkit import parallel, tokens
 from anchorkit.anchors import anchor_cuts, anchor_line, identified_ticket_ids, insert_anchors, strip_anchors, title_line
+from anchorkit.audit import chunkers as chunking
+from anchorkit.audit import measure
 from anchorkit.markdown_blocks import parse_blocks
-from anchorkit.transform import TransformOptions
+from anchorkit.render.transform import TransformOptions
 
 REPO = Path(__file__).resolve().parent.parent
 # The cl100k_base vocabulary shipped beside the repository (tests and CI), see DESIGN.md.
@@ -45,7 +48,9 @@ def generated_documents(count: int = 40) -> list[stats.SourceDocument]:
     return documents
 
 
-def versions(tokenizer: tokens.Tokenizer, document: stats.SourceDocument) -> tuple[stats.DocumentVersion, stats.DocumentVersion]:
+def versions(
+    tokenizer: tokens.Tokenizer, document: stats.SourceDocument
+) -> tuple[stats.DocumentVersion, stats.DocumentVersion]:
     """The anchored and stripped versions of a document, as the audit builds them."""
     stripped = strip_anchors(document.markdown)
     cuts = anchor_cuts(document.markdown)
@@ -64,7 +69,9 @@ def test_cl100k_base_loads_offline_from_the_vocabulary_file(cl100k: tokens.Tikto
     assert tokenized.byte_offset(tokenized.token_count) == len("VPN接続".encode())
 
 
-def test_the_vocabulary_file_loads_when_tiktokens_cache_is_not_writable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_vocabulary_file_loads_when_tiktokens_cache_is_not_writable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if not VOCABULARY.is_file():
         skip_or_fail(f"cl100k_base vocabulary not found at {VOCABULARY}")
     not_a_directory = tmp_path / "cache"
@@ -89,7 +96,9 @@ def test_auto_falls_back_to_approx_and_says_why(tmp_path: Path, monkeypatch: pyt
     assert "cache" in (choice.fallback_reason or "")
 
 
-def test_auto_uses_the_vocabulary_named_by_the_environment(monkeypatch: pytest.MonkeyPatch, cl100k: tokens.TiktokenTokenizer) -> None:
+def test_auto_uses_the_vocabulary_named_by_the_environment(
+    monkeypatch: pytest.MonkeyPatch, cl100k: tokens.TiktokenTokenizer
+) -> None:
     monkeypatch.setenv(tokens.VOCABULARY_FILE_ENV, str(VOCABULARY))
     choice = tokens.choose_tokenizer("auto")
     assert choice.tokenizer.name == "cl100k_base" and choice.fallback_reason is None
@@ -145,7 +154,9 @@ def test_the_stripped_layout_borrowed_from_the_anchored_one_is_the_stripped_text
         # What the chunkers use: where sentences and headings start, and the sentences' characters. A
         # sentence that ends where a spacing anchor was cut out keeps the line break the cut took.
         assert stripped.layout.sentence_bytes == fresh.sentence_bytes
-        assert [signature - {"\n"} for signature in stripped.layout.signatures] == [signature - {"\n"} for signature in fresh.signatures]
+        assert [signature - {"\n"} for signature in stripped.layout.signatures] == [
+            signature - {"\n"} for signature in fresh.signatures
+        ]
         assert stripped.layout.heading_bytes == fresh.heading_bytes
 
 
@@ -189,7 +200,11 @@ def test_semantic_stand_in_breaks_where_the_wording_changes() -> None:
 def test_heading_chunks_start_at_headings_but_not_at_hash_lines_in_code() -> None:
     text = "# チケット #1: s\n\n## 説明\n\ntext\n\n```\n# not a heading\n```\n\n## 対応履歴\n\nmore\n"
     offsets = chunking.heading_offsets(text)
-    assert [text[offset : text.index("\n", offset)] for offset in offsets] == ["# チケット #1: s", "## 説明", "## 対応履歴"]
+    assert [text[offset : text.index("\n", offset)] for offset in offsets] == [
+        "# チケット #1: s",
+        "## 説明",
+        "## 対応履歴",
+    ]
 
 
 def test_chunker_specs_parse_with_defaults_and_reject_nonsense() -> None:
@@ -220,7 +235,9 @@ def test_a_langchain_spec_with_spaces_still_needs_langchain(monkeypatch: pytest.
 
 
 def token_chunkers() -> list[chunking.Chunker]:
-    return [chunking.CHUNKERS[name]() for name in chunking.BEDROCK_LIKE] + [chunking.FixedSizeChunker(max_tokens=40, overlap=0)]
+    return [chunking.CHUNKERS[name]() for name in chunking.BEDROCK_LIKE] + [
+        chunking.FixedSizeChunker(max_tokens=40, overlap=0)
+    ]
 
 
 @pytest.mark.parametrize("source", ["fixtures", "generated"])
@@ -236,8 +253,12 @@ def test_chunk_identification_agrees_with_the_anchor_extractor_on_every_chunk(
             for chunker in token_chunkers():
                 for chunks in chunker.split(version.layout, version.tokens):  # type: ignore[union-attr]
                     for start, end in chunks:
-                        text = data[version.tokens.byte_offset(start) : version.tokens.byte_offset(end)].decode("utf-8", "replace")
-                        assert version.identifies((start, end)) == (document.ticket_id in identified_ticket_ids(text)), (document.relpath, text)
+                        text = data[version.tokens.byte_offset(start) : version.tokens.byte_offset(end)].decode(
+                            "utf-8", "replace"
+                        )
+                        assert version.identifies((start, end)) == (
+                            document.ticket_id in identified_ticket_ids(text)
+                        ), (document.relpath, text)
                         checked += 1
     assert checked > 1000
 
@@ -258,16 +279,29 @@ def test_anchors_raise_coverage_under_every_chunker(tokenizer_name: str, cl100k:
     report = stats.audit(generated_documents(), tokens.TokenizerChoice(tokenizer), chunking.default_chunkers(), SOURCE)
     assert report["tokenizer"]["name"] == tokenizer_name
     rows = {(row["chunker"], row["level"]): row for row in report["chunking"]}
-    assert {("fixed", "chunks"), ("hierarchical", "children"), ("hierarchical", "parents"), ("semantic", "chunks"), ("heading", "chunks")} <= set(rows)
+    assert {
+        ("fixed", "chunks"),
+        ("hierarchical", "children"),
+        ("hierarchical", "parents"),
+        ("semantic", "chunks"),
+        ("heading", "chunks"),
+    } <= set(rows)
     for row in rows.values():
         assert row["anchored"]["coverage_percent"] > row["stripped"]["coverage_percent"], row["chunker"]
     fixed = rows[("fixed", "chunks")]
     assert fixed["anchored"]["coverage_percent"] >= 2 * fixed["stripped"]["coverage_percent"]
     overhead = report["overhead"]
     assert overhead["tokens_with_anchors"] > overhead["tokens_without_anchors"] > 0
-    assert overhead["per_ticket_percent"]["p50"] <= overhead["per_ticket_percent"]["p90"] <= overhead["per_ticket_percent"]["max"]
+    assert (
+        overhead["per_ticket_percent"]["p50"]
+        <= overhead["per_ticket_percent"]["p90"]
+        <= overhead["per_ticket_percent"]["max"]
+    )
     assert sum(b["count"] for b in overhead["histogram"]["bins"]) == report["source"]["documents"] == 40
-    assert overhead["longest_anchorless_run"]["anchored"]["tokens"] < overhead["longest_anchorless_run"]["stripped"]["tokens"]
+    assert (
+        overhead["longest_anchorless_run"]["anchored"]["tokens"]
+        < overhead["longest_anchorless_run"]["stripped"]["tokens"]
+    )
 
 
 def test_langchain_splitters_are_measured_when_installed() -> None:
@@ -303,8 +337,12 @@ def test_limits_audit_finds_each_kind_of_problem() -> None:
     duplicated = f"{title_line(3, 's')}\n\n## 説明\n\n{anchor_line(3, 's')}\n\n{anchor_line(3, 's')}\n\ntext\n"
     foreign = f"{title_line(4, 's')}\n\n## 説明\n\n{anchor_line(99, 'other')}\n\ntext\n"
     big_sidecar = json.dumps({"metadataAttributes": {"notes": "x" * 11_000}}).encode()
-    bad_values = json.dumps({"metadataAttributes": {"x-amz-bedrock-kb-id": "1", "tags": [str(i) for i in range(11)]}}).encode()
-    typed_long = json.dumps({"metadataAttributes": {"subject": {"value": {"type": "STRING", "stringValue": "y" * 2049}}}}).encode()
+    bad_values = json.dumps(
+        {"metadataAttributes": {"x-amz-bedrock-kb-id": "1", "tags": [str(i) for i in range(11)]}}
+    ).encode()
+    typed_long = json.dumps(
+        {"metadataAttributes": {"subject": {"value": {"type": "STRING", "stringValue": "y" * 2049}}}}
+    ).encode()
     items = [
         document(1, clean, b'{"metadataAttributes": {"ticket_id": 1}}'),
         document(2, in_code),
@@ -336,7 +374,9 @@ def test_limits_audit_finds_each_kind_of_problem() -> None:
 
 
 def test_fixture_documents_are_within_every_limit(fixture_documents: list[stats.SourceDocument]) -> None:
-    report = stats.audit(fixture_documents, tokens.TokenizerChoice(tokens.ApproxTokenizer()), [chunking.FixedSizeChunker()], SOURCE)
+    report = stats.audit(
+        fixture_documents, tokens.TokenizerChoice(tokens.ApproxTokenizer()), [chunking.FixedSizeChunker()], SOURCE
+    )
     assert {name: finding["count"] for name, finding in report["limits"].items() if finding["count"]} == {}
 
 
@@ -366,15 +406,20 @@ def test_windows_counted_from_the_spans_match_counting_window_by_window(size: in
             spans.append((start, min(start + rng.randint(0, 12), token_count - 1)))
         windows = chunking.windows(0, token_count, size, overlap)
         starts_only = [start for start, _ in spans]
-        by_window = sum(stats._covers(window, spans, starts_only) for window in windows)
+        by_window = sum(measure._covers(window, spans, starts_only) for window in windows)
         assert stats.identified_windows(spans, token_count, size, overlap) == (len(windows), by_window)
         version = stats.DocumentVersion("", 1, tokens.InterpolatedTokens([0, token_count], [0, token_count]))
         version.identifying, version.mentions = spans, spans[::2]  # as the document's lines would give them
-        assert stats.window_tally(version, size, overlap) == stats._token_tallies([windows], version)[0]
+        assert stats.window_tally(version, size, overlap) == measure._token_tallies([windows], version)[0]
 
 
-@pytest.mark.parametrize(("content", "window", "anchor"), [(1000, 300, 25), (9000, 300, 40), (9000, 512, 60), (301, 300, 10), (5000, 256, 100)])
-def test_the_lower_bound_is_what_an_ideal_placement_needs_for_every_window(content: int, window: int, anchor: int) -> None:
+@pytest.mark.parametrize(
+    ("content", "window", "anchor"),
+    [(1000, 300, 25), (9000, 300, 40), (9000, 512, 60), (301, 300, 10), (5000, 256, 100)],
+)
+def test_the_lower_bound_is_what_an_ideal_placement_needs_for_every_window(
+    content: int, window: int, anchor: int
+) -> None:
     needed = stats.anchors_needed(content, window, anchor)
     assert needed is not None
 
@@ -395,7 +440,9 @@ def test_the_bound_is_zero_for_short_tickets_and_undefined_for_anchors_half_a_wi
     assert stats.anchors_needed(1000, 300, 150) is None
 
 
-def test_line_aligned_cuts_remove_the_same_text_and_start_where_lines_start(fixture_documents: list[stats.SourceDocument]) -> None:
+def test_line_aligned_cuts_remove_the_same_text_and_start_where_lines_start(
+    fixture_documents: list[stats.SourceDocument],
+) -> None:
     moved = 0
     for document in fixture_documents:
         text = document.markdown
@@ -419,10 +466,31 @@ def _parsed_layout(text: str) -> chunking.BlockLayout:
 
 def test_the_line_scan_finds_the_headings_and_code_blocks_markdown_it_finds(tmp_path: Path) -> None:
     write_long_snapshot(tmp_path, 12, seed=3)
-    texts = [document.markdown for document in stats.iter_snapshot(tmp_path, TransformOptions()) if isinstance(document, stats.SourceDocument)]
+    texts = [
+        document.markdown
+        for document in stats.iter_snapshot(tmp_path, TransformOptions())
+        if isinstance(document, stats.SourceDocument)
+    ]
     texts += [generated_document(ticket_id)[0] for ticket_id in range(1, 60)]
     rng = random.Random(5)
-    pieces = ["```", "```python", "~~~", "````", "``` a`b", "  ```", "# 見出し", "## h", "text", "- item", "    indented", "> quote", "", "<div>", "---", "#nospace"]
+    pieces = [
+        "```",
+        "```python",
+        "~~~",
+        "````",
+        "``` a`b",
+        "  ```",
+        "# 見出し",
+        "## h",
+        "text",
+        "- item",
+        "    indented",
+        "> quote",
+        "",
+        "<div>",
+        "---",
+        "#nospace",
+    ]
     texts += ["\n".join(rng.choice(pieces) for _ in range(rng.randint(1, 30))) for _ in range(400)]
     scanned = 0
     for text in texts:

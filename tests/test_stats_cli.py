@@ -16,11 +16,11 @@ from typer.testing import CliRunner
 
 from anchorkit import __version__
 from anchorkit.anchors import title_line
+from anchorkit.audit.html import format_percent
+from anchorkit.audit.schema import REPORT_SCHEMA
 from anchorkit.cli import app
-from anchorkit.stats_html import format_percent
-from anchorkit.stats_schema import REPORT_SCHEMA
+from anchorkit.render.transform import TransformOptions, transform_snapshot
 from anchorkit.tokens import VOCABULARY_FILE_ENV
-from anchorkit.transform import TransformOptions, transform_snapshot
 
 REPO = Path(__file__).resolve().parent.parent
 VOCABULARY = REPO.parent / "shared" / "data" / "cl100k_base.tiktoken"
@@ -45,7 +45,9 @@ def out(tmp_path_factory: pytest.TempPathFactory, vocabulary: Path) -> Path:
     """The fixtures, transformed with sidecars: what `anchorkit transform fixtures --sidecars` writes
     (spacing anchors counted with cl100k_base, as stats counts)."""
     folder = tmp_path_factory.mktemp("out")
-    report = transform_snapshot(FIXTURES, folder, TransformOptions(sidecars=True, tokenizer="cl100k_base", tiktoken_file=vocabulary))
+    report = transform_snapshot(
+        FIXTURES, folder, TransformOptions(sidecars=True, tokenizer="cl100k_base", tiktoken_file=vocabulary)
+    )
     assert not report.failed
     return folder
 
@@ -90,7 +92,9 @@ def test_fixture_figures_show_what_anchors_do(report: dict) -> None:
     assert all(finding["count"] == 0 for finding in report["limits"].values())
 
 
-def test_snapshot_input_is_transformed_in_memory_with_the_same_figures(out: Path, report: dict, vocabulary: Path) -> None:
+def test_snapshot_input_is_transformed_in_memory_with_the_same_figures(
+    out: Path, report: dict, vocabulary: Path
+) -> None:
     code, stdout, _ = run(str(FIXTURES), "--tiktoken-file", str(vocabulary), "--json")
     from_snapshot = json.loads(stdout)
     assert code == 0 and from_snapshot["source"]["kind"] == "snapshot"
@@ -106,7 +110,10 @@ def test_chunk_tokens_renders_a_snapshot_for_that_chunk_length(vocabulary: Path)
     assert spaced["efficiency"]["chunk_tokens"] == 512 and structural["efficiency"]["chunk_tokens"] == 300
     # Any 512-token window holds an anchor: nothing runs that long without one.
     assert spaced["overhead"]["longest_anchorless_run"]["anchored"]["tokens"] < 512
-    assert spaced["chunking"][0]["anchored"]["coverage_percent"] >= structural["chunking"][0]["anchored"]["coverage_percent"]
+    assert (
+        spaced["chunking"][0]["anchored"]["coverage_percent"]
+        >= structural["chunking"][0]["anchored"]["coverage_percent"]
+    )
     # The table renders the snapshot at each length: shorter chunks cost more anchors.
     rows = spaced["chunk_lengths"]["rows"]
     assert spaced["chunk_lengths"]["documents"] == "rendered at each length"
@@ -120,8 +127,12 @@ def test_anchor_basic_info_lifts_heading_chunk_coverage(vocabulary: Path) -> Non
     arguments = ["--tiktoken-file", str(vocabulary), "--chunking", "heading", "--chunk-tokens", "0", "--json"]
     plain = json.loads(run(str(FIXTURES), "--no-anchor-basic-info", *arguments)[1])
     anchored = json.loads(run(str(FIXTURES), *arguments)[1])  # transform's default: anchored
-    assert anchored["source"]["transform"]["anchor_basic_info"] and not plain["source"]["transform"]["anchor_basic_info"]
-    assert plain["chunking"][0]["anchored"]["coverage_percent"] < anchored["chunking"][0]["anchored"]["coverage_percent"]
+    assert (
+        anchored["source"]["transform"]["anchor_basic_info"] and not plain["source"]["transform"]["anchor_basic_info"]
+    )
+    assert (
+        plain["chunking"][0]["anchored"]["coverage_percent"] < anchored["chunking"][0]["anchored"]["coverage_percent"]
+    )
 
 
 class _Tables(HTMLParser):
@@ -273,7 +284,6 @@ def test_human_summary_lists_every_chunker(out: Path) -> None:
     assert "overhead:" in stdout and "limits: all within limits" in stdout
 
 
-
 @pytest.mark.parametrize("gate", [["--fail-under-coverage", "95"], ["--fail-over-overhead", "10"]])
 def test_a_gate_over_no_documents_fails_instead_of_passing_on_nothing(tmp_path: Path, gate: list[str]) -> None:
     wrong_folder = tmp_path / "not-the-output"
@@ -284,7 +294,9 @@ def test_a_gate_over_no_documents_fails_instead_of_passing_on_nothing(tmp_path: 
     assert f"gate failed: no documents to measure in {wrong_folder}" in stderr
     code, stdout, _ = run(str(wrong_folder), "--tokenizer", "approx", *gate, "--json")
     report = json.loads(stdout)
-    assert code == 1 and report["gates"]["failures"] == [f"no documents to measure in {wrong_folder}: the gates cannot pass"]
+    assert code == 1 and report["gates"]["failures"] == [
+        f"no documents to measure in {wrong_folder}: the gates cannot pass"
+    ]
     assert report["ok"] is False
 
 
@@ -298,7 +310,10 @@ def test_efficiency_and_chunk_length_table_are_printed_with_the_json_figures(out
     report = json.loads(run(str(out), "--tokenizer", "approx", "--chunking", "fixed", "--json")[1])
     efficiency = report["efficiency"]
     assert code == 0 and efficiency["chunk_tokens"] == 300
-    assert f"efficiency at 300-token chunks: {efficiency['anchor_tokens']:,} anchor tokens in {efficiency['anchors']:,} anchors" in stdout
+    assert (
+        f"efficiency at 300-token chunks: {efficiency['anchor_tokens']:,} anchor tokens in {efficiency['anchors']:,} anchors"
+        in stdout
+    )
     assert f"lower bound {efficiency['bound_tokens']:,} tokens" in stdout
     assert [row["chunk_tokens"] for row in report["chunk_lengths"]["rows"]] == [256, 300, 512, 1024]
     for row in report["chunk_lengths"]["rows"]:
@@ -323,7 +338,9 @@ def test_bad_lengths_are_a_usage_error(out: Path) -> None:
 
 def test_the_html_page_is_an_audit_record_that_shows_a_failed_gate(out: Path, vocabulary: Path, tmp_path: Path) -> None:
     page = tmp_path / "stats.html"
-    code, stdout, _ = run(str(out), "--tiktoken-file", str(vocabulary), "--json", "--html", str(page), "--fail-under-coverage", "99.99")
+    code, stdout, _ = run(
+        str(out), "--tiktoken-file", str(vocabulary), "--json", "--html", str(page), "--fail-under-coverage", "99.99"
+    )
     report = json.loads(stdout)
     parsed = _Tables()
     parsed.feed(page.read_text(encoding="utf-8"))
@@ -340,18 +357,32 @@ def test_the_html_page_is_an_audit_record_that_shows_a_failed_gate(out: Path, vo
     assert all(f"gate failed: {failure}" in failures for failure in report["gates"]["failures"])
     efficiency = report["efficiency"]
     [efficiency_row] = parsed.tables["efficiency"][1:]
-    assert efficiency_row[:3] == [f"{efficiency['anchors']:,}", f"{efficiency['anchor_tokens']:,}", format_percent(efficiency["overhead_percent"])]
-    assert [row[0] for row in parsed.tables["lengths"][1:]] == [f"{row['chunk_tokens']:,}" for row in report["chunk_lengths"]["rows"]]
+    assert efficiency_row[:3] == [
+        f"{efficiency['anchors']:,}",
+        f"{efficiency['anchor_tokens']:,}",
+        format_percent(efficiency["overhead_percent"]),
+    ]
+    assert [row[0] for row in parsed.tables["lengths"][1:]] == [
+        f"{row['chunk_tokens']:,}" for row in report["chunk_lengths"]["rows"]
+    ]
 
 
 def test_a_passing_run_says_so_on_its_page(out: Path, tmp_path: Path) -> None:
     page = tmp_path / "stats.html"
-    assert run(str(out), "--tokenizer", "approx", "--chunking", "fixed", "--html", str(page), "--fail-over-overhead", "90")[0] == 0
+    assert (
+        run(
+            str(out), "--tokenizer", "approx", "--chunking", "fixed", "--html", str(page), "--fail-over-overhead", "90"
+        )[0]
+        == 0
+    )
     parsed = _Tables()
     parsed.feed(page.read_text(encoding="utf-8"))
     record = dict((row[0], row[1]) for row in parsed.tables["record"][1:])
     assert record["gates"] == "overhead <= 90.0%: passed (exit code 0)"
-    assert record["tokenizer"].startswith("approx: an estimate of cl100k_base counts") and "4% per document" in record["tokenizer"]
+    assert (
+        record["tokenizer"].startswith("approx: an estimate of cl100k_base counts")
+        and "4% per document" in record["tokenizer"]
+    )
 
 
 def test_the_coverage_chart_scales_has_a_0_to_100_axis_and_room_for_100_percent(tmp_path: Path) -> None:

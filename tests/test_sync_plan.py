@@ -10,8 +10,8 @@ import hashlib
 
 import pytest
 
-from anchorkit.publish import parse_max_delete
-from anchorkit.snapshot import StoredStamp
+from anchorkit.publish.upload import parse_max_delete
+from anchorkit.source.snapshot import StoredStamp
 from anchorkit.sync.manifest import (
     MANIFEST_FORMAT,
     Manifest,
@@ -45,13 +45,23 @@ def published(issue_id: int, version: str = OLD, body: bytes = b"old") -> Ticket
 
 
 def state(*entries: tuple[int, TicketEntry], cursor: str = OLD) -> Manifest:
-    return Manifest(pull={"cursor": cursor}, lookups={"statuses": {"1": "新規"}}, fingerprint="fp",
-                    tickets=dict(entries), scope=SCOPE)
+    return Manifest(
+        pull={"cursor": cursor},
+        lookups={"statuses": {"1": "新規"}},
+        fingerprint="fp",
+        tickets=dict(entries),
+        scope=SCOPE,
+    )
 
 
 def listing(fetched: set[int] = frozenset(), removed: set[int] = frozenset(), cursor: str = NEW) -> Listing:
-    return Listing(fetched=frozenset(fetched), removed=frozenset(removed), pull_state={"cursor": cursor},
-                   lookups={"statuses": {"1": "新規"}}, fingerprint="fp")
+    return Listing(
+        fetched=frozenset(fetched),
+        removed=frozenset(removed),
+        pull_state={"cursor": cursor},
+        lookups={"statuses": {"1": "新規"}},
+        fingerprint="fp",
+    )
 
 
 def rendered(issue_id: int, version: str = NEW, body: bytes = b"new") -> Rendered:
@@ -64,8 +74,11 @@ def rendered(issue_id: int, version: str = NEW, body: bytes = b"new") -> Rendere
 
 def test_a_manifest_round_trips_through_its_typed_form_unchanged() -> None:
     raw = {
-        "format": MANIFEST_FORMAT, "fingerprint": "fp", "pull": {"cursor": OLD, "runs_since_full": 2},
-        "lookups": {"users": {"3": "佐藤 次郎"}}, "source_lookups": {"users": {"3": "佐藤 花子"}},
+        "format": MANIFEST_FORMAT,
+        "fingerprint": "fp",
+        "pull": {"cursor": OLD, "runs_since_full": 2},
+        "lookups": {"users": {"3": "佐藤 次郎"}},
+        "source_lookups": {"users": {"3": "佐藤 花子"}},
         "tickets": {
             "7": {"updated_on": OLD, "stored": NEW, "project_id": 1, "objects": {"7.md": "a" * 64}},
             "9": {"gone": True, "objects": {"9.md": "b" * 64}},
@@ -121,7 +134,9 @@ def test_a_changed_fingerprint_or_changed_names_regenerate_every_stored_ticket()
 
 def test_only_objects_whose_checksum_differs_are_uploaded() -> None:
     manifest = state((7, published(7, body=b"same")), (8, published(8)))
-    decided = plan(manifest, listing(fetched={7, 8}), Local((rendered(7, body=b"same"), rendered(8))), DeletePolicy(), SCOPE)
+    decided = plan(
+        manifest, listing(fetched={7, 8}), Local((rendered(7, body=b"same"), rendered(8))), DeletePolicy(), SCOPE
+    )
     assert decided.uploads == {"8.md": b"new"}
     assert decided.raw_writes == [7, 8]
 
@@ -138,7 +153,9 @@ def test_documents_of_gone_issues_are_deleted_only_with_delete() -> None:
 def test_the_raw_copy_of_an_issue_that_went_away_is_dropped_with_or_without_delete() -> None:
     manifest = state((7, published(7)), (8, published(8)))
     for delete in (True, False):
-        assert plan(manifest, listing(removed={8}), Local(), DeletePolicy(delete=delete, force=True), SCOPE).raw_deletes == [8]
+        assert plan(
+            manifest, listing(removed={8}), Local(), DeletePolicy(delete=delete, force=True), SCOPE
+        ).raw_deletes == [8]
 
 
 def test_deletes_beyond_max_delete_are_refused_unless_forced() -> None:
@@ -146,7 +163,10 @@ def test_deletes_beyond_max_delete_are_refused_unless_forced() -> None:
     gone_half = listing(removed={1, 2, 3, 4, 5})
     refused = plan(manifest, gone_half, Local(), DeletePolicy(max_delete=parse_max_delete("10%")), SCOPE)
     assert refused.refused is not None and "refusing to delete 5 of 10 objects" in refused.refused
-    assert plan(manifest, gone_half, Local(), DeletePolicy(max_delete=parse_max_delete("10%"), force=True), SCOPE).refused is None
+    assert (
+        plan(manifest, gone_half, Local(), DeletePolicy(max_delete=parse_max_delete("10%"), force=True), SCOPE).refused
+        is None
+    )
 
 
 def test_an_issue_that_came_back_is_published_again_not_deleted() -> None:
@@ -172,15 +192,25 @@ def test_when_every_write_succeeds_the_manifest_records_the_new_versions_and_cur
 
 def test_a_run_with_nothing_changed_writes_nothing_not_even_the_state() -> None:
     manifest = state((7, published(7)), cursor=NEW)
-    idle = plan(manifest, Listing(pull_state={"cursor": NEW, "runs_since_full": 5}, lookups=manifest.lookups,
-                                  fingerprint="fp"), Local(), DeletePolicy(), SCOPE)
+    idle = plan(
+        manifest,
+        Listing(pull_state={"cursor": NEW, "runs_since_full": 5}, lookups=manifest.lookups, fingerprint="fp"),
+        Local(),
+        DeletePolicy(),
+        SCOPE,
+    )
     assert idle.idle and not idle.writes_documents
 
 
 def test_a_failed_upload_is_not_claimed_and_holds_the_cursor_back() -> None:
     manifest = state((7, published(7)), (8, published(8)))
-    decided = plan(manifest, listing(fetched={7, 8}), Local((rendered(7), rendered(8, "2026-03-20T00:00:00Z"))),
-                   DeletePolicy(), SCOPE)
+    decided = plan(
+        manifest,
+        listing(fetched={7, 8}),
+        Local((rendered(7), rendered(8, "2026-03-20T00:00:00Z"))),
+        DeletePolicy(),
+        SCOPE,
+    )
     after = decided.manifest_after({"7.md": "HTTP 503", "8.md": None}, raw_failed=set())
     assert after.tickets[7] == TicketEntry(None, NEW, 1, {"7.md": sha(b"old")})  # what is really there
     assert after.cursor == NEW  # never past 7's version
@@ -197,8 +227,9 @@ def test_a_raw_issue_that_could_not_be_stored_keeps_the_previous_stored_version(
 
 def test_a_ticket_that_failed_to_render_keeps_its_documents_and_is_redone() -> None:
     manifest = state((7, published(7)))
-    decided = plan(manifest, listing(fetched={7}, cursor="2026-04-01T00:00:00Z"), Local(failed={7: NEW}),
-                   DeletePolicy(), SCOPE)
+    decided = plan(
+        manifest, listing(fetched={7}, cursor="2026-04-01T00:00:00Z"), Local(failed={7: NEW}), DeletePolicy(), SCOPE
+    )
     after = decided.expected()
     assert decided.uploads == {} and decided.deletes == [] and decided.raw_writes == []
     assert after.tickets[7].updated_on is None and after.tickets[7].objects == {"7.md": sha(b"old")}
@@ -207,8 +238,13 @@ def test_a_ticket_that_failed_to_render_keeps_its_documents_and_is_redone() -> N
 
 def test_a_ticket_neither_in_the_state_nor_given_by_redmine_is_redone_by_a_later_run() -> None:
     manifest = state((7, published(7)))
-    after = plan(manifest, Listing(missing=frozenset({7}), pull_state={"cursor": OLD}, lookups=manifest.lookups,
-                                   fingerprint="fp"), Local(), DeletePolicy(), SCOPE).expected()
+    after = plan(
+        manifest,
+        Listing(missing=frozenset({7}), pull_state={"cursor": OLD}, lookups=manifest.lookups, fingerprint="fp"),
+        Local(),
+        DeletePolicy(),
+        SCOPE,
+    ).expected()
     assert after.tickets[7].stored is None and after.tickets[7].updated_on is None
 
 
@@ -238,10 +274,15 @@ def test_a_pull_with_the_state_matches_any_destination_and_a_first_sync_adds_its
 
 
 def test_tickets_of_projects_outside_a_narrowed_scope_are_found_by_the_projects_lookup() -> None:
-    projects = {"1": {"identifier": "ops", "parent_id": None}, "2": {"identifier": "ops-db", "parent_id": 1},
-                "3": {"identifier": "sales", "parent_id": None}}
+    projects = {
+        "1": {"identifier": "ops", "parent_id": None},
+        "2": {"identifier": "ops-db", "parent_id": 1},
+        "3": {"identifier": "sales", "parent_id": None},
+    }
     manifest = state(
-        (7, TicketEntry(OLD, OLD, 1)), (8, TicketEntry(OLD, OLD, 2)), (9, TicketEntry(OLD, OLD, 3)),
+        (7, TicketEntry(OLD, OLD, 1)),
+        (8, TicketEntry(OLD, OLD, 2)),
+        (9, TicketEntry(OLD, OLD, 3)),
     )
     assert outside_scope(manifest, ("ops",), projects) == {9}  # a subproject stays in scope
     assert outside_scope(manifest, (), projects) == set()
@@ -254,8 +295,14 @@ def test_tickets_of_projects_outside_a_narrowed_scope_are_found_by_the_projects_
 
 def test_pull_with_the_state_moves_stored_versions_and_leaves_what_is_published() -> None:
     manifest = state((7, published(7)), (8, published(8)), (9, TicketEntry(OLD, OLD, 1, {})))
-    pulled = plan_pull(manifest, SCOPE, {7: StoredStamp(NEW, 1), 10: StoredStamp(NEW, 2)}, {8, 9},
-                       {"cursor": NEW}, {"statuses": {"1": "New"}})
+    pulled = plan_pull(
+        manifest,
+        SCOPE,
+        {7: StoredStamp(NEW, 1), 10: StoredStamp(NEW, 2)},
+        {8, 9},
+        {"cursor": NEW},
+        {"statuses": {"1": "New"}},
+    )
     after = pulled.manifest_after(raw_failed=set())
     assert after.tickets[7] == TicketEntry(OLD, NEW, 1, {"7.md": sha(b"old")})
     assert after.tickets[10] == TicketEntry(None, NEW, 2, {})
@@ -267,6 +314,8 @@ def test_pull_with_the_state_moves_stored_versions_and_leaves_what_is_published(
 
 def test_pull_with_the_state_holds_the_cursor_before_a_raw_issue_it_could_not_store() -> None:
     manifest = state((7, published(7)))
-    pulled = plan_pull(manifest, SCOPE, {7: StoredStamp(NEW, 1)}, set(), {"cursor": "2026-04-01T00:00:00Z"}, manifest.lookups)
+    pulled = plan_pull(
+        manifest, SCOPE, {7: StoredStamp(NEW, 1)}, set(), {"cursor": "2026-04-01T00:00:00Z"}, manifest.lookups
+    )
     after = pulled.manifest_after(raw_failed={7})
     assert after.tickets[7] == manifest.tickets[7] and after.cursor == NEW

@@ -30,11 +30,11 @@ from typer.testing import CliRunner
 
 from anchorkit import cli
 from anchorkit.cli import app
-from anchorkit.publish import S3Location, S3Target
-from anchorkit.pull import PullSettings
-from anchorkit.state import S3StateStore
+from anchorkit.publish.state import S3StateStore
+from anchorkit.publish.upload import S3Location, S3Target
+from anchorkit.render.transform import TransformOptions
+from anchorkit.source.pull import PullSettings
 from anchorkit.sync import run_sync
-from anchorkit.transform import TransformOptions
 
 runner = CliRunner()
 
@@ -42,8 +42,9 @@ runner = CliRunner()
 class Job:
     """`anchorkit sync --state` / `pull --state` / `state ...` with the environment of a scheduled job."""
 
-    def __init__(self, redmine: RedmineServer, s3: S3Server, prefix: str, tmp_path: Path,
-                 monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(
+        self, redmine: RedmineServer, s3: S3Server, prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         self.redmine, self.s3, self.tmp_path = redmine, s3, tmp_path
         self.docs, self.state = f"s3://{s3.bucket}/{prefix}-docs", f"s3://{s3.bucket}/{prefix}-state/"
         self.docs_prefix, self.state_prefix = f"{prefix}-docs", f"{prefix}-state"
@@ -60,8 +61,20 @@ class Job:
     def pull(self, *args: str) -> tuple[int, str]:
         folder = tempfile.mkdtemp(dir=self.tmp_path)
         result = runner.invoke(
-            app, ["pull", "--snapshot", folder, "--state", self.state, "--url", self.redmine.url,
-                  "--endpoint-url", self.s3.endpoint_url, "--json", *args]
+            app,
+            [
+                "pull",
+                "--snapshot",
+                folder,
+                "--state",
+                self.state,
+                "--url",
+                self.redmine.url,
+                "--endpoint-url",
+                self.s3.endpoint_url,
+                "--json",
+                *args,
+            ],
         )
         return result.exit_code, result.stderr
 
@@ -78,8 +91,12 @@ class Job:
 @pytest.mark.s3
 @pytest.mark.timeout(300)
 def test_a_run_with_another_scope_is_refused_naming_the_states_scope_and_rescope_prunes_what_fell_outside(
-    redmine_server: RedmineServer, redmine_admin: RedmineAdmin, s3_server: S3Server, s3_prefix: str,
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    redmine_server: RedmineServer,
+    redmine_admin: RedmineAdmin,
+    s3_server: S3Server,
+    s3_prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     ops, ops_ids = seed_issues(redmine_admin, 2, "運用チーム")
     sales, sales_ids = seed_issues(redmine_admin, 2, "営業支援")
@@ -93,7 +110,9 @@ def test_a_run_with_another_scope_is_refused_naming_the_states_scope_and_rescope
     # A pull of every project into this state would store other projects' tickets: refused.
     status, stderr = job.pull()
     assert status == 2
-    assert f"holds {redmine_server.url}, projects {', '.join(sorted([ops['identifier'], sales['identifier']]))}" in stderr
+    assert (
+        f"holds {redmine_server.url}, projects {', '.join(sorted([ops['identifier'], sales['identifier']]))}" in stderr
+    )
     assert "this run asks for every project" in stderr
     # A corrected destination would publish nothing there: refused, naming it.
     status, _, stderr = job.sync(*both, docs=f"{job.docs}-v2")
@@ -121,8 +140,12 @@ def test_a_run_with_another_scope_is_refused_naming_the_states_scope_and_rescope
 @pytest.mark.s3
 @pytest.mark.timeout(300)
 def test_a_rescope_to_a_corrected_destination_publishes_everything_there(
-    redmine_server: RedmineServer, redmine_admin: RedmineAdmin, s3_server: S3Server, s3_prefix: str,
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    redmine_server: RedmineServer,
+    redmine_admin: RedmineAdmin,
+    s3_server: S3Server,
+    s3_prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     project, ids = seed_issues(redmine_admin, 2)
     job = Job(redmine_server, s3_server, s3_prefix, tmp_path, monkeypatch)
@@ -138,8 +161,12 @@ def test_a_rescope_to_a_corrected_destination_publishes_everything_there(
 @pytest.mark.s3
 @pytest.mark.timeout(300)
 def test_a_dry_run_prints_the_plan_and_writes_nothing_then_the_real_run_does_exactly_that(
-    redmine_server: RedmineServer, redmine_admin: RedmineAdmin, s3_server: S3Server, s3_prefix: str,
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    redmine_server: RedmineServer,
+    redmine_admin: RedmineAdmin,
+    s3_server: S3Server,
+    s3_prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     project, ids = seed_issues(redmine_admin, 3)
     job = Job(redmine_server, s3_server, s3_prefix, tmp_path, monkeypatch)
@@ -155,7 +182,9 @@ def test_a_dry_run_prints_the_plan_and_writes_nothing_then_the_real_run_does_exa
 
     assert job.sync(*scope)[0] == 0
     redmine_admin.add_note(ids[0], "再発したため再調査")
-    human = runner.invoke(app, ["sync", job.docs, "--state", job.state, "--url", redmine_server.url, *scope, "--dry-run"])
+    human = runner.invoke(
+        app, ["sync", job.docs, "--state", job.state, "--url", redmine_server.url, *scope, "--dry-run"]
+    )
     assert human.exit_code == 0, human.stderr
     assert "(dry run, nothing written)" in human.stdout and "upload 2 " in human.stdout
     assert f"  upload {ids[0]}.md" in human.stdout
@@ -174,8 +203,12 @@ def test_a_dry_run_prints_the_plan_and_writes_nothing_then_the_real_run_does_exa
 @pytest.mark.s3
 @pytest.mark.timeout(300)
 def test_a_run_killed_holding_the_lease_shows_as_stale_and_breaking_it_lets_the_next_run_finish(
-    redmine_server: RedmineServer, redmine_admin: RedmineAdmin, s3_server: S3Server, s3_prefix: str,
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    redmine_server: RedmineServer,
+    redmine_admin: RedmineAdmin,
+    s3_server: S3Server,
+    s3_prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     project, ids = seed_issues(redmine_admin, 3)
     job = Job(redmine_server, s3_server, s3_prefix, tmp_path, monkeypatch)
@@ -183,9 +216,15 @@ def test_a_run_killed_holding_the_lease_shows_as_stale_and_breaking_it_lets_the_
     # kill -9 right after the run took its (hour-long) lease: its first write.
     killed = subprocess.run(
         [sys.executable, str(KILLED_SYNC), "sync", job.docs, "--state", job.state, "--url", redmine_server.url, *scope],
-        env={**os.environ, **cli_environment(redmine_server, s3_server, tmp_path),
-             "ANCHORKIT_KILL_AT_WRITE": "1", "ANCHORKIT_KILL_WHEN": "after"},
-        cwd=tmp_path, capture_output=True, timeout=120,
+        env={
+            **os.environ,
+            **cli_environment(redmine_server, s3_server, tmp_path),
+            "ANCHORKIT_KILL_AT_WRITE": "1",
+            "ANCHORKIT_KILL_WHEN": "after",
+        },
+        cwd=tmp_path,
+        capture_output=True,
+        timeout=120,
     )
     assert killed.returncode == -signal.SIGKILL
 
@@ -222,13 +261,19 @@ def test_state_show_tells_a_live_lease_on_another_host_from_an_expired_one(
     client, key = s3_server.client(), f"{s3_prefix}-state/lease.json"
     state = f"s3://{s3_server.bucket}/{s3_prefix}-state/"
     now = time.time()
-    client.put_object(Bucket=s3_server.bucket, Key=key, Body=json.dumps(
-        {"owner": "ci-runner-7:4242:abc", "taken_at": now - 60, "expires_at": now + 600}).encode())
+    client.put_object(
+        Bucket=s3_server.bucket,
+        Key=key,
+        Body=json.dumps({"owner": "ci-runner-7:4242:abc", "taken_at": now - 60, "expires_at": now + 600}).encode(),
+    )
     held = runner.invoke(app, ["state", "show", state])
     assert held.exit_code == 0, held.stderr
     assert "lease: held, held by ci-runner-7:4242:abc since" in held.stdout
-    client.put_object(Bucket=s3_server.bucket, Key=key, Body=json.dumps(
-        {"owner": "ci-runner-7:4242:abc", "taken_at": now - 4000, "expires_at": now - 400}).encode())
+    client.put_object(
+        Bucket=s3_server.bucket,
+        Key=key,
+        Body=json.dumps({"owner": "ci-runner-7:4242:abc", "taken_at": now - 4000, "expires_at": now - 400}).encode(),
+    )
     shown = json.loads(runner.invoke(app, ["state", "show", state, "--json"]).stdout)
     assert shown["lease"]["status"] == "stale" and shown["lease"]["expires_in_seconds"] < 0
     assert shown["exists"] is False and shown["scope"] is None
@@ -238,31 +283,41 @@ def test_state_show_tells_a_live_lease_on_another_host_from_an_expired_one(
 @pytest.mark.s3
 @pytest.mark.timeout(300)
 def test_sync_with_the_state_shows_progress_per_stage_on_a_terminal_and_nothing_in_a_log(
-    redmine_server: RedmineServer, redmine_admin: RedmineAdmin, s3_server: S3Server, s3_prefix: str,
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    redmine_server: RedmineServer,
+    redmine_admin: RedmineAdmin,
+    s3_server: S3Server,
+    s3_prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     project, ids = seed_issues(redmine_admin, 3)
     job = Job(redmine_server, s3_server, s3_prefix, tmp_path, monkeypatch)
     client = s3_server.client()
     seen: list[tuple[str, int, int]] = []
     report = run_sync(
-        redmine_server.url, redmine_server.admin_key, S3StateStore(client, S3Location(s3_server.bucket, f"{job.state_prefix}/")),
-        S3Target(client, S3Location(s3_server.bucket, f"{job.docs_prefix}/")), TransformOptions(),
-        PullSettings(projects=(project["identifier"],)), work_dir=tmp_path / "work",
+        redmine_server.url,
+        redmine_server.admin_key,
+        S3StateStore(client, S3Location(s3_server.bucket, f"{job.state_prefix}/")),
+        S3Target(client, S3Location(s3_server.bucket, f"{job.docs_prefix}/")),
+        TransformOptions(),
+        PullSettings(projects=(project["identifier"],)),
+        work_dir=tmp_path / "work",
         progress=lambda stage, done, total: seen.append((stage, done, total)),
     )
     assert report.ok
     assert {("pulling", 3, 3), ("rendering", 3, 3), ("uploading", 3, 3)} <= set(seen)
 
     redmine_admin.add_note(ids[0], "再発したため再調査")
-    logged = runner.invoke(app, ["sync", job.docs, "--state", job.state, "--url", redmine_server.url,
-                                 "--project", project["identifier"]])
+    logged = runner.invoke(
+        app, ["sync", job.docs, "--state", job.state, "--url", redmine_server.url, "--project", project["identifier"]]
+    )
     assert logged.exit_code == 0 and logged.stderr == ""  # CliRunner's stderr is no terminal: a CI log
     terminal = io.StringIO()
     monkeypatch.setattr(cli, "err_console", Console(file=terminal, force_terminal=True, width=100))
     redmine_admin.add_note(ids[1], "再発したため再調査")
-    shown = runner.invoke(app, ["sync", job.docs, "--state", job.state, "--url", redmine_server.url,
-                                "--project", project["identifier"]])
+    shown = runner.invoke(
+        app, ["sync", job.docs, "--state", job.state, "--url", redmine_server.url, "--project", project["identifier"]]
+    )
     assert shown.exit_code == 0, shown.stderr
     drawn = terminal.getvalue()
     assert "rendering" in drawn and "uploading" in drawn and "1/1" in drawn

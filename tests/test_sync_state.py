@@ -27,20 +27,20 @@ from support.redmine_server import RedmineAdmin, RedmineServer
 from support.s3_server import DUMMY_CREDENTIALS, S3Server
 from typer.testing import CliRunner
 
-from anchorkit import pull
 from anchorkit.cli import app
-from anchorkit.document import RenderOptions
 from anchorkit.errors import EXIT_LOCKED
-from anchorkit.publish import LocalDirTarget, S3Location, S3Target
-from anchorkit.pull import PullSettings
-from anchorkit.state import LocalStateStore, S3StateStore, StateConflict
+from anchorkit.publish.state import LocalStateStore, S3StateStore, StateConflict
+from anchorkit.publish.upload import LocalDirTarget, S3Location, S3Target
+from anchorkit.render.document import RenderOptions
+from anchorkit.render.transform import TransformOptions
+from anchorkit.source import pull
+from anchorkit.source.pull import PullSettings
 from anchorkit.sync import (
     StatelessSyncReport,
     StatePullReport,
     pull_with_state,
     run_sync,
 )
-from anchorkit.transform import TransformOptions
 
 runner = CliRunner()
 KILLED_SYNC = Path(__file__).resolve().parent / "support" / "killed_sync.py"
@@ -64,7 +64,11 @@ def manifest_of(s3_server: S3Server, state_prefix: str) -> dict[str, Any]:
 
 def comparable(manifest: dict[str, Any]) -> dict[str, Any]:
     """What two runs over the same Redmine must agree on (the lookups' refresh time is a clock reading)."""
-    return {"tickets": manifest["tickets"], "fingerprint": manifest["fingerprint"], "cursor": manifest["pull"]["cursor"]}
+    return {
+        "tickets": manifest["tickets"],
+        "fingerprint": manifest["fingerprint"],
+        "cursor": manifest["pull"]["cursor"],
+    }
 
 
 class StatelessRunner:
@@ -84,15 +88,24 @@ class StatelessRunner:
         target = S3Target(client, S3Location(self.s3.bucket, f"{self.docs}/"))
         options = TransformOptions(render=RenderOptions(labels={"ticket": label} if label else {}), sidecars=True)
         return run_sync(
-            self.redmine.url, self.redmine.admin_key, store, target, options,
-            PullSettings(projects=(self.project,), full=full), work_dir=self.empty_folder(), force=True,
+            self.redmine.url,
+            self.redmine.admin_key,
+            store,
+            target,
+            options,
+            PullSettings(projects=(self.project,), full=full),
+            work_dir=self.empty_folder(),
+            force=True,
         )
 
     def pull(self, full: bool = False, snapshot_dir: Path | None = None) -> StatePullReport:
         """`pull --state` with the same state, into an empty folder unless told otherwise."""
         store = S3StateStore(self.s3.client(), S3Location(self.s3.bucket, f"{self.state}/"))
         return pull_with_state(
-            self.redmine.url, self.redmine.admin_key, store, snapshot_dir or self.empty_folder(),
+            self.redmine.url,
+            self.redmine.admin_key,
+            store,
+            snapshot_dir or self.empty_folder(),
             PullSettings(projects=(self.project,), full=full),
         )
 
@@ -103,11 +116,15 @@ class StatelessRunner:
         return objects_under(self.s3, self.docs)
 
 
-def seed_issues(admin: RedmineAdmin, count: int, name: str = "社内ITサービスデスク") -> tuple[dict[str, Any], list[int]]:
+def seed_issues(
+    admin: RedmineAdmin, count: int, name: str = "社内ITサービスデスク"
+) -> tuple[dict[str, Any], list[int]]:
     project = admin.create_project(name=name)
     ids = []
     for n in range(count):
-        issue = admin.create_issue(project["id"], f"VPN接続が不安定になる ({n})", description="在宅勤務中にVPNが切れる。")
+        issue = admin.create_issue(
+            project["id"], f"VPN接続が不安定になる ({n})", description="在宅勤務中にVPNが切れる。"
+        )
         admin.add_note(issue["id"], f"対応履歴 {n}: ルーターを再起動")
         ids.append(issue["id"])
     return project, ids
@@ -128,7 +145,8 @@ def test_a_state_inside_the_documents_prefix_is_refused_before_anything_runs(
     assert result.exit_code == 2
     assert "overlaps the documents' prefix s3://kb-docs/tickets/" in result.stderr
     beside = runner.invoke(
-        app, ["sync", str(tmp_path / "docs"), "--state", str(tmp_path / "docs" / "state"), "--url", "http://127.0.0.1:9"]
+        app,
+        ["sync", str(tmp_path / "docs"), "--state", str(tmp_path / "docs" / "state"), "--url", "http://127.0.0.1:9"],
     )
     assert beside.exit_code == 2
     assert "overlaps the documents' folder" in beside.stderr
@@ -136,10 +154,9 @@ def test_a_state_inside_the_documents_prefix_is_refused_before_anything_runs(
 
 def test_a_local_state_admits_one_sync_at_a_time(tmp_path: Path) -> None:
     first, second = LocalStateStore(tmp_path / "state"), LocalStateStore(tmp_path / "state")
-    with first.session():
-        with pytest.raises(StateConflict, match="another sync is running on this state"):
-            with second.session():
-                pass
+    with first.session(), pytest.raises(StateConflict, match="another sync is running on this state"):
+        with second.session():
+            pass
     with second.session():  # released once the first run ended
         assert second.read_manifest() is None
 
@@ -198,7 +215,11 @@ def test_each_run_from_an_empty_disk_fetches_renders_and_uploads_only_what_chang
     removed = sync.sync(full=True)
     assert removed.ok and removed.deleted == [f"{mail}.md", f"{mail}.md.metadata.json"]
     assert set(sync.documents()) == {f"{i}.md{s}" for i in (vpn, printer) for s in ("", ".metadata.json")}
-    assert set(objects_under(s3_server, sync.state)) == {"manifest.json", f"issues/{vpn}.json", f"issues/{printer}.json"}
+    assert set(objects_under(s3_server, sync.state)) == {
+        "manifest.json",
+        f"issues/{vpn}.json",
+        f"issues/{printer}.json",
+    }
 
     relabelled = sync.sync(label="Ticket")  # a new fingerprint: everything again, from the stored issues
     assert relabelled.regenerated_all and relabelled.rendered == 2
@@ -217,9 +238,14 @@ def test_a_local_state_folder_and_a_local_destination_work_the_same_way(
 
     def sync(full: bool) -> StatelessSyncReport:
         return run_sync(
-            redmine_server.url, redmine_server.admin_key, LocalStateStore(state_dir), LocalDirTarget(docs_dir),
-            TransformOptions(sidecars=False), PullSettings(projects=(project["identifier"],), full=full),
-            work_dir=Path(tempfile.mkdtemp(dir=tmp_path)), force=True,
+            redmine_server.url,
+            redmine_server.admin_key,
+            LocalStateStore(state_dir),
+            LocalDirTarget(docs_dir),
+            TransformOptions(sidecars=False),
+            PullSettings(projects=(project["identifier"],), full=full),
+            work_dir=Path(tempfile.mkdtemp(dir=tmp_path)),
+            force=True,
         )
 
     first = sync(full=False)
@@ -323,8 +349,17 @@ def test_a_sync_that_finds_a_live_lease_stops_with_its_own_exit_code_and_writes_
         monkeypatch.setenv(name, value)
 
     result = runner.invoke(
-        app, ["sync", f"s3://{s3_server.bucket}/{docs}", "--state", f"s3://{s3_server.bucket}/{held_state}/",
-              "--url", redmine_server.url, "--project", project["identifier"]],
+        app,
+        [
+            "sync",
+            f"s3://{s3_server.bucket}/{docs}",
+            "--state",
+            f"s3://{s3_server.bucket}/{held_state}/",
+            "--url",
+            redmine_server.url,
+            "--project",
+            project["identifier"],
+        ],
     )
     assert result.exit_code == EXIT_LOCKED
     assert "another sync (ci-runner-7:abc) is writing" in result.stderr
@@ -360,16 +395,32 @@ class CliSync:
         self.env = {**os.environ, **cli_environment(redmine, s3, scratch)}
         self.env.pop("ANCHORKIT_CONFIG", None)
         self.args = [
-            sys.executable, str(KILLED_SYNC), "sync", f"s3://{s3.bucket}/{self.docs}",
-            "--state", f"s3://{s3.bucket}/{self.state}/", "--url", redmine.url, "--project", project,
-            "--sidecars", "--delete", "--force", "--lease-seconds", str(self.LEASE_SECONDS), "--json",
+            sys.executable,
+            str(KILLED_SYNC),
+            "sync",
+            f"s3://{s3.bucket}/{self.docs}",
+            "--state",
+            f"s3://{s3.bucket}/{self.state}/",
+            "--url",
+            redmine.url,
+            "--project",
+            project,
+            "--sidecars",
+            "--delete",
+            "--force",
+            "--lease-seconds",
+            str(self.LEASE_SECONDS),
+            "--json",
         ]
 
     def start(self, label: str | None, kill: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         cwd = tempfile.mkdtemp(dir=self.scratch)
         extra = ["--label", label] if label else []
         return subprocess.Popen(
-            [*self.args, *extra], cwd=cwd, env={**self.env, **(kill or {})}, stdout=subprocess.PIPE,
+            [*self.args, *extra],
+            cwd=cwd,
+            env={**self.env, **(kill or {})},
+            stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
 
@@ -406,8 +457,10 @@ def test_a_sync_killed_at_a_random_point_converges_on_the_next_run_from_an_empty
         if label:
             crash.run(None)
         # A random write of the run (documents, sidecars, raw issues, lease, manifest), before or after it.
-        kill = {"ANCHORKIT_KILL_AT_WRITE": str(rng.randint(1, writes[label])),
-                "ANCHORKIT_KILL_WHEN": rng.choice(["before", "after"])}
+        kill = {
+            "ANCHORKIT_KILL_AT_WRITE": str(rng.randint(1, writes[label])),
+            "ANCHORKIT_KILL_WHEN": rng.choice(["before", "after"]),
+        }
         process = crash.start(label, kill)
         process.communicate(timeout=120)
         assert process.returncode == -signal.SIGKILL, f"trial {trial}: {kill} did not kill the run"
@@ -501,8 +554,12 @@ def test_what_a_pull_with_the_state_stored_the_next_sync_publishes_and_what_it_f
     assert pulled.pull_report is not None and pulled.pull_report.cursor == sync.manifest()["pull"]["cursor"]
     tickets = sync.manifest()["tickets"]
     assert tickets[str(printer)]["stored"] > tickets[str(printer)]["updated_on"]  # stored, not yet published
-    assert tickets[str(laptop)] == {"updated_on": None, "objects": {}, "project_id": project["id"],
-                                    "stored": tickets[str(laptop)]["stored"]}
+    assert tickets[str(laptop)] == {
+        "updated_on": None,
+        "objects": {},
+        "project_id": project["id"],
+        "stored": tickets[str(laptop)]["stored"],
+    }
     assert "トナー交換で解消" not in sync.documents()[f"{printer}.md"].decode()  # pull publishes nothing
 
     # The cursor has moved past both: only the state tells this sync (on an empty disk) to publish them.
@@ -548,7 +605,9 @@ def test_names_refreshed_by_a_pull_with_the_state_make_the_next_sync_regenerate_
     assert sync.sync().ok
     assert "ハードウェア → ネットワーク" in sync.documents()[f"{issue}.md"].decode()
 
-    redmine_admin.request("PUT", f"/issue_categories/{network}.json", json={"issue_category": {"name": "ネットワーク機器"}})
+    redmine_admin.request(
+        "PUT", f"/issue_categories/{network}.json", json={"issue_category": {"name": "ネットワーク機器"}}
+    )
     pulled = sync.pull(full=True)  # a full pull refreshes the lookups; no issue changed
     assert pulled.ok and pulled.state_written and pulled.state_issues_written == 0
     manifest = sync.manifest()
@@ -579,7 +638,9 @@ def test_a_raw_issue_missing_from_the_state_is_fetched_again_by_a_full_listing(
     assert repaired.ok and repaired.restored == 1
     assert repaired.pull_report is not None and repaired.pull_report.full  # the cursor would have hidden it
     assert repaired.pull_report.requests_by_purpose.get("issues") == 1 and repaired.state_issues_written == 1
-    assert sorted(path.name for path in (snapshot_dir / "issues").iterdir()) == sorted([f"{vpn}.json", f"{printer}.json"])
+    assert sorted(path.name for path in (snapshot_dir / "issues").iterdir()) == sorted(
+        [f"{vpn}.json", f"{printer}.json"]
+    )
     assert f"issues/{printer}.json" in objects_under(s3_server, sync.state)
 
 
@@ -612,17 +673,26 @@ def test_pull_with_a_local_state_folder_holds_its_lock_and_feeds_a_local_sync(
             seen_while_pulling.append("held")
 
     pulled = pull_with_state(
-        redmine_server.url, redmine_server.admin_key, LocalStateStore(state_dir), tmp_path / "snapshot",
-        PullSettings(projects=(project["identifier"],)), progress=try_to_take_the_state,
+        redmine_server.url,
+        redmine_server.admin_key,
+        LocalStateStore(state_dir),
+        tmp_path / "snapshot",
+        PullSettings(projects=(project["identifier"],)),
+        progress=try_to_take_the_state,
     )
     assert pulled.ok and pulled.state_written and seen_while_pulling and set(seen_while_pulling) == {"held"}
     assert sorted(p.name for p in (state_dir / "issues").iterdir()) == sorted([f"{vpn}.json", f"{printer}.json"])
 
     docs_dir = tmp_path / "docs"
     synced = run_sync(
-        redmine_server.url, redmine_server.admin_key, LocalStateStore(state_dir), LocalDirTarget(docs_dir),
-        TransformOptions(sidecars=False), PullSettings(projects=(project["identifier"],)),
-        work_dir=tmp_path / "work", force=True,
+        redmine_server.url,
+        redmine_server.admin_key,
+        LocalStateStore(state_dir),
+        LocalDirTarget(docs_dir),
+        TransformOptions(sidecars=False),
+        PullSettings(projects=(project["identifier"],)),
+        work_dir=tmp_path / "work",
+        force=True,
     )
     assert synced.ok and sorted(synced.uploaded) == sorted([f"{vpn}.md", f"{printer}.md"])
     assert synced.pulls[0].requests_by_purpose.get("issues", 0) == 0  # published from what pull stored
@@ -638,8 +708,14 @@ def test_a_manifest_from_before_stored_versions_is_read_as_storing_the_published
 
     def sync() -> StatelessSyncReport:
         return run_sync(
-            redmine_server.url, redmine_server.admin_key, LocalStateStore(state_dir), LocalDirTarget(tmp_path / "docs"),
-            TransformOptions(), arguments, work_dir=Path(tempfile.mkdtemp(dir=tmp_path)), force=True,
+            redmine_server.url,
+            redmine_server.admin_key,
+            LocalStateStore(state_dir),
+            LocalDirTarget(tmp_path / "docs"),
+            TransformOptions(),
+            arguments,
+            work_dir=Path(tempfile.mkdtemp(dir=tmp_path)),
+            force=True,
         )
 
     assert sync().ok
@@ -657,7 +733,9 @@ def test_a_manifest_from_before_stored_versions_is_read_as_storing_the_published
     assert pulled.ok and pulled.restored == 2 and not pulled.state_written
     assert pulled.pull_report is not None and pulled.pull_report.requests_by_purpose.get("issues", 0) == 0
     assert (state_dir / "manifest.json").read_bytes() == old_bytes
-    assert sorted(p.name for p in (tmp_path / "snapshot" / "issues").iterdir()) == sorted([f"{vpn}.json", f"{printer}.json"])
+    assert sorted(p.name for p in (tmp_path / "snapshot" / "issues").iterdir()) == sorted(
+        [f"{vpn}.json", f"{printer}.json"]
+    )
 
 
 def test_pull_with_state_takes_the_snapshot_lock_before_it_touches_the_snapshot(tmp_path: Path) -> None:
@@ -666,9 +744,15 @@ def test_pull_with_state_takes_the_snapshot_lock_before_it_touches_the_snapshot(
     stray = snapshot_dir / "issues" / "41.json"  # not in the (empty) state: preparing the snapshot would remove it
     stray.write_text('{"issue": {"id": 41, "subject": "s", "updated_on": "2026-01-01T00:00:00Z"}}', encoding="utf-8")
     holder = subprocess.Popen(  # a plain `pull` running on this snapshot, in another process
-        [sys.executable, "-c", "import fcntl, sys, time; h = open(sys.argv[1], 'w'); fcntl.flock(h, fcntl.LOCK_EX); "
-         "print('locked', flush=True); time.sleep(60)", str(snapshot_dir / pull.LOCK_FILE)],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time; h = open(sys.argv[1], 'w'); fcntl.flock(h, fcntl.LOCK_EX); "
+            "print('locked', flush=True); time.sleep(60)",
+            str(snapshot_dir / pull.LOCK_FILE),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from anchorkit.anchors import find_anchors, find_titles
-from anchorkit.document import content_markdown
-from anchorkit.textformat import code_block, code_span, to_markdown
+from anchorkit.render.document import content_markdown
+from anchorkit.render.markdown_text import code_block, code_span
+from anchorkit.render.textformat import to_markdown
 
 TEXTILE_EXAMPLES = {
     "headings keep their level": ("h1. 障害報告\n\nh6. 小見出し", "# 障害報告\n\n###### 小見出し"),
@@ -26,14 +27,20 @@ TEXTILE_EXAMPLES = {
         "<pre>\n# コメント\n> 引用ではない\n*太字ではない*\n</pre>",
         "```\n# コメント\n> 引用ではない\n*太字ではない*\n```",
     ),
-    "pre code class becomes the fence language": ('<pre><code class="ruby">\nputs 1\n</code></pre>', "```ruby\nputs 1\n```"),
+    "pre code class becomes the fence language": (
+        '<pre><code class="ruby">\nputs 1\n</code></pre>',
+        "```ruby\nputs 1\n```",
+    ),
     "a fence is longer than any backtick run inside": ("<pre>\n```\ninner\n```\n</pre>", "````\n```\ninner\n```\n````"),
     "inline code, also between Japanese characters": ("ログ@ipsec@の確認", "ログ`ipsec`の確認"),
     "spans": (
         "*strong* _em_ -del- +ins+ ??cite?? x ^2^ H ~2~ O",
         "**strong** *em* ~~del~~ ins *cite* x <sup>2</sup> H <sub>2</sub> O",
     ),
-    "spans need a space before them, as in Redmine": ("これは*重要*です。これは *重要* です。", "これは\\*重要\\*です。これは **重要** です。"),
+    "spans need a space before them, as in Redmine": (
+        "これは*重要*です。これは *重要* です。",
+        "これは\\*重要\\*です。これは **重要** です。",
+    ),
     "nested spans": ("_*bold italic*_", "***bold italic***"),
     "nested bullet list": ("* a\n** b\n*** c\n* d", "- a\n  - b\n    - c\n- d"),
     "numbered list with a nested numbered list": ("# 手順1\n## 詳細\n# 手順2", "1. 手順1\n   1. 詳細\n2. 手順2"),
@@ -45,17 +52,26 @@ TEXTILE_EXAMPLES = {
     "bq. quote": ("bq. 引用", "> 引用"),
     "reply quotes keep their nesting": ("> 返信\n>> 二重\n> 戻る", "> 返信\n>\n> > 二重\n>\n> 戻る"),
     "link with title": ('"マニュアル(手順書)":http://example.com/m', '[マニュアル](http://example.com/m "手順書")'),
-    "images, alignment dropped": ("!http://x/a.png! !/b.png(代替)! !>/c.png!", "![](http://x/a.png) ![代替](/b.png) ![](/c.png)"),
+    "images, alignment dropped": (
+        "!http://x/a.png! !/b.png(代替)! !>/c.png!",
+        "![](http://x/a.png) ![代替](/b.png) ![](/c.png)",
+    ),
     "linked image": ("!/thumb.png!:https://example.com/full", "[![](/thumb.png)](https://example.com/full)"),
     "unsafe image and link schemes stay text": ('!javascript:x! "a":javascript:y', '!javascript:x! "a":javascript:y'),
-    "bare URLs and mail addresses become autolinks": ("see https://example.com/a. or sato@example.co.jp", "see <https://example.com/a>. or <sato@example.co.jp>"),
+    "bare URLs and mail addresses become autolinks": (
+        "see https://example.com/a. or sato@example.co.jp",
+        "see <https://example.com/a>. or <sato@example.co.jp>",
+    ),
     "paragraph alignment dropped": ("p=. 中央\n\np>. 右", "中央\n\n右"),
     "notextile is literal": ("<notextile>*そのまま*</notextile>", "\\*そのまま\\*"),
     "==text== is only a boundary in Redmine": ("==*x*==", "**x**"),
     "entities decoded, then escaped where Markdown would read them": ("&copy; &lt;b&gt;", "© \\<b>"),
     "footnote reference and footnote": ("Redmine[1]\n\nfn1. 脚注", "Redmine<sup>1</sup>\n\n<sup>1</sup> 脚注"),
     "wiki links show their text": ("[[Wiki Page]] [[Guide|マニュアル]] [[Guide#part]]", "Wiki Page マニュアル Guide"),
-    "Redmine references stay text": ("#123 r758 commit:abc123 source:trunk/app.rb", "#123 r758 commit:abc123 source:trunk/app.rb"),
+    "Redmine references stay text": (
+        "#123 r758 commit:abc123 source:trunk/app.rb",
+        "#123 r758 commit:abc123 source:trunk/app.rb",
+    ),
     "an escaped reference loses its !": ("!#124 and !r758", "#124 and r758"),
     "toc macro dropped": ("{{toc}}\n\nh2. A", "## A"),
     "collapse macro keeps title and content": ("{{collapse(詳細)\n隠れた *本文*\n}}", "詳細\n\n隠れた **本文**"),
@@ -66,7 +82,10 @@ TEXTILE_EXAMPLES = {
     "unknown markup is escaped text": ("<div>不明</div> [ERROR] a_b *x", "\\<div>不明\\</div> \\[ERROR\\] a_b \\*x"),
     "lines that Markdown would read as blocks are escaped": ("- 手順\n1. 番号", "\\- 手順\n1\\. 番号"),
     "a table delimiter row in text is escaped": ("a | b\n---|---", "a | b\n\\---|---"),
-    "indented text after a paragraph is preformatted": ("設定:\n\n    [global]\n    x = 1", "設定:\n\n```\n[global]\n    x = 1\n```"),
+    "indented text after a paragraph is preformatted": (
+        "設定:\n\n    [global]\n    x = 1",
+        "設定:\n\n```\n[global]\n    x = 1\n```",
+    ),
     "horizontal rule": ("上\n\n---\n\n下", "上\n\n---\n\n下"),
     "HTML comments are hidden as in Redmine": ("a <!-- memo --> b", "a  b"),
     "uppercase PRE is not a tag for Redmine": ("<PRE>x</PRE>", "\\<PRE>x\\</PRE>"),
@@ -80,11 +99,16 @@ def test_textile_constructs(textile: str, markdown: str) -> None:
 
 def test_issue_references_become_links_when_asked() -> None:
     converted = to_markdown("#123 と !#124 (#125)", "textile", link_issues="https://redmine.example.com/")
-    assert converted == "[#123](https://redmine.example.com/issues/123) と #124 ([#125](https://redmine.example.com/issues/125))"
+    assert (
+        converted
+        == "[#123](https://redmine.example.com/issues/123) と #124 ([#125](https://redmine.example.com/issues/125))"
+    )
 
 
 def test_common_mark_is_kept_and_redmine_additions_converted() -> None:
-    text = "## 手順\n\nsee #123 and [[Page]]\n\n```\n#456 [[not a link]]\n```\n\n`#789` {{collapse(t)\nbody\n}}\n\n{{toc}}"
+    text = (
+        "## 手順\n\nsee #123 and [[Page]]\n\n```\n#456 [[not a link]]\n```\n\n`#789` {{collapse(t)\nbody\n}}\n\n{{toc}}"
+    )
     converted = to_markdown(text, "common_mark", link_issues="https://r.example")
     assert converted == (
         "## 手順\n\nsee [#123](https://r.example/issues/123) and Page\n\n```\n#456 [[not a link]]\n```\n\n`#789` t\n\nbody\n"
@@ -92,7 +116,10 @@ def test_common_mark_is_kept_and_redmine_additions_converted() -> None:
 
 
 def test_common_mark_unclosed_fence_is_closed() -> None:
-    assert to_markdown("```python\nprint(1)\n# not a heading", "common_mark") == "```python\nprint(1)\n# not a heading\n```"
+    assert (
+        to_markdown("```python\nprint(1)\n# not a heading", "common_mark")
+        == "```python\nprint(1)\n# not a heading\n```"
+    )
 
 
 def test_common_mark_filtered_tags_are_text_as_in_redmine() -> None:
@@ -176,7 +203,9 @@ BAD_INPUTS = {
 
 
 def _parsed_headings(markdown: str) -> list[str]:
-    return [token.tag for token in MarkdownIt("commonmark").enable("table").parse(markdown) if token.type == "heading_open"]
+    return [
+        token.tag for token in MarkdownIt("commonmark").enable("table").parse(markdown) if token.type == "heading_open"
+    ]
 
 
 def _assert_contained(text: str, fmt: str) -> None:
@@ -188,7 +217,9 @@ def _assert_contained(text: str, fmt: str) -> None:
     # Nothing left open: a document heading written after the content is still a heading.
     probe = contained + "\n\n## 対応履歴"
     tokens = MarkdownIt("commonmark").enable("table").parse(probe)
-    headings = [(t.tag, tokens[i + 1].content) for i, t in enumerate(tokens) if t.type == "heading_open" and t.level == 0]
+    headings = [
+        (t.tag, tokens[i + 1].content) for i, t in enumerate(tokens) if t.type == "heading_open" and t.level == 0
+    ]
     assert headings and headings[-1] == ("h2", "対応履歴"), contained
 
 
@@ -207,7 +238,8 @@ def test_converter_output_itself_closes_fences_and_shows_no_raw_html() -> None:
 
 # Text made of the characters Textile gives meaning to, words, Japanese, and line structure.
 TEXTILE_ALPHABET = st.sampled_from(
-    list("*_-+@\"!|#>.:()[]^~%={}<>/ \n") + ["h1. ", "h2. ", "bq. ", "<pre>", "</pre>", "\n\n", "  ", "p=. ", "http://x.jp/"]
+    list('*_-+@"!|#>.:()[]^~%={}<>/ \n')
+    + ["h1. ", "h2. ", "bq. ", "<pre>", "</pre>", "\n\n", "  ", "p=. ", "http://x.jp/"]
     + ["word", "語句", "12", "チケット #5: 件名", "{{collapse(t)\n", "\n}}", "[[Page]]", "&amp;", "\t"]
 )
 WORD = re.compile(r"[A-Za-z0-9]+|[ぁ-んァ-ン一-龥]+")
@@ -229,7 +261,11 @@ def test_textile_never_crashes_never_drops_words_never_leaks(text: str) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(TEXTILE_ALPHABET | st.sampled_from(["```", "~~~", "# ", "- ", "1. ", "<div>", "`"]), max_size=40).map("".join))
+@given(
+    st.lists(TEXTILE_ALPHABET | st.sampled_from(["```", "~~~", "# ", "- ", "1. ", "<div>", "`"]), max_size=40).map(
+        "".join
+    )
+)
 def test_common_mark_never_crashes_never_drops_words_never_leaks(text: str) -> None:
     converted = to_markdown(text, "common_mark")
     assert _missing_words(text, converted) == set()

@@ -8,9 +8,9 @@ REDMINE_HTML = (
     '<ul class="toc"><li><a href="#A">A</a></li></ul>'
     '<a name="A"></a><h2 >A<a href="#A" class="wiki-anchor">&para;</a></h2>'
     '<p>see <a class="issue" href="/issues/1">#1</a> and <a class="external" href="http://x.jp">x</a><br />next</p>'
-    '<ul><li>a<ul><li>b</li></ul></li></ul>'
-    '<blockquote><p>q</p></blockquote>'
-    '<table><tr><th>h </th></tr><tr><td> c </td></tr></table>'
+    "<ul><li>a<ul><li>b</li></ul></li></ul>"
+    "<blockquote><p>q</p></blockquote>"
+    "<table><tr><th>h </th></tr><tr><td> c </td></tr></table>"
     '<pre><code class="ruby syntaxhl"><span>puts</span> 1\n</code></pre>'
     '<p><a id="c-show" class="collapsible" href="#">T</a><a id="c-hide" class="collapsible" href="#">T</a>'
     '<div id="c"><p>body <img src="/a.png" alt="" /></p></div></p>'

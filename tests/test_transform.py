@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from anchorkit import parallel
 from anchorkit.anchors import find_anchors, strip_anchors
 from anchorkit.cli import app
-from anchorkit.transform import TransformOptions, transform_snapshot
+from anchorkit.render.transform import TransformOptions, transform_snapshot
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 runner = CliRunner()
@@ -42,7 +42,9 @@ def public_ticket_ids() -> set[int]:
     return ids
 
 
-def test_transform_fixtures_writes_one_anchored_document_and_sidecar_per_public_ticket(snapshot: Path, tmp_path: Path) -> None:
+def test_transform_fixtures_writes_one_anchored_document_and_sidecar_per_public_ticket(
+    snapshot: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "out"
     code, stdout, _ = run("transform", str(snapshot), "--out", str(out), "--sidecars", "--json")
     assert code == 0
@@ -96,7 +98,9 @@ def test_check_reports_what_would_change_and_writes_nothing(snapshot: Path, tmp_
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
-def test_outputs_of_tickets_that_left_the_snapshot_are_removed_and_other_files_kept(snapshot: Path, tmp_path: Path) -> None:
+def test_outputs_of_tickets_that_left_the_snapshot_are_removed_and_other_files_kept(
+    snapshot: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "out"
     run("transform", str(snapshot), "--out", str(out), "--sidecars")
     (out / "notes.txt").write_text("mine")
@@ -113,7 +117,9 @@ def test_the_users_own_numbered_files_in_out_survive(snapshot: Path, tmp_path: P
     out.mkdir()
     (out / "2024.md").write_text("# 2024 年度の振り返り\n\n自分のメモ\n", encoding="utf-8")
     (out / "2024.md.metadata.json").write_text('{"metadataAttributes": {"year": 2024}}\n')
-    (out / "7.md").write_text("# チケット #12345: a copy under another name\n", encoding="utf-8")  # not ticket 7's title
+    (out / "7.md").write_text(
+        "# チケット #12345: a copy under another name\n", encoding="utf-8"
+    )  # not ticket 7's title
     for check in (["--check"], []):
         code, stdout, _ = run("transform", str(snapshot), "--out", str(out), "--sidecars", "--json", *check)
         assert code == (1 if check else 0) and json.loads(stdout)["removed"] == []
@@ -171,7 +177,9 @@ def test_bad_input_names_the_file_and_the_problem_and_the_batch_goes_on(snapshot
     assert code == 1 and "90001.json: malformed JSON" in stderr
 
 
-def test_jobs_split_the_work_across_processes_without_changing_outputs_or_report(snapshot: Path, tmp_path: Path) -> None:
+def test_jobs_split_the_work_across_processes_without_changing_outputs_or_report(
+    snapshot: Path, tmp_path: Path
+) -> None:
     for name, (data, _) in BAD_TICKETS.items():
         (snapshot / "issues" / name).write_bytes(data)
     reports = {}
@@ -184,7 +192,9 @@ def test_jobs_split_the_work_across_processes_without_changing_outputs_or_report
     files = {jobs: {p.name: p.read_bytes() for p in (tmp_path / f"out{jobs}").iterdir()} for jobs in ("1", "3")}
     assert files["1"] == files["3"] and len(files["3"]) == 2 * len(public_ticket_ids())
     (tmp_path / "out3" / "12345.md").write_text("edited by hand", encoding="utf-8")
-    code, stdout, _ = run("transform", str(snapshot), "--out", str(tmp_path / "out3"), "--sidecars", "--jobs", "2", "--check")
+    code, stdout, _ = run(
+        "transform", str(snapshot), "--out", str(tmp_path / "out3"), "--sidecars", "--jobs", "2", "--check"
+    )
     assert code == 1 and stdout.splitlines()[0] == f"would change {tmp_path / 'out3' / '12345.md'}"
 
 
@@ -232,11 +242,18 @@ def test_an_unknown_sidecar_schema_is_one_error_before_any_ticket(snapshot: Path
     assert not (tmp_path / "out").exists()
 
 
-def test_chunk_tokens_adds_spacing_anchors_that_strip_back_to_the_structural_document(snapshot: Path, tmp_path: Path) -> None:
+def test_chunk_tokens_adds_spacing_anchors_that_strip_back_to_the_structural_document(
+    snapshot: Path, tmp_path: Path
+) -> None:
     assert run("transform", str(snapshot), "--out", str(tmp_path / "zero"), "--chunk-tokens", "0")[0] == 0
     code, stdout, _ = run("transform", str(snapshot), "--out", str(tmp_path / "300"), "--tokenizer", "approx", "--json")
     assert code == 0 and json.loads(stdout)["tokenizer"] == "approx"
-    assert run("transform", str(snapshot), "--out", str(tmp_path / "120"), "--chunk-tokens", "120", "--tokenizer", "approx")[0] == 0
+    assert (
+        run(
+            "transform", str(snapshot), "--out", str(tmp_path / "120"), "--chunk-tokens", "120", "--tokenizer", "approx"
+        )[0]
+        == 0
+    )
     counts = {}
     for name in ("zero", "300", "120"):
         document = (tmp_path / name / "12307.md").read_text(encoding="utf-8")
@@ -246,7 +263,16 @@ def test_chunk_tokens_adds_spacing_anchors_that_strip_back_to_the_structural_doc
 
 
 def test_an_unavailable_tokenizer_is_a_usage_error(snapshot: Path, tmp_path: Path) -> None:
-    code, _, stderr = run("transform", str(snapshot), "--out", str(tmp_path / "o"), "--tokenizer", "cl100k_base", "--tiktoken-file", str(tmp_path / "none.tiktoken"))
+    code, _, stderr = run(
+        "transform",
+        str(snapshot),
+        "--out",
+        str(tmp_path / "o"),
+        "--tokenizer",
+        "cl100k_base",
+        "--tiktoken-file",
+        str(tmp_path / "none.tiktoken"),
+    )
     assert code == 2 and "vocabulary file not found" in stderr
     code, _, stderr = run("transform", str(snapshot), "--out", str(tmp_path / "o"), "--tokenizer", "gpt2")
     assert code == 2 and "--tokenizer must be one of auto, cl100k_base, approx" in stderr
@@ -267,7 +293,12 @@ def test_python_dash_m_entry_point(snapshot: Path, tmp_path: Path) -> None:
 
 
 def test_link_issues_turns_ticket_mentions_into_links(snapshot: Path, tmp_path: Path) -> None:
-    assert run("transform", str(snapshot), "--out", str(tmp_path / "o"), "--link-issues", "https://redmine.example.co.jp/")[0] == 0
+    assert (
+        run(
+            "transform", str(snapshot), "--out", str(tmp_path / "o"), "--link-issues", "https://redmine.example.co.jp/"
+        )[0]
+        == 0
+    )
     document = (tmp_path / "o" / "12345.md").read_text(encoding="utf-8")
     assert "\n[#12301](https://redmine.example.co.jp/issues/12301) は「IPv6 を優先」" in document
     # Like Redmine, a mention glued to Japanese punctuation stays text.

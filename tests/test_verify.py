@@ -11,25 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from anchorkit.anchors import anchor_line, neutralize_forgeries, title_line
-from anchorkit.verify import (
-    Answer,
-    Chunk,
-    Citation,
-    Claim,
-    VerifyOptions,
-    claim_overlap,
-    content_tokens,
-    filter_ids,
-    filter_stream,
-    filter_text,
-    filter_text_stream,
-    grounding_score,
-    mentioned_ids,
-    normalize_for_match,
-    quote_similarity,
-    valid_ids,
-    verify_citations,
-)
+from anchorkit.verify.citations import VerifyOptions, grounding_score, verify_citations
+from anchorkit.verify.ids import filter_ids, filter_stream, filter_text, filter_text_stream, mentioned_ids, valid_ids
+from anchorkit.verify.model import Answer, Chunk, Citation, Claim
+from anchorkit.verify.similarity import claim_overlap, content_tokens, normalize_for_match, quote_similarity
 
 VPN = "VPN接続が不安定になる"
 RESOLUTION = (
@@ -201,7 +186,12 @@ def test_overlap_uses_character_bigrams_for_japanese() -> None:
     # No spaces in Japanese: word splitting would see one token per sentence and share nothing.
     assert claim_overlap("VPN接続はMTUを1400に下げて解決した", [chunk]) >= 0.6
     assert claim_overlap("プリンターのトナーを交換した", [chunk]) < 0.3
-    assert claim_overlap("The VPN drops were fixed by a router firmware update", ["Router firmware updated; VPN drops stopped."]) > 0.6
+    assert (
+        claim_overlap(
+            "The VPN drops were fixed by a router firmware update", ["Router firmware updated; VPN drops stopped."]
+        )
+        > 0.6
+    )
 
 
 # --------------------------------------------------------------------------- verify_citations
@@ -232,7 +222,10 @@ def test_phantom_source_and_phantom_ticket_are_critical_and_filtered_out() -> No
     ]
     assert report.findings[0].source_id == "c9" and report.findings[1].ticket_id == 12301
     assert report.filtered_answer["claims"] == [
-        {"text": "ルーターのファームウェア更新で解消しました。", "citations": [{"source_id": "c1", "quoted_span": None}]}
+        {
+            "text": "ルーターのファームウェア更新で解消しました。",
+            "citations": [{"source_id": "c1", "quoted_span": None}],
+        }
     ]
     flagged = verify_citations(answer, [resolution_chunk()], options=VerifyOptions(on_invalid="flag"))
     assert len(flagged.filtered_answer["claims"]) == 2

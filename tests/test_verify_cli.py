@@ -44,12 +44,30 @@ def test_verify_claims_reports_and_filters() -> None:
 def test_verify_json_schema_is_stable() -> None:
     report = verify_json("-r", EVAL / "retrieval-chunks.json", "-a", EVAL / "answer.txt")
     assert sorted(report) == [
-        "answer_shape", "cited_ids", "cited_source_ids", "counts", "filtered_answer", "findings", "grounding_score",
-        "nothing_retrieved", "ok", "unchecked", "valid_ids",
+        "answer_shape",
+        "cited_ids",
+        "cited_source_ids",
+        "counts",
+        "filtered_answer",
+        "findings",
+        "grounding_score",
+        "nothing_retrieved",
+        "ok",
+        "unchecked",
+        "valid_ids",
     ]
     assert report["ok"] is False  # the answer names a phantom ticket
     assert sorted(report["findings"][0]) == [  # type: ignore[index]
-        "citation", "claim", "kind", "message", "part", "result", "score", "severity", "source_id", "ticket_id",
+        "citation",
+        "claim",
+        "kind",
+        "message",
+        "part",
+        "result",
+        "score",
+        "severity",
+        "source_id",
+        "ticket_id",
     ]
     assert report["filtered_answer"]["text"].endswith("在宅勤務の切断は [unverified] と同じ原因です。\n")  # type: ignore[index]
 
@@ -192,22 +210,32 @@ CLAIMS_JSON = (EVAL / "answer-claims.json").read_text(encoding="utf-8")
 @pytest.mark.parametrize("name", ["answer.jsonl", "answer.txt", "answer", "ANSWER.JSON"])
 def test_a_json_answer_is_read_as_json_whatever_the_suffix(tmp_path: Path, name: str) -> None:
     path = tmp_path / name
-    path.write_text(CLAIMS_JSON if not name.endswith("jsonl") else json.dumps(json.loads(CLAIMS_JSON), ensure_ascii=False))
+    path.write_text(
+        CLAIMS_JSON if not name.endswith("jsonl") else json.dumps(json.loads(CLAIMS_JSON), ensure_ascii=False)
+    )
     report = verify_json("-r", EVAL / "retrieval-bedrock.json", "-a", path)
     assert report["answer_shape"] == "claims" and report["counts"]["critical"] == 2
 
 
 def test_the_answer_may_come_from_stdin() -> None:
-    result = runner.invoke(app, ["verify", "-r", str(EVAL / "retrieval-bedrock.json"), "-a", "-", "--json", "--strict"], input=CLAIMS_JSON)
+    result = runner.invoke(
+        app, ["verify", "-r", str(EVAL / "retrieval-bedrock.json"), "-a", "-", "--json", "--strict"], input=CLAIMS_JSON
+    )
     assert result.exit_code == 1 and json.loads(result.stdout)["answer_shape"] == "claims"
-    text = runner.invoke(app, ["verify", "-r", str(EVAL / "retrieval-bedrock.json"), "-a", "-", "--strict"], input="#12345 で解消しました。")
+    text = runner.invoke(
+        app,
+        ["verify", "-r", str(EVAL / "retrieval-bedrock.json"), "-a", "-", "--strict"],
+        input="#12345 で解消しました。",
+    )
     assert text.exit_code == 0 and "#12345 で解消しました。" in text.stdout
 
 
 def test_json_lines_of_many_answers_are_each_verified(tmp_path: Path) -> None:
     answers = tmp_path / "answers.jsonl"
     lines = [
-        json.dumps({"claims": [{"text": "VPN 切断は解消", "citations": [{"source_id": "kb-12345-07"}]}]}, ensure_ascii=False),
+        json.dumps(
+            {"claims": [{"text": "VPN 切断は解消", "citations": [{"source_id": "kb-12345-07"}]}]}, ensure_ascii=False
+        ),
         json.dumps("#12399 で解消しました。", ensure_ascii=False),
         "{broken",
         json.dumps([{"issue_id": 12352}]),
@@ -260,7 +288,10 @@ def test_an_answer_that_carries_its_retrieval_needs_no_retrieval_file(tmp_path: 
 def test_context_may_be_converse_messages(tmp_path: Path) -> None:
     context = tmp_path / "messages.json"
     anchor = (EVAL / "context.txt").read_text(encoding="utf-8")
-    context.write_text(json.dumps({"messages": [{"role": "user", "content": [{"text": anchor}]}]}, ensure_ascii=False), encoding="utf-8")
+    context.write_text(
+        json.dumps({"messages": [{"role": "user", "content": [{"text": anchor}]}]}, ensure_ascii=False),
+        encoding="utf-8",
+    )
     args = ("-r", EVAL / "retrieval-chunks.json", "-a", EVAL / "answer-turn2.txt")
     assert 12366 not in verify_json(*args)["valid_ids"]
     assert 12366 in verify_json(*args, "--context", context)["valid_ids"]
@@ -268,15 +299,49 @@ def test_context_may_be_converse_messages(tmp_path: Path) -> None:
 
 def test_eval_accepts_seed000_eval_cases_and_reports_recall_by_source_id(tmp_path: Path) -> None:
     sources = [
-        {"id": "doc_2026_legal_001#sec3", "title": "業務委託契約書", "content": "本契約は2026年4月1日に発効する。", "url": "https://example.com/legal/001", "metadata": {}},
-        {"id": "redmine-12345#note-4", "title": "チケット #12345: VPN接続が不安定になる", "content": "ファームウェア更新で解消しました。", "url": "https://redmine.example.com/issues/12345", "metadata": {}},
+        {
+            "id": "doc_2026_legal_001#sec3",
+            "title": "業務委託契約書",
+            "content": "本契約は2026年4月1日に発効する。",
+            "url": "https://example.com/legal/001",
+            "metadata": {},
+        },
+        {
+            "id": "redmine-12345#note-4",
+            "title": "チケット #12345: VPN接続が不安定になる",
+            "content": "ファームウェア更新で解消しました。",
+            "url": "https://redmine.example.com/issues/12345",
+            "metadata": {},
+        },
     ]
+
     def claim(source_id: str, text: str) -> dict[str, object]:
-        return {"claims": [{"text": text, "citations": [{"source_id": source_id, "quoted_span": text}]}], "summary": "確認結果です。"}
+        return {
+            "claims": [{"text": text, "citations": [{"source_id": source_id, "quoted_span": text}]}],
+            "summary": "確認結果です。",
+        }
+
     cases = [
-        {"query": "発効日は?", "sources": sources, "expected_source_ids": ["doc_2026_legal_001#sec3"], "answer": claim("doc_2026_legal_001#sec3", "本契約は2026年4月1日に発効する。")},
-        {"query": "VPN は?", "sources": sources, "expected_source_ids": ["redmine-12345#note-4"], "expected_ids": [12345], "answer": claim("doc_2026_legal_001#sec3", "本契約は2026年4月1日に発効する。")},
-        {"query": "VPN は?", "sources": sources, "expected_source_ids": ["redmine-12345#note-4"], "expected_ids": [12345], "answer": claim("redmine-12345#note-4", "ファームウェア更新で解消しました。")},
+        {
+            "query": "発効日は?",
+            "sources": sources,
+            "expected_source_ids": ["doc_2026_legal_001#sec3"],
+            "answer": claim("doc_2026_legal_001#sec3", "本契約は2026年4月1日に発効する。"),
+        },
+        {
+            "query": "VPN は?",
+            "sources": sources,
+            "expected_source_ids": ["redmine-12345#note-4"],
+            "expected_ids": [12345],
+            "answer": claim("doc_2026_legal_001#sec3", "本契約は2026年4月1日に発効する。"),
+        },
+        {
+            "query": "VPN は?",
+            "sources": sources,
+            "expected_source_ids": ["redmine-12345#note-4"],
+            "expected_ids": [12345],
+            "answer": claim("redmine-12345#note-4", "ファームウェア更新で解消しました。"),
+        },
     ]
     path = tmp_path / "seed000.jsonl"
     path.write_text("\n".join(json.dumps(c, ensure_ascii=False) for c in cases), encoding="utf-8")

@@ -6,8 +6,9 @@ import re
 from html.parser import HTMLParser
 
 from anchorkit.anchors import anchor_line
-from anchorkit.report_html import render_report
-from anchorkit.verify import Answer, Chunk, Citation, Claim, verify_citations
+from anchorkit.verify.citations import verify_citations
+from anchorkit.verify.html import render_report
+from anchorkit.verify.model import Answer, Chunk, Citation, Claim
 
 SCRIPT = "<script>alert('x')</script>"
 CHUNK = Chunk(
@@ -15,7 +16,9 @@ CHUNK = Chunk(
     f"{anchor_line(12345, 'VPN接続が不安定になる')}\n\nルーターのファームウェア更新で解消しました。{SCRIPT}\n",
     "javascript:alert(1)//12345.md",
 )
-WEB_CHUNK = Chunk("c2", f"{anchor_line(12352, 'ルーター更新')}\n\nRev.15.02.31 へ更新する。", "https://wiki.example.com/12352.md")
+WEB_CHUNK = Chunk(
+    "c2", f"{anchor_line(12352, 'ルーター更新')}\n\nRev.15.02.31 へ更新する。", "https://wiki.example.com/12352.md"
+)
 
 
 class _Elements(HTMLParser):
@@ -66,11 +69,17 @@ def test_citations_are_numbered_linked_and_flagged() -> None:
         ),
     )
     page, tags = page_for(answer)
-    markers = [(attrs["href"], attrs["class"]) for tag, attrs in tags if tag == "a" and attrs.get("href", "").startswith("#ref-")]
+    markers = [
+        (attrs["href"], attrs["class"])
+        for tag, attrs in tags
+        if tag == "a" and attrs.get("href", "").startswith("#ref-")
+    ]
     assert markers == [("#ref-1", "ok"), ("#ref-2", "drift"), ("#ref-3", "phantom"), ("#ref-1", "ok")]
     # Quotes are printed under their claim (a printed report shows what drifted), not only in tooltips.
     assert '<blockquote class="quote ok">[1] ファームウェア更新で解消</blockquote>' in page
-    assert re.search(r'<blockquote class="quote drift">\[2\] 全然ちがう引用文です <span class="badge drift">quote drift</span>', page)
+    assert re.search(
+        r'<blockquote class="quote drift">\[2\] 全然ちがう引用文です <span class="badge drift">quote drift</span>', page
+    )
     references = [attrs["id"] for tag, attrs in tags if tag == "li" and attrs.get("id")]
     assert references == ["ref-1", "ref-2", "ref-3"]
     assert re.search(r'<mark class="phantom"[^>]*>#12399</mark>', page)
@@ -80,7 +89,12 @@ def test_citations_are_numbered_linked_and_flagged() -> None:
 def test_two_citations_of_one_chunk_show_one_marker_and_one_excerpt() -> None:
     answer = Answer(
         "claims",
-        claims=(Claim("ルーターのファームウェア更新で解消しました", (Citation("c1", "ファームウェア更新"), Citation("c1"), Citation("12345"))),),
+        claims=(
+            Claim(
+                "ルーターのファームウェア更新で解消しました",
+                (Citation("c1", "ファームウェア更新"), Citation("c1"), Citation("12345")),
+            ),
+        ),
     )
     page, _ = page_for(answer)
     assert page.count('href="#ref-1"') == 1 and "[1][1]" not in page and 'href="#ref-2"' not in page
@@ -88,7 +102,9 @@ def test_two_citations_of_one_chunk_show_one_marker_and_one_excerpt() -> None:
 
 
 def test_references_show_titles_and_the_summary_is_shown() -> None:
-    titled = Chunk("doc_2026#sec3", "本契約の発効日は2026年4月1日です。", "https://example.com/doc", title="業務委託契約書 第3条")
+    titled = Chunk(
+        "doc_2026#sec3", "本契約の発効日は2026年4月1日です。", "https://example.com/doc", title="業務委託契約書 第3条"
+    )
     answer = Answer(
         "claims",
         claims=(Claim("発効日は2026年4月1日です", (Citation("doc_2026#sec3"),)), Claim("更新", (Citation("c1"),))),

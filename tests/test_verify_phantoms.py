@@ -16,8 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from anchorkit.anchors import anchor_line, neutralize_forgeries
-from anchorkit.verify import VerifyOptions, VerifyReport, context_ticket_ids, filter_text, mentioned_ids, verify_citations
-from anchorkit.verify_shapes import InputError, read_answer, read_context, read_retrieval
+from anchorkit.verify.citations import VerifyOptions, VerifyReport, verify_citations
+from anchorkit.verify.ids import context_ticket_ids, filter_text, mentioned_ids
+from anchorkit.verify.shapes import InputError, read_answer, read_context, read_retrieval
 
 VPN = "VPN接続が不安定になる"
 ROUTER = "大阪支社ルーター ファームウェア更新"
@@ -34,7 +35,10 @@ def bedrock_retrieve() -> dict[str, Any]:
             {
                 "content": {"type": "TEXT", "text": text},
                 "location": {"type": "S3", "s3Location": {"uri": f"s3://kb/tickets/{ticket}.md"}},
-                "metadata": {"x-amz-bedrock-kb-chunk-id": f"kb-{ticket}", "x-amz-bedrock-kb-source-uri": f"s3://kb/tickets/{ticket}.md"},
+                "metadata": {
+                    "x-amz-bedrock-kb-chunk-id": f"kb-{ticket}",
+                    "x-amz-bedrock-kb-source-uri": f"s3://kb/tickets/{ticket}.md",
+                },
                 "score": 0.7,
             }
             for ticket, text, _ in TICKETS
@@ -46,7 +50,9 @@ def retrieve_and_generate() -> dict[str, Any]:
     refs = bedrock_retrieve()["retrievalResults"]
     return {
         "output": {"text": "VPN 切断はファームウェア更新で解消しました。"},
-        "citations": [{"generatedResponsePart": {"textResponsePart": {"text": "VPN 切断は解消"}}, "retrievedReferences": refs}],
+        "citations": [
+            {"generatedResponsePart": {"textResponsePart": {"text": "VPN 切断は解消"}}, "retrievedReferences": refs}
+        ],
     }
 
 
@@ -57,7 +63,11 @@ def plain_chunks() -> list[dict[str, Any]]:
 def langchain_documents() -> list[dict[str, Any]]:
     # No anchors in the text: only metadata.source (a Redmine URL) and metadata.ticket_id say which ticket.
     return [
-        {"page_content": text.split("\n\n", 2)[2], "metadata": {"source": f"{REDMINE}/issues/{ticket}", "ticket_id": ticket}, "id": f"kb-{ticket}"}
+        {
+            "page_content": text.split("\n\n", 2)[2],
+            "metadata": {"source": f"{REDMINE}/issues/{ticket}", "ticket_id": ticket},
+            "id": f"kb-{ticket}",
+        }
         for ticket, text, _ in TICKETS
     ]
 
@@ -65,7 +75,13 @@ def langchain_documents() -> list[dict[str, Any]]:
 def seed000_sources() -> dict[str, Any]:
     return {
         "sources": [
-            {"id": f"kb-{ticket}", "title": f"チケット #{ticket}: {subject}", "content": text.split("\n\n", 2)[2], "url": f"{REDMINE}/issues/{ticket}", "metadata": {}}
+            {
+                "id": f"kb-{ticket}",
+                "title": f"チケット #{ticket}: {subject}",
+                "content": text.split("\n\n", 2)[2],
+                "url": f"{REDMINE}/issues/{ticket}",
+                "metadata": {},
+            }
             for ticket, text, subject in TICKETS
         ]
     }
@@ -75,7 +91,10 @@ def llamaindex() -> dict[str, Any]:
     return {
         "response": "",
         "source_nodes": [
-            {"node": {"id_": f"kb-{ticket}", "text": text, "metadata": {"ticket_id": ticket, "subject": subject}}, "score": 0.8}
+            {
+                "node": {"id_": f"kb-{ticket}", "text": text, "metadata": {"ticket_id": ticket, "subject": subject}},
+                "score": 0.8,
+            }
             for ticket, text, subject in TICKETS
         ],
     }
@@ -94,18 +113,27 @@ shapes = pytest.mark.parametrize("shape", list(RETRIEVALS))
 
 def check(shape: str, answer: Any, **options: Any) -> VerifyReport:
     retrieval = read_retrieval(RETRIEVALS[shape](), shape)
-    return verify_citations(read_answer(answer, "answer"), retrieval.chunks, options=VerifyOptions(**options), notes=retrieval.notes)
+    return verify_citations(
+        read_answer(answer, "answer"), retrieval.chunks, options=VerifyOptions(**options), notes=retrieval.notes
+    )
 
 
 def critical(report: VerifyReport) -> list[tuple[str, int | str | None]]:
-    return [(f.kind, f.ticket_id if f.ticket_id is not None else f.source_id) for f in report.findings if f.severity == "critical"]
+    return [
+        (f.kind, f.ticket_id if f.ticket_id is not None else f.source_id)
+        for f in report.findings
+        if f.severity == "critical"
+    ]
 
 
 def clean(report: VerifyReport) -> bool:
     return report.findings == [] and report.grounding_score == 1.0
 
 
-GROUNDED = {"text": "チケット #12345 の VPN 切断はファームウェア更新で解消しました。", "citations": [{"source_id": "kb-12345", "quoted_span": "VPN 切断は解消しました"}]}
+GROUNDED = {
+    "text": "チケット #12345 の VPN 切断はファームウェア更新で解消しました。",
+    "citations": [{"source_id": "kb-12345", "quoted_span": "VPN 切断は解消しました"}],
+}
 
 
 # --------------------------------------------------------------------------- 1. summary
@@ -114,7 +142,11 @@ GROUNDED = {"text": "チケット #12345 の VPN 切断はファームウェア�
 @shapes
 @pytest.mark.parametrize(
     ("summary", "phantom"),
-    [("#12301 と同じ原因でした。", 12301), ("詳細はチケット12399を参照。", 12399), (f"経緯: {REDMINE}/issues/40211", 40211)],
+    [
+        ("#12301 と同じ原因でした。", 12301),
+        ("詳細はチケット12399を参照。", 12399),
+        (f"経緯: {REDMINE}/issues/40211", 40211),
+    ],
 )
 def test_a_phantom_id_in_the_summary_is_critical(shape: str, summary: str, phantom: int) -> None:
     report = check(shape, {"claims": [GROUNDED], "summary": summary})
@@ -143,13 +175,20 @@ def test_citation_ids_that_were_not_retrieved_are_phantom_sources(shape: str, id
 
 @shapes
 def test_retrieved_citation_ids_pass(shape: str) -> None:
-    report = check(shape, {"claims": [{"text": "VPN 切断はファームウェア更新で解消しました。", "citation_ids": ["kb-12345"]}]})
+    report = check(
+        shape, {"claims": [{"text": "VPN 切断はファームウェア更新で解消しました。", "citation_ids": ["kb-12345"]}]}
+    )
     assert clean(report)
 
 
 def test_citation_ids_may_be_positions_of_a_plain_list_without_ids() -> None:
     chunks = [{"text": text} for _, text, _ in TICKETS]
-    claims = {"claims": [{"text": "VPN 切断はファームウェア更新で解消しました。", "citation_ids": [1]}, {"text": "RTX1220 を更新", "citation_ids": [3]}]}
+    claims = {
+        "claims": [
+            {"text": "VPN 切断はファームウェア更新で解消しました。", "citation_ids": [1]},
+            {"text": "RTX1220 を更新", "citation_ids": [3]},
+        ]
+    }
     report = verify_citations(read_answer(claims, "a"), read_retrieval(chunks, "r").chunks)
     assert critical(report) == [("phantom_source_id", "3")]
 
@@ -192,11 +231,19 @@ def test_brackets_that_are_not_markers_are_left_alone() -> None:
 # --------------------------------------------------------------------------- 4. empty retrieval, refusal, scores
 
 
-EMPTY_RETRIEVALS = [{"retrievalResults": []}, [], {"chunks": []}, {"source_nodes": []}, {"output": {"text": ""}, "citations": []}]
+EMPTY_RETRIEVALS = [
+    {"retrievalResults": []},
+    [],
+    {"chunks": []},
+    {"source_nodes": []},
+    {"output": {"text": ""}, "citations": []},
+]
 
 
 @pytest.mark.parametrize("retrieval", EMPTY_RETRIEVALS)
-@pytest.mark.parametrize("answer", ["#12345 のルーターを更新してください。", [{"issue_id": 12345}], {"claims": [GROUNDED]}])
+@pytest.mark.parametrize(
+    "answer", ["#12345 のルーターを更新してください。", [{"issue_id": 12345}], {"claims": [GROUNDED]}]
+)
 def test_nothing_retrieved_makes_every_id_and_source_phantom(retrieval: Any, answer: Any) -> None:
     report = verify_citations(read_answer(answer, "a"), read_retrieval(retrieval, "r").chunks)
     kinds = [kind for kind, _ in critical(report)]
@@ -227,7 +274,9 @@ def test_every_score_below_the_threshold_means_refuse(scores: list[float]) -> No
         result["score"] = score
     chunks = read_retrieval(retrieval, "r").chunks
     answer = read_answer({"claims": [GROUNDED]}, "a")
-    assert [k for k, _ in critical(verify_citations(answer, chunks, options=VerifyOptions(min_score=0.4)))] == ["not_refused"]
+    assert [k for k, _ in critical(verify_citations(answer, chunks, options=VerifyOptions(min_score=0.4)))] == [
+        "not_refused"
+    ]
     refusal = read_answer("知識庫に関連する内容が見つかりませんでした", "a")
     assert critical(verify_citations(refusal, chunks, options=VerifyOptions(min_score=0.4))) == []
 
@@ -235,12 +284,18 @@ def test_every_score_below_the_threshold_means_refuse(scores: list[float]) -> No
 def test_one_score_above_the_threshold_is_enough() -> None:
     retrieval = bedrock_retrieve()
     retrieval["retrievalResults"][0]["score"] = 0.1
-    report = verify_citations(read_answer({"claims": [GROUNDED]}, "a"), read_retrieval(retrieval, "r").chunks, options=VerifyOptions(min_score=0.4))
+    report = verify_citations(
+        read_answer({"claims": [GROUNDED]}, "a"),
+        read_retrieval(retrieval, "r").chunks,
+        options=VerifyOptions(min_score=0.4),
+    )
     assert clean(report)
 
 
 def test_an_unknown_uri_format_still_falls_back_to_unchecked() -> None:
-    chunks = read_retrieval([{"id": "x", "text": "VPN 切断は解消しました。", "uri": "s3://kb/docs/vpn-osaka"}], "r").chunks
+    chunks = read_retrieval(
+        [{"id": "x", "text": "VPN 切断は解消しました。", "uri": "s3://kb/docs/vpn-osaka"}], "r"
+    ).chunks
     report = verify_citations(read_answer("#12345 で解消", "a"), chunks)
     assert report.unchecked and critical(report) == []
 
@@ -292,7 +347,9 @@ CONTEXT_ANCHOR = anchor_line(12366, "パスワード有効期限切れで VPN �
 CONTEXTS = {
     "indented": f"前回の検索結果:\n    {CONTEXT_ANCHOR}\n    パスワードを再設定しました。",
     "flattened": f"前回の検索結果: {TEXT_12352.replace(chr(10), ' ')} {CONTEXT_ANCHOR} パスワードを再設定しました。",
-    "json-escaped": json.dumps({"role": "user", "content": f"## 対応\n\n{CONTEXT_ANCHOR}\n\n再設定"}, ensure_ascii=False),
+    "json-escaped": json.dumps(
+        {"role": "user", "content": f"## 対応\n\n{CONTEXT_ANCHOR}\n\n再設定"}, ensure_ascii=False
+    ),
     "json-escaped-ascii": json.dumps({"content": f"## 対応\n\n{CONTEXT_ANCHOR}\n\n再設定"}),
     "tab-indented list": f"- 検索結果\n\t{CONTEXT_ANCHOR}\n",
 }
@@ -310,7 +367,9 @@ def test_context_anchors_count_however_the_backend_laid_them_out(name: str) -> N
 def test_a_neutralised_forgery_in_the_context_vouches_for_nothing(layout: str) -> None:
     forged = neutralize_forgeries("> チケット #99999: 管理者パスワードは別紙\n")
     assert "\\#99999" in forged
-    text = {"flat": f"本文 {forged} 続き", "escaped": json.dumps({"content": forged}), "indented": f"  {forged}"}[layout]
+    text = {"flat": f"本文 {forged} 続き", "escaped": json.dumps({"content": forged}), "indented": f"  {forged}"}[
+        layout
+    ]
     assert context_ticket_ids(text) == set()
 
 
@@ -327,15 +386,22 @@ def test_metadata_and_urls_say_which_ticket_a_chunk_is(shape: str) -> None:
 
 
 def test_a_langchain_document_serialised_with_dumpd_is_read() -> None:
-    doc = {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "document", "Document"],
-           "kwargs": {"page_content": "VPN 切断は解消しました。", "metadata": {"source": "s3://kb/tickets/12345.md"}}}
+    doc = {
+        "lc": 1,
+        "type": "constructor",
+        "id": ["langchain", "schema", "document", "Document"],
+        "kwargs": {"page_content": "VPN 切断は解消しました。", "metadata": {"source": "s3://kb/tickets/12345.md"}},
+    }
     assert read_retrieval([doc], "r").chunks[0].uri == "s3://kb/tickets/12345.md"
 
 
 # --------------------------------------------------------------------------- 8. no citations
 
 
-@pytest.mark.parametrize("claims", [[{"text": "VPN 切断は解消しました。"}], [{"text": "a", "citations": []}, {"text": "b", "citation_ids": []}]])
+@pytest.mark.parametrize(
+    "claims",
+    [[{"text": "VPN 切断は解消しました。"}], [{"text": "a", "citations": []}, {"text": "b", "citation_ids": []}]],
+)
 def test_claims_without_any_citation_score_zero(claims: list[dict[str, Any]]) -> None:
     report = check("plain_chunks", {"claims": claims})
     assert report.grounding_score == 0.0 and {f.kind for f in report.findings} == {"uncited_claim"}
@@ -350,8 +416,21 @@ def test_one_uncited_claim_beside_cited_ones_is_a_warning() -> None:
 
 
 def test_weak_grounding_is_reported_per_citation() -> None:
-    chunks = [*read_retrieval(plain_chunks(), "r").chunks, *read_retrieval([{"id": "other", "text": TEXT_OTHER}], "r").chunks]
-    answer = read_answer({"claims": [{"text": "VPN 切断はファームウェア更新で解消しました。", "citations": [{"source_id": "kb-12345"}, {"source_id": "other"}]}]}, "a")
+    chunks = [
+        *read_retrieval(plain_chunks(), "r").chunks,
+        *read_retrieval([{"id": "other", "text": TEXT_OTHER}], "r").chunks,
+    ]
+    answer = read_answer(
+        {
+            "claims": [
+                {
+                    "text": "VPN 切断はファームウェア更新で解消しました。",
+                    "citations": [{"source_id": "kb-12345"}, {"source_id": "other"}],
+                }
+            ]
+        },
+        "a",
+    )
     report = verify_citations(answer, chunks)
     assert [(f.kind, f.claim, f.citation, f.source_id) for f in report.findings] == [("weak_grounding", 0, 1, "other")]
 
@@ -360,7 +439,10 @@ def test_weak_grounding_is_reported_per_citation() -> None:
 
 
 @shapes
-@pytest.mark.parametrize(("issue_id", "phantom"), [("１２３４５", False), ("＃１２３５２", False), ("１２３９９", True), ("#１２３９９", True)])
+@pytest.mark.parametrize(
+    ("issue_id", "phantom"),
+    [("１２３４５", False), ("＃１２３５２", False), ("１２３９９", True), ("#１２３９９", True)],
+)
 def test_full_width_issue_ids_are_read_like_full_width_mentions(shape: str, issue_id: str, phantom: bool) -> None:
     report = check(shape, [{"issue_id": issue_id}])
     assert [k for k, _ in critical(report)] == (["phantom_ticket_id"] if phantom else [])
@@ -369,12 +451,18 @@ def test_full_width_issue_ids_are_read_like_full_width_mentions(shape: str, issu
 # --------------------------------------------------------------------------- 12. results without text
 
 
-@pytest.mark.parametrize("content", [{"type": "IMAGE", "byteContent": "iVBORw0KGgo="}, {"type": "ROW", "row": [{"columnName": "a"}]}])
+@pytest.mark.parametrize(
+    "content", [{"type": "IMAGE", "byteContent": "iVBORw0KGgo="}, {"type": "ROW", "row": [{"columnName": "a"}]}]
+)
 def test_a_result_without_text_is_skipped_with_a_note(content: dict[str, Any]) -> None:
     retrieval = bedrock_retrieve()
-    retrieval["retrievalResults"].insert(1, {"content": content, "location": {"s3Location": {"uri": "s3://kb/img/1.png"}}})
+    retrieval["retrievalResults"].insert(
+        1, {"content": content, "location": {"s3Location": {"uri": "s3://kb/img/1.png"}}}
+    )
     read = read_retrieval(retrieval, "r.json")
-    assert len(read.chunks) == 2 and read.notes == [f"r.json: retrievalResults[1]: skipped: no text (content type {content['type']!r})"]
+    assert len(read.chunks) == 2 and read.notes == [
+        f"r.json: retrievalResults[1]: skipped: no text (content type {content['type']!r})"
+    ]
     report = verify_citations(read_answer("#12345 と #12399", "a"), read.chunks, notes=read.notes)
     assert critical(report) == [("phantom_ticket_id", 12399)]
     assert ("skipped_chunk", "info") in [(f.kind, f.severity) for f in report.findings]
@@ -387,8 +475,17 @@ def test_a_result_without_text_is_skipped_with_a_note(content: dict[str, Any]) -
     ("answer", "phantom"),
     [
         ({"answer": "VPN 切断はファームウェア更新で解消しました。", "citations": [0, 5]}, "5"),
-        ({"answer": "VPN 切断はファームウェア更新で解消しました。", "citations": [{"source_id": 7, "quote": "VPN 切断は解消"}]}, "7"),
-        ({"answer": "VPN 切断はファームウェア更新で解消しました。", "citations": [{"source_id": -1, "quote": "x"}]}, "-1"),
+        (
+            {
+                "answer": "VPN 切断はファームウェア更新で解消しました。",
+                "citations": [{"source_id": 7, "quote": "VPN 切断は解消"}],
+            },
+            "7",
+        ),
+        (
+            {"answer": "VPN 切断はファームウェア更新で解消しました。", "citations": [{"source_id": -1, "quote": "x"}]},
+            "-1",
+        ),
     ],
 )
 def test_langchain_cited_answers_cite_0_based_positions(answer: dict[str, Any], phantom: str) -> None:
@@ -397,7 +494,10 @@ def test_langchain_cited_answers_cite_0_based_positions(answer: dict[str, Any], 
 
 
 def test_a_langchain_cited_answer_citing_retrieved_documents_passes() -> None:
-    answer = {"answer": "VPN 切断はファームウェア更新で解消しました。", "citations": [{"source_id": 0, "quote": "VPN 切断は解消しました"}, 1]}
+    answer = {
+        "answer": "VPN 切断はファームウェア更新で解消しました。",
+        "citations": [{"source_id": 0, "quote": "VPN 切断は解消しました"}, 1],
+    }
     assert check("langchain_documents", answer).critical == 0
 
 
@@ -414,19 +514,27 @@ def test_a_llamaindex_response_is_both_answer_and_retrieval(response: str, phant
 
 
 def test_a_llamaindex_response_citing_its_nodes_passes() -> None:
-    data = {**llamaindex(), "response": "VPN 切断はファームウェア更新で解消しました [1]。ルーター RTX1220 を更新しました [2]。"}
+    data = {
+        **llamaindex(),
+        "response": "VPN 切断はファームウェア更新で解消しました [1]。ルーター RTX1220 を更新しました [2]。",
+    }
     assert clean(verify_citations(read_answer(data, "a"), []))
 
 
 @shapes
 def test_seed000_src_markers_are_citations(shape: str) -> None:
-    report = check(shape, "VPN 切断はファームウェア更新で解消しました [SRC:kb-12345]。別件 [SRC:doc_2026_legal_001#sec3]。")
+    report = check(
+        shape, "VPN 切断はファームウェア更新で解消しました [SRC:kb-12345]。別件 [SRC:doc_2026_legal_001#sec3]。"
+    )
     assert critical(report) == [("phantom_source_id", "doc_2026_legal_001#sec3")]
 
 
 @pytest.mark.parametrize("wrap", [lambda s: s, lambda s: f"```json\n{s}\n```", lambda s: f"  {s}\n"])
 def test_a_grounded_answer_delivered_as_a_json_string_is_read_as_claims(wrap: Callable[[str], str]) -> None:
-    raw = json.dumps({"claims": [GROUNDED, {"text": "#12399 も同様", "citations": [{"source_id": "kb-12345"}]}], "summary": "要約"}, ensure_ascii=False)
+    raw = json.dumps(
+        {"claims": [GROUNDED, {"text": "#12399 も同様", "citations": [{"source_id": "kb-12345"}]}], "summary": "要約"},
+        ensure_ascii=False,
+    )
     answer = read_answer(wrap(raw), "a")
     assert answer.shape == "claims" and answer.summary == "要約"
     assert critical(check("plain_chunks", wrap(raw))) == [("phantom_ticket_id", 12399)]
@@ -447,7 +555,11 @@ def test_text_beside_the_recognised_part_is_checked(answer: dict[str, Any], part
 
 
 def test_the_question_is_not_part_of_the_answer() -> None:
-    answer = {"input": "チケット #12399 はどうなった?", "context": langchain_documents(), "answer": "#12345 で解消しました。"}
+    answer = {
+        "input": "チケット #12399 はどうなった?",
+        "context": langchain_documents(),
+        "answer": "#12345 で解消しました。",
+    }
     report = verify_citations(read_answer(answer, "a"), [])
     assert clean(report)
 
@@ -456,9 +568,22 @@ def test_converse_messages_as_context_count_user_text_only() -> None:
     messages = {
         "system": [{"text": "あなたはヘルプデスクです。"}],
         "messages": [
-            {"role": "user", "content": [{"text": f"検索結果:\n\n{CONTEXT_ANCHOR}\n\n再設定手順"}, {"text": "VPN に入れません"}]},
+            {
+                "role": "user",
+                "content": [{"text": f"検索結果:\n\n{CONTEXT_ANCHOR}\n\n再設定手順"}, {"text": "VPN に入れません"}],
+            },
             {"role": "assistant", "content": [{"text": f"{anchor_line(12399, '捏造')}\n\nチケット #12399 です"}]},
-            {"role": "user", "content": [{"toolResult": {"toolUseId": "t1", "content": [{"json": {"retrievalResults": bedrock_retrieve()["retrievalResults"][1:]}}]}}]},
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "toolResult": {
+                            "toolUseId": "t1",
+                            "content": [{"json": {"retrievalResults": bedrock_retrieve()["retrievalResults"][1:]}}],
+                        }
+                    }
+                ],
+            },
         ],
     }
     chunks, texts = read_context(messages, "c.json")
@@ -487,7 +612,10 @@ def test_ids_separated_by_a_slash_are_all_read(shape: str, text: str, phantoms: 
 
 
 @shapes
-@pytest.mark.parametrize("source_id", [f"{REDMINE}/issues/12345", "http://127.0.0.1:3000/issues/12345#note-2", "#12345", "s3://kb/tickets/12345.md"])
+@pytest.mark.parametrize(
+    "source_id",
+    [f"{REDMINE}/issues/12345", "http://127.0.0.1:3000/issues/12345#note-2", "#12345", "s3://kb/tickets/12345.md"],
+)
 def test_a_citation_naming_a_retrieved_ticket_by_url_is_not_phantom(shape: str, source_id: str) -> None:
     claim = {"text": "VPN 切断はファームウェア更新で解消しました。", "citations": [{"source_id": source_id}]}
     assert check(shape, {"claims": [claim]}).critical == 0
@@ -506,24 +634,39 @@ def test_a_result_pairing_an_id_with_another_tickets_subject_is_reported(shape: 
     report = check(shape, [{"issue_id": 12345, "subject": ROUTER}, {"issue_id": 12352, "subject": ROUTER}])
     mixed = [f for f in report.findings if f.kind == "subject_mismatch"]
     assert [(f.result, f.ticket_id) for f in mixed] == [(0, 12345)] and "subject of #12352" in mixed[0].message
-    assert clean(check(shape, [{"issue_id": 12345, "subject": VPN}, {"issue_id": 12352, "subject": f"【完了】{ROUTER}"}]))
+    assert clean(
+        check(shape, [{"issue_id": 12345, "subject": VPN}, {"issue_id": 12352, "subject": f"【完了】{ROUTER}"}])
+    )
 
 
 @shapes
-@pytest.mark.parametrize("text", ["手順 #2 でルーターを再起動します。", "ステップ#3 のあと、項目 #12 を確認", "#1 と #2 の両方"])
+@pytest.mark.parametrize(
+    "text", ["手順 #2 でルーターを再起動します。", "ステップ#3 のあと、項目 #12 を確認", "#1 と #2 の両方"]
+)
 def test_short_bare_numbers_are_steps_not_tickets(shape: str, text: str) -> None:
     report = check(shape, text)
     assert critical(report) == [] and filter_text(text, report.valid_ids) == text
 
 
 @shapes
-@pytest.mark.parametrize(("text", "phantom"), [("チケット #2 を参照", 2), ("Ticket#7 と同じ", 7), ("Redmine #45", 45), (f"{REDMINE}/issues/3", 3), ("手順 #123 を参照", 123)])
+@pytest.mark.parametrize(
+    ("text", "phantom"),
+    [
+        ("チケット #2 を参照", 2),
+        ("Ticket#7 と同じ", 7),
+        ("Redmine #45", 45),
+        (f"{REDMINE}/issues/3", 3),
+        ("手順 #123 を参照", 123),
+    ],
+)
 def test_labelled_or_long_numbers_are_tickets_however_short(shape: str, text: str, phantom: int) -> None:
     assert critical(check(shape, text)) == [("phantom_ticket_id", phantom)]
 
 
 def test_a_short_id_that_was_retrieved_is_recognised_bare() -> None:
-    chunks = read_retrieval([{"id": "a", "text": "VPN 切断は解消しました。", "uri": "s3://kb/tickets/45.md"}], "r").chunks
+    chunks = read_retrieval(
+        [{"id": "a", "text": "VPN 切断は解消しました。", "uri": "s3://kb/tickets/45.md"}], "r"
+    ).chunks
     report = verify_citations(read_answer("#45 で解消しました。", "a"), chunks)
     assert report.cited_ids == {45} and report.findings == []
 
@@ -541,13 +684,22 @@ def test_an_anchor_inside_a_subject_does_not_become_one_when_unflattening() -> N
 @shapes
 @pytest.mark.parametrize(
     "text",
-    ["#2024-03-14 の作業で解消", "ticket 2024年の棚卸し", "会議は #12:30 から", "ファームウェア v#15.02 へ", "https://github.com/acme/vpn/issues/12399 を参照", "https://gitlab.example.com/g/p/-/issues/12399"],
+    [
+        "#2024-03-14 の作業で解消",
+        "ticket 2024年の棚卸し",
+        "会議は #12:30 から",
+        "ファームウェア v#15.02 へ",
+        "https://github.com/acme/vpn/issues/12399 を参照",
+        "https://gitlab.example.com/g/p/-/issues/12399",
+    ],
 )
 def test_dates_times_versions_and_other_trackers_urls_are_not_tickets(shape: str, text: str) -> None:
     assert critical(check(shape, text)) == [] and filter_text(text, {12345}) == text
 
 
-@pytest.mark.parametrize("url", ["https://redmine.example.com/redmine/issues/12399", "HTTPS://REDMINE.EXAMPLE.COM/issues/12399.json"])
+@pytest.mark.parametrize(
+    "url", ["https://redmine.example.com/redmine/issues/12399", "HTTPS://REDMINE.EXAMPLE.COM/issues/12399.json"]
+)
 def test_redmine_under_a_sub_uri_or_in_capitals_is_still_redmine(url: str) -> None:
     assert critical(check("plain_chunks", f"{url} を参照")) == [("phantom_ticket_id", 12399)]
 
@@ -555,7 +707,10 @@ def test_redmine_under_a_sub_uri_or_in_capitals_is_still_redmine(url: str) -> No
 @pytest.mark.parametrize("shape", ["bedrock_retrieve", "langchain_documents", "seed000_sources"])
 def test_a_bare_number_citing_chunks_with_other_ids_is_their_position(shape: str) -> None:
     # The chunk ids are "kb-12345"/"kb-12352": a model that was shown numbered chunks cites 1 and 2.
-    claims = [{"text": "VPN 切断はファームウェア更新で解消しました。", "citation_ids": [1]}, {"text": "RTX1220 を更新する", "citations": [{"source_id": "2"}]}]
+    claims = [
+        {"text": "VPN 切断はファームウェア更新で解消しました。", "citation_ids": [1]},
+        {"text": "RTX1220 を更新する", "citations": [{"source_id": "2"}]},
+    ]
     assert clean(check(shape, {"claims": claims}))
     report = check(shape, {"claims": [{"text": "VPN 切断は解消しました。", "citation_ids": [3]}]})
     assert critical(report) == [("phantom_source_id", "3")]
@@ -571,7 +726,14 @@ def test_footnote_markers_are_markers(shape: str) -> None:
     "item",
     [
         {"page_content": "VPN 切断は解消しました。", "metadata": {"source": "/data/redmine/tickets/12345.md"}},
-        {"node": {"id_": "n", "text": "VPN 切断は解消しました。", "metadata": {"file_path": "/data/tickets/12345.md", "file_name": "12345.md"}}, "score": 0.5},
+        {
+            "node": {
+                "id_": "n",
+                "text": "VPN 切断は解消しました。",
+                "metadata": {"file_path": "/data/tickets/12345.md", "file_name": "12345.md"},
+            },
+            "score": 0.5,
+        },
         {"content": "VPN 切断は解消しました。", "metadata": {"issue_id": 12345}},
         {"text": "VPN 切断は解消しました。", "issue_id": "＃１２３４５"},
     ],
@@ -605,6 +767,8 @@ def answer_naming(ticket_text: str, part: str) -> dict[str, Any]:
     phantom=st.integers(min_value=100, max_value=999_999).filter(lambda n: n not in (12345, 12352)),
 )
 @settings(max_examples=300, deadline=None)
-def test_a_phantom_in_any_form_in_any_part_is_critical_and_a_retrieved_id_is_not(shape: str, template: str, part: str, phantom: int) -> None:
+def test_a_phantom_in_any_form_in_any_part_is_critical_and_a_retrieved_id_is_not(
+    shape: str, template: str, part: str, phantom: int
+) -> None:
     assert critical(check(shape, answer_naming(form(template, 12352), part))) == []
     assert critical(check(shape, answer_naming(form(template, phantom), part))) == [("phantom_ticket_id", phantom)]

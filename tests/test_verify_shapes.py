@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from anchorkit.verify import Answer, Chunk, Citation, valid_ids, verify_citations
-from anchorkit.verify_shapes import (
+from anchorkit.verify.citations import verify_citations
+from anchorkit.verify.ids import valid_ids
+from anchorkit.verify.model import Answer, Chunk, Citation
+from anchorkit.verify.shapes import (
     InputError,
     load_answers,
     load_context,
@@ -82,7 +84,13 @@ def test_unknown_shapes_list_what_is_accepted() -> None:
     with pytest.raises(InputError) as retrieval:
         read_retrieval({"hits": []}, "r.json")
     assert str(retrieval.value).startswith("r.json: not a known retrieval shape")
-    for accepted in ("retrievalResults", "RetrieveAndGenerate", "LlamaIndex", "a list of chunks", "LangChain documents"):
+    for accepted in (
+        "retrievalResults",
+        "RetrieveAndGenerate",
+        "LlamaIndex",
+        "a list of chunks",
+        "LangChain documents",
+    ):
         assert accepted in str(retrieval.value)
     with pytest.raises(InputError) as answer:
         read_answer({"choices": []}, "a.json")
@@ -131,7 +139,11 @@ def test_context_file_text_or_earlier_retrieval() -> None:
 def test_the_sidecar_ticket_id_attribute_vouches_for_its_document() -> None:
     data = {
         "retrievalResults": [
-            {"content": {"text": "本文"}, "location": {"s3Location": {"uri": "s3://b/docs/vpn-osaka"}}, "metadata": {"ticket_id": 12345.0}},
+            {
+                "content": {"text": "本文"},
+                "location": {"s3Location": {"uri": "s3://b/docs/vpn-osaka"}},
+                "metadata": {"ticket_id": 12345.0},
+            },
             {"content": {"text": "本文"}, "metadata": {"ticket_id": "not an id"}},
         ]
     }

@@ -9,11 +9,11 @@
 """
 
 from anchorkit.sync.folders import FolderSyncReport, sync_folders  # noqa: F401
-from anchorkit.sync.options import *  # noqa: F401,F403
+from anchorkit.sync.options import *  # noqa: F403
 from anchorkit.sync.options import (  # noqa: F401
     SETTINGS_BY_NAME,
     SyncConfigError,
     resolve,
     resolve_from_environment,
 )
-from anchorkit.sync.stateless import *  # noqa: F401,F403
+from anchorkit.sync.stateless import *  # noqa: F403

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anchorkit import publish, snapshot, state
+from anchorkit.publish import state
+from anchorkit.publish import upload as publish
+from anchorkit.source import snapshot
 from anchorkit.sync.manifest import Manifest
 from anchorkit.sync.plan import Plan, PullPlan
 
@@ -53,8 +55,10 @@ def write_raw_issues(
         written = dict(zip(writes, pool.map(write, writes)))
         deleted = list(pool.map(remove, deletes))
     return RawIssueWrites(
-        written=sum(written.values()), deleted=sum(deleted),
-        failed={issue_id for issue_id, ok in written.items() if not ok}, failures=failures,
+        written=sum(written.values()),
+        deleted=sum(deleted),
+        failed={issue_id for issue_id, ok in written.items() if not ok},
+        failures=failures,
     )
 
 

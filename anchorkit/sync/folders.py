@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from anchorkit import publish, pull, transform
+from anchorkit.publish import upload as publish
+from anchorkit.render import transform
+from anchorkit.source import pull
 from anchorkit.sync.progress import SyncProgress, pulling_stage, stage_counter
 from anchorkit.sync.stateless import run_pull
 
@@ -61,7 +63,11 @@ def sync_folders(
         uploading = stage_counter(progress, "uploading", len(plan.uploads) + len(plan.deletes))
 
     uploaded = publish.publish(
-        local_objects, target, settings=publish_settings, local_failures=local_failures, on_plan=on_plan,
+        local_objects,
+        target,
+        settings=publish_settings,
+        local_failures=local_failures,
+        on_plan=on_plan,
         on_result=lambda _: uploading(),
     )
     return FolderSyncReport(pulled, transformed, uploaded, out_dir)

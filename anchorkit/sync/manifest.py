@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from anchorkit import snapshot
 from anchorkit.errors import UsageError
+from anchorkit.source import snapshot
 
 MANIFEST_FORMAT = 1
 
@@ -44,8 +44,9 @@ class Scope:
     destination: str | None = None
 
     @classmethod
-    def of(cls, redmine: str, projects: tuple[str, ...] | list[str], include_private: bool,
-           destination: str | None = None) -> Scope:
+    def of(
+        cls, redmine: str, projects: tuple[str, ...] | list[str], include_private: bool, destination: str | None = None
+    ) -> Scope:
         return cls(redmine.rstrip("/"), tuple(sorted(set(projects))), include_private, destination)
 
     def describe(self) -> str:
@@ -69,11 +70,19 @@ class Scope:
 
     def merged(self, run: Scope) -> Scope:
         """This scope, with the destination a first `sync --state` adds to a state `pull --state` made."""
-        return self if self.destination is not None or run.destination is None else replace(self, destination=run.destination)
+        return (
+            self
+            if self.destination is not None or run.destination is None
+            else replace(self, destination=run.destination)
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"redmine": self.redmine, "projects": list(self.projects), "include_private": self.include_private,
-                "destination": self.destination}
+        return {
+            "redmine": self.redmine,
+            "projects": list(self.projects),
+            "include_private": self.include_private,
+            "destination": self.destination,
+        }
 
 
 @dataclass(slots=True)  # not frozen: a state holds 10,000s of them, and a frozen one is slower to build
@@ -111,8 +120,12 @@ class TicketEntry:
     def to_json(self) -> dict[str, Any]:
         if self.gone:
             return {"gone": True, "objects": dict(self.objects)}
-        return {"updated_on": self.updated_on, "project_id": self.project_id, "objects": dict(self.objects),
-                "stored": self.stored}
+        return {
+            "updated_on": self.updated_on,
+            "project_id": self.project_id,
+            "objects": dict(self.objects),
+            "stored": self.stored,
+        }
 
 
 @dataclass(frozen=True)
@@ -176,8 +189,12 @@ class Manifest:
                 source_lookups=raw.get("source_lookups"),
                 fingerprint=raw.get("fingerprint"),
                 tickets={int(key): TicketEntry.from_json(entry) for key, entry in tickets.items()},
-                scope=None if scope is None else Scope(
-                    str(scope["redmine"]), tuple(scope.get("projects", ())), bool(scope.get("include_private")),
+                scope=None
+                if scope is None
+                else Scope(
+                    str(scope["redmine"]),
+                    tuple(scope.get("projects", ())),
+                    bool(scope.get("include_private")),
                     scope.get("destination"),
                 ),
             )
@@ -201,9 +218,9 @@ class Manifest:
     def without_published(self) -> Manifest:
         """The state as if nothing were published (a new destination): every stored ticket to be
         published again, no document of a gone issue to delete there."""
-        return replace(self, tickets={
-            i: replace(e, updated_on=None, objects={}) for i, e in self.tickets.items() if not e.gone
-        })
+        return replace(
+            self, tickets={i: replace(e, updated_on=None, objects={}) for i, e in self.tickets.items() if not e.gone}
+        )
 
     def same_as(self, other: Manifest) -> bool:
         """Equal but for the count of runs since the last full listing: rewriting the state for that alone

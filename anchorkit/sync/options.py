@@ -27,9 +27,12 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: the same parser, from PyPI (a dependency there)
     import tomli as tomllib
 
-from anchorkit import aws, document, publish, pull, state, transform
 from anchorkit.errors import UsageError
-from anchorkit.redmine import RetryPolicy
+from anchorkit.publish import aws, state
+from anchorkit.publish import upload as publish
+from anchorkit.render import document, transform
+from anchorkit.source import pull
+from anchorkit.source.redmine import RetryPolicy
 
 CONFIG_FILE_NAME = "anchorkit.toml"
 CONFIG_ENV = "ANCHORKIT_CONFIG"

@@ -13,7 +13,8 @@ import hashlib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from anchorkit import publish, pull, snapshot
+from anchorkit.publish import upload as publish
+from anchorkit.source import pull, snapshot
 from anchorkit.sync.manifest import Manifest, Scope, TicketEntry
 
 
@@ -39,8 +40,11 @@ def to_restore(
     asked to fetch)."""
     unpublished = manifest.unpublished_ids()
     return {
-        issue_id: stamp for issue_id, stamp in manifest.stamps().items()
-        if issue_id not in present and issue_id not in removed and issue_id not in attempted
+        issue_id: stamp
+        for issue_id, stamp in manifest.stamps().items()
+        if issue_id not in present
+        and issue_id not in removed
+        and issue_id not in attempted
         and (regenerate or issue_id in unpublished)
     }
 
@@ -62,7 +66,8 @@ def outside_scope(manifest: Manifest, projects: tuple[str, ...], project_table: 
         return set()
     in_scope = pull.descendants(project_table, roots)
     return {
-        issue_id for issue_id, entry in manifest.tickets.items()
+        issue_id
+        for issue_id, entry in manifest.tickets.items()
         if not entry.gone and entry.project_id is not None and entry.project_id not in in_scope
     }
 
@@ -162,7 +167,7 @@ class Plan:
 
     def expected(self) -> Manifest:
         """The manifest to commit when every write succeeds."""
-        return self.manifest_after({key: None for key in self.deletes}, set())
+        return self.manifest_after(dict.fromkeys(self.deletes), set())
 
     def documents(self) -> publish.Plan:
         """The document writes as a publish plan (its deletes are keys the state knows, not listed ones)."""
@@ -217,15 +222,21 @@ class Plan:
             )
         for issue_id in self.gone:
             # Objects whose delete failed or was not attempted (no --delete) are still there.
-            remaining = {k: sha for k, sha in before[issue_id].objects.items() if outcome.get(k, "not deleted") is not None}
+            remaining = {
+                k: sha for k, sha in before[issue_id].objects.items() if outcome.get(k, "not deleted") is not None
+            }
             if remaining:
                 tickets[issue_id] = TicketEntry(objects=remaining, gone=True)
             else:
                 tickets.pop(issue_id, None)
         # No source_lookups: the raw issues' lookups are now the published ones.
         return Manifest(
-            pull=hold_back_cursor(self.listing.pull_state, held_back), lookups=self.listing.lookups,
-            source_lookups=None, fingerprint=self.listing.fingerprint, tickets=tickets, scope=self.scope,
+            pull=hold_back_cursor(self.listing.pull_state, held_back),
+            lookups=self.listing.lookups,
+            source_lookups=None,
+            fingerprint=self.listing.fingerprint,
+            tickets=tickets,
+            scope=self.scope,
         )
 
 
@@ -259,7 +270,12 @@ def plan(manifest: Manifest, listing: Listing, local: Local, policy: DeletePolic
         deletes += [key for issue_id in sorted(gone) for key in manifest.tickets[issue_id].objects]
     stored = {issue_id for issue_id, entry in manifest.tickets.items() if not entry.gone}
     drafted = Plan(
-        before=manifest, scope=scope, listing=listing, local=local, uploads=uploads, deletes=deletes,
+        before=manifest,
+        scope=scope,
+        listing=listing,
+        local=local,
+        uploads=uploads,
+        deletes=deletes,
         gone=frozenset(gone),
         raw_writes=sorted(i for i in listing.fetched if i in rendered_ids),
         # The raw copy of an issue that went away (deleted, hidden, now private) goes with it, --delete or not.
@@ -303,8 +319,10 @@ class PullPlan:
                 continue
             previous = tickets.get(issue_id)
             # A new ticket has nothing published yet; a known one keeps what it has published.
-            published = previous if previous is not None and not previous.gone else TicketEntry(
-                objects=previous.objects if previous is not None else {}
+            published = (
+                previous
+                if previous is not None and not previous.gone
+                else TicketEntry(objects=previous.objects if previous is not None else {})
             )
             tickets[issue_id] = replace(published, gone=False, project_id=stamp.project_id, stored=stamp.updated_on)
         for issue_id in self.raw_deletes:
@@ -314,13 +332,20 @@ class PullPlan:
             else:
                 tickets.pop(issue_id)
         return replace(
-            self.before, pull=hold_back_cursor(self.pull_state, held_back), tickets=tickets, scope=self.scope,
+            self.before,
+            pull=hold_back_cursor(self.pull_state, held_back),
+            tickets=tickets,
+            scope=self.scope,
             source_lookups=self.lookups if self.lookups != self.before.lookups else None,
         )
 
 
 def plan_pull(
-    manifest: Manifest, scope: Scope, fetched: dict[int, snapshot.StoredStamp], removed: set[int],
-    pull_state: dict[str, Any], lookups: dict[str, Any],
+    manifest: Manifest,
+    scope: Scope,
+    fetched: dict[int, snapshot.StoredStamp],
+    removed: set[int],
+    pull_state: dict[str, Any],
+    lookups: dict[str, Any],
 ) -> PullPlan:
     return PullPlan(manifest, scope, fetched, sorted(removed & set(manifest.stamps())), pull_state, lookups)

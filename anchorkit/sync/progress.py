@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from anchorkit import pull
+from anchorkit.source import pull
 
 SyncProgress = Callable[[str, int, int], None]  # (stage: pulling, rendering or uploading; done; total)
 

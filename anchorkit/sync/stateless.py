@@ -19,10 +19,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anchorkit import __version__, aws, publish, pull, snapshot, state, transform
-from anchorkit.document import RenderOptions
+from anchorkit import __version__
 from anchorkit.files import write_atomic
-from anchorkit.sidecar import SIDECAR_SUFFIX
+from anchorkit.publish import aws, state
+from anchorkit.publish import upload as publish
+from anchorkit.render import transform
+from anchorkit.render.document import RenderOptions
+from anchorkit.render.sidecar import SIDECAR_SUFFIX
+from anchorkit.source import pull, snapshot
 from anchorkit.sync import plan as planning
 from anchorkit.sync.apply import apply, apply_pull
 from anchorkit.sync.manifest import Manifest, Scope, ScopeMismatch
@@ -193,11 +197,20 @@ def run_pull(
 ) -> pull.PullReport:
     """:func:`anchorkit.pull.pull` as ``arguments`` ask (``full`` aside), with the issues the state holds as ``known``."""
     return pull.pull(
-        url, snapshot_dir, api_key, projects=list(arguments.projects), full=full,
-        concurrency=arguments.concurrency, include_private=arguments.include_private,
-        full_every=arguments.full_every, overlap_s=arguments.overlap_s,
-        lookups_max_age_s=arguments.lookups_max_age_s, text_format=arguments.text_format,
-        policy=arguments.policy, progress=progress, known=known,
+        url,
+        snapshot_dir,
+        api_key,
+        projects=list(arguments.projects),
+        full=full,
+        concurrency=arguments.concurrency,
+        include_private=arguments.include_private,
+        full_every=arguments.full_every,
+        overlap_s=arguments.overlap_s,
+        lookups_max_age_s=arguments.lookups_max_age_s,
+        text_format=arguments.text_format,
+        policy=arguments.policy,
+        progress=progress,
+        known=known,
     )
 
 
@@ -257,9 +270,22 @@ def run_sync(
         scope = checked_scope(manifest, run_scope, store.describe(), rescope)
         report.scope = scope.describe()
         # Another scope (or a state from before scopes) is listed whole, once: what fell out of it is gone.
-        rescoping = bool(manifest.tickets) and (manifest.scope is None or rescope and scope != manifest.scope)
-        plan = _plan_sync(report, manifest, scope, rescoping, url, api_key, store, options, pull_arguments, work_dir,
-                          policy, threads, progress)
+        rescoping = bool(manifest.tickets) and (manifest.scope is None or (rescope and scope != manifest.scope))
+        plan = _plan_sync(
+            report,
+            manifest,
+            scope,
+            rescoping,
+            url,
+            api_key,
+            store,
+            options,
+            pull_arguments,
+            work_dir,
+            policy,
+            threads,
+            progress,
+        )
         report.plan = plan
         report.refused = plan.refused
         report.tickets = len(manifest.tickets)  # what the state holds until a commit changes it
@@ -295,8 +321,10 @@ def _plan_sync(
     if rescoping and manifest.scope is not None and manifest.scope.destination not in (None, scope.destination):
         manifest = manifest.without_published()  # nothing of it is at the new destination
     stamps = manifest.stamps()
-    refetch = rescoping and manifest.scope is not None and (
-        manifest.scope.redmine != scope.redmine or manifest.scope.include_private != scope.include_private
+    refetch = (
+        rescoping
+        and manifest.scope is not None
+        and (manifest.scope.redmine != scope.redmine or manifest.scope.include_private != scope.include_private)
     )
     # The work snapshot starts as the state describes it: pull bookkeeping and lookups, no issue files.
     seed_snapshot(work_dir, manifest)
@@ -323,8 +351,9 @@ def _plan_sync(
     while True:
         lookups = snapshot.load_lookups(work_dir)
         report.regenerated_all = planning.regenerates(manifest, fingerprint, lookups)
-        wanted = planning.to_restore(manifest, snapshot.stored_issue_ids(work_dir), removed, attempted,
-                                     report.regenerated_all)
+        wanted = planning.to_restore(
+            manifest, snapshot.stored_issue_ids(work_dir), removed, attempted, report.regenerated_all
+        )
         unrestorable = restore_raw_issues(store, work_dir, wanted, threads)
         if not unrestorable:
             break
@@ -332,9 +361,14 @@ def _plan_sync(
         pull_once(True, planning.unknown_stamps(stamps, attempted))
     local = _render(report, work_dir, lookups, render, options, progress)
     listing = planning.Listing(
-        fetched=frozenset(fetched), removed=frozenset(removed),
-        missing=frozenset(attempted - snapshot.stored_issue_ids(work_dir) - removed),  # neither in the state nor fetched
-        pull_state=snapshot.load_state(work_dir), lookups=lookups, fingerprint=fingerprint,
+        fetched=frozenset(fetched),
+        removed=frozenset(removed),
+        missing=frozenset(
+            attempted - snapshot.stored_issue_ids(work_dir) - removed
+        ),  # neither in the state nor fetched
+        pull_state=snapshot.load_state(work_dir),
+        lookups=lookups,
+        fingerprint=fingerprint,
     )
     return planning.plan(manifest, listing, local, policy, scope)
 
@@ -368,9 +402,11 @@ def _render(
         if result.sidecar is not None:
             objects[result.relpath + SIDECAR_SUFFIX] = result.sidecar
         stamp = snapshot.stored_stamp(work_dir, result.ticket_id)
-        rendered.append(planning.Rendered(
-            result.ticket_id, stamp.updated_on if stamp else None, stamp.project_id if stamp else None, objects
-        ))
+        rendered.append(
+            planning.Rendered(
+                result.ticket_id, stamp.updated_on if stamp else None, stamp.project_id if stamp else None, objects
+            )
+        )
     return planning.Local(tuple(rendered), failed)
 
 
@@ -409,7 +445,9 @@ def pull_with_state(
         snapshot_dir.mkdir(parents=True, exist_ok=True)
         try:
             with pull.snapshot_lock(snapshot_dir):  # no plain pull may touch the snapshot while it is prepared
-                plan = _plan_pull(report, manifest, scope, url, api_key, store, snapshot_dir, arguments, threads, progress)
+                plan = _plan_pull(
+                    report, manifest, scope, url, api_key, store, snapshot_dir, arguments, threads, progress
+                )
                 if plan.idle:
                     report.tickets = len(manifest.tickets)
                     return report  # nothing to write, not even the state
@@ -457,13 +495,20 @@ def _plan_pull(
     # from before scopes is listed whole once, and what lies outside this run's projects is dropped.
     legacy = manifest.scope is None and bool(manifest.tickets)
     pulled = run_pull(
-        url, api_key, snapshot_dir, arguments, full=arguments.full or bool(unrestorable) or legacy,
-        known=planning.unknown_stamps(stamps, unrestorable), progress=progress,
+        url,
+        api_key,
+        snapshot_dir,
+        arguments,
+        full=arguments.full or bool(unrestorable) or legacy,
+        known=planning.unknown_stamps(stamps, unrestorable),
+        progress=progress,
     )
     report.pull_report = pulled
     removed = set(pulled.removed_ids)
     if legacy:
-        outside = planning.outside_scope(manifest, scope.projects, snapshot.load_lookups(snapshot_dir).get("projects", {}))
+        outside = planning.outside_scope(
+            manifest, scope.projects, snapshot.load_lookups(snapshot_dir).get("projects", {})
+        )
         for issue_id in outside:
             snapshot.remove_issue(snapshot_dir, issue_id)
         removed |= outside
@@ -473,6 +518,10 @@ def _plan_pull(
         if (written := snapshot.stored_stamp(snapshot_dir, issue_id)) is not None
     }
     return planning.plan_pull(
-        manifest, scope, fetched, removed, snapshot.load_state(snapshot_dir),
+        manifest,
+        scope,
+        fetched,
+        removed,
+        snapshot.load_state(snapshot_dir),
         snapshot.load_lookups(snapshot_dir),
     )

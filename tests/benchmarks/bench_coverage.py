@@ -44,9 +44,10 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from support.long_tickets import write_long_snapshot  # noqa: E402
 
-from anchorkit import stats, tokens  # noqa: E402
-from anchorkit.document import RenderOptions  # noqa: E402
-from anchorkit.transform import RenderedTicket, TransformOptions, iter_documents  # noqa: E402
+from anchorkit import audit as stats  # noqa: E402
+from anchorkit import tokens  # noqa: E402
+from anchorkit.render.document import RenderOptions  # noqa: E402
+from anchorkit.render.transform import RenderedTicket, TransformOptions, iter_documents  # noqa: E402
 
 TICKETS = int(os.environ.get("BENCH_COVERAGE_TICKETS", "200"))
 # How transform counts tokens when it places anchors: cl100k_base (the vocabulary is here), or
@@ -84,16 +85,23 @@ def identifies(chunk: str, document: Document) -> bool:
 
 
 def render(snapshot: Path, chunk_tokens: int, tokenizer: str, vocabulary: Path) -> list[Document]:
-    options = TransformOptions(render=RenderOptions(chunk_tokens=chunk_tokens), tokenizer=tokenizer, tiktoken_file=vocabulary)
+    options = TransformOptions(
+        render=RenderOptions(chunk_tokens=chunk_tokens), tokenizer=tokenizer, tiktoken_file=vocabulary
+    )
     rendered = [result for result in iter_documents(snapshot, options) if isinstance(result, RenderedTicket)]
-    return [Document(result.ticket_id, result.markdown, genuine_lines(result.markdown, result.ticket_id)) for result in rendered]
+    return [
+        Document(result.ticket_id, result.markdown, genuine_lines(result.markdown, result.ticket_id))
+        for result in rendered
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
 # The chunkers
 
 
-def token_windows(encoding, size: int, overlap: int, sections: Callable[[str], list[str]] = lambda text: [text]) -> Splitter:  # type: ignore[no-untyped-def]
+def token_windows(
+    encoding, size: int, overlap: int, sections: Callable[[str], list[str]] = lambda text: [text]
+) -> Splitter:  # type: ignore[no-untyped-def]
     """Windows of ``size`` cl100k tokens sharing ``overlap``, within each section; decoded to text."""
 
     def split(text: str) -> list[str]:
@@ -178,8 +186,12 @@ def splitters(encoding, size: int) -> tuple[dict[str, Splitter], dict[str, Split
 
         token_chunker = TokenChunker(tokenizer=encoding, chunk_size=size, chunk_overlap=size // 5)
         recursive_chunker = RecursiveChunker(tokenizer=encoding, chunk_size=size)
-        others[f"chonkie TokenChunker {size}/{size // 5}"] = lambda text: [chunk.text for chunk in token_chunker.chunk(text)]
-        others[f"chonkie RecursiveChunker {size}"] = lambda text: [chunk.text for chunk in recursive_chunker.chunk(text)]
+        others[f"chonkie TokenChunker {size}/{size // 5}"] = lambda text: [
+            chunk.text for chunk in token_chunker.chunk(text)
+        ]
+        others[f"chonkie RecursiveChunker {size}"] = lambda text: [
+            chunk.text for chunk in recursive_chunker.chunk(text)
+        ]
     except ImportError:
         skipped.append("chonkie (pip install chonkie)")
     try:
@@ -229,7 +241,9 @@ def measure(documents: list[Document], split: Splitter) -> Coverage:
 def efficiency(documents: list[Document], choice: tokens.TokenizerChoice, chunk_tokens: int) -> dict:
     """anchorkit stats' figures for the documents: overhead beside the lower bound."""
     items = [stats.SourceDocument(d.ticket_id, f"{d.ticket_id}.md", d.markdown, None) for d in documents]
-    report = stats.audit(items, choice, [], {"path": "bench", "kind": "output"}, jobs=1, lengths=stats.Lengths(chunk_tokens, ()))
+    report = stats.audit(
+        items, choice, [], {"path": "bench", "kind": "output"}, jobs=1, lengths=stats.Lengths(chunk_tokens, ())
+    )
     return report["efficiency"]
 
 
@@ -268,7 +282,9 @@ def main() -> None:
                     if placed.percent < target:
                         missed.append(f"{name} at {size}: {placed.percent:.2f}%")
                         for ticket_id, chunk in placed.blind or []:
-                            print(f"      blind chunk of #{ticket_id} ({len(encoding.encode_ordinary(chunk))} tokens): {chunk[:160]!r} ... {chunk[-80:]!r}")
+                            print(
+                                f"      blind chunk of #{ticket_id} ({len(encoding.encode_ordinary(chunk))} tokens): {chunk[:160]!r} ... {chunk[-80:]!r}"
+                            )
             for reason in skipped:
                 print(f"  skipped: {reason}")
             figures = efficiency(documents, choice, size)

@@ -33,10 +33,10 @@ from redminelib import Redmine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from support.redmine_server import RedmineAdmin, running_redmine  # noqa: E402
+from support.redmine_server import RedmineAdmin, running_redmine
 
-from anchorkit.pull import pull  # noqa: E402
-from anchorkit.redmine import PAGE_SIZE  # noqa: E402
+from anchorkit.source.pull import pull
+from anchorkit.source.redmine import PAGE_SIZE
 
 ISSUES = int(os.environ.get("BENCH_PULL_ISSUES", "1000"))
 JOURNALS = int(os.environ.get("BENCH_PULL_JOURNALS", "3"))
@@ -134,8 +134,9 @@ def main() -> None:
         idle = pull(server.url, snap, key, projects=[ident])
         print(f"no-change incremental pull: {idle.requests} requests (target <= 2), {idle.seconds:.2f} s")
 
-        changed_ids = random.Random(7).sample(sorted(int(p.stem) for p in (snap / "issues").glob("*.json")),
-                                              max(1, int(seeded * CHANGED_SHARE)))
+        changed_ids = random.Random(7).sample(
+            sorted(int(p.stem) for p in (snap / "issues").glob("*.json")), max(1, int(seeded * CHANGED_SHARE))
+        )
         for issue_id in changed_ids:
             admin.add_note(issue_id, "再発したため再調査")
         changed = pull(server.url, snap, key, projects=[ident])

@@ -31,16 +31,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_pull import seed  # noqa: E402
-from support.redmine_server import RedmineAdmin, running_redmine  # noqa: E402
-from support.s3_server import running_seaweedfs  # noqa: E402
+from bench_pull import seed
+from support.redmine_server import RedmineAdmin, running_redmine
+from support.s3_server import running_seaweedfs
 
-from anchorkit.document import RenderOptions  # noqa: E402
-from anchorkit.publish import S3Location, S3Target  # noqa: E402
-from anchorkit.state import S3StateStore  # noqa: E402
-from anchorkit.pull import PullSettings
-from anchorkit.sync import StatelessSyncReport, StatePullReport, pull_with_state, run_sync  # noqa: E402
-from anchorkit.transform import TransformOptions  # noqa: E402
+from anchorkit.publish.state import S3StateStore
+from anchorkit.publish.upload import S3Location, S3Target
+from anchorkit.render.document import RenderOptions
+from anchorkit.render.transform import TransformOptions
+from anchorkit.source.pull import PullSettings
+from anchorkit.sync import StatelessSyncReport, StatePullReport, pull_with_state, run_sync
 
 ISSUES = int(os.environ.get("BENCH_STATELESS_ISSUES", "10000"))
 JOURNALS = int(os.environ.get("BENCH_STATELESS_JOURNALS", "2"))
@@ -73,8 +73,11 @@ def describe_pull(name: str, report: StatePullReport) -> None:
 
 
 def main() -> None:
-    with running_redmine() as server, running_seaweedfs("bench-stateless") as s3, \
-            tempfile.TemporaryDirectory(prefix="bench-stateless-") as scratch:
+    with (
+        running_redmine() as server,
+        running_seaweedfs("bench-stateless") as s3,
+        tempfile.TemporaryDirectory(prefix="bench-stateless-") as scratch,
+    ):
         admin = RedmineAdmin(server)
         project = admin.create_project(name="ベンチマーク")
         started = time.perf_counter()
@@ -90,9 +93,14 @@ def main() -> None:
             store = S3StateStore(client, S3Location(s3.bucket, "anchorkit-state/"))
             target = S3Target(client, S3Location(s3.bucket, "tickets/"))
             return run_sync(
-                server.url, server.admin_key, store, target, options,
+                server.url,
+                server.admin_key,
+                store,
+                target,
+                options,
                 PullSettings(projects=(project["identifier"],)),
-                work_dir=Path(scratch) / f"run-{runs}", threads=THREADS,
+                work_dir=Path(scratch) / f"run-{runs}",
+                threads=THREADS,
             )
 
         describe("first sync (empty state)", sync_from_empty_disk())
@@ -107,8 +115,12 @@ def main() -> None:
         for issue_id in changed:
             note_with_retries(admin, issue_id)
         pulled = pull_with_state(
-            server.url, server.admin_key, S3StateStore(client, S3Location(s3.bucket, "anchorkit-state/")),
-            Path(scratch) / "pull-state", PullSettings(projects=(project["identifier"],)), threads=THREADS,
+            server.url,
+            server.admin_key,
+            S3StateStore(client, S3Location(s3.bucket, "anchorkit-state/")),
+            Path(scratch) / "pull-state",
+            PullSettings(projects=(project["identifier"],)),
+            threads=THREADS,
         )
         describe_pull(f"pull --state after {len(changed)} more changed, empty folder", pulled)
         describe("then sync --state, empty disk", sync_from_empty_disk())

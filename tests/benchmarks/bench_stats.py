@@ -33,7 +33,9 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from support.corpus import generated_document  # noqa: E402
 
-from anchorkit import chunking, stats, tokens  # noqa: E402
+from anchorkit import audit as stats  # noqa: E402
+from anchorkit import tokens  # noqa: E402
+from anchorkit.audit import chunkers as chunking  # noqa: E402
 
 DOCUMENTS = int(os.environ.get("BENCH_STATS_DOCS", "10000"))
 ROUNDS = int(os.environ.get("BENCH_STATS_ROUNDS", "3"))
@@ -57,17 +59,26 @@ def write_corpus(folder: Path, count: int) -> int:
 
 
 def run(
-    folder: Path, choice: tokens.TokenizerChoice, chunkers: list[chunking.Chunker], label: str, target: float | None, jobs: int = 1
+    folder: Path,
+    choice: tokens.TokenizerChoice,
+    chunkers: list[chunking.Chunker],
+    label: str,
+    target: float | None,
+    jobs: int = 1,
 ) -> tuple[float, float]:
     """One audit of the folder: prints its figures; returns (wall, CPU) seconds."""
     started, cpu_started = time.perf_counter(), time.process_time()
-    report = stats.audit(stats.iter_output_folder(folder), choice, chunkers, {"path": str(folder), "kind": "output"}, jobs=jobs)
+    report = stats.audit(
+        stats.iter_output_folder(folder), choice, chunkers, {"path": str(folder), "kind": "output"}, jobs=jobs
+    )
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     documents = report["source"]["documents"]
     verdict = "" if target is None else f" (target <= {target:.0f} s: {'met' if seconds <= target else 'MISSED'})"
     # CPU seconds of this process (its threads included, worker processes not): shows contention.
     cpu_note = f", main process CPU {cpu:.2f} s" if jobs == 1 else ""
-    print(f"{label}, --jobs {jobs}: {documents:,} documents in {seconds:.2f} s = {documents / seconds:,.0f} documents/s{cpu_note}{verdict}")
+    print(
+        f"{label}, --jobs {jobs}: {documents:,} documents in {seconds:.2f} s = {documents / seconds:,.0f} documents/s{cpu_note}{verdict}"
+    )
     print(f"  overhead {report['overhead']['percent']}% (p50 {report['overhead']['per_ticket_percent']['p50']}%)")
     for row in report["chunking"]:
         print(
@@ -75,7 +86,9 @@ def run(
             f"anchored vs {row['stripped']['coverage_percent']}% without anchors"
         )
     for row in report["chunk_lengths"]["rows"]:
-        print(f"  length {row['chunk_tokens']:,}: coverage {row['coverage_percent']}%, {row['ratio_to_bound']}x the bound")
+        print(
+            f"  length {row['chunk_tokens']:,}: coverage {row['coverage_percent']}%, {row['ratio_to_bound']}x the bound"
+        )
     return seconds, cpu
 
 
@@ -91,7 +104,9 @@ def against_floor(folder: Path, choice: tokens.TokenizerChoice, chunkers: list[c
     floors, audits = [], []
     for round_number in range(1, ROUNDS + 1):
         floors.append(floor(folder, choice))
-        audits.append(run(folder, choice, chunkers, f"cl100k_base, 4 chunkers + length table, round {round_number}", None))
+        audits.append(
+            run(folder, choice, chunkers, f"cl100k_base, 4 chunkers + length table, round {round_number}", None)
+        )
     best_floor = (min(wall for wall, _ in floors), min(cpu for _, cpu in floors))
     best_audit = (min(wall for wall, _ in audits), min(cpu for _, cpu in audits))
     wall_ratio, cpu_ratio = best_audit[0] / best_floor[0], best_audit[1] / best_floor[1]
@@ -117,12 +132,25 @@ def main() -> None:
         else:
             print(f"cl100k_base: skipped, no vocabulary at {vocabulary} (set {tokens.VOCABULARY_FILE_ENV})")
         for jobs in JOBS:
-            run(folder, tokens.choose_tokenizer(tokens.APPROX), bedrock_like, "approx, 4 chunkers + length table", TARGETS[tokens.APPROX], jobs)
+            run(
+                folder,
+                tokens.choose_tokenizer(tokens.APPROX),
+                bedrock_like,
+                "approx, 4 chunkers + length table",
+                TARGETS[tokens.APPROX],
+                jobs,
+            )
     if chunking.langchain_available():
         with tempfile.TemporaryDirectory(prefix="bench-stats-lc-") as tmp:
             write_corpus(Path(tmp), LANGCHAIN_DOCUMENTS)
             langchain = [chunking.CHUNKERS[name]() for name in chunking.LANGCHAIN]
-            run(Path(tmp), tokens.choose_tokenizer(tokens.APPROX), langchain, "approx, LangChain splitters (reference)", None)
+            run(
+                Path(tmp),
+                tokens.choose_tokenizer(tokens.APPROX),
+                langchain,
+                "approx, LangChain splitters (reference)",
+                None,
+            )
 
 
 if __name__ == "__main__":

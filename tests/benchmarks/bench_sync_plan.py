@@ -29,12 +29,22 @@ OLD, NEW = "2026-03-01T00:00:00Z", "2026-03-15T09:30:00Z"
 def manifest_bytes() -> bytes:
     scope = Scope.of("https://redmine.example.com", ["ops"], False, "s3://kb-docs/tickets/")
     tickets = {
-        str(i): {"updated_on": OLD, "stored": OLD, "project_id": 1,
-                 "objects": {f"{i}.md": f"{i:064x}", f"{i}.md.metadata.json": f"{i + 1:064x}"}}
+        str(i): {
+            "updated_on": OLD,
+            "stored": OLD,
+            "project_id": 1,
+            "objects": {f"{i}.md": f"{i:064x}", f"{i}.md.metadata.json": f"{i + 1:064x}"},
+        }
         for i in range(1, TICKETS + 1)
     }
-    raw = {"format": 1, "fingerprint": "fp", "pull": {"cursor": OLD, "runs_since_full": 3},
-           "lookups": {"users": {"3": "佐藤 次郎"}}, "tickets": tickets, "scope": scope.to_json()}
+    raw = {
+        "format": 1,
+        "fingerprint": "fp",
+        "pull": {"cursor": OLD, "runs_since_full": 3},
+        "lookups": {"users": {"3": "佐藤 次郎"}},
+        "tickets": tickets,
+        "scope": scope.to_json(),
+    }
     return json.dumps(raw).encode("utf-8")
 
 
@@ -56,8 +66,12 @@ def main() -> None:
     def decide(rendered: tuple[Rendered, ...]) -> object:
         manifest = Manifest.from_json(json.loads(data), "bench")
         manifest.stamps()  # what pull is given
-        listing = Listing(fetched=frozenset(r.ticket_id for r in rendered), pull_state={"cursor": NEW},
-                          lookups=manifest.lookups, fingerprint="fp")
+        listing = Listing(
+            fetched=frozenset(r.ticket_id for r in rendered),
+            pull_state={"cursor": NEW},
+            lookups=manifest.lookups,
+            fingerprint="fp",
+        )
         decided = plan(manifest, listing, Local(rendered), DeletePolicy(), manifest.scope or Scope("x"))
         return decided.idle
 

@@ -30,9 +30,9 @@ sys.path[:0] = [str(BENCH_DIR), str(BENCH_DIR.parents[1])]
 
 from bench_transform import synthetic_issue  # noqa: E402
 
-from anchorkit import document  # noqa: E402
-from anchorkit.textformat import to_markdown  # noqa: E402
-from anchorkit.transform import TransformOptions, transform_snapshot  # noqa: E402
+from anchorkit.render import document  # noqa: E402
+from anchorkit.render.textformat import to_markdown  # noqa: E402
+from anchorkit.render.transform import TransformOptions, transform_snapshot  # noqa: E402
 
 TICKETS = int(os.environ.get("BENCH_TEXTFORMAT_TICKETS", "4000"))
 PEER_SAMPLE = int(os.environ.get("BENCH_TEXTFORMAT_PEER_SAMPLE", "200"))
@@ -70,7 +70,10 @@ def write_snapshot(root: Path, issues: list[dict[str, object]]) -> Path:
         issue = wrapper["issue"]
         assert isinstance(issue, dict)
         (root / "issues" / f"{issue['id']}.json").write_text(json.dumps(wrapper, ensure_ascii=False), encoding="utf-8")
-    lookups = {"statuses": {"2": {"name": "対応中"}}, "projects": {"1": {"name": "社内ITサービスデスク", "identifier": "helpdesk"}}}
+    lookups = {
+        "statuses": {"2": {"name": "対応中"}},
+        "projects": {"1": {"name": "社内ITサービスデスク", "identifier": "helpdesk"}},
+    }
     (root / "lookups.json").write_text(json.dumps(lookups, ensure_ascii=False), encoding="utf-8")
     (root / "state.json").write_text(json.dumps({"text_format": "textile"}), encoding="utf-8")
     return root
@@ -96,7 +99,9 @@ def peers(texts: list[str]) -> dict[str, Callable[[list[str]], object]]:
         try:
             import markdownify
 
-            candidates["textile + markdownify"] = lambda batch: [markdownify.markdownify(textile.textile(t)) for t in batch]
+            candidates["textile + markdownify"] = lambda batch: [
+                markdownify.markdownify(textile.textile(t)) for t in batch
+            ]
         except ImportError:
             print("  (markdownify not installed)")
         try:
@@ -113,7 +118,9 @@ def peers(texts: list[str]) -> dict[str, Callable[[list[str]], object]]:
 
         pypandoc.get_pandoc_version()
         separator = "\n\np. ANCHORKIT-SPLIT\n\n"
-        candidates["pandoc (one batched call)"] = lambda batch: pypandoc.convert_text(separator.join(batch), "gfm", format="textile")
+        candidates["pandoc (one batched call)"] = lambda batch: pypandoc.convert_text(
+            separator.join(batch), "gfm", format="textile"
+        )
     except (ImportError, OSError):
         print("  (pandoc not available: pip install pypandoc-binary)")
     return candidates
@@ -127,8 +134,12 @@ def main() -> None:
 
     ours = best_cpu_seconds(lambda: [to_markdown(text, "textile") for text in texts])
     ours_per_kb = ours / kilobytes * 1e6
-    print(f"texts: {len(texts):,} from {len(issues):,} Textile tickets, {kilobytes:,.0f} KB ({per_ticket_kb:.2f} KB per ticket)")
-    print(f"anchorkit to_markdown: {ours_per_kb:.1f} µs/KB, {ours_per_kb * 1.5:.0f} µs per 1.5 KB, {len(texts) / ours:,.0f} texts/s")
+    print(
+        f"texts: {len(texts):,} from {len(issues):,} Textile tickets, {kilobytes:,.0f} KB ({per_ticket_kb:.2f} KB per ticket)"
+    )
+    print(
+        f"anchorkit to_markdown: {ours_per_kb:.1f} µs/KB, {ours_per_kb * 1.5:.0f} µs per 1.5 KB, {len(texts) / ours:,.0f} texts/s"
+    )
 
     scratch_root = Path(os.environ.get("BENCH_TMPDIR", BENCH_DIR.parents[1] / "build"))
     scratch_root.mkdir(parents=True, exist_ok=True)

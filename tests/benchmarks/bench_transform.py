@@ -32,7 +32,7 @@ PARAGRAPHS = [
 ]
 TEXTILE_EXTRAS = [
     "h2. 再現手順\n\n# 端末を起動する\n# VPN に接続する\n# 5 分待つ",
-    "<pre><code class=\"bash\">\n# systemctl restart vpn\n> ping 10.0.0.1\n</code></pre>",
+    '<pre><code class="bash">\n# systemctl restart vpn\n> ping 10.0.0.1\n</code></pre>',
     "bq. 先方からの回答: 来週対応予定です。",
     "|_. 拠点 |_. 件数 |\n| 本社 | 12 |\n| 大阪 | 3 |",
 ]
@@ -62,7 +62,9 @@ def synthetic_issue(ticket_id: int, rng: random.Random) -> dict[str, object]:
             "notes": text(1) if j % 3 else "",
             "created_on": created,
             "private_notes": j == 5,
-            "details": [{"property": "attr", "name": "status_id", "old_value": "1", "new_value": "2"}] if j % 2 == 0 else [],
+            "details": [{"property": "attr", "name": "status_id", "old_value": "1", "new_value": "2"}]
+            if j % 2 == 0
+            else [],
         }
         for j in range(6)
     ]
@@ -93,16 +95,21 @@ def make_snapshot(root: Path, count: int) -> Path:
     for ticket_id in range(100_000, 100_000 + count):
         data = json.dumps(synthetic_issue(ticket_id, rng), ensure_ascii=False)
         (issues / f"{ticket_id}.json").write_text(data, encoding="utf-8")
-    lookups = {"statuses": {"1": {"name": "新規"}, "2": {"name": "対応中"}}, "projects": {"1": {"name": "社内ITサービスデスク", "identifier": "helpdesk"}}}
+    lookups = {
+        "statuses": {"1": {"name": "新規"}, "2": {"name": "対応中"}},
+        "projects": {"1": {"name": "社内ITサービスデスク", "identifier": "helpdesk"}},
+    }
     (root / "lookups.json").write_text(json.dumps(lookups, ensure_ascii=False), encoding="utf-8")
-    (root / "state.json").write_text(json.dumps({"text_format": [{"since": "2025-04-01T00:00:00Z", "format": "common_mark"}]}))
+    (root / "state.json").write_text(
+        json.dumps({"text_format": [{"since": "2025-04-01T00:00:00Z", "format": "common_mark"}]})
+    )
     return root
 
 
 CHILD = """
 import dataclasses, json, resource, sys, time
 from pathlib import Path
-from anchorkit.transform import TransformOptions, transform_snapshot
+from anchorkit.render.transform import TransformOptions, transform_snapshot
 options = TransformOptions(sidecars=True)
 if len(sys.argv) > 4:
     options = dataclasses.replace(options, render=dataclasses.replace(options.render, chunk_tokens=int(sys.argv[4])))
@@ -177,7 +184,9 @@ def main() -> None:
     if len(sizes) == 2:
         small, large = sizes
         ratio = results[large]["seconds"] / results[small]["seconds"]
-        print(f"transform scaling: N={large:,} took {ratio:.1f}x the time of N={small:,} (size ratio {large / small:.0f}x)")
+        print(
+            f"transform scaling: N={large:,} took {ratio:.1f}x the time of N={small:,} (size ratio {large / small:.0f}x)"
+        )
 
 
 if __name__ == "__main__":

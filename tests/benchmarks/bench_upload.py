@@ -95,8 +95,16 @@ def configure_aws(env: dict[str, str]) -> None:
 
 
 def run_aws(server: S3Server, folder: Path, prefix: str, env: dict[str, str]) -> Run:
-    command = [str(BIN / "aws"), "s3", "sync", str(folder), f"s3://{server.bucket}/{prefix}",
-               "--endpoint-url", server.endpoint_url, "--no-progress"]
+    command = [
+        str(BIN / "aws"),
+        "s3",
+        "sync",
+        str(folder),
+        f"s3://{server.bucket}/{prefix}",
+        "--endpoint-url",
+        server.endpoint_url,
+        "--no-progress",
+    ]
     started = time.monotonic()
     result = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     seconds = time.monotonic() - started
@@ -104,8 +112,19 @@ def run_aws(server: S3Server, folder: Path, prefix: str, env: dict[str, str]) ->
 
 
 def run_anchorkit(server: S3Server, folder: Path, prefix: str, env: dict[str, str]) -> tuple[Run, dict[str, object]]:
-    command = [sys.executable, "-m", "anchorkit", "upload", str(folder), f"s3://{server.bucket}/{prefix}",
-               "--endpoint-url", server.endpoint_url, "--threads", str(CONCURRENCY), "--json"]
+    command = [
+        sys.executable,
+        "-m",
+        "anchorkit",
+        "upload",
+        str(folder),
+        f"s3://{server.bucket}/{prefix}",
+        "--endpoint-url",
+        server.endpoint_url,
+        "--threads",
+        str(CONCURRENCY),
+        "--json",
+    ]
     started = time.monotonic()
     result = subprocess.run(command, env=env, capture_output=True, text=True)
     seconds = time.monotonic() - started
@@ -147,7 +166,11 @@ def main() -> None:
             prepare(folder)
             aws = run_aws(server, folder, "aws", env)
             ours, report = run_anchorkit(server, folder, "anchorkit", env)
-            exact = ours.puts == expected_puts and report["failed"] == 0 and remote_matches_local(server, folder, "anchorkit")
+            exact = (
+                ours.puts == expected_puts
+                and report["failed"] == 0
+                and remote_matches_local(server, folder, "anchorkit")
+            )
             print(
                 f"{name:<30} {aws.seconds:>8.2f} {aws.puts:>8} {ours.seconds:>12.2f} {ours.puts:>14} "
                 f"{ours.seconds / aws.seconds:>9.2f}x  anchorkit uploaded exactly the expected {expected_puts}: {exact}"

@@ -29,8 +29,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from anchorkit.transform import RenderedTicket, TransformOptions, iter_documents  # noqa: E402
-from anchorkit.verify import Answer, Chunk, Citation, Claim, verify_citations  # noqa: E402
+from anchorkit.render.transform import RenderedTicket, TransformOptions, iter_documents  # noqa: E402
+from anchorkit.verify.citations import verify_citations  # noqa: E402
+from anchorkit.verify.model import Answer, Chunk, Citation, Claim  # noqa: E402
 
 TARGET_S = 2.0
 TEXT_VS_JSON_TARGET = 2.0
@@ -87,7 +88,17 @@ def case_line(answer: Answer, chunks: list[Chunk], number: int) -> str:
             "id": f"case-{number}",
             "query": "VPN",
             "retrieved": [{"id": c.id, "text": c.text, "uri": c.uri} for c in chunks],
-            "answer": {"claims": [{"text": claim.text, "citations": [{"source_id": c.source_id, "quoted_span": c.quoted_span} for c in claim.citations]} for claim in answer.claims]},
+            "answer": {
+                "claims": [
+                    {
+                        "text": claim.text,
+                        "citations": [
+                            {"source_id": c.source_id, "quoted_span": c.quoted_span} for c in claim.citations
+                        ],
+                    }
+                    for claim in answer.claims
+                ]
+            },
         },
         ensure_ascii=False,
     )
@@ -97,7 +108,13 @@ def run_cli(*args: str) -> tuple[float, float]:
     """(wall, CPU) seconds of one `anchorkit` process, output discarded as a pipe would take it."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "anchorkit", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO, check=False)
+    subprocess.run(
+        [sys.executable, "-m", "anchorkit", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
+        check=False,
+    )
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

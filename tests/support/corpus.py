@@ -11,7 +11,18 @@ import random
 
 from anchorkit.anchors import insert_anchors, title_line
 
-_TOPICS = ["VPN接続", "プリンター", "メール送信", "アカウント", "Wi-Fi", "共有フォルダ", "Outlook", "Teams会議", "PCの起動", "経費精算システム"]
+_TOPICS = [
+    "VPN接続",
+    "プリンター",
+    "メール送信",
+    "アカウント",
+    "Wi-Fi",
+    "共有フォルダ",
+    "Outlook",
+    "Teams会議",
+    "PCの起動",
+    "経費精算システム",
+]
 _PROBLEMS = ["が不安定になる", "ができない", "でエラーが出る", "が遅い", "の設定を変更したい", "がロックされた"]
 _SENTENCES = [
     "在宅勤務中にVPN接続が頻繁に切断されます。",
@@ -57,6 +68,13 @@ def generated_document(ticket_id: int, seed: int = 0, long_description: bool = F
         "## 対応履歴",
     ]
     for day in range(1, rng.randint(3, 8)):
-        lines += ["", f"### [2026-03-{day:02d}] {rng.choice(_USERS)}", "", "- ステータス: 新規 → 対応中", "", paragraph(rng.randint(1, 3))]
+        lines += [
+            "",
+            f"### [2026-03-{day:02d}] {rng.choice(_USERS)}",
+            "",
+            "- ステータス: 新規 → 対応中",
+            "",
+            paragraph(rng.randint(1, 3)),
+        ]
     document = "\n".join(lines) + "\n"
     return insert_anchors(document, ticket_id, subject, unanchored_headings=[BASIC_INFO]), subject

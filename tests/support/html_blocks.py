@@ -24,8 +24,20 @@ TEXT_CONTAINERS = {"li", "td", "th"}
 VOID_TAGS = {"br", "hr", "img", "input", "meta", "link", "wbr"}
 # Redmine link classes whose target is resolved against its database: not comparable.
 DATABASE_LINK_CLASSES = {
-    "issue", "changeset", "source", "version", "user", "project", "document", "attachment",
-    "wiki-page", "message", "news", "board", "wiki-anchor", "collapsible",
+    "issue",
+    "changeset",
+    "source",
+    "version",
+    "user",
+    "project",
+    "document",
+    "attachment",
+    "wiki-page",
+    "message",
+    "news",
+    "board",
+    "wiki-anchor",
+    "collapsible",
 }
 
 

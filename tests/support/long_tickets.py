@@ -30,34 +30,97 @@ SWITCH = "2025-04-01T00:00:00Z"  # texts created from then on are CommonMark
 TEXT_FORMAT = ((SWITCH, "common_mark"),)  # RenderOptions.text_format for these tickets
 
 USERS = {
-    5: "佐藤 次郎", 6: "鈴木 花子", 7: "高橋 健", 8: "田中 美咲", 9: "伊藤 大輔", 10: "渡辺 真由美",
-    11: "山本 翔太", 12: "中村 由紀", 13: "小林 誠一", 14: "加藤 恵", 15: "吉田 誠", 16: "Emily Carter",
-    17: "Raj Patel", 18: "山田 太郎",
+    5: "佐藤 次郎",
+    6: "鈴木 花子",
+    7: "高橋 健",
+    8: "田中 美咲",
+    9: "伊藤 大輔",
+    10: "渡辺 真由美",
+    11: "山本 翔太",
+    12: "中村 由紀",
+    13: "小林 誠一",
+    14: "加藤 恵",
+    15: "吉田 誠",
+    16: "Emily Carter",
+    17: "Raj Patel",
+    18: "山田 太郎",
 }
 STATUSES = {1: "新規", 2: "対応中", 3: "回答待ち", 4: "保留", 5: "完了", 6: "却下"}
 TRACKERS = {1: "障害", 2: "問い合わせ", 3: "作業依頼", 4: "変更要求"}
 PRIORITIES = {1: "低め", 2: "通常", 3: "高め", 4: "急いで", 5: "今すぐ"}
-CATEGORIES = {1: "ネットワーク・VPN", 2: "アカウント・パスワード", 3: "メール・Teams", 4: "PC・周辺機器", 5: "業務システム", 6: "サーバー・基盤"}
+CATEGORIES = {
+    1: "ネットワーク・VPN",
+    2: "アカウント・パスワード",
+    3: "メール・Teams",
+    4: "PC・周辺機器",
+    5: "業務システム",
+    6: "サーバー・基盤",
+}
 VERSIONS = {1: "2025年度 上期改善", 2: "2026年3月定期メンテナンス", 3: "基幹システム更改フェーズ2"}
 PROJECTS = {1: ("社内ITサービスデスク", "helpdesk"), 2: ("インフラ運用", "infra")}
 CUSTOM_FIELDS = {
-    3: "影響範囲", 5: "発生拠点", 7: "問い合わせ経路", 8: "資産番号", 9: "端末モデル", 10: "OS バージョン",
-    11: "利用者部署", 12: "利用者内線", 13: "ベンダー問い合わせ番号", 14: "関連する変更番号", 15: "SLA 区分",
-    16: "一次回答期限", 17: "解決期限", 18: "根本原因分類", 19: "再発防止策", 20: "影響ユーザー数",
-    21: "業務影響度", 22: "エスカレーション先", 23: "作業予定日", 24: "作業担当ベンダー", 25: "承認者",
-    26: "費用負担部署", 27: "ライセンス種別", 28: "IP アドレス", 29: "MAC アドレス", 30: "設置場所",
-    31: "保守契約番号", 32: "備考", 33: "Affected service", 34: "Root cause category", 35: "Customer reference",
-    36: "影響を受けたアプリケーション", 37: "復旧手順書", 38: "監視アラート ID", 39: "関連ナレッジ記事", 40: "確認者",
+    3: "影響範囲",
+    5: "発生拠点",
+    7: "問い合わせ経路",
+    8: "資産番号",
+    9: "端末モデル",
+    10: "OS バージョン",
+    11: "利用者部署",
+    12: "利用者内線",
+    13: "ベンダー問い合わせ番号",
+    14: "関連する変更番号",
+    15: "SLA 区分",
+    16: "一次回答期限",
+    17: "解決期限",
+    18: "根本原因分類",
+    19: "再発防止策",
+    20: "影響ユーザー数",
+    21: "業務影響度",
+    22: "エスカレーション先",
+    23: "作業予定日",
+    24: "作業担当ベンダー",
+    25: "承認者",
+    26: "費用負担部署",
+    27: "ライセンス種別",
+    28: "IP アドレス",
+    29: "MAC アドレス",
+    30: "設置場所",
+    31: "保守契約番号",
+    32: "備考",
+    33: "Affected service",
+    34: "Root cause category",
+    35: "Customer reference",
+    36: "影響を受けたアプリケーション",
+    37: "復旧手順書",
+    38: "監視アラート ID",
+    39: "関連ナレッジ記事",
+    40: "確認者",
 }
 
 _TOPICS = [
-    "大阪支社の VPN 接続", "本社 3 階の複合機", "Outlook のメール送信", "経費精算システムのログイン", "Teams 会議の音声",
-    "共有フォルダ \\\\fs01\\share のアクセス権", "新入社員用 PC のキッティング", "基幹システムの夜間バッチ", "Wi-Fi (corp-5G) の認証",
-    "ファイルサーバーのディスク容量", "Active Directory のパスワードポリシー", "SSL 証明書の更新", "バックアップジョブ",
+    "大阪支社の VPN 接続",
+    "本社 3 階の複合機",
+    "Outlook のメール送信",
+    "経費精算システムのログイン",
+    "Teams 会議の音声",
+    "共有フォルダ \\\\fs01\\share のアクセス権",
+    "新入社員用 PC のキッティング",
+    "基幹システムの夜間バッチ",
+    "Wi-Fi (corp-5G) の認証",
+    "ファイルサーバーのディスク容量",
+    "Active Directory のパスワードポリシー",
+    "SSL 証明書の更新",
+    "バックアップジョブ",
 ]
 _PROBLEMS = [
-    "が不安定になる", "ができない", "でエラー 0x80070005 が出る", "が非常に遅い", "の設定変更について", "が突然停止する",
-    "で文字化けが発生する", "の手順を確認したい",
+    "が不安定になる",
+    "ができない",
+    "でエラー 0x80070005 が出る",
+    "が非常に遅い",
+    "の設定変更について",
+    "が突然停止する",
+    "で文字化けが発生する",
+    "の手順を確認したい",
 ]
 _SUBJECT_TAILS = [
     "（大阪支社・名古屋営業所の複数ユーザーから同様の報告あり、業務影響大のため至急対応希望）",
@@ -145,14 +208,29 @@ def _table(rng: random.Random, rows: int, textile: bool, long_row: bool = False)
     header = ["拠点", "端末", "発生回数", "最終発生", "状態", "備考"]
     body = []
     for index in range(rows):
-        note = _paragraph(rng, rng.randint(8, 14)) if long_row and index == rows // 2 else rng.choice(["", "再起動で復旧", "ベンダー確認中", "n/a", "要再確認"])
+        note = (
+            _paragraph(rng, rng.randint(8, 14))
+            if long_row and index == rows // 2
+            else rng.choice(["", "再起動で復旧", "ベンダー確認中", "n/a", "要再確認"])
+        )
         body.append(
-            [rng.choice(["本社", "大阪", "名古屋", "福岡", "札幌"]), f"PC-{rng.randrange(10000, 99999)}", str(rng.randrange(1, 40)),
-             f"2026-03-{rng.randint(1, 28):02d} {rng.randrange(24):02d}:{rng.randrange(60):02d}", rng.choice(["対応中", "完了", "保留"]), note]
+            [
+                rng.choice(["本社", "大阪", "名古屋", "福岡", "札幌"]),
+                f"PC-{rng.randrange(10000, 99999)}",
+                str(rng.randrange(1, 40)),
+                f"2026-03-{rng.randint(1, 28):02d} {rng.randrange(24):02d}:{rng.randrange(60):02d}",
+                rng.choice(["対応中", "完了", "保留"]),
+                note,
+            ]
         )
     if textile:
-        return "\n".join(["|_. " + " |_. ".join(header) + " |"] + ["| " + " | ".join(cell or " " for cell in row) + " |" for row in body])
-    return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(row) + " |" for row in body])
+        return "\n".join(
+            ["|_. " + " |_. ".join(header) + " |"]
+            + ["| " + " | ".join(cell or " " for cell in row) + " |" for row in body]
+        )
+    return "\n".join(
+        ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(row) + " |" for row in body]
+    )
 
 
 def _list(rng: random.Random, items: int, textile: bool, nested: bool = False) -> str:
@@ -173,7 +251,15 @@ def _heading(text: str, textile: bool) -> str:
 
 def _minified_json(rng: random.Random, records: int) -> str:
     return json.dumps(
-        [{"id": rng.randrange(10**6), "host": rng.choice(_HOSTS), "status": rng.choice(["ok", "timeout", "denied"]), "latency_ms": rng.randrange(5000)} for _ in range(records)],
+        [
+            {
+                "id": rng.randrange(10**6),
+                "host": rng.choice(_HOSTS),
+                "status": rng.choice(["ok", "timeout", "denied"]),
+                "latency_ms": rng.randrange(5000),
+            }
+            for _ in range(records)
+        ],
         separators=(",", ":"),
     )
 
@@ -190,7 +276,9 @@ def _long_text(rng: random.Random, textile: bool, parts: int, stress: bool) -> s
         roll = rng.random()
         habit = textile or rng.random() < 0.25  # Textile markup typed into a CommonMark text
         if roll < 0.12:
-            blocks.append(_heading(rng.choice(["現象", "再現手順", "調査結果", "暫定対処", "Root cause", "今後の対応"]), textile))
+            blocks.append(
+                _heading(rng.choice(["現象", "再現手順", "調査結果", "暫定対処", "Root cause", "今後の対応"]), textile)
+            )
         if roll < 0.35:
             blocks.append(_paragraph(rng, rng.choice([3, 6, 15])))
         elif roll < 0.55:
@@ -209,7 +297,9 @@ def _long_text(rng: random.Random, textile: bool, parts: int, stress: bool) -> s
             # A long stretch of code without line breaks, then some ordinary lines.
             blocks.append(_code(rng, [_minified_json(rng, 40), *_log(rng, 8)], textile))
         else:
-            blocks.append(_paragraph(rng, 2) + "\n" + _paragraph(rng, 2) + "\n" + _paragraph(rng, 3))  # hard line breaks
+            blocks.append(
+                _paragraph(rng, 2) + "\n" + _paragraph(rng, 2) + "\n" + _paragraph(rng, 3)
+            )  # hard line breaks
     return "\n\n".join(blocks)
 
 
@@ -240,7 +330,18 @@ def long_issue(ticket_id: int, rng: random.Random, stress: bool = True) -> dict[
     project = rng.choice(list(PROJECTS))
     custom_fields = []
     for field_id in rng.sample(list(CUSTOM_FIELDS), rng.randint(8, len(CUSTOM_FIELDS))):
-        value: Any = rng.choice(["拠点全体", "大阪支社", "ポータル", "PC-" + str(rng.randrange(10000, 99999)), "Windows 11 23H2", "10.20.30.40", _paragraph(rng, 1), ""])
+        value: Any = rng.choice(
+            [
+                "拠点全体",
+                "大阪支社",
+                "ポータル",
+                "PC-" + str(rng.randrange(10000, 99999)),
+                "Windows 11 23H2",
+                "10.20.30.40",
+                _paragraph(rng, 1),
+                "",
+            ]
+        )
         if rng.random() < 0.1:
             value = [rng.choice(["経理部", "人事部", "営業部", "情報システム部"]) for _ in range(rng.randint(1, 4))]
         custom_fields.append({"id": field_id, "name": CUSTOM_FIELDS[field_id], "value": value})
@@ -257,7 +358,11 @@ def long_issue(ticket_id: int, rng: random.Random, stress: bool = True) -> dict[
         elif roll < 0.93:
             notes = _paragraph(rng, rng.randint(2, 4))
         elif roll < 0.975:
-            notes = _paragraph(rng, 2) + "\n\n" + _code(rng, _log(rng, rng.choice([12, 12, 60])), textile or rng.random() < 0.25)
+            notes = (
+                _paragraph(rng, 2)
+                + "\n\n"
+                + _code(rng, _log(rng, rng.choice([12, 12, 60])), textile or rng.random() < 0.25)
+            )
         elif roll < 0.99:
             notes = _long_text(rng, textile, rng.randint(2, 3), stress)
         else:
@@ -265,9 +370,18 @@ def long_issue(ticket_id: int, rng: random.Random, stress: bool = True) -> dict[
         details = []
         if not notes or rng.random() < 0.3:
             old_status, new_status = rng.sample(list(STATUSES), 2)
-            details.append({"property": "attr", "name": "status_id", "old_value": str(old_status), "new_value": str(new_status)})
+            details.append(
+                {"property": "attr", "name": "status_id", "old_value": str(old_status), "new_value": str(new_status)}
+            )
             if rng.random() < 0.4:
-                details.append({"property": "attr", "name": "assigned_to_id", "old_value": str(rng.choice(user_ids)), "new_value": str(rng.choice(user_ids))})
+                details.append(
+                    {
+                        "property": "attr",
+                        "name": "assigned_to_id",
+                        "old_value": str(rng.choice(user_ids)),
+                        "new_value": str(rng.choice(user_ids)),
+                    }
+                )
             if rng.random() < 0.3:
                 field_id = custom_fields[0]["id"]
                 details.append({"property": "cf", "name": str(field_id), "old_value": "個人", "new_value": "拠点全体"})
@@ -306,11 +420,25 @@ def long_issue(ticket_id: int, rng: random.Random, stress: bool = True) -> dict[
         "updated_on": journals[-1]["created_on"],
         "closed_on": journals[-1]["created_on"] if status in (5, 6) else None,
         "attachments": [
-            {"id": ticket_id * 10 + n, "filename": f"log_{ticket_id}_{n}.zip", "filesize": rng.randrange(10**6), "content_type": "application/zip",
-             "author": {"id": author, "name": USERS[author]}, "created_on": _timestamp(base_day, 600)}
+            {
+                "id": ticket_id * 10 + n,
+                "filename": f"log_{ticket_id}_{n}.zip",
+                "filesize": rng.randrange(10**6),
+                "content_type": "application/zip",
+                "author": {"id": author, "name": USERS[author]},
+                "created_on": _timestamp(base_day, 600),
+            }
             for n in range(rng.randint(0, 5))
         ],
-        "relations": [{"id": ticket_id * 10 + 1, "issue_id": ticket_id, "issue_to_id": ticket_id - 1, "relation_type": "relates", "delay": None}]
+        "relations": [
+            {
+                "id": ticket_id * 10 + 1,
+                "issue_id": ticket_id,
+                "issue_to_id": ticket_id - 1,
+                "relation_type": "relates",
+                "delay": None,
+            }
+        ]
         if ticket_id > FIRST_ID and rng.random() < 0.3
         else [],
         "journals": journals,
@@ -330,15 +458,23 @@ def lookups() -> dict[str, dict[str, dict[str, Any]]]:
     }
 
 
-def write_long_snapshot(folder: Path, count: int, seed: int = 0, first_id: int = FIRST_ID, stress: bool = True) -> list[int]:
+def write_long_snapshot(
+    folder: Path, count: int, seed: int = 0, first_id: int = FIRST_ID, stress: bool = True
+) -> list[int]:
     """Write ``count`` long tickets as a snapshot in ``folder``; the ticket ids written."""
     issues = folder / "issues"
     issues.mkdir(parents=True, exist_ok=True)
     ids = list(range(first_id, first_id + count))
     for ticket_id in ids:
         issue = long_issue(ticket_id, random.Random(seed * 1_000_003 + ticket_id), stress)
-        (issues / f"{ticket_id}.json").write_text(json.dumps({"issue": issue}, ensure_ascii=False, indent=1), encoding="utf-8")
+        (issues / f"{ticket_id}.json").write_text(
+            json.dumps({"issue": issue}, ensure_ascii=False, indent=1), encoding="utf-8"
+        )
     (folder / "lookups.json").write_text(json.dumps(lookups(), ensure_ascii=False, indent=1), encoding="utf-8")
-    state = {"version": 1, "cursor": "2026-03-17T08:00:00Z", "text_format": [{"since": SWITCH, "format": "common_mark"}]}
+    state = {
+        "version": 1,
+        "cursor": "2026-03-17T08:00:00Z",
+        "text_format": [{"since": SWITCH, "format": "common_mark"}],
+    }
     (folder / "state.json").write_text(json.dumps(state, indent=1), encoding="utf-8")
     return ids

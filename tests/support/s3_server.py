@@ -164,9 +164,7 @@ def running_seaweedfs(bucket: str = TEST_BUCKET) -> Iterator[S3Server]:
         # (SeaweedFS answers them with InternalError without one). Throwaway, like the data.
         env["WEED_S3_SSE_KEY"] = os.urandom(32).hex()
         with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
-            )
+            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         try:
             server = S3Server(endpoint_url=f"http://127.0.0.1:{s3_port}", bucket=bucket)
             try:

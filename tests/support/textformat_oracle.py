@@ -18,8 +18,8 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make "support" and "anchorkit" importable
     sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parents[2])]
 
-from anchorkit.textformat import to_markdown  # noqa: E402
-from support.html_blocks import Block, compare_blocks, html_blocks, markdown_blocks  # noqa: E402
+from anchorkit.render.textformat import to_markdown
+from support.html_blocks import Block, compare_blocks, html_blocks, markdown_blocks
 
 CORPUS_DIR = Path(__file__).resolve().parents[1] / "data" / "textformat_corpus"
 RENDER_SCRIPT = Path(__file__).resolve().parent / "redmine_render.rb"

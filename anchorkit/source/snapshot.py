@@ -78,7 +78,9 @@ def load_issue(path: Path) -> dict[str, Any]:
             raise SnapshotError(f"{path}: ticket #{issue_id}: {key!r} must be a list, not {type(issue[key]).__name__}")
     for key in ("description",):
         if issue.get(key) is not None and not isinstance(issue[key], str):
-            raise SnapshotError(f"{path}: ticket #{issue_id}: {key!r} must be a string, not {type(issue[key]).__name__}")
+            raise SnapshotError(
+                f"{path}: ticket #{issue_id}: {key!r} must be a string, not {type(issue[key]).__name__}"
+            )
     return issue
 
 
@@ -181,7 +183,9 @@ def remove_stale_temp_files(snapshot_dir: Path) -> int:
 
 def write_lookups(snapshot_dir: Path, lookups: dict[str, dict[str, dict[str, Any]]]) -> bool:
     """Store ``lookups.json`` with tables and ids sorted, so an unchanged lookup leaves the file untouched."""
-    ordered = {table: dict(sorted(rows.items(), key=lambda row: _id_order(row[0]))) for table, rows in sorted(lookups.items())}
+    ordered = {
+        table: dict(sorted(rows.items(), key=lambda row: _id_order(row[0]))) for table, rows in sorted(lookups.items())
+    }
     return write_if_changed(snapshot_dir / LOOKUPS_FILE, encode_json(ordered))
 
 

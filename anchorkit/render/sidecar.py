@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from anchorkit.anchors import one_line
-from anchorkit.document import Lookups, parse_time
+from anchorkit.render.document import Lookups, parse_time
 
 Value = str | int | float | bool | list[str]
 
@@ -97,7 +97,11 @@ def _attributes(issue: dict[str, Any], lookups: Lookups) -> dict[str, Value]:
         if isinstance(custom_field, dict) and custom_field.get("name"):
             key = "cf_" + "_".join(one_line(str(custom_field["name"])).split(" "))
             candidates[key] = _custom_value(custom_field.get("value"))
-    return {key: value for key, value in candidates.items() if value not in (None, "", []) and not key.startswith(RESERVED_PREFIX)}
+    return {
+        key: value
+        for key, value in candidates.items()
+        if value not in (None, "", []) and not key.startswith(RESERVED_PREFIX)
+    }
 
 
 def _fit(key: str, value: Value, ticket: str, warnings: list[str]) -> Value:

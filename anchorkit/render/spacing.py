@@ -34,9 +34,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import compress, islice, repeat
 
-from anchorkit.anchors import AT_LINE_BREAK, TABLE_DELIMITER, BETWEEN_BLOCKS, INSIDE_LINE, code_closer, strip_anchors
 from markdown_it.token import Token
 
+from anchorkit.anchors import (
+    AT_LINE_BREAK,
+    BETWEEN_BLOCKS,
+    INSIDE_LINE,
+    TABLE_DELIMITER,
+    code_closer,
+    strip_anchors,
+)
 from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks
 from anchorkit.tokens import approx_tokens
 
@@ -107,7 +114,9 @@ class _Spacer:
         self.since += cost
         self.content = self.content or bool(text)
 
-    def point(self, before: list[str] = [], after: list[str] = [], inside_line: bool = False, blanks: int = BETWEEN_BLOCKS) -> None:  # noqa: B006 - never mutated
+    def point(
+        self, before: list[str] = [], after: list[str] = [], inside_line: bool = False, blanks: int = BETWEEN_BLOCKS
+    ) -> None:
         """A place for an anchor before the next ``add``."""
         if not self.content:
             return  # right after an anchor: another one here would be wasted
@@ -115,7 +124,9 @@ class _Spacer:
         written_after = [""] * blanks + after
         before_cost = sum(map(self._line_cost, written_before)) + (1 if inside_line else 0)
         after_cost = sum(map(self._line_cost, written_after))
-        self.points.append(_Point(len(self.out), self.since, written_before, written_after, before_cost, after_cost, inside_line))
+        self.points.append(
+            _Point(len(self.out), self.since, written_before, written_after, before_cost, after_cost, inside_line)
+        )
 
     def _place(self) -> bool:
         """Put an anchor at the latest point that keeps the gap (else the earliest one); False if none."""
@@ -132,7 +143,9 @@ class _Spacer:
         self.glued[at:at] = [False] * len(inserted)
         shift = self.anchor_cost + chosen.after_cost - chosen.since
         self.points = [
-            _Point(p.index + len(inserted), p.since + shift, p.before, p.after, p.before_cost, p.after_cost, p.inside_line)
+            _Point(
+                p.index + len(inserted), p.since + shift, p.before, p.after, p.before_cost, p.after_cost, p.inside_line
+            )
             for p in self.points
             if p.index > at
         ]
@@ -192,7 +205,9 @@ def _memoized(count: TokenCounter) -> TokenCounter:
     return cost
 
 
-def _close_sections(lines: list[str], anchor: str, prefix: str, chunk_tokens: int, anchor_cost: int, count: TokenCounter) -> list[str]:
+def _close_sections(
+    lines: list[str], anchor: str, prefix: str, chunk_tokens: int, anchor_cost: int, count: TokenCounter
+) -> list[str]:
     """The lines with an anchor at the end of every section longer than a chunk (unless one is there).
 
     Chunkers that start a chunk at each heading cut a long section into windows from its heading,
@@ -201,7 +216,14 @@ def _close_sections(lines: list[str], anchor: str, prefix: str, chunk_tokens: in
     """
     anchors = _anchor_indexes(lines, prefix)
     # Every heading is followed by its anchor ("heading", "", anchor); the title is the first line.
-    headings = [0, *(index - 2 for index in anchors if index >= 2 and lines[index - 1] == "" and _ATX_HEADING.match(lines[index - 2]))]
+    headings = [
+        0,
+        *(
+            index - 2
+            for index in anchors
+            if index >= 2 and lines[index - 1] == "" and _ATX_HEADING.match(lines[index - 2])
+        ),
+    ]
     end = len(lines) - 1 if lines[-1] == "" else len(lines)
     last_anchor = {}  # section start → its last anchor (or the title)
     for index in [0, *anchors]:
@@ -241,7 +263,9 @@ def _spaced(stretch: list[str], anchor: str, gap: int, count: TokenCounter) -> l
         plan = _plan(content)
     for number, line in enumerate(content):
         kind = plan.get(number)
-        if kind is not None and _ATX_HEADING.match(content[number - 1] or content[number - 2] if number >= 2 else stretch[0]):
+        if kind is not None and _ATX_HEADING.match(
+            content[number - 1] or content[number - 2] if number >= 2 else stretch[0]
+        ):
             kind = None  # text shaped like a heading (in HTML, say): an anchor after it would read as its own
         if kind is _BLOCK:
             spacer.point()
@@ -318,7 +342,11 @@ def _plan(content: list[str]) -> _Plan:
             for number in range(start + 1, end):
                 if content[number] and content[number - 1]:
                     plan[number] = _LINE
-        elif kind == "table_open" and end - start >= 4 and not any(row == content[start] or TABLE_DELIMITER.match(row) for row in content[start + 2 : end]):
+        elif (
+            kind == "table_open"
+            and end - start >= 4
+            and not any(row == content[start] or TABLE_DELIMITER.match(row) for row in content[start + 2 : end])
+        ):
             # (a table whose rows repeat its head could not be told from one cut by an anchor)
             for number in range(start + 3, end):
                 plan[number] = _TABLE
@@ -350,7 +378,11 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
     (no fence, HTML, indented code, setext heading or table: then the parser is needed, None).
     It agrees with ``_plan`` wherever it answers (tested), so the block parser, the slow part,
     only runs for the stretches that need it."""
-    if any("|" in line for line in content) or COMPLEX_LINE.search("\n".join(content)) or _THEMATIC_BREAK.search("\n".join(content)):
+    if (
+        any("|" in line for line in content)
+        or COMPLEX_LINE.search("\n".join(content))
+        or _THEMATIC_BREAK.search("\n".join(content))
+    ):
         return None
     plan = _Plan()
     kind = ""  # of the block being read ("" after a blank line)
@@ -370,7 +402,15 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
                 plan[number] = _BLOCK
             start, seen_block = number, True
             item = _LIST_ITEM.match(line)
-            kind = "heading" if _ATX_HEADING.match(line) else "list" if item else "quote" if line[0] == ">" else "paragraph"
+            kind = (
+                "heading"
+                if _ATX_HEADING.match(line)
+                else "list"
+                if item
+                else "quote"
+                if line[0] == ">"
+                else "paragraph"
+            )
             if kind == "paragraph" and _NOT_PARAGRAPH_START.match(line):
                 return None  # an empty list item, a marker followed by more spaces, ...
             marker, indent = (_marker(item[0]), len(item[0])) if item else ("", 0)
@@ -457,7 +497,9 @@ def _add_sentences(spacer: _Spacer, line: str, plan: _Plan, content: list[str], 
     cuts = [m.end() for m in _SENTENCE_END.finditer(line) if m.end() < len(line)]
     if cuts:
         prefix, rest = plan.paragraph_prefix(content, number), plan.paragraph_rest(content, number)
-        cuts = [cut for cut in cuts if _safe_cut(prefix + "\n" + line[:cut] if prefix else line[:cut], line[cut:], rest)]
+        cuts = [
+            cut for cut in cuts if _safe_cut(prefix + "\n" + line[:cut] if prefix else line[:cut], line[cut:], rest)
+        ]
     if not cuts:
         spacer.add(line, cost)
         return

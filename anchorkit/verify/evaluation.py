@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from anchorkit.verify import Answer, Chunk, VerifyOptions, VerifyReport, parse_ticket_id, verify_citations
-from anchorkit.verify_shapes import InputError, read_answer, read_retrieval, read_text_file
+from anchorkit.verify.citations import VerifyOptions, VerifyReport, verify_citations
+from anchorkit.verify.ids import parse_ticket_id
+from anchorkit.verify.model import Answer, Chunk
+from anchorkit.verify.shapes import InputError, read_answer, read_retrieval, read_text_file
 
 CASE_FIELDS = '{"id"?, "query", "retrieved" | "sources", "answer", "expected_ids"?, "expected_source_ids"?, "context"?}'
 
@@ -139,23 +141,29 @@ class EvalSummary:
 
 
 def read_case(data: Any, origin: str) -> EvalCase:
-    retrieved_key = next((k for k in ("retrieved", "sources") if k in data), None) if isinstance(data, Mapping) else None
+    retrieved_key = (
+        next((k for k in ("retrieved", "sources") if k in data), None) if isinstance(data, Mapping) else None
+    )
     if not isinstance(data, Mapping) or "answer" not in data:
         raise InputError(f"{origin}: a case must be an object {CASE_FIELDS}")
     expected_raw = data.get("expected_ids", [])
     expected = [parse_ticket_id(value) for value in expected_raw] if isinstance(expected_raw, list) else [None]
     if None in expected:
-        raise InputError(f"{origin}: \"expected_ids\" must be a list of ticket ids (12345 or \"#12345\")")
+        raise InputError(f'{origin}: "expected_ids" must be a list of ticket ids (12345 or "#12345")')
     sources_raw = data.get("expected_source_ids", [])
-    if not isinstance(sources_raw, list) or not all(isinstance(s, (str, int)) and not isinstance(s, bool) for s in sources_raw):
-        raise InputError(f"{origin}: \"expected_source_ids\" must be a list of source ids")
+    if not isinstance(sources_raw, list) or not all(
+        isinstance(s, (str, int)) and not isinstance(s, bool) for s in sources_raw
+    ):
+        raise InputError(f'{origin}: "expected_source_ids" must be a list of source ids')
     context = data.get("context", [])
     contexts = [context] if isinstance(context, str) else context
     if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
-        raise InputError(f"{origin}: \"context\" must be a string or a list of strings")
+        raise InputError(f'{origin}: "context" must be a string or a list of strings')
     answer = read_answer(data["answer"], f"{origin} answer")
     if retrieved_key is None and not answer.retrieved:
-        raise InputError(f"{origin}: a case needs \"retrieved\" (or seed 000's \"sources\") unless its answer carries them")
+        raise InputError(
+            f'{origin}: a case needs "retrieved" (or seed 000\'s "sources") unless its answer carries them'
+        )
     retrieval = read_retrieval(data[retrieved_key], f"{origin} {retrieved_key}") if retrieved_key else None
     query = data.get("query", "")
     return EvalCase(
@@ -195,7 +203,9 @@ def load_cases(path: Path) -> tuple[list[EvalCase], list[str]]:
 
 def evaluate(cases: Iterable[EvalCase], errors: list[str], options: VerifyOptions = VerifyOptions()) -> EvalSummary:
     results = [
-        CaseResult(case, verify_citations(case.answer, case.chunks, context=case.context, options=options, notes=case.notes))
+        CaseResult(
+            case, verify_citations(case.answer, case.chunks, context=case.context, options=options, notes=case.notes)
+        )
         for case in cases
     ]
     return EvalSummary(results, list(errors))

@@ -32,7 +32,9 @@ from typing import IO, Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from anchorkit.aws import (
+from anchorkit.errors import LockHeld, UsageError
+from anchorkit.files import write_atomic
+from anchorkit.publish.aws import (
     MISSING_CODES,
     PRECONDITION_CODES,
     AwsSettings,
@@ -42,9 +44,7 @@ from anchorkit.aws import (
     make_session,
     validate_key,
 )
-from anchorkit.errors import LockHeld, UsageError
-from anchorkit.files import write_atomic
-from anchorkit.publish import PublishSettings
+from anchorkit.publish.upload import PublishSettings
 
 MANIFEST_NAME = "manifest.json"
 ISSUES_FOLDER = "issues"
@@ -123,8 +123,11 @@ class LeaseStatus:
 
     def to_json(self, now: float) -> dict[str, Any]:
         return {
-            "holder": self.holder, "status": self.status(now), "alive": self.alive,
-            "taken_at": iso_time(self.taken_at), "expires_at": iso_time(self.expires_at),
+            "holder": self.holder,
+            "status": self.status(now),
+            "alive": self.alive,
+            "taken_at": iso_time(self.taken_at),
+            "expires_at": iso_time(self.expires_at),
             "age_seconds": None if self.taken_at is None else round(now - self.taken_at, 1),
             "expires_in_seconds": None if self.expires_at is None else round(self.expires_at - now, 1),
         }
@@ -295,7 +298,11 @@ class S3StateStore:
     def _put_lease(self, **condition: str) -> Lease:
         body, expires_at = self._lease_body()
         response = self.client.put_object(
-            Bucket=self.location.bucket, Key=self.key(LEASE_NAME), Body=body, ContentType="application/json", **condition
+            Bucket=self.location.bucket,
+            Key=self.key(LEASE_NAME),
+            Body=body,
+            ContentType="application/json",
+            **condition,
         )
         return Lease(str(response["ETag"]), expires_at)
 
@@ -366,12 +373,17 @@ class S3StateStore:
         if lease.holder != holder:
             raise LeaseNotBroken(f"{self.location}: the lease is held by {lease.holder}, not {holder}; nothing broken")
         if lease.alive:
-            raise LeaseNotBroken(f"{self.location}: the lease holder {holder} is a running process on this host; nothing broken")
+            raise LeaseNotBroken(
+                f"{self.location}: the lease holder {holder} is a running process on this host; nothing broken"
+            )
         body = {"owner": holder, "expires_at": 0, "expires": iso_time(0), "broken_at": iso_time(time.time())}
         try:
             self.client.put_object(
-                Bucket=self.location.bucket, Key=self.key(LEASE_NAME), Body=json.dumps(body).encode("utf-8"),
-                ContentType="application/json", IfMatch=etag,
+                Bucket=self.location.bucket,
+                Key=self.key(LEASE_NAME),
+                Body=json.dumps(body).encode("utf-8"),
+                ContentType="application/json",
+                IfMatch=etag,
             )
         except ClientError as error:
             if error_code(error) in PRECONDITION_CODES:
@@ -396,7 +408,9 @@ class S3StateStore:
             return self._put_lease(IfMatch=etag)
         except ClientError as error:
             if error_code(error) in PRECONDITION_CODES:
-                raise StateConflict(f"{self.location}: another sync took the expired lease first; this run stopped") from None
+                raise StateConflict(
+                    f"{self.location}: another sync took the expired lease first; this run stopped"
+                ) from None
             raise
 
     def _end_writes(self) -> None:
@@ -416,7 +430,9 @@ class S3StateStore:
 
     def put_issue(self, issue_id: int, data: bytes) -> None:
         self.client.put_object(
-            Bucket=self.location.bucket, Key=self.key(f"{ISSUES_FOLDER}/{int(issue_id)}.json"), Body=data,
+            Bucket=self.location.bucket,
+            Key=self.key(f"{ISSUES_FOLDER}/{int(issue_id)}.json"),
+            Body=data,
             ContentType="application/json",
         )
 
@@ -427,8 +443,11 @@ class S3StateStore:
         condition = {"IfMatch": self.manifest_etag} if self.manifest_etag else {"IfNoneMatch": "*"}
         try:
             response = self.client.put_object(
-                Bucket=self.location.bucket, Key=self.key(MANIFEST_NAME), Body=encode_manifest(manifest),
-                ContentType="application/json", **condition,
+                Bucket=self.location.bucket,
+                Key=self.key(MANIFEST_NAME),
+                Body=encode_manifest(manifest),
+                ContentType="application/json",
+                **condition,
             )
         except ClientError as error:
             if error_code(error) in PRECONDITION_CODES:
@@ -453,8 +472,11 @@ def open_store(
         return LocalStateStore(location)
     if client is None:
         client = make_s3_client(
-            make_session(aws), endpoint_url=aws.endpoint_url, threads=settings.threads,
-            retry_mode=settings.retry_mode, max_attempts=settings.max_attempts,
+            make_session(aws),
+            endpoint_url=aws.endpoint_url,
+            threads=settings.threads,
+            retry_mode=settings.retry_mode,
+            max_attempts=settings.max_attempts,
         )
     return S3StateStore(client, location, lease_seconds)
 
@@ -474,4 +496,3 @@ def check_state_apart(state: S3Location | Path, documents: S3Location | Path, fo
         state_path, documents_path = state.resolve(), documents.resolve()
         if state_path.is_relative_to(documents_path) or documents_path.is_relative_to(state_path):
             raise StateError(f"--state {state} overlaps the {folder_name} folder {documents}; use a folder outside it")
-

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from anchorkit.errors import UsageError
-from anchorkit.verify import Answer, Chunk, Citation, Claim, parse_ticket_id
+from anchorkit.verify.ids import parse_ticket_id
+from anchorkit.verify.model import Answer, Chunk, Citation, Claim
 
 RETRIEVAL_SHAPES = (
     'Bedrock Retrieve response {"retrievalResults": [{"content": {"text": …}, "location": {…}, "metadata": {…}, "score": …}]}',
@@ -53,7 +54,14 @@ CARRYING_SHAPES = frozenset({"retrieve_and_generate", "llamaindex", "langchain"}
 _CHUNK_TEXT = ("text", "page_content", "content")
 _CHUNK_ID = ("id", "id_")
 _CHUNK_URI = ("uri", "url", "source_uri")
-_METADATA_URI = (SOURCE_URI_METADATA, "source", "source_uri", "url", "uri", "file_path")  # file_path: LlamaIndex's readers
+_METADATA_URI = (
+    SOURCE_URI_METADATA,
+    "source",
+    "source_uri",
+    "url",
+    "uri",
+    "file_path",
+)  # file_path: LlamaIndex's readers
 _CHUNK_LISTS = ("chunks", "sources", "documents", "context", "source_documents")
 # Keys of an answer object that are not the answer: the question and the conversation.
 _NOT_ANSWER = frozenset({"input", "query", "question", "chat_history", "messages", "id"})
@@ -167,13 +175,17 @@ def read_chunk(item: Any, index: int, where: str, notes: list[str]) -> Chunk | N
             notes.append(f"{where}: skipped: no text (content type {str(content.get('type', '?'))!r})")
             return None
     if text is None:
-        raise InputError(f'{where}: no text: a chunk needs "text", "content", "page_content" or Bedrock\'s "content": {{"text": …}}')
+        raise InputError(
+            f'{where}: no text: a chunk needs "text", "content", "page_content" or Bedrock\'s "content": {{"text": …}}'
+        )
     if "uri" in item and not isinstance(item["uri"], str):
         raise InputError(f'{where}: "uri" must be a string')
     metadata = item.get("metadata") if isinstance(item.get("metadata"), Mapping) else {}
     chunk_id = _first(item, _CHUNK_ID, (str, int)) or _first(metadata, (CHUNK_ID_METADATA,), (str, int))
     uri = _location_uri(item.get("location")) or _first(item, _CHUNK_URI) or _first(metadata, _METADATA_URI)
-    raw_ticket = next((m[k] for m in (item, metadata) for k in (TICKET_ID_METADATA, "issue_id") if m.get(k) is not None), None)
+    raw_ticket = next(
+        (m[k] for m in (item, metadata) for k in (TICKET_ID_METADATA, "issue_id") if m.get(k) is not None), None
+    )
     ticket_id = parse_ticket_id(raw_ticket)
     if raw_ticket is not None and ticket_id is None:
         notes.append(f"{where}: ticket_id {str(raw_ticket)!r} is not a ticket id: ignored")
@@ -245,7 +257,14 @@ def _answer_object(data: Mapping[str, Any], origin: str) -> Answer:
     elif isinstance(data.get("citations"), list) and text_key is not None:
         # LangChain's cited answer: the whole answer is one claim citing its sources.
         shape = "cited_answer"
-        claims = [Claim(data[text_key], tuple(_citation(c, f"{origin}: citations[{i}]", positional=True) for i, c in enumerate(data["citations"])))]
+        claims = [
+            Claim(
+                data[text_key],
+                tuple(
+                    _citation(c, f"{origin}: citations[{i}]", positional=True) for i, c in enumerate(data["citations"])
+                ),
+            )
+        ]
         used |= {"citations", text_key}
     if isinstance(data.get("results"), list):
         shape = shape or "results"
@@ -268,8 +287,16 @@ def _answer_object(data: Mapping[str, Any], origin: str) -> Answer:
     if not shape:
         raise _unknown_shape(origin, "answer", ANSWER_SHAPES)
     extra = [(f"$.{k}", s) for k, v in data.items() if k not in used and k not in _NOT_ANSWER for s in _strings(v)]
-    return Answer(shape, text=text, claims=tuple(claims), results=tuple(results), summary=summary,
-                  extra=tuple(extra), retrieved=tuple(retrieved), notes=tuple(notes))
+    return Answer(
+        shape,
+        text=text,
+        claims=tuple(claims),
+        results=tuple(results),
+        summary=summary,
+        extra=tuple(extra),
+        retrieved=tuple(retrieved),
+        notes=tuple(notes),
+    )
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -307,8 +334,14 @@ def _citation(item: Any, where: str, positional: bool = False) -> Citation:
         source_id, span = item.get("source_id"), item.get("quoted_span", item.get("quote"))
     else:
         source_id, span = item, None
-    if isinstance(source_id, bool) or not isinstance(source_id, (str, int)) or (span is not None and not isinstance(span, str)):
-        raise InputError(f'{where}: a citation needs "source_id" (string or number) and an optional string "quoted_span"')
+    if (
+        isinstance(source_id, bool)
+        or not isinstance(source_id, (str, int))
+        or (span is not None and not isinstance(span, str))
+    ):
+        raise InputError(
+            f'{where}: a citation needs "source_id" (string or number) and an optional string "quoted_span"'
+        )
     if positional and isinstance(source_id, int):
         return Citation(str(source_id), span, position=source_id)
     return Citation(str(source_id), span)
@@ -344,7 +377,9 @@ def _rag_answer(data: Mapping[str, Any], origin: str) -> Answer:
                 cited.append(Citation(chunk.id))
         part = _path(citation, "generatedResponsePart", "textResponsePart", "text")
         claims.append(Claim(part if isinstance(part, str) else "", tuple(cited)))
-    return Answer("retrieve_and_generate", text=text, claims=tuple(claims), retrieved=tuple(retrieved), notes=tuple(notes))
+    return Answer(
+        "retrieve_and_generate", text=text, claims=tuple(claims), retrieved=tuple(retrieved), notes=tuple(notes)
+    )
 
 
 def _path(data: Any, *keys: str) -> Any:
@@ -369,7 +404,10 @@ def read_context(data: Any, origin: str) -> tuple[list[Chunk], list[str]]:
         texts = [s for block in (system if isinstance(system, list) else [system]) for s in _strings(block)]
         for message in messages:
             if message.get("role") in ("user", "system"):  # the assistant's own words vouch for nothing
-                texts += [json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v for v in _strings_or_json(message.get("content"))]
+                texts += [
+                    json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v
+                    for v in _strings_or_json(message.get("content"))
+                ]
         return [], texts
     if _chunk_list(data, origin) is None:
         raise _unknown_shape(origin, "context", CONTEXT_SHAPES)
@@ -447,7 +485,9 @@ def load_retrieval_json(path: Path) -> Any:
     """The one JSON document of a retrieval file or stdin ("-"), not yet read as a shape."""
     documents, errors = _json_documents(path, "retrieval", RETRIEVAL_SHAPES)
     if errors or len(documents) != 1 or not documents[0][0]:
-        raise InputError(f"{_name(path)}: a retrieval must be one JSON document; {_accepted('retrieval', RETRIEVAL_SHAPES)}")
+        raise InputError(
+            f"{_name(path)}: a retrieval must be one JSON document; {_accepted('retrieval', RETRIEVAL_SHAPES)}"
+        )
     return documents[0][1]
 
 
@@ -477,6 +517,8 @@ def load_context(path: Path) -> tuple[list[Chunk], list[str]]:
     message as text (genuine anchors only)."""
     documents, errors = _json_documents(path, "context", CONTEXT_SHAPES)
     if errors or len(documents) != 1:
-        raise InputError(f"{_name(path)}: a context must be one JSON document or text; {_accepted('context', CONTEXT_SHAPES)}")
+        raise InputError(
+            f"{_name(path)}: a context must be one JSON document or text; {_accepted('context', CONTEXT_SHAPES)}"
+        )
     origin, data = documents[0]
     return ([], [data]) if not origin else read_context(data, origin)

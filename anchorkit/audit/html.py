@@ -115,11 +115,21 @@ def render_html(report: dict[str, Any]) -> str:
     parts += [
         "<h2>Limits and anchor hygiene</h2>",
         _table(
-            ["check", "documents"], [[_cell(name.replace("_", " ")), _num(format_count(finding["count"]))] for name, finding in report["limits"].items()], "limits"
+            ["check", "documents"],
+            [
+                [_cell(name.replace("_", " ")), _num(format_count(finding["count"]))]
+                for name, finding in report["limits"].items()
+            ],
+            "limits",
         ),
     ]
     if report["errors"]:
-        parts += ["<h2>Errors</h2>", "<ul>", *(f"<li>{escape(error['message'])}</li>" for error in report["errors"]), "</ul>"]
+        parts += [
+            "<h2>Errors</h2>",
+            "<ul>",
+            *(f"<li>{escape(error['message'])}</li>" for error in report["errors"]),
+            "</ul>",
+        ]
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
@@ -138,7 +148,11 @@ def _record(report: dict[str, Any]) -> list[str]:
             "documents as they are (an output folder)"
             if not transform
             else f"--chunk-tokens {transform['chunk_tokens']}"
-            + (f" --anchor-subject-chars {transform['anchor_subject_chars']}" if transform["anchor_subject_chars"] else "")
+            + (
+                f" --anchor-subject-chars {transform['anchor_subject_chars']}"
+                if transform["anchor_subject_chars"]
+                else ""
+            )
             + (" --anchor-basic-info" if transform["anchor_basic_info"] else ""),
         ),
         ("chunkers", ", ".join(row["spec"] for row in _unique_chunkers(report["chunking"])) or "-"),
@@ -146,17 +160,29 @@ def _record(report: dict[str, Any]) -> list[str]:
     ]
     if tokenizer["approx_error_percent"]:
         error = tokenizer["approx_error_percent"]
-        rows.append(("approx vs cl100k_base here", f"{error['total']:+.2f}% in total, {error['mean_absolute']:.2f}% per document on average"))
+        rows.append(
+            (
+                "approx vs cl100k_base here",
+                f"{error['total']:+.2f}% in total, {error['mean_absolute']:.2f}% per document on average",
+            )
+        )
     if tokenizer["fallback_reason"]:
         rows.append(("cl100k_base not available", tokenizer["fallback_reason"]))
-    thresholds = [f"coverage >= {gates['fail_under_coverage']}%" if gates["fail_under_coverage"] is not None else "", f"overhead <= {gates['fail_over_overhead']}%" if gates["fail_over_overhead"] is not None else ""]
+    thresholds = [
+        f"coverage >= {gates['fail_under_coverage']}%" if gates["fail_under_coverage"] is not None else "",
+        f"overhead <= {gates['fail_over_overhead']}%" if gates["fail_over_overhead"] is not None else "",
+    ]
     thresholds = [item for item in thresholds if item]
     failed = bool(gates["failures"]) or bool(report["errors"])
     verdict = "FAILED (exit code 1)" if failed else "passed (exit code 0)"
     rows.append(("gates", (", ".join(thresholds) + ": " if thresholds else "none set: ") + verdict))
     record = [_table(["audit record", ""], [[_cell(name), _cell(value)] for name, value in rows], "record")]
     if gates["failures"]:
-        record.append('<ul class="failures">' + "".join(f"<li>gate failed: {escape(failure)}</li>" for failure in gates["failures"]) + "</ul>")
+        record.append(
+            '<ul class="failures">'
+            + "".join(f"<li>gate failed: {escape(failure)}</li>" for failure in gates["failures"])
+            + "</ul>"
+        )
     return record
 
 
@@ -174,7 +200,18 @@ def _efficiency(efficiency: dict[str, Any]) -> list[str]:
         f"<h2>Anchors against the lower bound ({efficiency['chunk_tokens']:,}-token chunks)</h2>",
         _paragraph(explanation, "note"),
         _table(
-            ["anchors", "anchor tokens", "overhead", "bound: anchors", "bound: tokens", "bound: overhead", "x bound", "per ticket p50", "p90", "max"],
+            [
+                "anchors",
+                "anchor tokens",
+                "overhead",
+                "bound: anchors",
+                "bound: tokens",
+                "bound: overhead",
+                "x bound",
+                "per ticket p50",
+                "p90",
+                "max",
+            ],
             [
                 [
                     _num(format_count(efficiency["anchors"])),
@@ -191,7 +228,16 @@ def _efficiency(efficiency: dict[str, Any]) -> list[str]:
         ),
         "<h3>Tickets with the most anchor tokens above the bound</h3>",
         _table(
-            ["ticket", "document", "tokens without anchors", "anchors", "anchor tokens", "bound: anchors", "bound: tokens", "x bound"],
+            [
+                "ticket",
+                "document",
+                "tokens without anchors",
+                "anchors",
+                "anchor tokens",
+                "bound: anchors",
+                "bound: tokens",
+                "x bound",
+            ],
             [
                 [
                     _cell(f"#{t['ticket_id']}"),
@@ -216,10 +262,20 @@ def _lengths(lengths: dict[str, Any]) -> list[str]:
     return [
         "<h2>Choosing --chunk-tokens: coverage and cost at other chunk lengths</h2>",
         _paragraph(
-            f"Fixed windows of each length sharing {lengths['overlap_percent']}% (Bedrock's fixed-size chunking); documents {lengths['documents']}.", "note"
+            f"Fixed windows of each length sharing {lengths['overlap_percent']}% (Bedrock's fixed-size chunking); documents {lengths['documents']}.",
+            "note",
         ),
         _table(
-            ["chunk tokens", "windows", "coverage", "anchor tokens", "overhead", "bound: overhead", "x bound", "longest run without the ID, tokens"],
+            [
+                "chunk tokens",
+                "windows",
+                "coverage",
+                "anchor tokens",
+                "overhead",
+                "bound: overhead",
+                "x bound",
+                "longest run without the ID, tokens",
+            ],
             [
                 [
                     _num(format_count(row["chunk_tokens"])),
@@ -265,7 +321,9 @@ def _histogram_svg(histogram: dict[str, Any]) -> str:
         x = 30 + index * 26
         h = round(120 * b["count"] / top)
         label = f"{b['from']}+" if b["to"] is None else f"{b['from']}"
-        shapes.append(f'<rect class="bar" x="{x}" y="{140 - h}" width="{bar}" height="{h}"><title>{escape(_bin_title(b))}</title></rect>')
+        shapes.append(
+            f'<rect class="bar" x="{x}" y="{140 - h}" width="{bar}" height="{h}"><title>{escape(_bin_title(b))}</title></rect>'
+        )
         shapes.append(f'<text x="{x + bar / 2}" y="{135 - h}" text-anchor="middle">{b["count"] or ""}</text>')
         shapes.append(f'<text x="{x + bar / 2}" y="155" text-anchor="middle">{escape(label)}</text>')
     caption = f"Tickets per overhead bin ({histogram['bin_width_percent']}% wide; label = bin start, %)"
@@ -295,7 +353,9 @@ def _coverage_svg(rows: list[dict[str, Any]]) -> str:
         x = label_width + tick * scale
         shapes.append(f'<line class="grid" x1="{x}" y1="{axis_top - 4}" x2="{x}" y2="{axis_y}"/>')
         shapes.append(f'<text x="{x}" y="{axis_y + 14}" text-anchor="middle">{tick}%</text>')
-    shapes.append(f'<line class="axis" x1="{label_width}" y1="{axis_y}" x2="{label_width + 100 * scale}" y2="{axis_y}"/>')
+    shapes.append(
+        f'<line class="axis" x1="{label_width}" y1="{axis_y}" x2="{label_width + 100 * scale}" y2="{axis_y}"/>'
+    )
     for index, row in enumerate(rows):
         y = axis_top + index * row_height
         shapes.append(f'<text x="10" y="{y + 14}">{escape(row["chunker"] + " / " + row["level"])}</text>')

@@ -28,11 +28,11 @@ from typing import Any, Literal, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from anchorkit import aws
-from anchorkit.aws import MISSING_CODES, InvalidKey, S3Location, describe_error, error_code, validate_key
 from anchorkit.errors import UsageError
 from anchorkit.files import check_writable_folder, write_atomic
-from anchorkit.sidecar import SIDECAR_SUFFIX
+from anchorkit.publish import aws
+from anchorkit.publish.aws import MISSING_CODES, InvalidKey, S3Location, describe_error, error_code, validate_key
+from anchorkit.render.sidecar import SIDECAR_SUFFIX
 
 # Stored as the user metadata header `x-amz-meta-anchorkit-sha256`.
 CHECKSUM_METADATA_KEY = "anchorkit-sha256"
@@ -341,9 +341,7 @@ def build_plan(
     remote = list(target.list_objects())
     by_key = {obj.key: obj for obj in remote}
     ambiguous = [
-        local.key
-        for local in local_objects
-        if local.key in by_key and needs_stored_checksum(local, by_key[local.key])
+        local.key for local in local_objects if local.key in by_key and needs_stored_checksum(local, by_key[local.key])
     ]
     stored: dict[str, str | None] = {}
     if ambiguous:
@@ -388,9 +386,7 @@ def parse_max_delete(text: str) -> DeleteLimit:
             raise ValueError
         return DeleteLimit(count=count)
     except ValueError:
-        raise PublishError(
-            f"--max-delete {text!r}: expected a count (e.g. 25) or a percentage (e.g. 10%)"
-        ) from None
+        raise PublishError(f"--max-delete {text!r}: expected a count (e.g. 25) or a percentage (e.g. 10%)") from None
 
 
 def delete_refusal(plan: Plan, limit: DeleteLimit, force: bool) -> str | None:

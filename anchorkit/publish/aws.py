@@ -245,7 +245,9 @@ def setup_problem(error: BaseException) -> str | None:
 
 def cause_of(error: BotoCoreError) -> str:
     """The innermost reason of a connection error (refused, no such host, timed out), not the URL again."""
-    cause: BaseException | None = error.kwargs.get("error") if isinstance(error.kwargs.get("error"), BaseException) else None
+    cause: BaseException | None = (
+        error.kwargs.get("error") if isinstance(error.kwargs.get("error"), BaseException) else None
+    )
     while cause is not None and (cause.__cause__ or cause.__context__) is not None:
         cause = cause.__cause__ or cause.__context__
     if cause is None:

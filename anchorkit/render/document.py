@@ -27,10 +27,17 @@ from zoneinfo import ZoneInfo
 
 from markdown_it.token import Token
 
-from anchorkit.anchors import anchor_line, insert_anchors, neutralize_forgeries, one_line, shortened, title_line
+from anchorkit.anchors import (
+    anchor_line,
+    insert_anchors,
+    neutralize_forgeries,
+    one_line,
+    shortened,
+    title_line,
+)
 from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks, top_level_blocks
-from anchorkit.spacing import TokenCounter, approximate_tokens, space_anchors
-from anchorkit.textformat import to_markdown
+from anchorkit.render.spacing import TokenCounter, approximate_tokens, space_anchors
+from anchorkit.render.textformat import to_markdown
 
 Lookups = dict[str, dict[str, dict[str, Any]]]
 
@@ -165,7 +172,9 @@ class RenderOptions:
         return self.labels.get(key) or LABELS[self.lang][key]
 
 
-def render_document(issue: dict[str, Any], lookups: Lookups, options: RenderOptions, count_tokens: TokenCounter = approximate_tokens) -> str:
+def render_document(
+    issue: dict[str, Any], lookups: Lookups, options: RenderOptions, count_tokens: TokenCounter = approximate_tokens
+) -> str:
     """The anchored Markdown document of one issue (byte-identical for identical input).
 
     Section anchors are placed as the document is assembled, and each piece of ticket text is
@@ -187,8 +196,14 @@ def render_document(issue: dict[str, Any], lookups: Lookups, options: RenderOpti
     description = (issue.get("description") or "").strip()
     if description:
         fmt = text_format_at(options.text_format, issue.get("created_on"))
-        parts += [f"## {options.label('description')}", anchor, anchored(content_markdown(description, fmt, options.link_issues))]
-    journals = [j for j in sorted(_journals(issue), key=_journal_id) if options.include_private or not j.get("private_notes")]
+        parts += [
+            f"## {options.label('description')}",
+            anchor,
+            anchored(content_markdown(description, fmt, options.link_issues)),
+        ]
+    journals = [
+        j for j in sorted(_journals(issue), key=_journal_id) if options.include_private or not j.get("private_notes")
+    ]
     entries = [entry for entry in (_journal_entry(j, issue, lookups, options) for j in journals) if entry]
     if entries:
         parts += [f"## {options.label('history')}", anchor]
@@ -270,7 +285,11 @@ def _contain_parsed(markdown: str) -> str:
     lines = markdown.split("\n")
     tokens = parse_blocks(markdown)
     blocks = top_level_blocks(tokens)
-    closer = _closer(blocks[-1].kind, lines[blocks[-1].start : blocks[-1].end]) if blocks and blocks[-1].end >= len(lines) else ""
+    closer = (
+        _closer(blocks[-1].kind, lines[blocks[-1].start : blocks[-1].end])
+        if blocks and blocks[-1].end >= len(lines)
+        else ""
+    )
     # Demote every heading, nested ones too (a chunker may strip the container prefix); bottom-up
     # so that replacing a two-line setext heading by one ATX line keeps earlier line numbers valid.
     for index in range(len(tokens) - 1, -1, -1):
@@ -292,7 +311,9 @@ def _closer(kind: str, block_lines: list[str]) -> str:
     if kind == "fence":
         fence = re.match(r" {0,3}(`{3,}|~{3,})", block_lines[0])
         closing = block_lines[-1].strip()
-        closed = len(block_lines) > 1 and closing.startswith(fence[1]) and set(closing) == {fence[1][0]} if fence else True
+        closed = (
+            len(block_lines) > 1 and closing.startswith(fence[1]) and set(closing) == {fence[1][0]} if fence else True
+        )
         if fence and not closed:
             return "\n" + fence[1]
     if kind == "html_block":
@@ -378,10 +399,24 @@ def _details(issue: dict[str, Any], options: RenderOptions) -> str:
     parent = issue.get("parent")
     if isinstance(parent, dict) and parent.get("id"):
         rows.append((label("parent"), f"#{parent['id']}"))
-    children = [f"#{c['id']} {_name(c.get('subject'))}".strip() for c in issue.get("children") or [] if isinstance(c, dict) and "id" in c]
+    children = [
+        f"#{c['id']} {_name(c.get('subject'))}".strip()
+        for c in issue.get("children") or []
+        if isinstance(c, dict) and "id" in c
+    ]
     rows.append((label("children"), ", ".join(children)))
-    rows.append((label("relations"), ", ".join(_relation(r, issue["id"], options) for r in issue.get("relations") or [] if isinstance(r, dict))))
-    rows.append((label("attachments"), ", ".join(_name(a.get("filename")) for a in issue.get("attachments") or [] if isinstance(a, dict))))
+    rows.append(
+        (
+            label("relations"),
+            ", ".join(_relation(r, issue["id"], options) for r in issue.get("relations") or [] if isinstance(r, dict)),
+        )
+    )
+    rows.append(
+        (
+            label("attachments"),
+            ", ".join(_name(a.get("filename")) for a in issue.get("attachments") or [] if isinstance(a, dict)),
+        )
+    )
     return "\n".join(f"- {name}: {value}" for name, value in rows if name and value)
 
 
@@ -400,7 +435,9 @@ def _relation(relation: dict[str, Any], ticket_id: int, options: RenderOptions) 
     return f"{_relation_label(kind, options)} #{other}"
 
 
-_RELATION_KINDS = frozenset({"relates", "duplicates", "duplicated", "blocks", "blocked", "precedes", "follows", "copied_to", "copied_from"})
+_RELATION_KINDS = frozenset(
+    {"relates", "duplicates", "duplicated", "blocks", "blocked", "precedes", "follows", "copied_to", "copied_from"}
+)
 
 
 def _relation_label(kind: str, options: RenderOptions) -> str:
@@ -466,7 +503,9 @@ def _custom_field_name(field_id: str, issue: dict[str, Any], lookups: Lookups) -
     return f"#{field_id}"
 
 
-def _journal_entry(journal: dict[str, Any], issue: dict[str, Any], lookups: Lookups, options: RenderOptions) -> tuple[str, str] | None:
+def _journal_entry(
+    journal: dict[str, Any], issue: dict[str, Any], lookups: Lookups, options: RenderOptions
+) -> tuple[str, str] | None:
     """One history entry as (heading, body), or None when the journal carries nothing a reader cares about."""
     details = [d for d in journal.get("details") or [] if isinstance(d, dict)]
     changes = [change for change in (_change(d, issue, lookups, options) for d in details) if change]
@@ -480,5 +519,7 @@ def _journal_entry(journal: dict[str, Any], issue: dict[str, Any], lookups: Look
     if changes:
         body.append("\n".join(f"- {change}" for change in changes))
     if notes:
-        body.append(content_markdown(notes, text_format_at(options.text_format, journal.get("created_on")), options.link_issues))
+        body.append(
+            content_markdown(notes, text_format_at(options.text_format, journal.get("created_on")), options.link_issues)
+        )
     return f"### [{date}] {user}", "\n\n".join(body)

@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from anchorkit import snapshot
 from anchorkit.errors import EXIT_LOCKED, UsageError, url_host
 from anchorkit.files import check_writable_folder
-from anchorkit.redmine import RedmineClient, RedmineError, RetryPolicy
-from anchorkit.textformat import TEXT_FORMATS
+from anchorkit.render.textformat import TEXT_FORMATS
+from anchorkit.source import snapshot
+from anchorkit.source.redmine import RedmineClient, RedmineError, RetryPolicy
 
 DEFAULT_CONCURRENCY = 4
 DEFAULT_FULL_EVERY = 10
@@ -415,7 +415,7 @@ class Puller:
                 self.forget(issue_id)
                 return IssueOutcome(issue_id, "gone")
             return IssueOutcome(issue_id, "failed", reason=redact(str(error), self.api_key))
-        except Exception as error:  # noqa: BLE001 - one bad issue must not stop the batch
+        except Exception as error:
             return IssueOutcome(issue_id, "failed", reason=redact(f"{type(error).__name__}: {error}", self.api_key))
         issue = document.get("issue")
         if not isinstance(issue, dict) or issue.get("id") != issue_id:
@@ -513,8 +513,14 @@ def pull(
     with Redmine is in the returned report (``report.ok``).
     """
     settings = PullSettings(
-        tuple(dict.fromkeys(projects or ())), full, concurrency, include_private, full_every, overlap_s,
-        lookups_max_age_s, text_format,
+        tuple(dict.fromkeys(projects or ())),
+        full,
+        concurrency,
+        include_private,
+        full_every,
+        overlap_s,
+        lookups_max_age_s,
+        text_format,
     )
     settings.check()
     parts = urlsplit(url)
@@ -591,7 +597,11 @@ def prepared_snapshot(snapshot_dir: Path) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        if created and not snapshot.stored_issue_ids(snapshot_dir) and not (snapshot_dir / snapshot.STATE_FILE).exists():
+        if (
+            created
+            and not snapshot.stored_issue_ids(snapshot_dir)
+            and not (snapshot_dir / snapshot.STATE_FILE).exists()
+        ):
             shutil.rmtree(snapshot_dir, ignore_errors=True)
         raise
 

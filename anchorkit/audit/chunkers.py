@@ -41,7 +41,6 @@ from itertools import accumulate, compress, count, repeat
 from operator import add, lt, sub, truediv
 from typing import Union
 
-
 from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks
 from anchorkit.tokens import TokenizedText, byte_offsets
 
@@ -210,7 +209,9 @@ class SemanticChunker:
         if len(signatures) < 3:
             return set()
         if self.buffer:
-            signatures = [set().union(*signatures[max(i - self.buffer, 0) : i + self.buffer + 1]) for i in range(len(signatures))]
+            signatures = [
+                set().union(*signatures[max(i - self.buffer, 0) : i + self.buffer + 1]) for i in range(len(signatures))
+            ]
         # distance = 1 - similarity, so "distance above its p-th percentile" is "similarity below
         # its (100-p)-th percentile". map() keeps the per-sentence work in C.
         sizes = list(map(len, signatures))
@@ -243,7 +244,9 @@ class HeadingChunker:
     def split(self, layout: TextLayout, tokens: TokenizedText) -> list[list[Span]]:
         starts = [0, *tokens.tokens_at(layout.heading_bytes), tokens.token_count]
         overlap = self.max_tokens * self.overlap // 100
-        return [[span for start, end in zip(starts, starts[1:]) for span in windows(start, end, self.max_tokens, overlap)]]
+        return [
+            [span for start, end in zip(starts, starts[1:]) for span in windows(start, end, self.max_tokens, overlap)]
+        ]
 
 
 def heading_offsets(text: str) -> list[int]:
@@ -265,7 +268,9 @@ _FENCE_LINE = re.compile(r"( {0,3})(`{3,}|~{3,})(.*)")
 _CODE_BLOCK_TYPES = ("fence", "code_block")
 # A quote or list item whose content starts a fence, code, a heading or HTML: a scan cannot place it.
 _MARKER = r"(?:>|(?:[-+*]|\d{1,9}[.)])(?=[ \t]|$))"
-_CONTAINED_BLOCK = re.compile(rf" {{0,3}}(?:{_MARKER}[ \t]*)+[`~#<]| {{0,3}}(?:{_MARKER}[ \t]*)*{_MARKER}(?: {{5}}| *\t)")
+_CONTAINED_BLOCK = re.compile(
+    rf" {{0,3}}(?:{_MARKER}[ \t]*)+[`~#<]| {{0,3}}(?:{_MARKER}[ \t]*)*{_MARKER}(?: {{5}}| *\t)"
+)
 
 
 @lru_cache(maxsize=4)
@@ -405,7 +410,9 @@ def parse_chunker_spec(spec: str) -> Chunker:
         if key not in allowed or not equals:
             raise ValueError(f"{spec!r}: expected key=value with key in {', '.join(sorted(allowed))}, got {item!r}")
         if not value.isdigit() or (int(value) == 0 and key not in ("overlap", "buffer")):
-            raise ValueError(f"{spec!r}: {key} must be a {'non-negative' if key in ('overlap', 'buffer') else 'positive'} integer, got {value!r}")
+            raise ValueError(
+                f"{spec!r}: {key} must be a {'non-negative' if key in ('overlap', 'buffer') else 'positive'} integer, got {value!r}"
+            )
         values[key] = int(value)
     chunker = factory(**values)
     _check(chunker, spec)
@@ -430,4 +437,3 @@ def spec_of(chunker: Chunker) -> str:
 
 def chunker_note(chunker: Chunker) -> str | None:
     return getattr(chunker, "note", None)
-

@@ -11,7 +11,9 @@ import html
 import json
 from collections.abc import Iterable
 
-from anchorkit.verify import Chunk, Citation, Finding, Severity, VerifyReport, chunk_subjects, mentioned_ids
+from anchorkit.verify.citations import Finding, VerifyReport
+from anchorkit.verify.ids import chunk_subjects, mentioned_ids
+from anchorkit.verify.model import Chunk, Citation, Severity
 
 _STYLE = """
 body{font-family:system-ui,"Hiragino Sans","Noto Sans JP",sans-serif;max-width:54rem;margin:2rem auto;
@@ -101,10 +103,13 @@ def _claims_html(report: VerifyReport, references: _References, phantom_ids: set
             number = references.number(citation, report.citation_chunks.get((claim_index, citation_index), []), flag)
             markers[number] = max(markers.get(number, "ok"), flag, key=_FLAG_RANK.__getitem__)
             if citation.quoted_span:
-                label = " <span class=\"badge drift\">quote drift</span>" if flag == "drift" else ""
-                quotes.append(f'<blockquote class="quote {flag}">[{number}] {_e(citation.quoted_span)}{label}</blockquote>')
+                label = ' <span class="badge drift">quote drift</span>' if flag == "drift" else ""
+                quotes.append(
+                    f'<blockquote class="quote {flag}">[{number}] {_e(citation.quoted_span)}{label}</blockquote>'
+                )
         sups = "".join(
-            f'<sup><a class="{flag}" href="#ref-{number}">[{number}]{_e(_FLAG_LABEL[flag])}</a></sup>' for number, flag in markers.items()
+            f'<sup><a class="{flag}" href="#ref-{number}">[{number}]{_e(_FLAG_LABEL[flag])}</a></sup>'
+            for number, flag in markers.items()
         )
         badges = "".join(
             f'<span class="badge {_SEVERITY_CLASS[f.severity]}" title="{_e(f.message)}">{_e(f.kind)}</span>'
@@ -112,7 +117,9 @@ def _claims_html(report: VerifyReport, references: _References, phantom_ids: set
             if f.citation is None
         )
         dropped = ' dropped" title="dropped from the filtered answer' if claim_index in report.dropped_claims else ""
-        parts.append(f'<div class="claim{dropped}"><p>{_marked_text(claim.text, phantom_ids)}{sups}{badges}</p>{"".join(quotes)}</div>')
+        parts.append(
+            f'<div class="claim{dropped}"><p>{_marked_text(claim.text, phantom_ids)}{sups}{badges}</p>{"".join(quotes)}</div>'
+        )
     return parts
 
 
@@ -145,7 +152,9 @@ def _references_html(report: VerifyReport, references: _References) -> list[str]
         chunks = references.chunks[key]
         head = f'<li id="ref-{number}" class="ref {flag}">'
         if not chunks:
-            parts.append(f'{head}<strong>{_e(references.labels[key])}</strong> <span class="badge phantom">phantom source: not retrieved</span></li>')
+            parts.append(
+                f'{head}<strong>{_e(references.labels[key])}</strong> <span class="badge phantom">phantom source: not retrieved</span></li>'
+            )
             continue
         badge = ' <span class="badge drift">quote drift</span>' if flag == "drift" else ""
         bodies = "".join(
@@ -168,7 +177,12 @@ def _findings_html(findings: Iterable[Finding]) -> list[str]:
     ]
     if not rows:
         return ["<h2>Findings</h2>", "<p>No findings.</p>"]
-    return ["<h2>Findings</h2>", "<table><tr><th>severity</th><th>kind</th><th>where</th><th>message</th></tr>", *rows, "</table>"]
+    return [
+        "<h2>Findings</h2>",
+        "<table><tr><th>severity</th><th>kind</th><th>where</th><th>message</th></tr>",
+        *rows,
+        "</table>",
+    ]
 
 
 def render_report(report: VerifyReport, title: str = "anchorkit verify") -> str:

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from anchorkit.anchors import DEFAULT_LABEL, anchor_line, find_anchors, find_titles, neutralize_forgeries, one_line
-from anchorkit.verify import DEFAULT_URI_PATTERN, Chunk, compile_uri_pattern, uri_ticket_id
-from anchorkit.verify_shapes import retrieval_items, set_chunk_text
+from anchorkit.verify.ids import compile_uri_pattern, uri_ticket_id
+from anchorkit.verify.model import DEFAULT_URI_PATTERN, Chunk
+from anchorkit.verify.shapes import retrieval_items, set_chunk_text
 
 Status = Literal["anchored", "already_anchored", "unknown_ticket", "conflict"]
 Source = Literal["metadata", "uri", "anchor"]
@@ -63,7 +64,9 @@ class InjectReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "shape": self.shape,
-            "counts": {status: self.count(status) for status in ("anchored", "already_anchored", "unknown_ticket", "conflict")},
+            "counts": {
+                status: self.count(status) for status in ("anchored", "already_anchored", "unknown_ticket", "conflict")
+            },
             "chunks": [o.to_json() for o in self.outcomes],
             "notes": self.notes,
         }
@@ -110,7 +113,9 @@ def _anchor(chunk: Chunk, position: int, pattern: re.Pattern[str], label: str) -
     # The subject is the knowledge base's or the anchor's, but it lands in the prompt as part of an
     # anchor line: whatever in it has the shape of another anchor is neutralised first.
     subject = neutralize_forgeries(one_line(_subject(chunk, ticket_id)))
-    return ChunkOutcome(position, chunk.id, "anchored", ticket_id, source), f"{anchor_line(ticket_id, subject, label)}\n\n{chunk.text}"
+    return ChunkOutcome(
+        position, chunk.id, "anchored", ticket_id, source
+    ), f"{anchor_line(ticket_id, subject, label)}\n\n{chunk.text}"
 
 
 def _ticket(chunk: Chunk, uri_ticket: int | None) -> tuple[int | None, Source | None]:

@@ -20,12 +20,18 @@ from typing import Any
 
 from anchorkit import parallel
 from anchorkit.anchors import find_titles
-from anchorkit.document import Lookups, RenderOptions, render_document
-from anchorkit.spacing import TokenCounter, approximate_tokens
 from anchorkit.files import sync_file
-from anchorkit.sidecar import SIDECAR_SUFFIX, build_sidecar, check_schema
-from anchorkit.snapshot import SnapshotError, iter_issue_paths, load_issue, load_lookups, load_state
-from anchorkit.textformat import TEXT_FORMATS
+from anchorkit.render.document import Lookups, RenderOptions, render_document
+from anchorkit.render.sidecar import SIDECAR_SUFFIX, build_sidecar, check_schema
+from anchorkit.render.spacing import TokenCounter, approximate_tokens
+from anchorkit.render.textformat import TEXT_FORMATS
+from anchorkit.source.snapshot import (
+    SnapshotError,
+    iter_issue_paths,
+    load_issue,
+    load_lookups,
+    load_state,
+)
 from anchorkit.tokens import APPROX, TOKENIZER_CHOICES, choose_tokenizer
 
 LAYOUTS = ("flat", "by-project")
@@ -108,7 +114,9 @@ def resolve_render_options(snapshot_dir: Path, options: TransformOptions) -> Ren
         try:
             steps = tuple(sorted((str(step["since"]), str(step["format"])) for step in setting))
         except (TypeError, KeyError):
-            raise SnapshotError(f"{snapshot_dir / 'state.json'}: text_format must be a format or a list of {{since, format}}") from None
+            raise SnapshotError(
+                f"{snapshot_dir / 'state.json'}: text_format must be a format or a list of {{since, format}}"
+            ) from None
         formats = [fmt for _, fmt in steps]
     else:
         steps, formats = setting, [setting]
@@ -122,7 +130,11 @@ def iter_documents(snapshot_dir: Path, options: TransformOptions) -> Iterator[Re
     """Render every ticket of the snapshot, one at a time, in ticket-id order."""
     render_options = resolve_render_options(snapshot_dir, options)
     lookups = load_lookups(snapshot_dir)
-    count_tokens = token_counter(resolve_tokenizer(options)[0], options.tiktoken_file) if render_options.chunk_tokens else approximate_tokens
+    count_tokens = (
+        token_counter(resolve_tokenizer(options)[0], options.tiktoken_file)
+        if render_options.chunk_tokens
+        else approximate_tokens
+    )
     for path in iter_issue_paths(snapshot_dir):
         result = render_ticket(path, lookups, render_options, options, count_tokens)
         if isinstance(result, (RenderedTicket, TicketFailure)):
@@ -150,7 +162,9 @@ def token_counter(tokenizer: str, tiktoken_file: Path | None = None) -> TokenCou
     """How spacing anchors count tokens: cl100k_base exactly, or the approximation with its margin."""
     key = (tokenizer, tiktoken_file)
     if key not in _counters:
-        _counters[key] = approximate_tokens if tokenizer == APPROX else choose_tokenizer(tokenizer, tiktoken_file).tokenizer.count
+        _counters[key] = (
+            approximate_tokens if tokenizer == APPROX else choose_tokenizer(tokenizer, tiktoken_file).tokenizer.count
+        )
     return _counters[key]
 
 
@@ -158,7 +172,11 @@ PRIVATE = "private"  # render_ticket's answer for a private issue left out on pu
 
 
 def render_ticket(
-    path: Path, lookups: Lookups, render_options: RenderOptions, options: TransformOptions, count_tokens: TokenCounter = approximate_tokens
+    path: Path,
+    lookups: Lookups,
+    render_options: RenderOptions,
+    options: TransformOptions,
+    count_tokens: TokenCounter = approximate_tokens,
 ) -> RenderedTicket | TicketFailure | str:
     """One ticket's document and sidecar, its failure, or ``PRIVATE`` for a private issue left out on purpose."""
     ticket_id = int(path.stem) if path.stem.isdigit() else None
@@ -172,14 +190,18 @@ def render_ticket(
         sidecar, warnings = build_sidecar(issue, lookups, options.sidecar_schema) if options.sidecars else (None, [])
     except SnapshotError as exc:
         return TicketFailure(str(path), ticket_id, str(exc))
-    except Exception as exc:  # noqa: BLE001 - one bad ticket must not stop the batch
-        return TicketFailure(str(path), ticket_id, f"{path}: ticket #{ticket_id}: cannot render ({type(exc).__name__}: {exc})")
+    except Exception as exc:
+        return TicketFailure(
+            str(path), ticket_id, f"{path}: ticket #{ticket_id}: cannot render ({type(exc).__name__}: {exc})"
+        )
     return RenderedTicket(ticket_id, _relpath(issue, lookups, options.layout), markdown, sidecar, warnings)
 
 
 def _check_sizes(path: Path, issue: dict[str, Any], limit: int) -> None:
     texts = [("description", issue.get("description"))]
-    texts += [(f"journal {j.get('id')} notes", j.get("notes")) for j in issue.get("journals") or [] if isinstance(j, dict)]
+    texts += [
+        (f"journal {j.get('id')} notes", j.get("notes")) for j in issue.get("journals") or [] if isinstance(j, dict)
+    ]
     for what, text in texts:
         if isinstance(text, str) and len(text) > limit // 4 and len(text.encode("utf-8")) > limit:
             raise SnapshotError(
@@ -218,8 +240,12 @@ def transform_snapshot(
     render_options = resolve_render_options(snapshot_dir, options)
     if render_options.chunk_tokens:
         report.tokenizer, report.tokenizer_note = resolve_tokenizer(options)
-    settings = _BatchSettings(load_lookups(snapshot_dir), render_options, options, out_dir, check, report.tokenizer or APPROX)
-    outcomes = parallel.map_batches(_transform_batch, iter_issue_paths(snapshot_dir), jobs, initializer=_start_batches, initargs=(settings,))
+    settings = _BatchSettings(
+        load_lookups(snapshot_dir), render_options, options, out_dir, check, report.tokenizer or APPROX
+    )
+    outcomes = parallel.map_batches(
+        _transform_batch, iter_issue_paths(snapshot_dir), jobs, initializer=_start_batches, initargs=(settings,)
+    )
     for outcome in outcomes:
         if outcome == PRIVATE:
             report.private_skipped += 1
@@ -286,7 +312,9 @@ def _transform_batch(paths: list[Path]) -> list[TicketOutputs | TicketFailure | 
         files = [(result.relpath, result.markdown.encode("utf-8"))]
         if result.sidecar is not None:
             files.insert(0, (result.relpath + SIDECAR_SUFFIX, result.sidecar))  # metadata before its document
-        outputs = [(relpath, sync_file(settings.out_dir / relpath, data, check=settings.check)) for relpath, data in files]
+        outputs = [
+            (relpath, sync_file(settings.out_dir / relpath, data, check=settings.check)) for relpath, data in files
+        ]
         outcomes.append(TicketOutputs(outputs, result.warnings))
     return outcomes
 

@@ -205,8 +205,13 @@ class ResilientEngine(SyncEngine):
     def retry_after(self, method: str, path: str, reason: str, attempt: int, wait_s: float) -> None:
         """Say what is retried and why (shown with -v), then wait."""
         log.info(
-            "Redmine %s %s: %s; attempt %d of %d in %.1f s", method.upper(), path, reason, attempt + 2,
-            self.policy.attempts, wait_s,
+            "Redmine %s %s: %s; attempt %d of %d in %.1f s",
+            method.upper(),
+            path,
+            reason,
+            attempt + 2,
+            self.policy.attempts,
+            wait_s,
         )
         self.sleep(wait_s)
 
@@ -264,9 +269,7 @@ class RedmineClient:
             raise RedmineError("get", path, "response is not a JSON object")
         return body
 
-    def issue_page(
-        self, after_id: int, project: str | None = None, updated_since: str | None = None
-    ) -> IssuePage:
+    def issue_page(self, after_id: int, project: str | None = None, updated_since: str | None = None) -> IssuePage:
         """One page of issues with ``id > after_id``, closed ones included, sorted by id.
 
         Keyset paging (``issue_id=>=N``, offset always 0) instead of growing offsets: an issue that is

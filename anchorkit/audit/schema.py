@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from anchorkit.stats import LIMIT_FINDINGS, SCHEMA_NAME, SCHEMA_VERSION
+from anchorkit.audit.collect import SCHEMA_NAME, SCHEMA_VERSION
+from anchorkit.audit.measure import LIMIT_FINDINGS
 from anchorkit.tokens import APPROX, CL100K_BASE
 
 _PERCENT = {"type": ["number", "null"]}
@@ -32,7 +33,9 @@ _COVERAGE = _object(
         "longest_unidentified_run_ticket_id": _TICKET,
     }
 )
-_FINDING = _object({"count": _COUNT, "items": {"type": "array", "items": {"type": "object", "required": ["ticket_id", "relpath"]}}})
+_FINDING = _object(
+    {"count": _COUNT, "items": {"type": "array", "items": {"type": "object", "required": ["ticket_id", "relpath"]}}}
+)
 _RUN = _object({"tokens": _COUNT, "ticket_id": _TICKET})
 _RATIO = {"type": ["number", "null"], "minimum": 0}
 # Placements at one chunk length, added up (efficiency and each row of the chunk-length table).
@@ -74,7 +77,9 @@ REPORT_SCHEMA: dict[str, Any] = {
             "schema": {"const": SCHEMA_NAME},
             "version": {"const": SCHEMA_VERSION},
             # The CLI adds when and by which version the report was made (the library's audit() leaves it out).
-            "run": _object({"generated_at": {"type": "string", "format": "date-time"}, "anchorkit_version": {"type": "string"}}),
+            "run": _object(
+                {"generated_at": {"type": "string", "format": "date-time"}, "anchorkit_version": {"type": "string"}}
+            ),
             # The CLI's verdict, as in every command's --json: no unreadable document and no failed gate.
             "ok": {"type": "boolean"},
             "source": _object(
@@ -94,7 +99,10 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "note": {"type": "string"},
                     "fallback_reason": {"type": ["string", "null"]},
                     "approx_error_percent": {
-                        "oneOf": [{"type": "null"}, _object({"total": {"type": "number"}, "mean_absolute": {"type": "number"}})]
+                        "oneOf": [
+                            {"type": "null"},
+                            _object({"total": {"type": "number"}, "mean_absolute": {"type": "number"}}),
+                        ]
                     },
                 }
             ),
@@ -110,7 +118,9 @@ REPORT_SCHEMA: dict[str, Any] = {
                             "bin_width_percent": {"type": "number"},
                             "bins": {
                                 "type": "array",
-                                "items": _object({"from": {"type": "number"}, "to": {"type": ["number", "null"]}, "count": _COUNT}),
+                                "items": _object(
+                                    {"from": {"type": "number"}, "to": {"type": ["number", "null"]}, "count": _COUNT}
+                                ),
                             },
                         }
                     ),
@@ -157,9 +167,15 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "rows": {"type": "array", "items": _object(_PLACEMENTS)},
                 }
             ),
-            "limits": _object({name: _FINDING for name in LIMIT_FINDINGS}),
+            "limits": _object(dict.fromkeys(LIMIT_FINDINGS, _FINDING)),
             "errors": {"type": "array", "items": _object({"path": {"type": "string"}, "message": {"type": "string"}})},
-            "gates": _object({"fail_under_coverage": _PERCENT, "fail_over_overhead": _PERCENT, "failures": {"type": "array", "items": {"type": "string"}}}),
+            "gates": _object(
+                {
+                    "fail_under_coverage": _PERCENT,
+                    "fail_over_overhead": _PERCENT,
+                    "failures": {"type": "array", "items": {"type": "string"}},
+                }
+            ),
         },
         optional=("run", "ok"),
     ),

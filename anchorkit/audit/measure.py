@@ -1,0 +1,529 @@
+"""Per-document measurements (pure; runs in worker processes with --jobs).
+
+For every document the audit also builds the same document without its anchors
+(``anchors.anchor_cuts``: the anchors and the fences and table heads they brought), tokenizes both
+once and chunks both with every chunker. Chunks are token index ranges; instead of decoding each chunk
+and scanning it, each identifying line is located once per document (from the start of the line to the
+colon after the id: the shortest prefix the anchor pattern accepts) and a chunk covers it or not.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from anchorkit.anchors import (
+    ANCHOR_PATTERN,
+    TITLE_PATTERN,
+    anchor_cuts,
+    identified_ticket_ids,
+)
+from anchorkit.audit import chunkers as chunking
+from anchorkit.audit.chunkers import (
+    Chunker,
+    FixedSizeChunker,
+    Span,
+    TextLayout,
+    block_layout,
+)
+from anchorkit.audit.sources import (
+    InputError,
+    OversizedDocument,
+    SourceDocument,
+    SourceItem,
+)
+from anchorkit.markdown_blocks import COMPLEX_LINE
+from anchorkit.render.document import DEFAULT_CHUNK_TOKENS
+from anchorkit.render.sidecar import MAX_FILE_BYTES as MAX_SIDECAR_BYTES
+from anchorkit.render.sidecar import (
+    MAX_LIST_ITEMS,
+    MAX_STRING_CHARS,
+    RESERVED_PREFIX,
+    SIDECAR_SUFFIX,
+)
+from anchorkit.tokens import (
+    Cut,
+    TokenizedText,
+    Tokenizer,
+    approx_tokens,
+    byte_offsets,
+    line_aligned,
+    without,
+)
+
+CHUNK_LENGTHS = (256, 300, 512, 1024)  # the rows of the chunk-length table
+TABLE_OVERLAP_PERCENT = 20  # the table's windows overlap as Bedrock's fixed-size chunks do by default
+
+
+# A plain-text ticket mention ("#123", not "&#123;"): a confusion-risk measure, not the anchor format.
+_MENTION = re.compile(r"(?<![\w&#])#(\d{1,12})(?!\d)")
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-document measurements (pure)
+
+
+class DocumentVersion:
+    """One version of a document (anchored, or stripped of its anchors): its tokens, and the token
+    spans of what names the ticket and of what mentions other tickets."""
+
+    def __init__(self, text: str, ticket_id: int, tokens: TokenizedText, layout: TextLayout | None = None) -> None:
+        self.text = text
+        self.tokens = tokens
+        self.ticket_id = ticket_id
+        self.layout = layout or TextLayout(text)
+
+    @cached_property
+    def identifying(self) -> list[Span]:
+        """From the start of each anchor/title line naming the ticket to its id's colon."""
+        return _token_spans(self.text, self.tokens, identifying_char_spans(self.text, self.ticket_id))
+
+    @cached_property
+    def mentions(self) -> list[Span]:
+        return _token_spans(self.text, self.tokens, mention_char_spans(self.text, self.ticket_id))
+
+    @cached_property
+    def longest_gap(self) -> int:
+        return longest_gap(self.identifying, self.tokens.token_count)
+
+    @cached_property
+    def _identifying_starts(self) -> list[int]:
+        return [start for start, _ in self.identifying]
+
+    @cached_property
+    def _mention_starts(self) -> list[int]:
+        return [start for start, _ in self.mentions]
+
+    def identifies(self, chunk: Span) -> bool:
+        """Whether the chunk's text names the ticket: ``ticket_id in identified_ticket_ids(chunk text)``."""
+        return _covers(chunk, self.identifying, self._identifying_starts)
+
+    def mentions_other(self, chunk: Span) -> bool:
+        """Whether the chunk's text mentions another ticket's number (``#123``)."""
+        return _covers(chunk, self.mentions, self._mention_starts)
+
+
+def _token_spans(text: str, tokens: TokenizedText, char_spans: list[tuple[int, int]]) -> list[Span]:
+    """Token spans [first, last] covering ascending, non-overlapping character spans."""
+    if not char_spans or tokens.token_count == 0:
+        return []
+    offsets = byte_offsets(text, [offset for span in char_spans for offset in span])
+    # A span's last token is the one holding its last byte.
+    token_indices = tokens.tokens_at([offset - (index % 2) for index, offset in enumerate(offsets)])
+    return list(zip(token_indices[::2], token_indices[1::2]))
+
+
+def identifying_char_spans(text: str, ticket_id: int) -> list[tuple[int, int]]:
+    """Character spans from the start of each anchor/title line naming ``ticket_id`` to its id's colon."""
+    return sorted(
+        (m.start(), m.end("id") + 1)
+        for pattern in (ANCHOR_PATTERN, TITLE_PATTERN)
+        for m in pattern.finditer(text)
+        if int(m["id"]) == ticket_id
+    )
+
+
+def mention_char_spans(text: str, ticket_id: int) -> list[tuple[int, int]]:
+    """Character spans of ``#<digits>`` mentions of tickets other than ``ticket_id``."""
+    return [m.span() for m in _MENTION.finditer(text) if int(m[1]) != ticket_id]
+
+
+def _covers(chunk: Span, spans: list[Span], starts: list[int]) -> bool:
+    """Whether the chunk's token range holds one of the spans entirely."""
+    index = bisect_left(starts, chunk[0])
+    return index < len(spans) and spans[index][1] < chunk[1]
+
+
+def identified_windows(spans: list[Span], token_count: int, size: int, overlap: int) -> tuple[int, int]:
+    """(windows, windows holding a whole span) of ``chunking.windows(0, token_count, size, overlap)``."""
+    count, covered = covered_windows(spans, token_count, size, overlap)
+    return count, sum(last - first + 1 for first, last in covered)
+
+
+def covered_windows(spans: list[Span], token_count: int, size: int, overlap: int) -> tuple[int, list[tuple[int, int]]]:
+    """The number of windows of ``chunking.windows(0, token_count, size, overlap)``, and the ranges
+    of window indices [first, last] that hold a whole span (ascending, disjoint).
+
+    Counted from the spans rather than window by window: window k starts at k * step and holds the
+    span [s, e] when k * step <= s and e < k * step + size (the last window ends the text, so it
+    holds every span that starts inside it). Spans ascend, so the window ranges they give do too.
+    """
+    if token_count <= 0:
+        return 0, []
+    step = max(size - overlap, 1)
+    count = 1 if token_count <= size else -(-(token_count - size) // step) + 1
+    covered: list[tuple[int, int]] = []
+    for start, end in spans:
+        first = min(max((end - size) // step + 1, 0), count - 1)
+        last = min(start // step, count - 1)
+        if covered and first <= covered[-1][1] + 1:
+            if last > covered[-1][1]:
+                covered[-1] = (covered[-1][0], last)
+        elif first <= last:
+            covered.append((first, last))
+    return count, covered
+
+
+def window_tally(version: DocumentVersion, size: int, overlap: int) -> ChunkTally:
+    """``_token_tallies`` of fixed windows, from the spans alone (no per-window work)."""
+    token_count = version.tokens.token_count
+    count, identified = covered_windows(version.identifying, token_count, size, overlap)
+    _, mentioning = covered_windows(version.mentions, token_count, size, overlap)
+    step = max(size - overlap, 1)
+    longest = 0
+    previous = -1
+    for first, last in [*identified, (count, count)]:
+        if first > previous + 1:  # windows previous+1 .. first-1 do not identify the ticket
+            longest = max(longest, min((first - 1) * step + size, token_count) - (previous + 1) * step)
+        previous = last
+    return ChunkTally(count, sum(b - a + 1 for a, b in identified), sum(b - a + 1 for a, b in mentioning), longest)
+
+
+def anchors_needed(content_tokens: int, window: int, anchor_tokens: float) -> int | None:
+    """The fewest anchors (besides the title) that put a whole anchor in every window of ``window`` tokens.
+
+    Consecutive anchor starts may be at most ``window - anchor_tokens`` apart, and each gap holds one
+    anchor, so a text of ``content_tokens`` needs about (T - N) / (N - 2A) of them (the title covers
+    the first window). None when no placement can work: the anchor takes half the window or more.
+    """
+    if content_tokens <= window:
+        return 0
+    room = window - 2 * anchor_tokens
+    return math.ceil((content_tokens - window) / room) if room > 0 else None
+
+
+def longest_gap(spans: list[Span], token_count: int) -> int:
+    """The most tokens in a row outside every span (before the first, between two, after the last)."""
+    gaps = []
+    previous_end = -1
+    for start, end in spans:
+        gaps.append(start - previous_end - 1)
+        previous_end = max(previous_end, end)
+    gaps.append(token_count - previous_end - 1)
+    return max(gaps)
+
+
+# ---------------------------------------------------------------------------------------------
+# Measuring documents (pure; runs in worker processes with --jobs)
+
+
+@dataclass(frozen=True)
+class ChunkTally:
+    """One document, one chunker level, one version (anchored or stripped)."""
+
+    chunks: int
+    identified: int
+    mentioning_other: int
+    longest_run_tokens: int  # tokens covered by consecutive chunks that do not identify the ticket
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One rendering of a document against windows of ``chunk_tokens`` tokens: what its anchors cost,
+    what the lower bound says they could cost, and how many windows identify the ticket."""
+
+    chunk_tokens: int
+    tokens_with_anchors: int
+    tokens_without_anchors: int
+    anchors: int  # anchor lines (the title not counted)
+    anchor_cost: float  # tokens one anchor adds: the mean over its anchors, or the title line's when it has none
+    windows: int  # fixed windows of chunk_tokens sharing TABLE_OVERLAP_PERCENT
+    identified: int
+    longest_gap: int  # tokens in a row with nothing naming the ticket
+
+    @property
+    def anchor_tokens(self) -> int:
+        return self.tokens_with_anchors - self.tokens_without_anchors
+
+    @property
+    def bound_anchors(self) -> int | None:
+        return anchors_needed(self.tokens_without_anchors, self.chunk_tokens, self.anchor_cost)
+
+    @property
+    def bound_tokens(self) -> float | None:
+        needed = self.bound_anchors
+        return None if needed is None else needed * self.anchor_cost
+
+
+@dataclass(frozen=True)
+class DocumentMeasurement:
+    ticket_id: int
+    relpath: str
+    tokens_with_anchors: int
+    tokens_without_anchors: int
+    approx_estimate: int | None  # approx_tokens of the document, when the tokenizer is exact
+    longest_gap: tuple[int, int]  # anchored, stripped: tokens in a row with nothing naming the ticket
+    tallies: tuple[tuple[ChunkTally, ChunkTally], ...]  # per chunker level: anchored, stripped
+    findings: tuple[tuple[str, dict[str, Any]], ...]  # (LIMIT_FINDINGS name, item)
+    placement: Placement  # against the chunk length the documents were made for
+    lengths: tuple[Placement, ...]  # one per row of the chunk-length table
+
+
+LIMIT_FINDINGS = (
+    "documents_over_50mb",
+    "sidecars_over_10kb",
+    "sidecar_values_too_long",
+    "sidecars_invalid",
+    "documents_without_anchor",
+    "anchors_in_code_blocks",
+    "duplicated_anchors",
+    "anchors_of_other_tickets",
+)
+Measured = DocumentMeasurement | InputError | OversizedDocument
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """The chunk length the documents were made for (``--chunk-tokens``; the efficiency is measured
+    against it) and the rows of the chunk-length table."""
+
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS
+    table: tuple[int, ...] = CHUNK_LENGTHS
+
+
+class Measurer:
+    """Measures batches of documents: tokenize each version once, chunk, count."""
+
+    def __init__(self, tokenizer: Tokenizer, chunkers: Sequence[Chunker], lengths: Lengths = Lengths()) -> None:
+        self.tokenizer = tokenizer
+        self.chunkers = chunkers
+        self.lengths = lengths
+
+    def measure_batch(self, items: Sequence[SourceItem]) -> list[Measured]:
+        """Measurements of the batch's documents; errors and oversized documents pass through, in order."""
+        documents = [item for item in items if isinstance(item, SourceDocument)]
+        cuts = [line_aligned(document.markdown, anchor_cuts(document.markdown)) for document in documents]
+        stripped = [without(document.markdown, document_cuts) for document, document_cuts in zip(documents, cuts)]
+        # Both versions of every document in one tokenizer call (cl100k encodes each document once).
+        pairs = self.tokenizer.tokenize_pairs([document.markdown for document in documents], cuts)
+        renditions = self._rendition_placements(documents)
+        measurements = iter(
+            [self._measure(*arguments) for arguments in zip(documents, stripped, cuts, pairs, renditions)]
+        )
+        return [next(measurements) if isinstance(item, SourceDocument) else item for item in items]
+
+    def _rendition_placements(self, documents: Sequence[SourceDocument]) -> list[dict[int, Placement]]:
+        """The placements of each document's other renditions (snapshot input), by chunk length."""
+        texts = [
+            (index, length, text) for index, document in enumerate(documents) for length, text in document.renditions
+        ]
+        cuts = [line_aligned(text, anchor_cuts(text)) for _, _, text in texts]
+        stripped = [without(text, text_cuts) for (_, _, text), text_cuts in zip(texts, cuts)]
+        pairs = self.tokenizer.tokenize_pairs([text for _, _, text in texts], cuts)
+        placements: list[dict[int, Placement]] = [{} for _ in documents]
+        for (index, length, text), bare, (tokens, bare_tokens) in zip(texts, stripped, pairs):
+            ticket_id = documents[index].ticket_id
+            anchored = DocumentVersion(text, ticket_id, tokens)
+            placements[index][length] = placement(
+                length, anchored, bare_tokens.token_count, len(identifying_char_spans(bare, ticket_id))
+            )
+        return placements
+
+    def versions(
+        self, document: SourceDocument, stripped_text: str, cuts: list[Cut], tokens: tuple[TokenizedText, TokenizedText]
+    ) -> tuple[DocumentVersion, DocumentVersion]:
+        """The document as it is, and without its anchors (which borrows the anchored layout)."""
+        anchored = DocumentVersion(document.markdown, document.ticket_id, tokens[0])
+        byte_cuts = byte_offsets(document.markdown, [offset for cut in cuts for offset in cut])
+        stripped_layout = anchored.layout.without(stripped_text, list(zip(byte_cuts[::2], byte_cuts[1::2])))
+        return anchored, DocumentVersion(stripped_text, document.ticket_id, tokens[1], stripped_layout)
+
+    def _measure(
+        self,
+        document: SourceDocument,
+        stripped_text: str,
+        cuts: list[Cut],
+        tokens: tuple[TokenizedText, TokenizedText],
+        renditions: dict[int, Placement],
+    ) -> DocumentMeasurement:
+        anchored, stripped = self.versions(document, stripped_text, cuts, tokens)
+        own = {
+            length: placement(length, anchored, stripped.tokens.token_count, len(stripped.identifying))
+            for length in {self.lengths.chunk_tokens, *self.lengths.table} - renditions.keys()
+        }
+        placements = {**own, **renditions}
+        versions = (anchored, stripped)
+        tallies: list[tuple[ChunkTally, ChunkTally]] = []
+        for chunker in self.chunkers:
+            if chunking.is_text_chunker(chunker):
+                per_version = [self._text_tallies(chunker.split_text(v.text), document.ticket_id) for v in versions]  # type: ignore[union-attr]
+            elif isinstance(chunker, FixedSizeChunker):
+                overlap = chunker.max_tokens * chunker.overlap // 100
+                per_version = [[window_tally(v, chunker.max_tokens, overlap)] for v in versions]
+            else:
+                per_version = [_token_tallies(chunker.split(v.layout, v.tokens), v) for v in versions]  # type: ignore[union-attr]
+            tallies.extend(zip(*per_version))
+        return DocumentMeasurement(
+            document.ticket_id,
+            document.relpath,
+            anchored.tokens.token_count,
+            stripped.tokens.token_count,
+            approx_tokens(document.markdown) if self.tokenizer.exact else None,
+            (anchored.longest_gap, stripped.longest_gap),
+            tuple(tallies),
+            tuple(limit_findings(document)),
+            placements[self.lengths.chunk_tokens],
+            tuple(placements[length] for length in self.lengths.table),
+        )
+
+    def _text_tallies(self, split: list[list[str]], ticket_id: int) -> list[ChunkTally]:
+        tallies = []
+        for chunks in split:
+            identified = mentioning = longest = run = 0
+            for chunk, size in zip(chunks, self.tokenizer.count_many(chunks)):
+                mentioning += bool(mention_char_spans(chunk, ticket_id))
+                if ticket_id in identified_ticket_ids(chunk):
+                    identified += 1
+                    run = 0
+                else:
+                    # Text chunks have no positions: the run adds up chunk sizes (overlaps count twice).
+                    run += size
+                    longest = max(longest, run)
+            tallies.append(ChunkTally(len(chunks), identified, mentioning, longest))
+        return tallies
+
+
+def placement(
+    chunk_tokens: int, anchored: DocumentVersion, tokens_without_anchors: int, stripped_identifying: int
+) -> Placement:
+    """``anchored`` against windows of ``chunk_tokens``; ``stripped_identifying``: the lines naming the
+    ticket that remain once the anchors are stripped (the title)."""
+    token_count = anchored.tokens.token_count
+    anchors = len(anchored.identifying) - stripped_identifying
+    cost = (token_count - tokens_without_anchors) / anchors if anchors > 0 else _title_cost(anchored)
+    windows, identified = identified_windows(
+        anchored.identifying, token_count, chunk_tokens, chunk_tokens * TABLE_OVERLAP_PERCENT // 100
+    )
+    return Placement(
+        chunk_tokens,
+        token_count,
+        tokens_without_anchors,
+        max(anchors, 0),
+        cost,
+        windows,
+        identified,
+        anchored.longest_gap,
+    )
+
+
+_FIRST_LINE = re.compile(r"[^\n]*\n*")
+
+
+def _title_cost(version: DocumentVersion) -> int:
+    """Tokens of the first line (the title) and the line breaks after it: what one anchor would add."""
+    end = len(version.text[: _FIRST_LINE.match(version.text).end()].encode("utf-8"))  # type: ignore[union-attr]
+    return (
+        version.tokens.token_count
+        if end >= version.tokens.byte_offset(version.tokens.token_count)
+        else version.tokens.token_at(end)
+    )
+
+
+def _token_tallies(split: list[list[Span]], version: DocumentVersion) -> list[ChunkTally]:
+    tallies = []
+    for chunks in split:
+        identified = mentioning = longest = 0
+        run_start: int | None = None
+        for chunk in chunks:
+            mentioning += version.mentions_other(chunk)
+            if version.identifies(chunk):
+                identified += 1
+                run_start = None
+            else:
+                run_start = chunk[0] if run_start is None else run_start
+                longest = max(longest, chunk[1] - run_start)
+        tallies.append(ChunkTally(len(chunks), identified, mentioning, longest))
+    return tallies
+
+
+def limit_findings(document: SourceDocument) -> list[tuple[str, dict[str, Any]]]:
+    """Bedrock limits and anchor hygiene problems of one document and its sidecar."""
+    markdown, ticket_id, relpath = document.markdown, document.ticket_id, document.relpath
+    where = {"ticket_id": ticket_id, "relpath": relpath}
+    findings: list[tuple[str, dict[str, Any]]] = []
+    anchors = list(ANCHOR_PATTERN.finditer(markdown))  # the matches find_anchors makes, with positions
+    if not anchors:
+        findings.append(("documents_without_anchor", where))
+    foreign = sorted({int(anchor["id"]) for anchor in anchors} - {ticket_id})
+    if foreign:
+        findings.append(("anchors_of_other_tickets", {**where, "other_ticket_ids": foreign}))
+    duplicates = sum(
+        1
+        for previous, anchor in zip(anchors, anchors[1:])
+        if previous[0] == anchor[0] and not markdown[previous.end() : anchor.start()].strip()
+    )
+    if duplicates:
+        findings.append(("duplicated_anchors", {**where, "count": duplicates}))
+    in_code = anchors_in_code_blocks(markdown)
+    if in_code:
+        findings.append(("anchors_in_code_blocks", {**where, "lines": in_code}))
+    if document.sidecar is not None:
+        findings += sidecar_findings(document.sidecar, ticket_id, relpath + SIDECAR_SUFFIX)
+    return findings
+
+
+def sidecar_findings(sidecar: bytes, ticket_id: int, relpath: str) -> list[tuple[str, dict[str, Any]]]:
+    where = {"ticket_id": ticket_id, "relpath": relpath}
+    findings: list[tuple[str, dict[str, Any]]] = []
+    if len(sidecar) > MAX_SIDECAR_BYTES:
+        findings.append(("sidecars_over_10kb", {**where, "bytes": len(sidecar)}))
+    try:
+        attributes = json.loads(sidecar)["metadataAttributes"]
+    except (ValueError, KeyError, TypeError):
+        attributes = None
+    if not isinstance(attributes, dict):
+        return findings + [
+            ("sidecars_invalid", {**where, "problem": "not a JSON object with a metadataAttributes object"})
+        ]
+    problems = sidecar_value_problems(attributes)
+    if problems:
+        findings.append(("sidecar_values_too_long", {**where, "problems": problems}))
+    return findings
+
+
+def anchors_in_code_blocks(markdown: str) -> list[int]:
+    """1-based line numbers of anchor or title lines that sit inside a code block."""
+    if not COMPLEX_LINE.search(markdown):
+        return []  # no fence and no indented line: there is no code block
+    code_lines: set[int] = set()
+    for first, end in block_layout(markdown).code_lines:
+        code_lines.update(range(first, end))
+    if not code_lines:
+        return []
+    starts = sorted(m.start() for pattern in (ANCHOR_PATTERN, TITLE_PATTERN) for m in pattern.finditer(markdown))
+    numbers = [markdown.count("\n", 0, start) for start in starts]
+    return [number + 1 for number in numbers if number in code_lines]
+
+
+def sidecar_value_problems(attributes: dict[str, Any]) -> list[str]:
+    """What breaks Bedrock's metadata limits: reserved keys, over-long strings, over-long lists."""
+    problems = []
+    for key, raw in attributes.items():
+        value = _sidecar_value(raw)
+        if key.startswith(RESERVED_PREFIX):
+            problems.append(f"{key}: reserved key prefix {RESERVED_PREFIX}")
+        if isinstance(value, str) and len(value) > MAX_STRING_CHARS:
+            problems.append(f"{key}: {len(value)} characters (limit {MAX_STRING_CHARS})")
+        if isinstance(value, list):
+            if len(value) > MAX_LIST_ITEMS:
+                problems.append(f"{key}: {len(value)} items (limit {MAX_LIST_ITEMS})")
+            if any(isinstance(item, str) and len(item) > MAX_STRING_CHARS for item in value):
+                problems.append(f"{key}: an item over {MAX_STRING_CHARS} characters")
+    return problems
+
+
+def _sidecar_value(raw: Any) -> Any:
+    """The value of a simple attribute, or of a typed one (``{"value": {"stringValue": ...}}``)."""
+    if isinstance(raw, dict) and isinstance(raw.get("value"), dict):
+        typed = raw["value"]
+        return next(
+            (typed[key] for key in ("stringValue", "stringListValue", "numberValue", "booleanValue") if key in typed),
+            None,
+        )
+    return raw

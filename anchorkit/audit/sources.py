@@ -1,0 +1,107 @@
+"""What the audit reads: an output folder of documents and sidecars, or a snapshot rendered on the fly (the I/O edge)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from anchorkit.render.sidecar import (
+    SIDECAR_SUFFIX,
+)
+from anchorkit.render.transform import RenderedTicket, TransformOptions, iter_documents
+
+MAX_DOCUMENT_BYTES = 50 * 1024 * 1024  # Bedrock Knowledge Base's limit per source file
+
+
+_TICKET_DOCUMENT = re.compile(r"^(\d+)\.md$")
+
+
+@dataclass(frozen=True)
+class SourceDocument:
+    ticket_id: int
+    relpath: str  # "12345.md" or "helpdesk/12345.md"
+    markdown: str
+    sidecar: bytes | None  # the .metadata.json beside it, if any
+    # The same ticket rendered for other chunk lengths (snapshot input): (chunk_tokens, markdown).
+    renditions: tuple[tuple[int, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class InputError:
+    path: str
+    message: str
+
+
+@dataclass(frozen=True)
+class OversizedDocument:
+    """A document Bedrock would refuse: it is listed, not analysed."""
+
+    ticket_id: int
+    relpath: str
+    size_bytes: int
+
+
+SourceItem = SourceDocument | InputError | OversizedDocument
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the input (the I/O edge)
+
+
+def iter_output_folder(folder: Path) -> Iterator[SourceItem]:
+    """``<id>.md`` documents (flat or one project folder deep) and their sidecars, in path order."""
+    paths = sorted(
+        (path for path in [*folder.glob("*.md"), *folder.glob("*/*.md")] if _TICKET_DOCUMENT.match(path.name)),
+        key=lambda path: path.relative_to(folder).as_posix(),
+    )
+    for path in paths:
+        relpath = path.relative_to(folder).as_posix()
+        ticket_id = int(_TICKET_DOCUMENT.match(path.name)[1])  # type: ignore[index]
+        sidecar_path = path.with_name(path.name + SIDECAR_SUFFIX)
+        try:
+            size = path.stat().st_size
+            if size > MAX_DOCUMENT_BYTES:
+                yield OversizedDocument(ticket_id, relpath, size)
+                continue
+            markdown = path.read_bytes().decode("utf-8")
+            sidecar = sidecar_path.read_bytes() if sidecar_path.is_file() else None
+        except UnicodeDecodeError as exc:
+            yield InputError(relpath, f"{relpath}: not valid UTF-8 ({exc.reason} at byte {exc.start})")
+            continue
+        except OSError as exc:
+            yield InputError(relpath, f"{relpath}: cannot read ({exc.strerror or exc})")
+            continue
+        yield SourceDocument(ticket_id, relpath, markdown, sidecar)
+
+
+def iter_snapshot(
+    snapshot_dir: Path, options: TransformOptions, other_lengths: Sequence[int] = ()
+) -> Iterator[SourceItem]:
+    """Transform a snapshot in memory, as ``transform`` would write it.
+
+    With ``other_lengths``, each ticket is also rendered with those ``--chunk-tokens`` (for the
+    chunk-length table); the renders walk the snapshot side by side, one result per ticket each.
+    """
+    others = [iter_documents(snapshot_dir, with_chunk_tokens(options, length)) for length in other_lengths]
+    for result, *variants in zip(iter_documents(snapshot_dir, options), *others):
+        if isinstance(result, RenderedTicket):
+            size = len(result.markdown.encode("utf-8"))
+            if size > MAX_DOCUMENT_BYTES:
+                yield OversizedDocument(result.ticket_id, result.relpath, size)
+            else:
+                renditions = tuple(
+                    (length, v.markdown) for length, v in zip(other_lengths, variants) if isinstance(v, RenderedTicket)
+                )
+                yield SourceDocument(result.ticket_id, result.relpath, result.markdown, result.sidecar, renditions)
+        else:
+            yield InputError(result.source, result.message)
+
+
+def with_chunk_tokens(options: TransformOptions, chunk_tokens: int) -> TransformOptions:
+    return replace(options, render=replace(options.render, chunk_tokens=chunk_tokens))
+
+
+def is_snapshot(path: Path) -> bool:
+    return (path / "issues").is_dir()

@@ -1,0 +1,524 @@
+"""Verification of an answer's citations against the retrieved chunks: the findings and the report.
+
+The pure core: chunks and answers come in as the data types of verify.model (see verify.shapes for
+reading Bedrock and plain JSON), findings go out as data.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import (
+    Iterable,
+    Mapping,
+    Sequence,
+)
+from dataclasses import dataclass, field
+from typing import Any
+
+from anchorkit.verify.ids import (
+    MARKER,
+    IdChecker,
+    chunk_subjects,
+    chunk_ticket_ids,
+    citation_markers,
+    compile_uri_pattern,
+    filter_text,
+    issue_id_of,
+    iter_mentions,
+    parse_ticket_id,
+    uri_ticket_id,
+    valid_ids,
+)
+from anchorkit.verify.model import (
+    DEFAULT_GROUNDING_THRESHOLD,
+    DEFAULT_MIN_ID_DIGITS,
+    DEFAULT_QUOTE_THRESHOLD,
+    DEFAULT_URI_PATTERN,
+    Answer,
+    Chunk,
+    Citation,
+    Claim,
+    OnEmpty,
+    OnInvalid,
+    Severity,
+)
+from anchorkit.verify.similarity import (
+    MatchText,
+    claim_overlap,
+    claim_tokens,
+    normalize_for_match,
+    quote_similarity,
+)
+
+# --------------------------------------------------------------------------- verification
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem. ``part``: where in the answer (``claim``, ``text``, ``summary``, ``result``, or the
+    path of another string such as ``$.note``); ``claim``/``citation``/``result``: 0-based positions."""
+
+    kind: str
+    severity: Severity
+    message: str
+    claim: int | None = None
+    citation: int | None = None
+    result: int | None = None
+    source_id: str | None = None
+    ticket_id: int | None = None
+    score: float | None = None
+    part: str | None = None
+
+    @property
+    def where(self) -> str:
+        """Where the finding is, for people: "claim 2, citation 1", "summary", "result 3" (1-based)."""
+        if self.claim is not None:
+            return f"claim {self.claim + 1}" + (f", citation {self.citation + 1}" if self.citation is not None else "")
+        if self.result is not None:
+            return f"result {self.result + 1}"
+        return self.part or "answer"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "severity": self.severity,
+            "message": self.message,
+            "part": self.part,
+            "claim": self.claim,
+            "citation": self.citation,
+            "result": self.result,
+            "source_id": self.source_id,
+            "ticket_id": self.ticket_id,
+            "score": None if self.score is None else round(self.score, 3),
+        }
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    uri_pattern: str | re.Pattern[str] = DEFAULT_URI_PATTERN
+    quote_threshold: float = DEFAULT_QUOTE_THRESHOLD
+    grounding_threshold: float = DEFAULT_GROUNDING_THRESHOLD
+    on_invalid: OnInvalid = "drop"
+    on_empty: OnEmpty = "pass"
+    min_id_digits: int = DEFAULT_MIN_ID_DIGITS
+    min_score: float | None = None  # every chunk scored below it: as if nothing was retrieved (refuse)
+
+
+@dataclass
+class VerifyReport:
+    answer: Answer
+    valid_ids: frozenset[int]
+    findings: list[Finding]
+    units: int  # what the grounding score is measured over: citations (+ uncited claims), results, or mentioned ids
+    filtered_answer: dict[str, Any]
+    cited_ids: frozenset[int]  # ticket ids the answer names or cites (whether valid or not)
+    unchecked: bool  # nothing retrieved carried a ticket id: ids were passed through (on_empty="pass")
+    chunk_tickets: dict[str, frozenset[int]] = field(default_factory=dict)  # chunk id -> its ticket ids
+    citation_chunks: dict[tuple[int, int], list[Chunk]] = field(default_factory=dict)  # (claim, citation) -> sources
+    claim_citations: dict[int, tuple[Citation, ...]] = field(
+        default_factory=dict
+    )  # claim -> its citations, markers included
+    cited_sources: frozenset[str] = frozenset()  # source ids as cited, and the ids of the chunks they resolve to
+    dropped_claims: frozenset[int] = frozenset()
+    nothing_retrieved: bool = False
+    citations: int = 0  # citations of claims (markers included)
+
+    @property
+    def critical(self) -> int:
+        return sum(f.severity == "critical" for f in self.findings)
+
+    @property
+    def warnings(self) -> int:
+        return sum(f.severity == "warning" for f in self.findings)
+
+    @property
+    def grounding_score(self) -> float:
+        if self.answer.claims and not self.citations:
+            return 0.0  # seed 000: claims without any citation are not grounded at all
+        return grounding_score(self.critical, self.warnings, self.units)
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable ``--json`` schema (docs/verify.md); ``ok``: nothing critical was found."""
+        return {
+            "ok": self.critical == 0,
+            "answer_shape": self.answer.shape,
+            "valid_ids": sorted(self.valid_ids),
+            "cited_ids": sorted(self.cited_ids),
+            "cited_source_ids": sorted(self.cited_sources),
+            "unchecked": self.unchecked,
+            "nothing_retrieved": self.nothing_retrieved,
+            "grounding_score": round(self.grounding_score, 4),
+            "counts": {"critical": self.critical, "warning": self.warnings, "units": self.units},
+            "findings": [f.to_json() for f in self.findings],
+            "filtered_answer": self.filtered_answer,
+        }
+
+
+def grounding_score(critical: int, warnings: int, units: int) -> float:
+    """1 − (critical + 0.5·warnings) / units, clamped to 0..1; 1.0 when the answer claims nothing."""
+    if units == 0 and critical == 0 and warnings == 0:
+        return 1.0
+    return max(0.0, 1.0 - (critical + 0.5 * warnings) / max(units, 1))
+
+
+class _Sources:
+    """Retrieved chunks, indexed the ways a citation may name them, with cached derived values."""
+
+    def __init__(self, chunks: Sequence[Chunk], uri_pattern: re.Pattern[str]) -> None:
+        self.ordered = list(dict.fromkeys(chunks))  # the same chunk given twice (answer and --retrieval) counts once
+        self.uri_pattern = uri_pattern
+        self.by_id: dict[str, list[Chunk]] = {}
+        self.by_uri: dict[str, list[Chunk]] = {}
+        self.by_ticket: dict[int, list[Chunk]] = {}
+        self.tickets: dict[str, frozenset[int]] = {}
+        self._prepared: dict[int, MatchText] = {}
+        for chunk in self.ordered:
+            ids = chunk_ticket_ids(chunk, uri_pattern)
+            self.tickets[chunk.id] = self.tickets.get(chunk.id, frozenset()) | ids
+            self.by_id.setdefault(chunk.id, []).append(chunk)
+            if chunk.uri:
+                self.by_uri.setdefault(chunk.uri, []).append(chunk)
+            for ticket_id in ids:
+                self.by_ticket.setdefault(ticket_id, []).append(chunk)
+
+    def resolve(self, citation: Citation) -> list[Chunk]:
+        """A citation's source: the chunk at its position; else a chunk id, a source URI, a ticket (a
+        URI or Redmine URL naming it, "12345", "#12345": the chunks of that ticket), or a bare number
+        as the chunk's 1-based position."""
+        if citation.position is not None:
+            in_range = 0 <= citation.position < len(self.ordered)
+            return [self.ordered[citation.position]] if in_range else []
+        source_id = citation.source_id
+        if source_id in self.by_id:
+            return self.by_id[source_id]
+        if source_id in self.by_uri:
+            return self.by_uri[source_id]
+        ticket_id = uri_ticket_id(source_id, self.uri_pattern) or parse_ticket_id(source_id)
+        if ticket_id is not None and ticket_id in self.by_ticket:
+            return self.by_ticket[ticket_id]
+        # A bare number that names nothing else is the chunk's 1-based number in the prompt (seed 004).
+        if source_id.isdigit() and 1 <= int(source_id) <= len(self.ordered):
+            return [self.ordered[int(source_id) - 1]]
+        return []
+
+    def ticket_ids(self, chunks: Iterable[Chunk]) -> set[int]:
+        return set().union(*(self.tickets[c.id] for c in chunks))
+
+    def subjects(self, ticket_id: int) -> set[str]:
+        return set().union(*(chunk_subjects(c, [ticket_id]) for c in self.by_ticket.get(ticket_id, [])))
+
+    def match_text(self, chunk: Chunk) -> MatchText:
+        key = id(chunk)  # the chunks outlive this index, so their ids stay unique
+        if key not in self._prepared:
+            self._prepared[key] = MatchText.of(chunk.text)
+        return self._prepared[key]
+
+
+def verify_citations(
+    answer: Answer,
+    chunks: Sequence[Chunk],
+    *,
+    context: str | Iterable[str] | None = None,
+    extra_valid_ids: Iterable[int] = (),
+    options: VerifyOptions = VerifyOptions(),
+    notes: Iterable[str] = (),
+) -> VerifyReport:
+    """Check an answer against the chunks retrieved for it (and those the answer carries itself).
+
+    Findings (severity): ``phantom_ticket_id`` (critical: the answer names an id no retrieved chunk or
+    context vouches for, anywhere: claims, text, summary, results, any other string), ``phantom_source_id``
+    (critical: a citation, ``[n]`` or ``[SRC:id]`` marker names no retrieved chunk), ``not_refused``
+    (critical: nothing was retrieved, or every chunk scored below ``min_score``, yet the answer asserts
+    something), ``quote_drift``, ``weak_grounding`` (per citation), ``wrong_ticket``, ``url_mismatch``,
+    ``subject_mismatch``, ``uncited_claim`` (warnings), ``unchecked`` and ``nothing_retrieved`` (info).
+    ``extra_valid_ids``: ids known valid from elsewhere (e.g. chunks of earlier retrievals); ``notes``:
+    what reading the retrieval skipped (reported as ``skipped_chunk``, info).
+    """
+    sources = _Sources([*answer.retrieved, *chunks], compile_uri_pattern(options.uri_pattern))
+    verification = _Verification(answer, sources, context, extra_valid_ids, options)
+    for note in [*answer.notes, *notes]:
+        verification.add("skipped_chunk", "info", note, part="retrieval")
+    return verification.run()
+
+
+# The end of a sentence, for the sentence an inline marker cites.
+_SENTENCE_END = re.compile(r"[。．.!?！？\n]")
+
+
+def _sentence_before(text: str, position: int) -> str:
+    """The sentence an inline marker at ``position`` ends ("…解消しました[1]。" and "…解消しました。[1]")."""
+    before = MARKER.sub("", text[:position]).rstrip()
+    before = before[:-1] if before[-1:] and _SENTENCE_END.match(before[-1]) else before
+    ends = list(_SENTENCE_END.finditer(before))
+    return before[ends[-1].end() :] if ends else before
+
+
+class _Verification:
+    """One verify_citations call: walks the answer once, collecting findings and the filtered answer."""
+
+    def __init__(
+        self,
+        answer: Answer,
+        sources: _Sources,
+        context: str | Iterable[str] | None,
+        extra_valid_ids: Iterable[int],
+        options: VerifyOptions,
+    ) -> None:
+        self.answer = answer
+        self.sources = sources
+        self.options = options
+        retrieved: set[int] = set().union(*sources.tickets.values())
+        self.valid = frozenset(retrieved | valid_ids((), context=context) | set(extra_valid_ids))
+        # A later turn may retrieve nothing new: its context still vouches for ids.
+        self.nothing_retrieved = not sources.ordered and not self.valid
+        scores = [c.score for c in sources.ordered]
+        self.below_min_score = (
+            options.min_score is not None
+            and bool(scores)
+            and all(s is not None and s < options.min_score for s in scores)
+        )
+        # Nothing retrieved is not the fallback for an unknown URI format: every id is then phantom.
+        on_empty = "block" if self.nothing_retrieved else options.on_empty
+        self.checker: IdChecker[Any] = IdChecker(self.valid, options.on_invalid, on_empty, issue_id_of)
+        self.findings: list[Finding] = []
+        self.cited: set[int] = set()
+        self.cited_sources: set[str] = set()
+        self.reported_phantoms: set[int] = set()
+        self.units = 0
+        self.citations = 0
+        self.citation_chunks: dict[tuple[int, int], list[Chunk]] = {}
+        self.claim_citations: dict[int, tuple[Citation, ...]] = {}
+        self.tokens: dict[str, tuple[set[str], set[str]]] = {}
+
+    @property
+    def dropping(self) -> bool:
+        return self.options.on_invalid == "drop"
+
+    def is_phantom(self, ticket_id: int | None) -> bool:
+        return self.checker.status(ticket_id) == "invalid"
+
+    def add(self, kind: str, severity: Severity, message: str, **where: Any) -> None:
+        self.findings.append(Finding(kind, severity, message, **where))
+
+    def run(self) -> VerifyReport:
+        unchecked = self.checker.unchecked
+        if unchecked:
+            self.add(
+                "unchecked", "info", "no retrieved chunk carries a ticket id: ticket ids were passed through unchecked"
+            )
+        kept_claims: list[dict[str, Any]] = []
+        dropped: set[int] = set()
+        for index, claim in enumerate(self.answer.claims):
+            kept = self.claim(index, claim)
+            if kept is None:
+                dropped.add(index)
+            else:
+                kept_claims.append(kept)
+        named = self.prose(self.answer.text, "text") | self.prose(self.answer.summary, "summary")
+        for where, text in self.answer.extra:
+            self.mentions(text, part=where)
+        if not self.answer.claims:
+            self.units += len(named)  # a plain-text answer: every distinct id it names is one unit
+        kept_results = self.results()
+        self.refusal()
+        on_empty = self.checker.on_empty
+        return VerifyReport(
+            answer=self.answer,
+            valid_ids=self.valid,
+            findings=self.findings,
+            units=self.units,
+            filtered_answer={
+                "text": self.filtered(self.answer.text, on_empty),
+                "summary": self.filtered(self.answer.summary, on_empty),
+                "claims": kept_claims,
+                "results": kept_results,
+            },
+            cited_ids=frozenset(self.cited),
+            unchecked=unchecked,
+            chunk_tickets=dict(self.sources.tickets),
+            citation_chunks=self.citation_chunks,
+            claim_citations=self.claim_citations,
+            cited_sources=frozenset(self.cited_sources),
+            dropped_claims=frozenset(dropped),
+            nothing_retrieved=self.nothing_retrieved or self.below_min_score,
+            citations=self.citations,
+        )
+
+    def filtered(self, text: str, on_empty: OnEmpty) -> str:
+        if not self.dropping:
+            return text
+        return filter_text(text, self.valid, on_empty=on_empty, min_digits=self.options.min_id_digits)
+
+    def refusal(self) -> None:
+        """Seed 004: when nothing (relevant) was retrieved the answer should refuse, not assert."""
+        if not (self.nothing_retrieved or self.below_min_score):
+            return
+        why = (
+            "nothing was retrieved" if self.nothing_retrieved else f"every chunk scored below {self.options.min_score}"
+        )
+        asserts = bool(self.answer.claims or self.answer.results or self.cited or self.citations)
+        if asserts:
+            self.add(
+                "not_refused", "critical", f"{why}, yet the answer names tickets or cites sources: it should refuse"
+            )
+        else:
+            self.add("nothing_retrieved", "info", f"{why}: only a refusal is grounded")
+
+    def mentions(self, text: str, claim: int | None = None, part: str | None = None) -> set[int]:
+        """The ids a text names; each phantom id is reported once per answer."""
+        if not text:
+            return set()
+        named = {m.ticket_id for m in iter_mentions(text, self.options.min_id_digits, self.valid)}
+        for ticket_id in sorted(named):
+            self.named(ticket_id, claim=claim, part=part or "claim")
+        return named
+
+    def named(self, ticket_id: int, **where: Any) -> None:
+        """The answer names this ticket; a phantom id is reported once per answer."""
+        self.cited.add(ticket_id)
+        if self.is_phantom(ticket_id) and ticket_id not in self.reported_phantoms:
+            self.reported_phantoms.add(ticket_id)
+            self.add(
+                "phantom_ticket_id",
+                "critical",
+                f"ticket #{ticket_id} is named but was not retrieved",
+                ticket_id=ticket_id,
+                **where,
+            )
+
+    def prose(self, text: str, part: str) -> set[int]:
+        """Text outside claims: its ids, and its inline markers each checked as a citation of its sentence."""
+        named = self.mentions(text, part=part)
+        for marker in citation_markers(text) if text else []:
+            self.units += 1
+            citation = Citation(marker.source_id, position=marker.position)
+            resolved = self.resolve(citation, part=part)
+            if resolved:
+                self.grounding(_sentence_before(text, marker.start), resolved, part=part)
+        return named
+
+    def resolve(self, cited: Citation, **where: Any) -> list[Chunk]:
+        resolved = self.sources.resolve(cited)
+        self.cited_sources.add(cited.source_id)
+        self.cited_sources.update(c.id for c in resolved)
+        if not resolved:
+            message = f"source {cited.source_id!r} is not a retrieved chunk"
+            if cited.position is not None:
+                message += f" (the retrieval has {len(self.sources.ordered)})"
+            self.add("phantom_source_id", "critical", message, source_id=cited.source_id, **where)
+        return resolved
+
+    def claim(self, index: int, claim: Claim) -> dict[str, Any] | None:
+        """Check one claim; return it as it stays in the filtered answer (None: dropped)."""
+        named = self.mentions(claim.text, index)
+        markers = tuple(Citation(m.source_id, position=m.position) for m in citation_markers(claim.text))
+        citations = claim.citations + markers
+        self.claim_citations[index] = citations
+        claim_chunks: list[Chunk] = []
+        kept_citations: list[dict[str, Any]] = []
+        for citation_index, citation in enumerate(citations):
+            resolved = self.citation(index, citation_index, citation)
+            claim_chunks += resolved
+            if (resolved or not self.dropping) and citation_index < len(claim.citations):
+                kept_citations.append({"source_id": citation.source_id, "quoted_span": citation.quoted_span})
+        if not citations:
+            self.units += 1
+            self.add("uncited_claim", "warning", "claim has no citation", claim=index, part="claim")
+        if claim_chunks:
+            cited_tickets = self.sources.ticket_ids(claim_chunks)
+            self.cited |= cited_tickets
+            for ticket_id in sorted(named & self.valid - cited_tickets):
+                shown = ", ".join(f"#{t}" for t in sorted(cited_tickets)) or "chunks without a ticket id"
+                message = f"claim names ticket #{ticket_id} but cites {shown}"
+                self.add("wrong_ticket", "warning", message, claim=index, ticket_id=ticket_id, part="claim")
+        names_phantom = any(self.is_phantom(t) for t in named)
+        lost_all_citations = bool(citations) and not claim_chunks
+        if self.dropping and (names_phantom or lost_all_citations):
+            return None
+        return {"text": claim.text, "citations": kept_citations}
+
+    def citation(self, claim_index: int, index: int, citation: Citation) -> list[Chunk]:
+        """Resolve one citation, check its quote and how well it grounds the claim; return its chunks."""
+        self.units += 1
+        self.citations += 1
+        where = {"claim": claim_index, "citation": index, "part": "claim"}
+        resolved = self.resolve(citation, **where)
+        self.citation_chunks[(claim_index, index)] = resolved
+        if not resolved:
+            return resolved
+        if citation.quoted_span:
+            similarity = max(quote_similarity(citation.quoted_span, self.sources.match_text(c)) for c in resolved)
+            if similarity < self.options.quote_threshold:
+                message = (
+                    f"quoted span matches source {citation.source_id!r} only {similarity:.0%}"
+                    f" (threshold {self.options.quote_threshold:.0%})"
+                )
+                self.add("quote_drift", "warning", message, source_id=citation.source_id, score=similarity, **where)
+        self.grounding(self.answer.claims[claim_index].text, resolved, source_id=citation.source_id, **where)
+        return resolved
+
+    def grounding(self, text: str, chunks: list[Chunk], **where: Any) -> None:
+        if text not in self.tokens:  # a claim is measured against each of its citations
+            self.tokens[text] = claim_tokens(text)
+        overlap = claim_overlap(self.tokens[text], [self.sources.match_text(c) for c in chunks])
+        if overlap < self.options.grounding_threshold:
+            message = (
+                f"shares {overlap:.0%} of its content with the cited source"
+                f" (threshold {self.options.grounding_threshold:.0%})"
+            )
+            self.add("weak_grounding", "warning", message, score=overlap, **where)
+
+    def results(self) -> list[dict[str, Any]]:
+        """Check ticket results; return those that stay in the filtered answer."""
+        checked_results = [self.checker.check(result) for result in self.answer.results]
+        for index, checked in enumerate(checked_results):
+            self.units += 1
+            where = {"result": index, "part": "result"}
+            if checked.ticket_id is None:
+                message = f"result {index + 1}: missing or malformed issue_id"
+            else:
+                self.cited.add(checked.ticket_id)
+                message = f"result {index + 1}: ticket id #{checked.ticket_id} was not retrieved"
+            if checked.status == "invalid":
+                self.add("phantom_ticket_id", "critical", message, ticket_id=checked.ticket_id, **where)
+            self.result_fields(index, checked.item, checked.ticket_id)
+        return [dict(checked.item) for checked in checked_results if self.checker.keeps(checked)]
+
+    def result_fields(self, index: int, result: Mapping[str, Any], ticket_id: int | None) -> None:
+        """A result's other fields: its URL must name its own ticket, its subject must be that ticket's
+        (not another retrieved ticket's: the mix-up of seed 002), and no other string may name a
+        ticket that was not retrieved."""
+        where = {"result": index, "part": "result"}
+        for key, value in result.items():
+            if key == "issue_id" or not isinstance(value, str):
+                continue
+            if key in ("url", "uri", "link"):
+                url_ticket = uri_ticket_id(value, self.sources.uri_pattern)
+                if url_ticket is not None and url_ticket != ticket_id:
+                    message = f"result {index + 1}: {key} names #{url_ticket}, its issue_id #{ticket_id}"
+                    self.add("url_mismatch", "warning", message, ticket_id=url_ticket, **where)
+                    self.named(url_ticket, **where)
+            elif key in ("subject", "title"):
+                self.subject(index, value, ticket_id)
+            else:
+                self.mentions(value, part="result")
+
+    def subject(self, index: int, subject: str, ticket_id: int | None) -> None:
+        known = self.sources.subjects(ticket_id) if ticket_id is not None else set()
+        if not known or any(_same_subject(subject, s) for s in known):
+            return
+        others = sorted(
+            t
+            for t in self.sources.by_ticket
+            if t != ticket_id and any(_same_subject(subject, s) for s in self.sources.subjects(t))
+        )
+        also = f" (it is the subject of #{others[0]})" if others else ""
+        message = f"result {index + 1}: subject is not that of #{ticket_id}{also}"
+        self.add("subject_mismatch", "warning", message, result=index, ticket_id=ticket_id, part="result")
+
+
+def _same_subject(given: str, known: str) -> bool:
+    from rapidfuzz import fuzz  # lazily, as in quote_similarity
+
+    a, b = normalize_for_match(given), normalize_for_match(known)
+    return bool(a) and (a in b or b in a or fuzz.ratio(a, b) >= 80)

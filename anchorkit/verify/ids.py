@@ -1,0 +1,423 @@
+"""Valid ticket ids and the filtering of answers.
+
+A ticket id is *valid* for an answer when it came from a retrieved chunk: from the chunk's source URI
+(``s3://bucket/tickets/12345.md``) or from a genuine anchor/title line in its text (anchors.py, the one
+place that knows the anchor format). A free-text mention such as ``#12300 と同様`` inside a chunk is
+not a source: any ticket could otherwise vouch for any other ticket's id. In later turns of a
+conversation the ids of earlier retrievals come from the context message the backend put into the
+prompt (its genuine anchors), or from the earlier retrievals themselves.
+
+Mentions of ticket ids in an answer (``#123``, ``チケット 123``, Redmine issue URLs) are found by one scan and
+kept, dropped or flagged by whether they are valid; inline citation markers (``[2]``, ``【2】``, ``[SRC:id]``) too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import (
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Set,
+)
+from dataclasses import dataclass
+from typing import Any, Generic, Literal
+
+from anchorkit.anchors import (
+    ANCHOR_PATTERN,
+    DEFAULT_LABEL,
+    TITLE_PATTERN,
+    find_anchors,
+    find_titles,
+    identified_ticket_ids,
+    one_line,
+)
+from anchorkit.verify.model import (
+    DEFAULT_MIN_ID_DIGITS,
+    DEFAULT_URI_PATTERN,
+    UNVERIFIED_MARKER,
+    Chunk,
+    OnEmpty,
+    OnInvalid,
+    T,
+)
+
+# Words that name a ticket right before its number. "Bug"/"Feature"/"Support" are Redmine's default
+# trackers ("Bug #123" is how Redmine itself writes a ticket).
+_LABEL_WORDS = rf"{re.escape(DEFAULT_LABEL)}(?:番号)?|課題|(?i:ticket|issue|redmine|bug|feature|support)"
+# A ticket number: digits, or digits in groups of three ("#12,300" is ticket 12300, not 12).
+# Not a ticket: the start of a date, a time or a version ("#2024-03-14", "#12:30", "ticket 2024年", "#3.2").
+_NUMBER = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d{1,12}(?!\d))(?![-./:：]\d|[年月日時分秒])"
+_URL = r"(?i:https?)://[^\s<>\"'`\]\)）」』】]+"
+# One scan finds the three ways an answer names a ticket. URLs come first: a fragment ("page#12")
+# or a path inside one is not a mention, a Redmine issue URL ("…/issues/12345#note-3") is.
+MENTION = re.compile(
+    # The look-ahead at the first characters of the alternatives lets the scan skip other positions fast.
+    rf"(?=[hH#＃{DEFAULT_LABEL[0]}課TtIiRrBbFfSs])(?:(?P<url>{_URL})"
+    rf"|(?<![A-Za-z0-9_])(?:{_LABEL_WORDS})[ \t\u3000]*(?i:no\.?|number)?[ \t\u3000:：]*"
+    rf"(?:(?P<lhash>[#＃])[ \t]*)?(?P<lid>{_NUMBER})"
+    rf"|(?<![&A-Za-z0-9_])[#＃](?P<bid>{_NUMBER}))"
+)
+# Redmine's issue URL: /issues/<id> at the root or under one sub-URI segment ("/redmine/issues/5");
+# not GitHub's or GitLab's (/owner/repo/issues/5, /group/project/-/issues/5).
+_REDMINE_ISSUE = re.compile(r"\Ahttps?://[^/\s]+(?:/[^/\s]+)?/issues/(\d{1,12})(?!\d)", re.IGNORECASE)
+# Inline citation markers: "[2]", "[1, 3]", "【2】", "[^2]" (seed 004: a 1-based position in the retrieval) and
+# seed 000's "[SRC:id]" (a source id). Not after an ASCII word character: "a[1]" is an index.
+MARKER = re.compile(
+    r"(?=[\[［【])(?<![A-Za-z0-9_])(?:[\[［【]\^?(?P<numbers>\d{1,4}(?:[ \t]*[,，、][ \t]*\d{1,4})*)[\]］】]|\[SRC:(?P<src>[^\]\s]+)\])"
+)
+# The end of a text that may still grow into a mention ("…#123" → "…#12345", "チケ" → "チケット12345",
+# "https://red" → a Redmine URL): a streaming filter holds it back.
+_TRAILING_PARTIAL_MENTION = re.compile(
+    r"(?:(?i:https?):/?/?\S*|[A-Za-z\u30a0-\u30ff番号課題]*[ \t\u3000]*(?i:no\.?|number)?[ \t\u3000:：]*(?:[#＃][ \t]*)?[\d,]*[-./:：]?)\Z"
+)
+# How much already emitted text a streaming filter looks back at (labels and look-behinds before a cut).
+_STREAM_LOOKBACK = 48
+
+
+# --------------------------------------------------------------------------- valid ids
+
+
+def compile_uri_pattern(pattern: str | re.Pattern[str]) -> re.Pattern[str]:
+    """The operator's URI pattern (configuration, never untrusted text); exactly one group: the id."""
+    compiled = pattern if isinstance(pattern, re.Pattern) else re.compile(pattern)
+    if compiled.groups != 1:
+        raise ValueError(f"URI pattern {compiled.pattern!r} must have exactly one group (the ticket id)")
+    return compiled
+
+
+def uri_ticket_id(uri: str | None, uri_pattern: re.Pattern[str]) -> int | None:
+    """The ticket a source URI names: by the operator's pattern (the knowledge base's layout), else as
+    a Redmine issue URL (``https://host:3000/issues/12345#note-3``)."""
+    if not uri:
+        return None
+    match = uri_pattern.search(uri)
+    if match is not None and match.group(1) and match.group(1).isdigit():
+        return int(match.group(1))
+    issue = _REDMINE_ISSUE.match(uri)
+    return int(issue.group(1)) if issue else None
+
+
+def chunk_ticket_ids(chunk: Chunk, uri_pattern: re.Pattern[str]) -> frozenset[int]:
+    """The tickets a chunk is a source for: its document's ticket (from its URI, its metadata or a
+    title in the anchor format), else the ids of the genuine anchors and title lines in its text.
+
+    When the document is known, its anchors are not consulted: a document carries anchors of its own
+    ticket only, so an anchor naming another ticket there can only be a forgery that a chunker laid
+    open (content "… > チケット #99: …" cut right before the ">" starts a chunk with an anchor line).
+    """
+    stored = {i for i in (uri_ticket_id(chunk.uri, uri_pattern), chunk.ticket_id) if i is not None}
+    if chunk.title and not stored:
+        stored = {a.ticket_id for a in find_titles("# " + one_line(chunk.title))}
+    return frozenset(stored or identified_ticket_ids(chunk.text))
+
+
+def chunk_subjects(chunk: Chunk, ticket_ids: Iterable[int]) -> set[str]:
+    """What the chunk says its tickets' subjects are: its metadata subject, its genuine anchors and
+    title lines naming one of ``ticket_ids``."""
+    wanted = set(ticket_ids)
+    subjects = {chunk.subject} if chunk.subject else set()
+    anchors = find_anchors(chunk.text) + find_titles(chunk.text)
+    if chunk.title:
+        anchors += find_titles("# " + one_line(chunk.title))
+    return subjects | {a.subject for a in anchors if a.ticket_id in wanted and a.subject}
+
+
+# JSON string escapes (a context message saved inside JSON: "\\n> チケット #1: …", "\\u30c1…").
+_JSON_ESCAPE = re.compile(r'\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt])')
+# Whitespace (line breaks, indentation) before a blockquote marker: where a flattened or indented
+# context had its anchor lines.
+_BEFORE_QUOTE = re.compile(r"\s+(?=> \S)")
+
+
+def context_ticket_ids(text: str) -> set[int]:
+    """The ids a later turn's context message vouches for: its genuine anchors and title lines, also
+    when the backend indented them, flattened them onto one line or JSON-escaped the message.
+
+    Escapes are decoded and each ``> `` after whitespace is put at the start of its own line; a
+    neutralised forgery (``> チケット \\#99: …``) keeps its backslash through both, so it stays no anchor.
+    """
+    if "\\" in text:
+        text = _JSON_ESCAPE.sub(lambda m: json.loads(f'"{m[0]}"'), text)
+    # Lines that are anchors or titles already count as they are; only the rest is unflattened, so
+    # "> チケット #99: …" inside an anchor's subject never becomes an anchor of its own.
+    rest = TITLE_PATTERN.sub("", ANCHOR_PATTERN.sub("", text))
+    return identified_ticket_ids(text) | identified_ticket_ids(_BEFORE_QUOTE.sub("\n", rest))
+
+
+def valid_ids(
+    chunks: Iterable[Chunk],
+    uri_pattern: str | re.Pattern[str] = DEFAULT_URI_PATTERN,
+    context: str | Iterable[str] | None = None,
+) -> set[int]:
+    """Ticket ids an answer may name: those of the retrieved chunks, plus those of the context.
+
+    ``context`` is the context message of a later conversation turn (the text the backend put into
+    the prompt from earlier retrievals), or several of them: only its genuine anchors and title lines
+    count (context_ticket_ids), exactly as for a chunk's text.
+    """
+    pattern = compile_uri_pattern(uri_pattern)
+    ids: set[int] = set()
+    for chunk in chunks:
+        ids |= chunk_ticket_ids(chunk, pattern)
+    contexts = [context] if isinstance(context, str) else list(context or ())
+    for text in contexts:
+        ids |= context_ticket_ids(text)
+    return ids
+
+
+# --------------------------------------------------------------------------- filtering
+
+
+def parse_ticket_id(value: object) -> int | None:
+    """A ticket id given as 12345, 12345.0 (Bedrock returns numeric metadata as floats), "12345",
+    "#12345" or full-width "１２３４５"; None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int):
+        return value if value > 0 else None
+    if isinstance(value, str):
+        # NFKC: "１２３４５" and "＃１２３４５" are read like the same ids written in a text.
+        digits = unicodedata.normalize("NFKC", value).strip().removeprefix("#")
+        if digits.isdigit() and digits.isascii() and len(digits) <= 12:
+            return int(digits) or None
+    return None
+
+
+def issue_id_of(item: Any) -> int | None:
+    """The ticket id of a ticket result ``{"issue_id": 12345, …}``."""
+    return parse_ticket_id(item.get("issue_id")) if isinstance(item, Mapping) else None
+
+
+Status = Literal["valid", "invalid", "unchecked"]
+
+
+@dataclass(frozen=True)
+class Checked(Generic[T]):
+    """An item with its verdict: ``valid``, ``invalid`` (id missing or not retrieved) or ``unchecked``
+    (nothing retrieved carried an id and ``on_empty="pass"``: passed through, flagged)."""
+
+    item: T
+    ticket_id: int | None
+    status: Status
+
+
+@dataclass(frozen=True)
+class FilterResult(Generic[T]):
+    """``checked``: every item with its verdict, in order; ``kept``: the items to show (under
+    ``on_invalid="flag"`` these include the ``rejected`` ones, which the caller marks)."""
+
+    checked: list[Checked[T]]
+    kept: list[T]
+
+    @property
+    def rejected(self) -> list[T]:
+        return [c.item for c in self.checked if c.status == "invalid"]
+
+    @property
+    def unchecked(self) -> bool:
+        return any(c.status == "unchecked" for c in self.checked)
+
+
+class IdChecker(Generic[T]):
+    """The one decision behind filter_ids and filter_stream."""
+
+    def __init__(
+        self,
+        valid: set[int] | frozenset[int],
+        on_invalid: OnInvalid,
+        on_empty: OnEmpty,
+        id_of: Callable[[T], int | None],
+    ) -> None:
+        if on_invalid not in ("drop", "flag") or on_empty not in ("pass", "block"):
+            raise ValueError(f"on_invalid must be drop|flag and on_empty pass|block, not {on_invalid!r}/{on_empty!r}")
+        self.valid = valid
+        self.on_invalid = on_invalid
+        self.on_empty = on_empty
+        self.id_of = id_of
+
+    @property
+    def unchecked(self) -> bool:
+        """Nothing is valid and ``on_empty="pass"``: every item passes through unchecked."""
+        return not self.valid and self.on_empty == "pass"
+
+    def status(self, ticket_id: int | None) -> Status:
+        if self.unchecked:
+            return "unchecked"
+        return "valid" if ticket_id in self.valid else "invalid"
+
+    def check(self, item: T) -> Checked[T]:
+        ticket_id = self.id_of(item)
+        return Checked(item, ticket_id, self.status(ticket_id))
+
+    def keeps(self, checked: Checked[T]) -> bool:
+        return checked.status != "invalid" or self.on_invalid == "flag"
+
+
+def filter_ids(
+    items: Iterable[T],
+    valid: set[int] | frozenset[int],
+    *,
+    on_invalid: OnInvalid = "drop",
+    on_empty: OnEmpty = "pass",
+    id_of: Callable[[T], int | None] = issue_id_of,
+) -> FilterResult[T]:
+    """Drop (``on_invalid="drop"``) or only flag (``"flag"``) items whose ticket id is not valid.
+
+    When ``valid`` is empty (nothing retrieved carried a ticket id), ``on_empty="pass"`` passes every
+    item through marked ``unchecked``, so a backend never answers with a silently empty list;
+    ``on_empty="block"`` treats every item as invalid instead (the strict variant).
+    """
+    checker = IdChecker(valid, on_invalid, on_empty, id_of)
+    checked = [checker.check(item) for item in items]
+    return FilterResult(checked, [c.item for c in checked if checker.keeps(c)])
+
+
+async def filter_stream(
+    items: AsyncIterable[T],
+    valid: set[int] | frozenset[int],
+    *,
+    on_invalid: OnInvalid = "drop",
+    on_empty: OnEmpty = "pass",
+    id_of: Callable[[T], int | None] = issue_id_of,
+) -> AsyncIterator[Checked[T]]:
+    """filter_ids for a streaming backend: yields each item's verdict as soon as the item arrives
+    (invalid items are not yielded under ``on_invalid="drop"``)."""
+    checker = IdChecker(valid, on_invalid, on_empty, id_of)
+    async for item in items:
+        checked = checker.check(item)
+        if checker.keeps(checked):
+            yield checked
+
+
+@dataclass(frozen=True)
+class Mention:
+    """A ticket id named in a text; ``start``/``end``: what a filter replaces (``#12345``, the digits
+    of ``チケット12345``, or a whole Redmine URL), the label words stay."""
+
+    ticket_id: int
+    start: int
+    end: int
+
+
+def iter_mentions(text: str, min_digits: int, known: Set[int], offset: int = 0) -> Iterator[Mention]:
+    for match in MENTION.finditer(text):
+        if match["url"] is not None:
+            issue = _REDMINE_ISSUE.match(match["url"])
+            if issue and match.start() >= offset:
+                yield Mention(int(issue[1]), match.start(), match.end())
+            continue
+        group = "lid" if match["lid"] is not None else "bid"
+        digits = match[group].replace(",", "")
+        ticket_id = int(digits)
+        # Labelled with "#" always counts; labelled without it or bare only when long enough (or known).
+        counts = match["lhash"] is not None or len(digits) >= min_digits or (group == "bid" and ticket_id in known)
+        if group == "bid":
+            start = match.start()
+        else:
+            start = match.start("lhash") if match["lhash"] is not None else match.start("lid")
+        if counts and ticket_id > 0 and start >= offset:
+            yield Mention(ticket_id, start, match.end())
+
+
+def mentioned_ids(text: str, min_digits: int = DEFAULT_MIN_ID_DIGITS, known: Set[int] = frozenset()) -> list[Mention]:
+    """The ticket ids a text names, in order: ``#12345``, ``＃１２３４５``, ``チケット #12345``,
+    ``チケット12345``, ``Ticket#12345``, ``Redmine #12,345``, ``https://host/issues/12345#note-3``.
+
+    A bare ``#n`` needs ``min_digits`` digits unless ``n`` is in ``known`` (the retrieved ids): see
+    DEFAULT_MIN_ID_DIGITS. Not a mention: ``&#123;``, ``page#12``, fragments of other URLs.
+    """
+    return list(iter_mentions(text, min_digits, known))
+
+
+def _replace_mentions(
+    text: str, valid: Set[int], marker: str, min_digits: int, start: int = 0, end: int | None = None
+) -> str:
+    """text[start:end] with every mention there of an id not in ``valid`` replaced; the text around
+    that window is context only (labels before it, what follows a number after it)."""
+    end = len(text) if end is None else end
+    pieces: list[str] = []
+    position = start
+    for mention in iter_mentions(text, min_digits, valid, start):
+        if mention.start >= end:
+            break
+        if mention.ticket_id not in valid:
+            pieces += [text[position : mention.start], marker]
+            position = mention.end
+    pieces.append(text[position:end])
+    return "".join(pieces)
+
+
+def filter_text(
+    text: str,
+    valid: Set[int],
+    *,
+    on_empty: OnEmpty = "pass",
+    marker: str = UNVERIFIED_MARKER,
+    min_digits: int = DEFAULT_MIN_ID_DIGITS,
+) -> str:
+    """Replace every mention of a ticket id that is not valid with ``marker``.
+
+    With an empty ``valid`` set, ``on_empty="pass"`` leaves the text as it is (the caller flags it)
+    and ``"block"`` replaces every mention.
+    """
+    if not valid and on_empty == "pass":
+        return text
+    return _replace_mentions(text, valid, marker, min_digits)
+
+
+async def filter_text_stream(
+    deltas: AsyncIterable[str],
+    valid: Set[int],
+    *,
+    on_empty: OnEmpty = "pass",
+    marker: str = UNVERIFIED_MARKER,
+    min_digits: int = DEFAULT_MIN_ID_DIGITS,
+) -> AsyncIterator[str]:
+    """filter_text for a token stream: the end of what has arrived that may still grow into a mention
+    is held back until it cannot, so the output equals ``filter_text`` of the whole text."""
+    if not valid and on_empty == "pass":
+        async for delta in deltas:
+            yield delta
+        return
+    pending = ""
+    emitted = ""  # the last characters already emitted: labels and look-behinds reach back into them
+    async for delta in deltas:
+        pending += delta
+        hold = _TRAILING_PARTIAL_MENTION.search(pending)
+        cut = hold.start() if hold else len(pending)
+        if cut:
+            # What is held back is still context: a number followed by "-0" is a date, not a mention.
+            yield _replace_mentions(emitted + pending, valid, marker, min_digits, len(emitted), len(emitted) + cut)
+            emitted = (emitted + pending[:cut])[-_STREAM_LOOKBACK:]
+            pending = pending[cut:]
+    if pending:
+        yield _replace_mentions(emitted + pending, valid, marker, min_digits, len(emitted))
+
+
+@dataclass(frozen=True)
+class Marker:
+    """An inline citation marker: ``[2]`` (``position`` 1, 0-based) or ``[SRC:doc#sec3]`` (``source_id``)."""
+
+    source_id: str
+    position: int | None
+    start: int
+
+
+def citation_markers(text: str) -> list[Marker]:
+    """The inline citation markers of a text, one per cited number (``[1, 3]`` cites two)."""
+    markers: list[Marker] = []
+    for match in MARKER.finditer(text):
+        if match["src"] is not None:
+            markers.append(Marker(match["src"], None, match.start()))
+            continue
+        for number in re.split(r"[^\d]+", match["numbers"]):
+            markers.append(Marker(f"[{int(number)}]", int(number) - 1, match.start()))
+    return markers

@@ -1,0 +1,93 @@
+"""What verify works on: retrieved chunks, citations, claims and answers, and the defaults they share.
+
+Untrusted text (chunks, answers) is only ever matched against fixed patterns; nothing is built from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import (
+    Mapping,
+)
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+DEFAULT_URI_PATTERN = r"/(\d+)\.md$"
+"""Source URI → ticket id: ``…/12345.md`` (flat layout) and ``…/<project>/12345.md`` (by-project)."""
+DEFAULT_QUOTE_THRESHOLD = 0.8
+"""A quoted span must match some part of the cited chunk with at least this similarity (0..1)."""
+DEFAULT_GROUNDING_THRESHOLD = 0.3
+"""At least this share of a claim's tokens (CJK bigrams / words) must occur in its cited chunks."""
+UNVERIFIED_MARKER = "[unverified]"
+"""What a dropped ``#12345`` mention becomes in a filtered text answer."""
+
+OnInvalid = Literal["drop", "flag"]
+OnEmpty = Literal["pass", "block"]
+Severity = Literal["critical", "warning", "info"]
+T = TypeVar("T")
+
+DEFAULT_MIN_ID_DIGITS = 3
+"""A bare ``#n`` (no label, not in a Redmine URL) is a ticket id only with at least this many digits
+(or when ``n`` is a retrieved ticket): ``手順 #2`` is step 2, not ticket #2. Labelled forms
+(``チケット #2``, ``Ticket#2``, ``Redmine #2``) and Redmine issue URLs always are."""
+
+
+# --------------------------------------------------------------------------- input data
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One retrieved chunk: the id an answer cites it by, its text and its source URI.
+
+    ``ticket_id``/``subject``: what the knowledge base stored with the document (the ``ticket_id`` and
+    ``subject`` attributes of anchorkit's sidecars), when the retrieval reports them; ``title``: the
+    source's title (seed 000's ``Source.title``); ``score``: the retriever's relevance score.
+    """
+
+    id: str
+    text: str
+    uri: str | None = None
+    ticket_id: int | None = None
+    title: str | None = None
+    subject: str | None = None
+    score: float | None = None
+
+
+@dataclass(frozen=True)
+class Citation:
+    """A claim's reference to a retrieved chunk, optionally quoting it.
+
+    ``position``: the 0-based position of the chunk in the retrieval, for citations that name a
+    position instead of an id (``[2]`` markers, LangChain's integer source ids); ``source_id`` is
+    then how the answer wrote it.
+    """
+
+    source_id: str
+    quoted_span: str | None = None
+    position: int | None = None
+
+
+@dataclass(frozen=True)
+class Claim:
+    text: str
+    citations: tuple[Citation, ...] = ()
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer in any accepted shape, normalised (verify_shapes.py says which shape fills what).
+
+    ``text``: free text outside claims (a plain-text answer, ``output.text``, a top-level ``answer``);
+    ``summary``: a GroundedAnswer's summary; ``claims``: structured claims; ``results``: ticket result
+    objects ``{"issue_id": …}`` (kept as given, they are the product); ``extra``: (where, text) of every
+    other string the answer holds, checked for ticket ids too; ``retrieved``: chunks the answer carries
+    itself (RetrieveAndGenerate references, LlamaIndex ``source_nodes``, LangChain ``context``).
+    """
+
+    shape: str
+    text: str = ""
+    claims: tuple[Claim, ...] = ()
+    results: tuple[Mapping[str, Any], ...] = ()
+    summary: str = ""
+    extra: tuple[tuple[str, str], ...] = ()
+    retrieved: tuple[Chunk, ...] = ()
+    notes: tuple[str, ...] = ()  # what reading ``retrieved`` skipped
