@@ -21,10 +21,11 @@ from typing import Any
 from anchorkit import parallel
 from anchorkit.anchors import find_titles
 from anchorkit.files import sync_file
-from anchorkit.render.document import Lookups, RenderOptions, render_document
+from anchorkit.render.document import Lookups, RenderOptions, history_journals, render_document
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, build_sidecar, check_schema
 from anchorkit.render.spacing import TokenCounter, approximate_tokens
 from anchorkit.render.textformat import TEXT_FORMATS
+from anchorkit.source.notes import note_numbers
 from anchorkit.source.snapshot import (
     SnapshotError,
     iter_issue_paths,
@@ -55,6 +56,8 @@ class TransformOptions:
     # (tokens.choose_tokenizer, never a download), else the approximation with a safety margin.
     tokenizer: str = "auto"
     tiktoken_file: Path | None = None
+    # The sidecars' ``url`` is this Redmine's page of the issue; None: the snapshot's state.json "redmine_url".
+    redmine_url: str | None = None
 
 
 @dataclass
@@ -126,8 +129,21 @@ def resolve_render_options(snapshot_dir: Path, options: TransformOptions) -> Ren
     return dataclasses.replace(options.render, text_format=steps)
 
 
+def resolve_redmine_url(snapshot_dir: Path, options: TransformOptions) -> TransformOptions:
+    """The options with the sidecars' Redmine URL settled (given, else the one pull recorded)."""
+    if options.redmine_url is not None or not options.sidecars:
+        return options
+    url = load_state(snapshot_dir).get("redmine_url")
+    return dataclasses.replace(options, redmine_url=url if isinstance(url, str) and url else None)
+
+
+def issue_url(redmine_url: str | None, ticket_id: int) -> str | None:
+    return f"{redmine_url.rstrip('/')}/issues/{ticket_id}" if redmine_url else None
+
+
 def iter_documents(snapshot_dir: Path, options: TransformOptions) -> Iterator[RenderedTicket | TicketFailure]:
     """Render every ticket of the snapshot, one at a time, in ticket-id order."""
+    options = resolve_redmine_url(snapshot_dir, options)
     render_options = resolve_render_options(snapshot_dir, options)
     lookups = load_lookups(snapshot_dir)
     count_tokens = (
@@ -187,7 +203,17 @@ def render_ticket(
             return PRIVATE
         _check_sizes(path, issue, options.max_text_bytes)
         markdown = render_document(issue, lookups, render_options, count_tokens)
-        sidecar, warnings = build_sidecar(issue, lookups, options.sidecar_schema) if options.sidecars else (None, [])
+        sidecar, warnings = (
+            build_sidecar(
+                issue,
+                lookups,
+                options.sidecar_schema,
+                url=issue_url(options.redmine_url, ticket_id),
+                notes=note_numbers(history_journals(issue, lookups, render_options)),
+            )
+            if options.sidecars
+            else (None, [])
+        )
     except SnapshotError as exc:
         return TicketFailure(str(path), ticket_id, str(exc))
     except Exception as exc:
@@ -232,6 +258,7 @@ def transform_snapshot(
     if options.sidecars:  # one error for the run, not one failed ticket per ticket
         check_schema(options.sidecar_schema)
     started = time.perf_counter()
+    options = resolve_redmine_url(snapshot_dir, options)
     report = TransformReport()
     expected: set[str] = set()
     keep_ids: set[int] = set()  # failed tickets keep whatever output they had

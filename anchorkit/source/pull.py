@@ -32,6 +32,7 @@ from anchorkit.errors import EXIT_LOCKED, UsageError, url_host
 from anchorkit.files import check_writable_folder
 from anchorkit.render.textformat import TEXT_FORMATS
 from anchorkit.source import snapshot
+from anchorkit.source.notes import NoteNumbering, with_note_numbers
 from anchorkit.source.redmine import RedmineClient, RedmineError, RetryPolicy
 
 DEFAULT_CONCURRENCY = 4
@@ -160,6 +161,14 @@ def snapshot_lock(snapshot_dir: Path) -> Iterator[None]:
             yield
         finally:
             held.discard(folder)
+
+
+def public_url(url: str) -> str:
+    """The Redmine base URL as it may be written down: without ``user:password@``, query or fragment."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{netloc}{f':{parts.port}' if parts.port else ''}{parts.path.rstrip('/')}"
 
 
 def without_private_notes(document: dict[str, Any]) -> dict[str, Any]:
@@ -323,8 +332,10 @@ class Puller:
         refetch_all: bool,
         progress: ProgressCallback | None,
         known: Mapping[int, snapshot.StoredStamp] | None = None,
+        numbering: NoteNumbering | None = None,  # None: journals are stored without note numbers
     ) -> None:
         self.client = client
+        self.numbering = numbering
         self.snapshot_dir = snapshot_dir
         self.api_key = api_key
         self.include_private = include_private
@@ -423,6 +434,8 @@ class Puller:
         if issue.get("is_private") and not self.include_private:
             self.forget(issue_id)
             return IssueOutcome(issue_id, "private")
+        if self.numbering is not None and self.numbering.sees_every_journal(issue):
+            document = with_note_numbers(document)  # before private notes go: Redmine counts them
         if not self.include_private:
             document = without_private_notes(document)
         try:
@@ -538,12 +551,12 @@ def pull(
     client = RedmineClient(url, api_key, policy)
     try:
         # Before anything is written: a wrong key must not leave even an empty snapshot behind.
-        check_api_key(client, redact(url_host(url), api_key))
+        numbering = NoteNumbering(client, check_api_key(client, redact(url_host(url), api_key)))
         with prepared_snapshot(snapshot_dir), snapshot_lock(snapshot_dir):
             snapshot.remove_stale_temp_files(snapshot_dir)
             state = snapshot.load_state(snapshot_dir)
             lookups = snapshot.load_lookups(snapshot_dir)
-            report = _run(client, snapshot_dir, api_key, state, lookups, settings, progress, known)
+            report = _run(client, snapshot_dir, api_key, state, lookups, settings, progress, known, numbering)
     finally:
         client.close()
     report.requests = client.stats.requests
@@ -553,13 +566,13 @@ def pull(
     return report
 
 
-def check_api_key(client: RedmineClient, host: str) -> None:
-    """Raise :class:`PullError` unless Redmine knows the key. One request (``/users/current.json``),
+def check_api_key(client: RedmineClient, host: str) -> dict[str, Any]:
+    """The key's user; :class:`PullError` unless Redmine knows the key. One request (``/users/current.json``),
     on every run: Redmine answers an unknown or revoked key as anonymous instead of refusing it, and an
     anonymous run would quietly fetch only the public issues (and a full one remove all the others)."""
     with client.stats.purpose("key check"):
         try:
-            accepted = client.key_is_accepted()
+            user = client.current_user()
         except RedmineError as error:
             if error.status == 403:
                 raise PullError(
@@ -567,11 +580,12 @@ def check_api_key(client: RedmineClient, host: str) -> None:
                     "(Administration > Settings > API)?"
                 ) from None
             raise PullError(f"cannot reach Redmine at {host}: {error}") from None
-    if not accepted:
+    if user is None:
         raise PullError(
             f"Redmine at {host} does not accept the API key (an unknown or revoked key is answered as "
             "anonymous): check REDMINE_API_KEY or the --api-key-file"
         )
+    return user
 
 
 def check_snapshot_folder(snapshot_dir: Path) -> None:
@@ -615,6 +629,7 @@ def _run(
     settings: PullSettings,
     progress: ProgressCallback | None,
     known: Mapping[int, snapshot.StoredStamp] | None,
+    numbering: NoteNumbering | None = None,
 ) -> PullReport:
     cursor = parse_cursor(state.get("cursor"))
     runs_since_full = int(state.get("runs_since_full", 0))
@@ -622,7 +637,9 @@ def _run(
     privacy_changed = "include_private" in state and bool(state["include_private"]) != settings.include_private
     automatic_full = settings.full_every > 0 and runs_since_full + 1 >= settings.full_every
     is_full = settings.full or cursor is None or privacy_changed or automatic_full
-    puller = Puller(client, snapshot_dir, api_key, settings.include_private, privacy_changed, progress, known)
+    puller = Puller(
+        client, snapshot_dir, api_key, settings.include_private, privacy_changed, progress, known, numbering
+    )
     report = puller.report
     report.full = is_full
     scopes: list[str | None] = list(settings.projects) or [None]
@@ -667,6 +684,7 @@ def _run(
         new_state["lookups_refreshed_at"] = refreshed_at
         new_state["lookup_projects"] = lookup_projects
     new_state["include_private"] = settings.include_private
+    new_state["redmine_url"] = public_url(client.url)
     if "text_format" not in state:
         new_state["text_format"] = settings.text_format or DEFAULT_TEXT_FORMAT
     elif settings.text_format is not None and state["text_format"] != settings.text_format:
