@@ -317,7 +317,13 @@ class TiktokenTokenizer:
     def _token_lengths(self, texts: Sequence[str]) -> list[list[int]]:
         """Byte length of every token of every text (one batched, multi-threaded encode)."""
         length_of = self._token_bytes.__getitem__
-        return [list(map(length_of, ids)) for ids in self._encoding.encode_ordinary_batch(list(texts))]
+        # One text is encoded here: starting the batch's thread pool costs as much as encoding a long ticket.
+        encoded = (
+            [self._encoding.encode_ordinary(texts[0])]
+            if len(texts) == 1
+            else self._encoding.encode_ordinary_batch(list(texts))
+        )
+        return [list(map(length_of, ids)) for ids in encoded]
 
     @staticmethod
     def _offsets(parts: Sequence[list[int]]) -> ExactTokens:

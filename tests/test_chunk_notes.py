@@ -16,7 +16,7 @@ from anchorkit.chunk.sources import chunk_items, iter_source
 from anchorkit.render.sidecar import build_sidecar, format_note_numbers, parse_note_numbers
 from anchorkit.render.transform import TransformOptions, transform_snapshot
 from anchorkit.source.notes import note_numbers, with_note_numbers
-from anchorkit.source.pull import pull, public_url
+from anchorkit.source.pull import public_url, pull
 from anchorkit.source.redmine import RetryPolicy
 from tests.test_chunk import BYTES
 
@@ -147,7 +147,9 @@ def test_each_chunk_links_to_the_redmine_note_that_holds_its_text(
     redmine_admin.add_member(redmine_project["id"], reader["id"], [redmine_server.reader_role_id])
     issue = help_desk_issue(redmine_admin, redmine_server, redmine_project["id"], reader["api_key"])
     snap = tmp_path / "snap"
-    report = pull(redmine_server.url, snap, redmine_server.admin_key, projects=[redmine_project["identifier"]], policy=FAST)
+    report = pull(
+        redmine_server.url, snap, redmine_server.admin_key, projects=[redmine_project["identifier"]], policy=FAST
+    )
     assert report.ok
     stored = json.loads((snap / "issues" / f"{issue}.json").read_text(encoding="utf-8"))["issue"]["journals"]
     assert [j["note_number"] for j in stored] == [1, 2, 4, 5, 7, 8]  # the private notes #3 and #6 are left out

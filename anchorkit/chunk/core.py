@@ -300,13 +300,31 @@ class _Chunker:
                     self._shrink(start, first, budget)
                     continue
                 chunk = self._chunk(len(chunks), start, first, end)
-                excess = self.tokenizer.count(chunk.text) - self.chunk_tokens
+                excess = self._tokens(chunk) - self.chunk_tokens
                 if excess <= 0:
                     break
-                budget -= excess  # a cut inside a token costs one more than its offsets say: take less
+                budget -= excess  # a cut inside a token costs more than its offsets say: take less
             chunks.append(chunk)
             previous_start, first = start, end
         return ChunkedTicket(self.ticket_id, chunks, self.warnings)
+
+    def _tokens(self, chunk: Chunk) -> int:
+        """The chunk's exact token count.
+
+        An exact tokenizer's count of a text is the sum of its counts of two parts cut at a line
+        start that is not whitespace (cl100k_base's pre-tokenizer never joins a line break with the
+        character after it; tokens.TiktokenTokenizer.tokenize_pairs relies on it too). A chunk cut
+        there is the sum of its header, repeated lines and content, as the content's offsets say;
+        a chunk cut inside a line, or before an indented line, is counted again.
+        """
+        if self.tokenizer.exact and self._clean(chunk.start) and self._clean(chunk.end):
+            body = self.positions.cost(chunk.start, chunk.end)
+            return self.count(chunk.header) + self.count(chunk.reopened) + body + self.count(chunk.closed)
+        return self.tokenizer.count(chunk.text)
+
+    def _clean(self, offset: int) -> bool:
+        content = self.content
+        return offset in (0, len(content)) or (content[offset - 1] == "\n" and not content[offset].isspace())
 
     def _end(self, start: int, first: int, budget: int) -> int | None:
         """The piece index before which the chunk that begins at piece ``start`` (its own content at
@@ -560,7 +578,7 @@ def _segments(document: str, content: str, ticket_id: int) -> tuple[list[_Segmen
         if anchor is not None and int(anchor["id"]) == ticket_id:
             offset = match.start()
             headings.append((offset - removed[bisect_right(cut_starts, offset)], match[1], match[0].split("\n", 1)[0]))
-    bounds = [(0, "details", None)]
+    bounds: list[tuple[int, str, int | None]] = [(0, "details", None)]
     journals: list[tuple[str, str]] = []
     history_start = None
     details_heading = content.find("\n\n") + 2  # the basic info's heading is the title's next line

@@ -99,10 +99,10 @@ def iter_folder(folder: Path, redmine_url: str | None = None) -> Iterator[Item]:
         except OSError as error:
             yield TicketFailure(str(path), ticket_id, f"{error.filename or path}: cannot read ({error.strerror})")
             continue
-        if not metadata.get("url") and redmine_url:
-            metadata["url"] = issue_url(redmine_url, ticket_id)
-        metadata.setdefault("ticket_id", ticket_id)
-        yield TicketDocument(str(path), ticket_id, markdown, metadata)
+        url = metadata.get("url") or issue_url(redmine_url, ticket_id)
+        yield TicketDocument(
+            str(path), ticket_id, markdown, {"ticket_id": ticket_id, **metadata, **({"url": url} if url else {})}
+        )
 
 
 def _document_paths(folder: Path) -> list[tuple[int, Path]]:

@@ -231,11 +231,11 @@ _NOTE_RUN = re.compile(r"(\d{1,9})(?:-(\d{1,9}))?")
 def parse_note_numbers(value: Any) -> list[int] | None:
     """The numbers of ``format_note_numbers``' text (or of a list of numbers); None if it is neither."""
     if isinstance(value, list):
-        numbers = [metadata_int(item) for item in value]
-        return None if None in numbers else numbers  # type: ignore[return-value]
+        items = [metadata_int(item) for item in value]
+        return [item for item in items if item is not None] if None not in items else None
     if not isinstance(value, str):
         return None
-    numbers = []
+    numbers: list[int] = []
     for run in value.split(","):
         match = _NOTE_RUN.fullmatch(run.strip())
         if match is None:

@@ -83,8 +83,9 @@ class NoteNumbering:
         if self.admin:
             return True
         project = issue.get("project")
-        roles = self.project_roles.get(project.get("id")) if isinstance(project, dict) else None
-        return bool(roles) and any(self._allows(role) for role in sorted(roles))  # type: ignore[arg-type]
+        project_id = project.get("id") if isinstance(project, dict) else None
+        roles = self.project_roles.get(project_id, set()) if isinstance(project_id, int) else set()
+        return any(self._allows(role) for role in sorted(roles))
 
     def _allows(self, role_id: int) -> bool:
         with self.lock:
