@@ -16,7 +16,7 @@ from anchorkit.chunk.sources import chunk_items, iter_source
 from anchorkit.render.sidecar import build_sidecar, format_note_numbers, parse_note_numbers
 from anchorkit.render.transform import TransformOptions, transform_snapshot
 from anchorkit.source.notes import note_numbers, with_note_numbers
-from anchorkit.source.pull import public_url, pull
+from anchorkit.source.pull import PullReport, public_url, pull
 from anchorkit.source.redmine import RetryPolicy
 from tests.test_chunk import BYTES
 
@@ -126,6 +126,21 @@ def help_desk_issue(admin: RedmineAdmin, server: RedmineServer, project_id: int,
     return issue
 
 
+def pulled_issue(
+    tmp_path: Path, server: RedmineServer, admin: RedmineAdmin, project: dict[str, Any], role_id: int, key: str = ""
+) -> tuple[Path, int, list[dict[str, Any]], PullReport]:
+    """The snapshot a pull with ``key`` (a member with ``role_id`` when empty) makes of a help-desk
+    issue, the issue's id, its stored journals and the pull's report."""
+    member = admin.create_user()
+    admin.add_member(project["id"], member["id"], [role_id])
+    issue = help_desk_issue(admin, server, project["id"], member["api_key"])
+    snap = tmp_path / "snap"
+    report = pull(server.url, snap, key or member["api_key"], projects=[project["identifier"]], policy=FAST)
+    assert report.ok
+    journals = json.loads((snap / "issues" / f"{issue}.json").read_text(encoding="utf-8"))["issue"]["journals"]
+    return snap, issue, journals, report
+
+
 def chunked(snap: Path, limit: int) -> ChunkedTicket:
     (result,) = list(chunk_items(iter_source(snap), BYTES, limit))
     assert isinstance(result, ChunkedTicket), result
@@ -143,15 +158,14 @@ def leading_marker(text: str) -> str:
 def test_each_chunk_links_to_the_redmine_note_that_holds_its_text(
     tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, redmine_project: dict[str, Any]
 ) -> None:
-    reader = redmine_admin.create_user()
-    redmine_admin.add_member(redmine_project["id"], reader["id"], [redmine_server.reader_role_id])
-    issue = help_desk_issue(redmine_admin, redmine_server, redmine_project["id"], reader["api_key"])
-    snap = tmp_path / "snap"
-    report = pull(
-        redmine_server.url, snap, redmine_server.admin_key, projects=[redmine_project["identifier"]], policy=FAST
+    snap, issue, stored, _ = pulled_issue(
+        tmp_path,
+        redmine_server,
+        redmine_admin,
+        redmine_project,
+        redmine_server.reader_role_id,
+        redmine_server.admin_key,
     )
-    assert report.ok
-    stored = json.loads((snap / "issues" / f"{issue}.json").read_text(encoding="utf-8"))["issue"]["journals"]
     assert [j["note_number"] for j in stored] == [1, 2, 4, 5, 7, 8]  # the private notes #3 and #6 are left out
 
     chunks = chunked(snap, 220).chunks
@@ -175,12 +189,9 @@ def test_each_chunk_links_to_the_redmine_note_that_holds_its_text(
 def test_a_key_that_cannot_see_private_notes_gets_links_to_the_issue_not_to_a_wrong_note(
     tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, redmine_project: dict[str, Any]
 ) -> None:
-    reader = redmine_admin.create_user()
-    redmine_admin.add_member(redmine_project["id"], reader["id"], [redmine_server.reader_role_id])
-    issue = help_desk_issue(redmine_admin, redmine_server, redmine_project["id"], reader["api_key"])
-    snap = tmp_path / "snap"
-    assert pull(redmine_server.url, snap, reader["api_key"], projects=[redmine_project["identifier"]], policy=FAST).ok
-    stored = json.loads((snap / "issues" / f"{issue}.json").read_text(encoding="utf-8"))["issue"]["journals"]
+    snap, issue, stored, _ = pulled_issue(
+        tmp_path, redmine_server, redmine_admin, redmine_project, redmine_server.reader_role_id
+    )
     assert len(stored) == 6 and all("note_number" not in j for j in stored)
     result = chunked(snap, 220)
     assert {c.metadata["url"] for c in result.chunks} == {f"{redmine_server.url}/issues/{issue}"}
@@ -198,13 +209,8 @@ def test_a_member_whose_role_may_view_private_notes_gets_the_note_numbers(
         if "view_private_notes" in redmine_admin.request("GET", f"/roles/{role['id']}.json")["role"]["permissions"]
     ]
     assert viewing, "Redmine's default roles (Manager, Developer) may view private notes"
-    member = redmine_admin.create_user()
-    redmine_admin.add_member(redmine_project["id"], member["id"], [viewing[0]])
-    issue = help_desk_issue(redmine_admin, redmine_server, redmine_project["id"], member["api_key"])
-    snap = tmp_path / "snap"
-    report = pull(redmine_server.url, snap, member["api_key"], projects=[redmine_project["identifier"]], policy=FAST)
-    assert report.ok and report.requests_by_purpose.get("roles") == 1  # read once, for the one project
-    stored = json.loads((snap / "issues" / f"{issue}.json").read_text(encoding="utf-8"))["issue"]["journals"]
+    snap, _, stored, report = pulled_issue(tmp_path, redmine_server, redmine_admin, redmine_project, viewing[0])
+    assert report.requests_by_purpose.get("roles") == 1  # read once, for the one project
     assert [j["note_number"] for j in stored] == [1, 2, 4, 5, 7, 8]
     state = json.loads((snap / "state.json").read_text(encoding="utf-8"))
     assert state["redmine_url"] == redmine_server.url

@@ -13,51 +13,33 @@ Both take what ``sources.chunk_items`` yields and report tickets, chunks, files 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import re
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from anchorkit.anchors import identified_ticket_ids
 from anchorkit.chunk.core import Chunk, ChunkedTicket
 from anchorkit.files import AtomicStream, sync_file
-from anchorkit.render.sidecar import SIDECAR_SUFFIX, check_schema, encode_sidecar, read_sidecar
-from anchorkit.render.transform import PRIVATE, TicketFailure
+from anchorkit.render.sidecar import SIDECAR_SUFFIX, check_schema, encode_sidecar
+from anchorkit.render.transform import TicketFailure, TransformReport, written_for
 
 _CHUNK_NAME = re.compile(rf"^(\d+)-\d{{3,}}\.md(?:{re.escape(SIDECAR_SUFFIX)})?$")
 _TEMP_NAME = re.compile(rf"^\.\d+-\d{{3,}}\.md(?:{re.escape(SIDECAR_SUFFIX)})?\..*\.tmp$")
 
 
 @dataclass
-class ChunkReport:
-    tickets: int = 0
+class ChunkReport(TransformReport):
+    """transform's report (files created, changed, unchanged, removed; failures...) and the chunk count."""
+
     chunks: int = 0
-    created: list[str] = field(default_factory=list)
-    changed: list[str] = field(default_factory=list)
-    unchanged: int = 0
-    removed: list[str] = field(default_factory=list)
-    failed: list[TicketFailure] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    private_skipped: int = 0
-    seconds: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            **dataclasses.asdict(self),
-            "failed": [dataclasses.asdict(f) for f in self.failed],
-            "seconds": round(self.seconds, 3),
-        }
-
-    def add(self, relpath: str, status: str) -> None:
-        if status == "unchanged":
-            self.unchanged += 1
-        else:
-            (self.created if status == "created" else self.changed).append(relpath)
+        return {**super().as_dict(), "chunks": self.chunks}
 
 
 def chunk_record(chunk: Chunk) -> dict[str, Any]:
@@ -68,12 +50,7 @@ def chunk_record(chunk: Chunk) -> dict[str, Any]:
 def _tickets(results: Iterable[ChunkedTicket | TicketFailure | str], report: ChunkReport) -> Iterator[ChunkedTicket]:
     """The chunked tickets, with failures and private issues counted in ``report``."""
     for result in results:
-        if result == PRIVATE:
-            report.private_skipped += 1
-            continue
-        report.tickets += 1
-        if isinstance(result, TicketFailure):
-            report.failed.append(result)
+        if not report.count(result):
             continue
         assert isinstance(result, ChunkedTicket)
         report.warnings.extend(result.warnings)
@@ -155,7 +132,7 @@ def _remove_stale(out_dir: Path, folder: str, expected: set[str], report: ChunkR
             continue
         match = _CHUNK_NAME.match(name)
         ours = bool(_TEMP_NAME.match(name)) or (
-            match is not None and match[1] == folder and _holds_ticket(directory / name, int(folder))
+            match is not None and match[1] == folder and written_for(directory / name, int(folder), _names_chunk_ticket)
         )
         if ours:
             report.removed.append(relpath)
@@ -166,18 +143,6 @@ def _remove_stale(out_dir: Path, folder: str, expected: set[str], report: ChunkR
             directory.rmdir()
 
 
-_HEAD_BYTES = 16_384  # more than a chunk's header line or a sidecar (<= 10 KB)
-
-
-def _holds_ticket(path: Path, ticket_id: int) -> bool:
-    try:
-        with path.open("rb") as file:
-            head = file.read(_HEAD_BYTES)
-    except OSError:
-        return False
-    if path.name.endswith(SIDECAR_SUFFIX):
-        try:
-            return read_sidecar(head).get("ticket_id") == ticket_id
-        except ValueError:
-            return False
-    return identified_ticket_ids(head.split(b"\n", 1)[0].decode("utf-8", "replace")) == {ticket_id}
+def _names_chunk_ticket(line: str, ticket_id: int) -> bool:
+    """A chunk's first line is its ticket's title (the first chunk) or anchor (the others)."""
+    return identified_ticket_ids(line) == {ticket_id}

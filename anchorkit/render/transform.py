@@ -13,7 +13,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +93,24 @@ class TransformReport:
     @property
     def differs(self) -> bool:
         return bool(self.created or self.changed or self.removed)
+
+    def count(self, outcome: object) -> bool:
+        """Count one ticket's outcome: False for a private issue left out or a failure, True otherwise."""
+        if outcome == PRIVATE:
+            self.private_skipped += 1
+            return False
+        self.tickets += 1
+        if isinstance(outcome, TicketFailure):
+            self.failed.append(outcome)
+            return False
+        return True
+
+    def add(self, relpath: str, status: str) -> None:
+        """Count a file as ``sync_file`` left it: "created", "changed" or "unchanged"."""
+        if status == "unchanged":
+            self.unchanged += 1
+        else:
+            (self.created if status == "created" else self.changed).append(relpath)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -274,23 +292,15 @@ def transform_snapshot(
         _transform_batch, iter_issue_paths(snapshot_dir), jobs, initializer=_start_batches, initargs=(settings,)
     )
     for outcome in outcomes:
-        if outcome == PRIVATE:
-            report.private_skipped += 1
-            continue
-        report.tickets += 1
-        if isinstance(outcome, TicketFailure):
-            report.failed.append(outcome)
-            if outcome.ticket_id is not None:
+        if not report.count(outcome):
+            if isinstance(outcome, TicketFailure) and outcome.ticket_id is not None:
                 keep_ids.add(outcome.ticket_id)
             continue
         assert isinstance(outcome, TicketOutputs)
         report.warnings.extend(outcome.warnings)
         for relpath, status in outcome.outputs:
             expected.add(relpath)
-            if status == "unchanged":
-                report.unchanged += 1
-            else:
-                (report.created if status == "created" else report.changed).append(relpath)
+            report.add(relpath, status)
     for relpath in _stale_outputs(out_dir, expected, keep_ids):
         report.removed.append(relpath)
         if not check:
@@ -361,12 +371,14 @@ def _stale_outputs(out_dir: Path, expected: set[str], keep_ids: set[int]) -> lis
             stale.append(relpath)  # left behind by an interrupted run
         elif _OUTPUT_NAME.match(name) and relpath not in expected:
             ticket_id = int(name.split(".")[0])
-            if ticket_id not in keep_ids and _written_by_transform(out_dir / relpath, ticket_id):
+            if ticket_id not in keep_ids and written_for(out_dir / relpath, ticket_id, _is_title_of):
                 stale.append(relpath)
     return stale
 
 
-def _written_by_transform(path: Path, ticket_id: int) -> bool:
+def written_for(path: Path, ticket_id: int, first_line_names: Callable[[str, int], bool]) -> bool:
+    """Whether ``path`` is an output of ours for this ticket: a sidecar holding its id, or a document
+    whose first line ``first_line_names`` the ticket (anything else is a user's file, left alone)."""
     try:
         with path.open("rb") as file:
             head = file.read(_HEAD_BYTES)
@@ -374,7 +386,11 @@ def _written_by_transform(path: Path, ticket_id: int) -> bool:
         return False
     if path.name.endswith(SIDECAR_SUFFIX):
         return _sidecar_ticket_id(head) == ticket_id
-    titles = find_titles(head.split(b"\n", 1)[0].decode("utf-8", "replace"))
+    return first_line_names(head.split(b"\n", 1)[0].decode("utf-8", "replace"), ticket_id)
+
+
+def _is_title_of(line: str, ticket_id: int) -> bool:
+    titles = find_titles(line)
     return bool(titles) and titles[0].ticket_id == ticket_id
 
 
