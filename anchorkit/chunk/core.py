@@ -311,11 +311,12 @@ class _Chunker:
     def _tokens(self, chunk: Chunk) -> int:
         """The chunk's exact token count.
 
-        An exact tokenizer's count of a text is the sum of its counts of two parts cut at a line
-        start that is not whitespace (cl100k_base's pre-tokenizer never joins a line break with the
-        character after it; tokens.TiktokenTokenizer.tokenize_pairs relies on it too). A chunk cut
-        there is the sum of its header, repeated lines and content, as the content's offsets say;
-        a chunk cut inside a line, or before an indented line, is counted again.
+        An exact tokenizer's count of a text is the sum of its counts of two parts cut at the start
+        of a line that is not blank: cl100k_base's pre-tokenizer ends a piece at the last line break
+        of a run of white space and never joins a line break with what follows it on the next line
+        (tokens.TiktokenTokenizer.tokenize_pairs relies on it too). A chunk cut there costs its
+        header, repeated lines and content as the content's offsets say; a chunk cut inside a line
+        is counted again.
         """
         if self.tokenizer.exact and self._clean(chunk.start) and self._clean(chunk.end):
             body = self.positions.cost(chunk.start, chunk.end)
@@ -323,8 +324,15 @@ class _Chunker:
         return self.tokenizer.count(chunk.text)
 
     def _clean(self, offset: int) -> bool:
+        """Whether ``offset`` is the start of a line that is not blank (or an end of the content)."""
         content = self.content
-        return offset in (0, len(content)) or (content[offset - 1] == "\n" and not content[offset].isspace())
+        if offset in (0, len(content)):
+            return True
+        if content[offset - 1] != "\n":
+            return False
+        while offset < len(content) and content[offset] in " \t\u3000":
+            offset += 1
+        return offset < len(content) and not content[offset].isspace()
 
     def _end(self, start: int, first: int, budget: int) -> int | None:
         """The piece index before which the chunk that begins at piece ``start`` (its own content at
