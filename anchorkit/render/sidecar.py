@@ -87,7 +87,11 @@ def encode_sidecar(attributes: dict[str, Value], schema: str, ticket: str) -> tu
     (``ticket``, "#12345", names the ticket in them)."""
     check_schema(schema)
     warnings: list[str] = []
-    attributes = {key: _fit(key, value, ticket, warnings) for key, value in attributes.items()}
+    attributes = {
+        key: _fit(key, value, ticket, warnings)
+        for key, value in attributes.items()
+        if not key.startswith(RESERVED_PREFIX)  # Bedrock's own keys: a file may not set them
+    }
     droppable = [key for key in reversed(list(attributes)) if key.startswith("cf_")]
     droppable += [key for key in reversed(_OPTIONAL_ORDER) if key in attributes]
     while True:
