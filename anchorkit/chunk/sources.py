@@ -106,16 +106,23 @@ def iter_folder(folder: Path, redmine_url: str | None = None) -> Iterator[Item]:
 
 
 def _document_paths(folder: Path) -> list[tuple[int, Path]]:
-    """``<id>.md`` files of the folder and of its project folders (transform's two layouts)."""
-    found = []
+    """``<id>.md`` files of the folder and of its project folders (transform's two layouts), by id."""
+    found: list[tuple[int, Path]] = []
     with os.scandir(folder) as entries:
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
                 with os.scandir(entry.path) as inner:
-                    found += [(name, Path(item.path)) for item in inner if (name := _DOCUMENT_NAME.match(item.name))]
-            elif name := _DOCUMENT_NAME.match(entry.name):
-                found.append((name, Path(entry.path)))
-    return sorted((int(name[1]), path) for name, path in found)
+                    found.extend(_documents(inner))
+            else:
+                found.extend(_documents([entry]))
+    return sorted(found)
+
+
+def _documents(entries: Iterable[os.DirEntry[str]]) -> Iterator[tuple[int, Path]]:
+    for entry in entries:
+        name = _DOCUMENT_NAME.match(entry.name)
+        if name and entry.is_file():
+            yield int(name[1]), Path(entry.path)
 
 
 def chunk_items(
