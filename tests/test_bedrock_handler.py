@@ -10,14 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from anchorkit import tokens
-from anchorkit.anchors import anchor_line, neutralize_forgeries
-from anchorkit.bedrock import handler
-from anchorkit.bedrock.audit import count_batches, read_audit_lines
-from anchorkit.bedrock.batches import read_batch
-from anchorkit.bedrock.runner import ConfigurationError, FailedFiles, S3Store, Settings, _s3_client, run
-from anchorkit.render.transform import RenderedTicket
 from support import skip_or_fail
 from support.bedrock import (
     NATIVE_CHUNKERS,
@@ -34,6 +26,14 @@ from support.bedrock import (
 from support.long_tickets import write_long_snapshot
 from support.s3_server import S3Server
 
+from anchorkit import tokens
+from anchorkit.anchors import anchor_line, neutralize_forgeries
+from anchorkit.bedrock import handler
+from anchorkit.bedrock.audit import count_batches, read_audit_lines
+from anchorkit.bedrock.batches import read_batch
+from anchorkit.bedrock.runner import ConfigurationError, FailedFiles, S3Store, Settings, _s3_client, run
+from anchorkit.render.transform import RenderedTicket
+
 pytestmark = pytest.mark.s3
 
 REDMINE = "https://redmine.example.co.jp"
@@ -48,13 +48,19 @@ def tokenizer() -> tokens.TiktokenTokenizer:
 
 
 @pytest.fixture(scope="module")
-def corpora(tokenizer: tokens.TiktokenTokenizer, tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[RenderedTicket]]:
+def corpora(
+    tokenizer: tokens.TiktokenTokenizer, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, list[RenderedTicket]]:
     long_snapshot = tmp_path_factory.mktemp("long-tickets")
     write_long_snapshot(long_snapshot, 4)
     fixtures = Path(__file__).resolve().parents[1] / "fixtures"
     # "long-structural": the same tickets transformed with --chunk-tokens 0 (anchors after headings only),
     # whose windows often lack an anchor: the handler's own anchors are exercised there.
-    return {"fixtures": rendered(fixtures), "long": rendered(long_snapshot), "long-structural": rendered(long_snapshot, 0)}
+    return {
+        "fixtures": rendered(fixtures),
+        "long": rendered(long_snapshot),
+        "long-structural": rendered(long_snapshot, 0),
+    }
 
 
 @pytest.fixture
@@ -132,17 +138,19 @@ def test_inject_mode_gives_every_native_chunk_its_ticket(
 
     assert len(answer["outputFiles"]) == len(documents)
     held = prepended = 0
-    for doc, given, output in zip(documents, files, answer["outputFiles"]):
+    for doc, given, output in zip(documents, files, answer["outputFiles"], strict=True):
         assert output["originalFileLocation"] == given["originalFileLocation"]
         assert output["fileMetadata"] == given["fileMetadata"]
         assert len(output["contentBatches"]) == len(given["contentBatches"])
         keys = [batch["key"] for batch in output["contentBatches"]]
-        assert all(read_batch(s3.get_object(Bucket=s3_server.bucket, Key=k)["Body"].read()).shape == shape for k in keys)
+        assert all(
+            read_batch(s3.get_object(Bucket=s3_server.bucket, Key=k)["Body"].read()).shape == shape for k in keys
+        )
         out = [chunk for batch in texts_of(s3, s3_server.bucket, keys) for chunk in batch]
         assert len(out) == len(chunks[doc.ticket_id])  # the same chunks, one for one
         genuine = genuine_lines(doc.markdown, doc.ticket_id)
         injected = anchor_line(doc.ticket_id, neutralize_forgeries(sidecar_attributes(doc)["subject"]))
-        for before, (after, metadata) in zip(chunks[doc.ticket_id], out):
+        for before, (after, metadata) in zip(chunks[doc.ticket_id], out, strict=True):
             assert names_ticket(after, genuine | {injected}), after[:200]
             if names_ticket(before, genuine):
                 assert after == before  # byte for byte
@@ -161,7 +169,11 @@ def test_inject_mode_gives_every_native_chunk_its_ticket(
 
 
 def test_a_second_pass_over_its_own_output_changes_no_text(
-    corpora: dict[str, list[RenderedTicket]], tokenizer: tokens.TiktokenTokenizer, s3_server: S3Server, s3: Any, s3_prefix: str
+    corpora: dict[str, list[RenderedTicket]],
+    tokenizer: tokens.TiktokenTokenizer,
+    s3_server: S3Server,
+    s3: Any,
+    s3_prefix: str,
 ) -> None:
     doc = corpora["long"][0]
     texts = native_chunks(doc.markdown, NATIVE_CHUNKERS["semantic"], tokenizer)
@@ -176,13 +188,20 @@ def test_a_second_pass_over_its_own_output_changes_no_text(
 
     second = run(event(s3_server.bucket, [again]), settings(), S3Store(s3))
 
-    out = [s3.get_object(Bucket=s3_server.bucket, Key=b["key"])["Body"].read() for b in second["outputFiles"][0]["contentBatches"]]
+    out = [
+        s3.get_object(Bucket=s3_server.bucket, Key=b["key"])["Body"].read()
+        for b in second["outputFiles"][0]["contentBatches"]
+    ]
     assert [read_batch(raw).items for raw in out] == [read_batch(raw).items for raw in anchored]
     assert count_batches(out).coverage == 1.0
 
 
 def test_the_ticket_comes_from_the_key_then_from_genuine_anchors_else_chunks_pass_through_counted(
-    corpora: dict[str, list[RenderedTicket]], s3_server: S3Server, s3: Any, s3_prefix: str, caplog: pytest.LogCaptureFixture
+    corpora: dict[str, list[RenderedTicket]],
+    s3_server: S3Server,
+    s3: Any,
+    s3_prefix: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="anchorkit.bedrock")
     doc = corpora["fixtures"][0]
@@ -191,9 +210,22 @@ def test_the_ticket_comes_from_the_key_then_from_genuine_anchors_else_chunks_pas
     anchored_only = put_file(
         s3, s3_server.bucket, s3_prefix, "a", [documented_batch([title, plain_text])], source_uri="s3://kb/x/readme.md"
     )
-    plain = put_file(s3, s3_server.bucket, s3_prefix, "b", [documented_batch(["社内規程の改定について", "第2条"])], source_uri="s3://kb/x/notes.md")
+    plain = put_file(
+        s3,
+        s3_server.bucket,
+        s3_prefix,
+        "b",
+        [documented_batch(["社内規程の改定について", "第2条"])],
+        source_uri="s3://kb/x/notes.md",
+    )
     conflicting = put_file(
-        s3, s3_server.bucket, s3_prefix, "c", [documented_batch([rest])], {"ticket_id": 7}, source_uri=f"s3://kb/x/{doc.ticket_id}.md"
+        s3,
+        s3_server.bucket,
+        s3_prefix,
+        "c",
+        [documented_batch([rest])],
+        {"ticket_id": 7},
+        source_uri=f"s3://kb/x/{doc.ticket_id}.md",
     )
 
     answer = run(event(s3_server.bucket, [anchored_only, plain, conflicting]), settings(), S3Store(s3))
@@ -201,7 +233,10 @@ def test_the_ticket_comes_from_the_key_then_from_genuine_anchors_else_chunks_pas
     found, unknown, conflict = (
         texts_of(s3, s3_server.bucket, [b["key"] for b in f["contentBatches"]])[0] for f in answer["outputFiles"]
     )
-    assert found[0] == (title, {"ticket_id": doc.ticket_id, "subject": title.split(": ", 1)[1], "url": f"{REDMINE}/issues/{doc.ticket_id}"})
+    assert found[0] == (
+        title,
+        {"ticket_id": doc.ticket_id, "subject": title.split(": ", 1)[1], "url": f"{REDMINE}/issues/{doc.ticket_id}"},
+    )
     assert found[1][0] == anchor_line(doc.ticket_id, title.split(": ", 1)[1]) + "\n\n" + plain_text
     assert unknown == [("社内規程の改定について", {}), ("第2条", {})]
     assert conflict == [(rest, {})]
@@ -213,11 +248,22 @@ def test_the_ticket_comes_from_the_key_then_from_genuine_anchors_else_chunks_pas
 
 
 def test_a_bad_batch_or_entry_fails_its_file_only_and_the_file_keeps_its_original_batches(
-    corpora: dict[str, list[RenderedTicket]], s3_server: S3Server, s3: Any, s3_prefix: str, caplog: pytest.LogCaptureFixture
+    corpora: dict[str, list[RenderedTicket]],
+    s3_server: S3Server,
+    s3: Any,
+    s3_prefix: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="anchorkit.bedrock")
     doc = corpora["fixtures"][1]
-    good = put_file(s3, s3_server.bucket, s3_prefix, "good.md", [documented_batch(doc.markdown.split("\n\n"))], {"ticket_id": doc.ticket_id})
+    good = put_file(
+        s3,
+        s3_server.bucket,
+        s3_prefix,
+        "good.md",
+        [documented_batch(doc.markdown.split("\n\n"))],
+        {"ticket_id": doc.ticket_id},
+    )
     broken = {
         "not-json": b'{"fileContents": [',
         "third-shape": {"documents": [{"text": doc.markdown}]},
@@ -225,7 +271,8 @@ def test_a_bad_batch_or_entry_fails_its_file_only_and_the_file_keeps_its_origina
         "body-not-text": {"fileContents": [{"contentBody": 12, "contentType": "TEXT"}]},
     }
     bad = [
-        put_file(s3, s3_server.bucket, s3_prefix, name, [documented_batch(["ok"]), batch], {"ticket_id": 1}) for name, batch in broken.items()
+        put_file(s3, s3_server.bucket, s3_prefix, name, [documented_batch(["ok"]), batch], {"ticket_id": 1})
+        for name, batch in broken.items()
     ]
     missing = put_file(s3, s3_server.bucket, s3_prefix, "gone", [documented_batch(["x"])], {"ticket_id": 1})
     missing["contentBatches"][0]["key"] += ".deleted"
@@ -237,7 +284,9 @@ def test_a_bad_batch_or_entry_fails_its_file_only_and_the_file_keeps_its_origina
     assert answer["outputFiles"][1:] == files[1:]  # exactly as they came: Bedrock ingests their batches untouched
     good_keys = [b["key"] for b in answer["outputFiles"][0]["contentBatches"]]
     assert good_keys != [b["key"] for b in good["contentBatches"]]
-    assert count_batches(s3.get_object(Bucket=s3_server.bucket, Key=k)["Body"].read() for k in good_keys).coverage == 1.0
+    assert (
+        count_batches(s3.get_object(Bucket=s3_server.bucket, Key=k)["Body"].read() for k in good_keys).coverage == 1.0
+    )
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     expected = {
         "not-json": "not JSON (Expecting value at line 1 column 19)",
@@ -256,17 +305,23 @@ def test_a_bad_batch_or_entry_fails_its_file_only_and_the_file_keeps_its_origina
 def test_strict_mode_fails_the_invocation_after_the_other_files_are_written(
     s3_server: S3Server, s3: Any, s3_prefix: str
 ) -> None:
-    good = put_file(s3, s3_server.bucket, s3_prefix, "1.md", [documented_batch(["本文"])], {"ticket_id": 1, "subject": "件名"})
+    good = put_file(
+        s3, s3_server.bucket, s3_prefix, "1.md", [documented_batch(["本文"])], {"ticket_id": 1, "subject": "件名"}
+    )
     bad = put_file(s3, s3_server.bucket, s3_prefix, "2.md", [b"[]"], {"ticket_id": 2})
 
     with pytest.raises(FailedFiles, match=r"1 of 2 files failed: s3://tickets/2\.md"):
         run(event(s3_server.bucket, [good, bad]), settings(ANCHORKIT_BEDROCK_STRICT="true"), S3Store(s3))
 
-    written = s3.get_object(Bucket=s3_server.bucket, Key=good["contentBatches"][0]["key"].replace("batch_1", "anchorkit/batch_1"))
+    written = s3.get_object(
+        Bucket=s3_server.bucket, Key=good["contentBatches"][0]["key"].replace("batch_1", "anchorkit/batch_1")
+    )
     assert json.loads(written["Body"].read())["fileContents"][0]["contentBody"] == "> チケット #1: 件名\n\n本文"
 
 
-def test_an_event_of_another_version_is_answered_unchanged(s3_server: S3Server, s3: Any, s3_prefix: str, caplog: pytest.LogCaptureFixture) -> None:
+def test_an_event_of_another_version_is_answered_unchanged(
+    s3_server: S3Server, s3: Any, s3_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, logger="anchorkit.bedrock")
     files = [put_file(s3, s3_server.bucket, s3_prefix, "1.md", [documented_batch(["本文"])], {"ticket_id": 1})]
 
@@ -279,7 +334,9 @@ def test_an_event_of_another_version_is_answered_unchanged(s3_server: S3Server, 
 def test_the_response_has_the_documented_shape(s3_server: S3Server, s3: Any, s3_prefix: str) -> None:
     # AWS's "Custom Lambda transformation input format", its placeholders filled in.
     key = f"{s3_prefix}/aws/bedrock/knowledge_base/KB/DS/JOB/file_1.json"
-    s3.put_object(Bucket=s3_server.bucket, Key=key, Body=json.dumps(documented_batch(["本文"], {"key1": "value1"})).encode())
+    s3.put_object(
+        Bucket=s3_server.bucket, Key=key, Body=json.dumps(documented_batch(["本文"], {"key1": "value1"})).encode()
+    )
     documented_event = {
         "version": "1.0",
         "knowledgeBaseId": "KB",
@@ -309,7 +366,9 @@ def test_the_response_has_the_documented_shape(s3_server: S3Server, s3: Any, s3_
         ]
     }
     # "File format for objects referenced in fileContents", the item's own metadata kept.
-    written = json.loads(s3.get_object(Bucket=s3_server.bucket, Key=answer["outputFiles"][0]["contentBatches"][0]["key"])["Body"].read())
+    written = json.loads(
+        s3.get_object(Bucket=s3_server.bucket, Key=answer["outputFiles"][0]["contentBatches"][0]["key"])["Body"].read()
+    )
     assert written == {
         "fileContents": [
             {
@@ -322,7 +381,12 @@ def test_the_response_has_the_documented_shape(s3_server: S3Server, s3: Any, s3_
 
 
 def test_the_lambda_entry_point_reads_its_settings_and_s3_from_the_environment(
-    corpora: dict[str, list[RenderedTicket]], s3_server: S3Server, s3: Any, s3_prefix: str, monkeypatch: pytest.MonkeyPatch, aws_environment: None
+    corpora: dict[str, list[RenderedTicket]],
+    s3_server: S3Server,
+    s3: Any,
+    s3_prefix: str,
+    monkeypatch: pytest.MonkeyPatch,
+    aws_environment: None,
 ) -> None:
     doc = corpora["fixtures"][2]
     paragraphs = doc.markdown.split("\n\n")
@@ -346,7 +410,11 @@ def test_the_lambda_entry_point_reads_its_settings_and_s3_from_the_environment(
 
 
 def test_a_whole_document_goes_to_the_chunker_in_auto_mode_and_its_chunks_are_written_in_the_shape_received(
-    corpora: dict[str, list[RenderedTicket]], s3_server: S3Server, s3: Any, s3_prefix: str, caplog: pytest.LogCaptureFixture
+    corpora: dict[str, list[RenderedTicket]],
+    s3_server: S3Server,
+    s3: Any,
+    s3_prefix: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The chunk-mode plumbing, with a stand-in for the ticket-aware chunker (anchorkit.chunk)."""
     caplog.set_level(logging.INFO, logger="anchorkit.bedrock")
@@ -357,14 +425,26 @@ def test_a_whole_document_goes_to_the_chunker_in_auto_mode_and_its_chunks_are_wr
         calls.append((document, dict(ticket), max_tokens))
         middle = document.index("\n## ")
         anchor = anchor_line(ticket["ticket_id"], ticket["subject"])
-        return [_Chunk(document[:middle], {"section": "basic"}), _Chunk(f"{anchor}\n\n{document[middle:]}", {"section": "rest", "url": "u#note-1"})]
+        return [
+            _Chunk(document[:middle], {"section": "basic"}),
+            _Chunk(f"{anchor}\n\n{document[middle:]}", {"section": "rest", "url": "u#note-1"}),
+        ]
 
-    whole = put_file(s3, s3_server.bucket, s3_prefix, doc.relpath, [chunk_list_batch([doc.markdown], "chunkList")], sidecar_attributes(doc))
+    whole = put_file(
+        s3,
+        s3_server.bucket,
+        s3_prefix,
+        doc.relpath,
+        [chunk_list_batch([doc.markdown], "chunkList")],
+        sidecar_attributes(doc),
+    )
 
     answer = run(event(s3_server.bucket, [whole]), settings(ANCHORKIT_CHUNK_TOKENS="512"), S3Store(s3), chunker=halves)
 
     assert calls == [(doc.markdown, {**sidecar_attributes(doc), "url": f"{REDMINE}/issues/{doc.ticket_id}"}, 512)]
-    out = read_batch(s3.get_object(Bucket=s3_server.bucket, Key=answer["outputFiles"][0]["contentBatches"][0]["key"])["Body"].read())
+    out = read_batch(
+        s3.get_object(Bucket=s3_server.bucket, Key=answer["outputFiles"][0]["contentBatches"][0]["key"])["Body"].read()
+    )
     assert out.shape == "chunkList"
     assert [out.metadata(item)["section"] for item in out.items] == ["basic", "rest"]
     assert [out.metadata(item)["url"] for item in out.items] == [f"{REDMINE}/issues/{doc.ticket_id}", "u#note-1"]

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from anchorkit.bedrock.package import HANDLER, PackagingError, Target, build, handler_contents
 from support.bedrock import documented_batch, event, put_file
 from support.s3_server import DUMMY_CREDENTIALS, S3Server
+
+from anchorkit.bedrock.package import HANDLER, PackagingError, Target, build, handler_contents
 
 REPO = Path(__file__).resolve().parents[1]
 # boto3 and what it requires, at the versions installed here: what the Lambda runtime provides.
@@ -26,7 +26,8 @@ LAMBDA_SCRIPT = """
 import importlib.util, json, logging, sys
 logging.basicConfig(level=logging.WARNING)  # the Lambda Python runtime's root logger: a handler, warnings and up
 event = json.load(sys.stdin)
-absent = [name for name in ("typer", "rich", "redminelib", "requests", "anchorkit.cli") if importlib.util.find_spec(name) is None]
+unwanted = ("typer", "rich", "redminelib", "requests", "anchorkit.cli")
+absent = [name for name in unwanted if importlib.util.find_spec(name) is None]
 import anchorkit.bedrock
 answer = anchorkit.bedrock.handler(event, None)
 loaded = sorted({name.split(".")[0] for name in sys.modules})
@@ -38,7 +39,10 @@ print(json.dumps({"answer": answer, "absent": absent, "loaded": loaded, "from": 
 def lambda_zip(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The zip built for the Python running the tests (its wheels fetched by pip for this platform)."""
     machine = platform.machine()
-    local = Target(f"{sys.version_info.major}.{sys.version_info.minor}", platforms=(f"manylinux2014_{machine}", f"manylinux_2_28_{machine}"))
+    local = Target(
+        f"{sys.version_info.major}.{sys.version_info.minor}",
+        platforms=(f"manylinux2014_{machine}", f"manylinux_2_28_{machine}"),
+    )
     out = tmp_path_factory.mktemp("zip") / "anchorkit-lambda.zip"
     build(out, local)
     return out
@@ -77,7 +81,9 @@ def test_the_handler_runs_from_the_zip_with_boto3_alone_beside_it(
     task = tmp_path / "task"
     zipfile.ZipFile(lambda_zip).extractall(task)
     s3 = s3_server.client()
-    files = [put_file(s3, s3_server.bucket, s3_prefix, "12301.md", [documented_batch(["# チケット #12301: VPN", "本文"])])]
+    files = [
+        put_file(s3, s3_server.bucket, s3_prefix, "12301.md", [documented_batch(["# チケット #12301: VPN", "本文"])])
+    ]
     environment = {
         "PYTHONPATH": str(task),
         "AWS_ENDPOINT_URL_S3": s3_server.endpoint_url,

@@ -6,13 +6,13 @@ import json
 import re
 
 import pytest
+from support.bedrock import chunk_list_batch, documented_batch
 
 from anchorkit.bedrock.anchoring import Ticket, holds_complete_anchor, with_anchor
 from anchorkit.bedrock.audit import audit_line, count_batches, read_audit_lines
 from anchorkit.bedrock.batches import BatchError, read_batch
 from anchorkit.bedrock.counts import Counts
 from anchorkit.bedrock.runner import ConfigurationError, Settings, output_key
-from support.bedrock import chunk_list_batch, documented_batch
 
 SUBJECT = "在宅勤務時にVPNが5〜10分おきに切断される"
 TICKET = Ticket(12301, SUBJECT, None, "metadata")
@@ -51,7 +51,9 @@ def test_both_shapes_are_written_back_as_they_came_with_the_keys_anchorkit_does_
         "extra": 1,
     }
     listed = read_batch(json.dumps(chunk_list_batch(["a"], "chunkList")).encode())
-    item = listed.updated(listed.items[0], "b", {"ticket_id": 5, "url": "https://r/issues/5", "x-amz-bedrock-kb-chunk-id": "c9"})
+    item = listed.updated(
+        listed.items[0], "b", {"ticket_id": 5, "url": "https://r/issues/5", "x-amz-bedrock-kb-chunk-id": "c9"}
+    )
     assert json.loads(listed.encode([item])) == {
         "version": "1.0",
         "chunkList": [
@@ -80,13 +82,20 @@ def test_items_that_are_not_text_are_read_as_such() -> None:
     [
         (b"\xff\xfe", "not UTF-8 JSON"),
         (b"[1]", "a JSON list, not an object with fileContents or chunks"),
-        (b'{"fileContents": [], "chunks": []}', "both fileContents and chunks: which one holds the chunks is ambiguous"),
+        (
+            b'{"fileContents": [], "chunks": []}',
+            "both fileContents and chunks: which one holds the chunks is ambiguous",
+        ),
         (b'{"chunks": []}', "chunks batch of version None (anchorkit reads '1.0')"),
         (b'{"fileContents": {}}', "fileContents is a JSON dict, not a list"),
-        (b'{"fileContents": [{"contentBody": "a", "contentMetadata": []}]}', "fileContents[0]: contentMetadata is not an object"),
+        (
+            b'{"fileContents": [{"contentBody": "a", "contentMetadata": []}]}',
+            "fileContents[0]: contentMetadata is not an object",
+        ),
         (b'{"version": "1.0", "chunks": [{"text": "a"}]}', "chunks[0]: no content object"),
         (
-            b'{"version": "1.0", "chunks": [{"content": {"type": "TEXT", "text": "a"}, "metadata": {"attributes": [{"value": 1}]}}]}',
+            b'{"version": "1.0", "chunks": [{"content": {"type": "TEXT", "text": "a"}, '
+            b'"metadata": {"attributes": [{"value": 1}]}}]}',
             "chunks[0]: metadata.attributes is not a list of {key, value, type} objects",
         ),
     ],
@@ -115,8 +124,12 @@ def test_a_bad_setting_is_named(environment: dict[str, str], message: str) -> No
 
 
 def test_audit_lines_are_read_back_and_summed_from_plain_and_json_log_formats() -> None:
-    first = Counts(files=2, chunks_in=10, chunks_out=10, already_anchored=7, anchored=3, batches=2, shapes={"fileContents": 2})
-    second = Counts(files=1, failed_files=1, chunks_in=4, chunks_out=4, unknown_ticket=4, batches=1, shapes={"chunks": 1})
+    first = Counts(
+        files=2, chunks_in=10, chunks_out=10, already_anchored=7, anchored=3, batches=2, shapes={"fileContents": 2}
+    )
+    second = Counts(
+        files=1, failed_files=1, chunks_in=4, chunks_out=4, unknown_ticket=4, batches=1, shapes={"chunks": 1}
+    )
     plain = f"[INFO]\t2026-05-01T00:00:00.000Z\treq-1\t{audit_line(first, {'ingestionJobId': 'J1'})}"
     as_json = json.dumps({"timestamp": "…", "level": "INFO", "message": audit_line(second, {}), "requestId": "req-2"})
     other = "[INFO]\tanchorkit: s3://kb/1.md: inject mode, …"
@@ -140,5 +153,11 @@ def test_output_batches_are_counted_as_the_knowledge_base_will_ingest_them() -> 
 
     counts = count_batches([json.dumps(batch).encode()])
 
-    assert (counts.chunks_out, counts.already_anchored, counts.missing_anchor, counts.unknown_ticket, counts.not_text) == (4, 1, 1, 1, 1)
+    assert (
+        counts.chunks_out,
+        counts.already_anchored,
+        counts.missing_anchor,
+        counts.unknown_ticket,
+        counts.not_text,
+    ) == (4, 1, 1, 1, 1)
     assert counts.coverage == 1 / 3

@@ -28,8 +28,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol
 
 from anchorkit.anchors import ANCHOR_PATTERN, TITLE_PATTERN, anchor_line, neutralize_forgeries, one_line
-from anchorkit.bedrock.counts import Counts
 from anchorkit.bedrock.batches import Batch, Item, MetadataValue, plain_value
+from anchorkit.bedrock.counts import Counts
 from anchorkit.verify.ids import parse_ticket_id, uri_ticket_id
 
 Source = Literal["metadata", "key", "anchor"]
@@ -188,7 +188,9 @@ def chunk(
     chunks = chunker(document, {**plain, **ticket.metadata()}, options.chunk_tokens)
     counts = Counts(chunks_in=1, chunks_out=len(chunks))
     items = [
-        batch.made(_anchored(c.text, ticket, options, counts), {**batch.metadata(item), **ticket.metadata(), **c.metadata})
+        batch.made(
+            _anchored(c.text, ticket, options, counts), {**batch.metadata(item), **ticket.metadata(), **c.metadata}
+        )
         for c in chunks
     ]
     return items, counts

@@ -61,7 +61,9 @@ def _audit_record(line: str) -> dict[str, Any] | None:
 
 
 def _counts(record: dict[str, Any]) -> Counts:
-    counts = Counts(**{f.name: int(record.get(f.name) or 0) for f in NUMBERS})
+    counts = Counts()
+    for number in NUMBERS:
+        setattr(counts, number.name, int(record.get(number.name) or 0))
     shapes = record.get("shapes")
     counts.shapes = {str(k): int(v) for k, v in shapes.items()} if isinstance(shapes, dict) else {}
     return counts
@@ -83,7 +85,9 @@ def count_batches(batches: Iterable[bytes]) -> Counts:
                 counts.not_text += 1
             elif ticket_id is None:
                 counts.unknown_ticket += 1
-            elif holds_complete_anchor(text, Ticket(ticket_id, subject if isinstance(subject, str) else "", None, "metadata")):
+            elif holds_complete_anchor(
+                text, Ticket(ticket_id, subject if isinstance(subject, str) else "", None, "metadata")
+            ):
                 counts.already_anchored += 1
             else:
                 counts.missing_anchor += 1

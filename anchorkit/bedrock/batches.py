@@ -20,9 +20,9 @@ import copy
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
-MetadataValue = Union[str, int, float, bool, list[str]]
+MetadataValue = str | int | float | bool | list[str]
 Item = dict[str, Any]
 
 DOCUMENTED = "fileContents"
@@ -97,7 +97,8 @@ def read_batch(raw: bytes) -> Batch:
     present = [key for key in (DOCUMENTED, *CHUNK_LIST_KEYS) if key in data]
     if not present:
         raise BatchError(
-            f"no fileContents, chunks or chunkList (keys: {', '.join(sorted(data)) or 'none'}): not a batch shape anchorkit knows"
+            f"no fileContents, chunks or chunkList (keys: {', '.join(sorted(data)) or 'none'}): "
+            "not a batch shape anchorkit knows"
         )
     if len(present) > 1:
         raise BatchError(f"both {' and '.join(present)}: which one holds the chunks is ambiguous")
@@ -131,7 +132,9 @@ def _check_chunk(item: Item) -> str | None:
         return "a TEXT chunk without a string content.text"
     metadata = item.get("metadata", {})
     attributes = metadata.get("attributes", []) if isinstance(metadata, dict) else None
-    if not isinstance(attributes, list) or not all(isinstance(a, dict) and isinstance(a.get("key"), str) for a in attributes):
+    if not isinstance(attributes, list) or not all(
+        isinstance(a, dict) and isinstance(a.get("key"), str) for a in attributes
+    ):
         return "metadata.attributes is not a list of {key, value, type} objects"
     return None
 

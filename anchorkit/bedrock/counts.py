@@ -23,8 +23,12 @@ class Counts:
     shapes: dict[str, int] = field(default_factory=dict)  # batches per shape read
 
     def __add__(self, other: Counts) -> Counts:
-        total = Counts(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in NUMBERS})
-        total.shapes = {key: self.shapes.get(key, 0) + other.shapes.get(key, 0) for key in {*self.shapes, *other.shapes}}
+        total = Counts()
+        for number in NUMBERS:
+            setattr(total, number.name, getattr(self, number.name) + getattr(other, number.name))
+        total.shapes = {
+            key: self.shapes.get(key, 0) + other.shapes.get(key, 0) for key in {*self.shapes, *other.shapes}
+        }
         return total
 
     @property
@@ -43,5 +47,3 @@ class Counts:
 
 
 NUMBERS = [f for f in fields(Counts) if f.name != "shapes"]
-
-

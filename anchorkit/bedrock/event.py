@@ -90,8 +90,14 @@ def parse_event(event: Any) -> Invocation:
     if not isinstance(files, list):
         raise EventError("the event has no inputFiles list")
     version = event.get("version")
-    wrong_version = None if version == EVENT_VERSION else f"event version {version!r} (anchorkit reads {EVENT_VERSION!r})"
-    ids = {key: event[key] for key in ("knowledgeBaseId", "dataSourceId", "ingestionJobId") if isinstance(event.get(key), str)}
+    wrong_version = (
+        None if version == EVENT_VERSION else f"event version {version!r} (anchorkit reads {EVENT_VERSION!r})"
+    )
+    ids = {
+        key: event[key]
+        for key in ("knowledgeBaseId", "dataSourceId", "ingestionJobId")
+        if isinstance(event.get(key), str)
+    }
     return Invocation(bucket, [_input_file(entry, wrong_version) for entry in files], version, ids)
 
 

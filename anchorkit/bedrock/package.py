@@ -79,10 +79,11 @@ def handler_contents(source_root: Path) -> Contents:
     """What the handler needs: anchorkit's modules it reaches, and the distributions to ship."""
     finder = modulefinder.ModuleFinder(path=[str(source_root)])  # only anchorkit is found: the rest is "missing"
     finder.import_hook(ENTRY_MODULE)
+    files = {name: getattr(module, "__file__", None) for name, module in finder.modules.items()}
     modules = {
-        Path(module.__file__).relative_to(source_root).as_posix(): Path(module.__file__)
-        for name, module in finder.modules.items()
-        if (name == "anchorkit" or name.startswith("anchorkit.")) and module.__file__
+        Path(file).relative_to(source_root).as_posix(): Path(file)
+        for name, file in files.items()
+        if (name == "anchorkit" or name.startswith("anchorkit.")) and file
     }
     imported = {name.split(".")[0] for name in finder.badmodules} - set(sys.stdlib_module_names) - {"anchorkit"}
     owners = importlib.metadata.packages_distributions()
@@ -158,8 +159,12 @@ def _pip_install(distributions: dict[str, str], target: Target, site: Path) -> N
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m anchorkit.bedrock.package", description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=Path("anchorkit-lambda.zip"), help="the zip to write")
-    parser.add_argument("--python-version", default=DEFAULT_PYTHON, help="the Lambda runtime's Python (default %(default)s)")
-    parser.add_argument("--architecture", choices=ARCHITECTURES, default="x86_64", help="the function's (default %(default)s)")
+    parser.add_argument(
+        "--python-version", default=DEFAULT_PYTHON, help="the Lambda runtime's Python (default %(default)s)"
+    )
+    parser.add_argument(
+        "--architecture", choices=ARCHITECTURES, default="x86_64", help="the function's (default %(default)s)"
+    )
     parser.add_argument(
         "--platform", action="append", default=[], help="a pip platform tag instead of the runtime's (repeatable)"
     )

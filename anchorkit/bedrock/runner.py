@@ -60,10 +60,13 @@ class Store(Protocol):
     def put(self, bucket: str, key: str, body: bytes) -> None: ...
 
 
+DEFAULT_OPTIONS = Options(DEFAULT_LABEL, DEFAULT_CHUNK_TOKENS, compile_uri_pattern(DEFAULT_URI_PATTERN), None)
+
+
 @dataclass(frozen=True)
 class Settings:
     mode: str = "auto"
-    options: Options = Options(DEFAULT_LABEL, DEFAULT_CHUNK_TOKENS, compile_uri_pattern(DEFAULT_URI_PATTERN), None)
+    options: Options = DEFAULT_OPTIONS
     strict: bool = False
 
     @classmethod
@@ -138,9 +141,9 @@ def _process(
         texts = (text for batch in batches for text in map(batch.text, batch.items) if text is not None)
         ticket = anchoring.ticket_from_texts(texts, ticket, file.metadata, settings.options)
     mode = _mode(file, first, len(file.batch_keys), settings.mode, ticket, chunker)
-    counts = Counts(**{f"{mode}_files": 1})
+    counts = Counts(chunk_files=1) if mode == "chunk" else Counts(inject_files=1)
     keys = []
-    for key, batch in zip(file.batch_keys, batches):
+    for key, batch in zip(file.batch_keys, batches, strict=True):
         if mode == "chunk":
             assert ticket is not None and chunker is not None  # _mode chose chunk mode only then
             items, batch_counts = anchoring.chunk(batch, ticket, file.metadata, chunker, settings.options)
@@ -171,7 +174,12 @@ def _process(
 
 
 def _mode(
-    file: InputFile, first: Batch, batch_count: int, setting: str, ticket: Ticket | None, chunker: DocumentChunker | None
+    file: InputFile,
+    first: Batch,
+    batch_count: int,
+    setting: str,
+    ticket: Ticket | None,
+    chunker: DocumentChunker | None,
 ) -> Mode:
     if setting == "inject" or not anchoring.is_whole_document(first, batch_count):
         if setting == "chunk":
@@ -187,7 +195,9 @@ def _mode(
         log.warning("anchorkit: %s: a whole document of an unknown ticket cannot be chunked: passed through", file.name)
         return "inject"
     if chunker is None:
-        log.info("anchorkit: %s: a whole document, but this build has no ticket-aware chunker: anchors injected", file.name)
+        log.info(
+            "anchorkit: %s: a whole document, but this build has no ticket-aware chunker: anchors injected", file.name
+        )
         return "inject"
     return "chunk"
 

@@ -28,7 +28,10 @@ NATIVE_CHUNKERS: dict[str, TokenChunker] = {
 def rendered(snapshot: Path, chunk_tokens: int = DEFAULT_CHUNK_TOKENS) -> list[RenderedTicket]:
     """The snapshot's anchored documents (default options, cl100k placement) with their sidecars."""
     options = TransformOptions(
-        render=RenderOptions(chunk_tokens=chunk_tokens), sidecars=True, tokenizer="cl100k_base", tiktoken_file=VOCABULARY
+        render=RenderOptions(chunk_tokens=chunk_tokens),
+        sidecars=True,
+        tokenizer="cl100k_base",
+        tiktoken_file=VOCABULARY,
     )
     return [result for result in iter_documents(snapshot, options) if isinstance(result, RenderedTicket)]
 
