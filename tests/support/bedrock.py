@@ -11,7 +11,8 @@ from typing import Any
 from anchorkit.audit.chunkers import FixedSizeChunker, HierarchicalChunker, SemanticChunker, TextLayout, TokenChunker
 from anchorkit.render.document import DEFAULT_CHUNK_TOKENS, RenderOptions
 from anchorkit.render.transform import RenderedTicket, TransformOptions, iter_documents
-from anchorkit.tokens import TiktokenTokenizer
+from anchorkit.tokens import TiktokenTokenizer, load_cl100k_base
+from support import skip_or_fail
 
 REPO = Path(__file__).resolve().parents[2]
 VOCABULARY = REPO.parent / "shared" / "data" / "cl100k_base.tiktoken"
@@ -23,6 +24,13 @@ NATIVE_CHUNKERS: dict[str, TokenChunker] = {
     "hierarchical": HierarchicalChunker(1500, 300, 60),
     "semantic": SemanticChunker(300),
 }
+
+
+def cl100k() -> TiktokenTokenizer:
+    """cl100k_base from the shared vocabulary (an integration prerequisite: skipped locally, failed in CI)."""
+    if not VOCABULARY.is_file():
+        skip_or_fail(f"cl100k_base vocabulary not found at {VOCABULARY}")
+    return load_cl100k_base(VOCABULARY)
 
 
 def rendered(snapshot: Path, chunk_tokens: int = DEFAULT_CHUNK_TOKENS) -> list[RenderedTicket]:
