@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -79,7 +80,7 @@ class Settings:
             raise ConfigurationError(f"ANCHORKIT_CHUNK_TOKENS={tokens!r}: expected a positive number of tokens")
         try:
             pattern = compile_uri_pattern(environ.get("ANCHORKIT_URI_PATTERN") or DEFAULT_URI_PATTERN)
-        except Exception as error:  # re.error or the one-group rule
+        except (re.error, ValueError) as error:  # not a regex, or not one group
             raise ConfigurationError(f"ANCHORKIT_URI_PATTERN: {error}") from None
         strict = environ.get("ANCHORKIT_BEDROCK_STRICT", "").strip().lower()
         if strict not in ("", "0", "false", "1", "true"):
