@@ -398,6 +398,22 @@ def test_a_whole_document_goes_to_the_chunker_in_auto_mode_and_its_chunks_are_wr
         kb.run([whole], ANCHORKIT_BEDROCK_MODE="chunk")
 
 
+def test_a_document_the_chunker_refuses_fails_alone(
+    corpora: dict[str, list[RenderedTicket]], kb: Intermediate, logs: pytest.LogCaptureFixture
+) -> None:
+    def refuses(document: str, ticket: Any, max_tokens: int) -> list[Any]:
+        raise ValueError("a line longer than the chunk cannot be cut")
+
+    doc = corpora["fixtures"][4]
+    whole = kb.put(doc.relpath, [documented_batch([doc.markdown])], sidecar_attributes(doc))
+
+    answer = kb.run([whole], chunker=refuses)
+
+    assert answer == {"outputFiles": [whole]}
+    (error,) = messages(logs, logging.ERROR)
+    assert f"{doc.relpath} failed" in error and "chunker refused the document: a line longer than the chunk" in error
+
+
 class _Chunk:
     def __init__(self, text: str, metadata: dict[str, Any]) -> None:
         self.text, self.metadata = text, metadata

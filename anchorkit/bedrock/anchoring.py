@@ -65,7 +65,9 @@ class DocumentChunk(Protocol):
 
 
 # The ticket-aware chunker (anchorkit.chunk): (the ticket's anchored Markdown document, the ticket's
-# metadata: the file's, with ticket_id/subject/url resolved, N) -> chunks of at most N cl100k tokens.
+# metadata: the file's, with ticket_id/subject/url resolved, N) -> chunks of at most N cl100k tokens,
+# each beginning with the ticket's anchor or title line. ValueError: it cannot chunk this document
+# (that file fails alone).
 DocumentChunker = Callable[[str, Mapping[str, MetadataValue], int], Sequence[DocumentChunk]]
 
 

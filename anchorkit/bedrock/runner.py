@@ -99,6 +99,10 @@ def output_key(key: str) -> str:
     return posixpath.join(folder, OUTPUT_FOLDER, name)
 
 
+class FileFailure(Exception):
+    """One file cannot be processed; the message names what and why."""
+
+
 def run(event: Any, settings: Settings, store: Store, chunker: DocumentChunker | None = None) -> dict[str, Any]:
     """Process every file of the event; the response Bedrock expects. Logs one audit line."""
     if settings.mode == "chunk" and chunker is None:
@@ -124,10 +128,6 @@ def run(event: Any, settings: Settings, store: Store, chunker: DocumentChunker |
     return response(outputs)
 
 
-class FileFailure(Exception):
-    """One file cannot be processed; the message names what and why."""
-
-
 def _process(
     file: InputFile, invocation: Invocation, settings: Settings, store: Store, chunker: DocumentChunker | None
 ) -> tuple[dict[str, Any], Counts]:
@@ -147,7 +147,10 @@ def _process(
     for key, batch in zip(file.batch_keys, batches, strict=True):
         if mode == "chunk":
             assert ticket is not None and chunker is not None  # _mode chose chunk mode only then
-            items, batch_counts = anchoring.chunk(batch, ticket, file.metadata, chunker, settings.options)
+            try:
+                items, batch_counts = anchoring.chunk(batch, ticket, file.metadata, chunker, settings.options)
+            except ValueError as error:  # the chunker's way of refusing a document
+                raise FileFailure(f"the ticket-aware chunker refused the document: {error}") from None
         else:
             items, batch_counts = anchoring.inject(batch, ticket, settings.options)
         keys.append(output_key(key))
