@@ -236,7 +236,7 @@ def test_unreadable_documents_are_named_and_fail_the_run_after_the_others(tmp_pa
     for ticket_id in (1, 2):
         (tmp_path / f"{ticket_id}.md").write_text(generated_document(ticket_id)[0], encoding="utf-8")
     (tmp_path / "3.md").write_bytes(b"\xff\xfe")
-    code, stdout, stderr = run(str(tmp_path), "--tokenizer", "approx", "--json")
+    code, stdout, _stderr = run(str(tmp_path), "--tokenizer", "approx", "--json")
     report = json.loads(stdout)
     assert code == 1 and report["source"]["documents"] == 2
     assert report["errors"] == [{"path": "3.md", "message": "3.md: not valid UTF-8 (invalid start byte at byte 0)"}]
@@ -311,8 +311,8 @@ def test_efficiency_and_chunk_length_table_are_printed_with_the_json_figures(out
     efficiency = report["efficiency"]
     assert code == 0 and efficiency["chunk_tokens"] == 300
     assert (
-        f"efficiency at 300-token chunks: {efficiency['anchor_tokens']:,} anchor tokens in {efficiency['anchors']:,} anchors"
-        in stdout
+        f"efficiency at 300-token chunks: {efficiency['anchor_tokens']:,} anchor tokens in {efficiency['anchors']:,} "
+        "anchors" in stdout
     )
     assert f"lower bound {efficiency['bound_tokens']:,} tokens" in stdout
     assert [row["chunk_tokens"] for row in report["chunk_lengths"]["rows"]] == [256, 300, 512, 1024]
@@ -344,7 +344,7 @@ def test_the_html_page_is_an_audit_record_that_shows_a_failed_gate(out: Path, vo
     report = json.loads(stdout)
     parsed = _Tables()
     parsed.feed(page.read_text(encoding="utf-8"))
-    record = dict((row[0], row[1]) for row in parsed.tables["record"][1:])
+    record = {row[0]: row[1] for row in parsed.tables["record"][1:]}
     assert code == 1
     assert record["generated"] == report["run"]["generated_at"] and record["anchorkit version"] == __version__
     assert record["input"] == f"{out} (output), {report['source']['documents']} documents"
@@ -377,7 +377,7 @@ def test_a_passing_run_says_so_on_its_page(out: Path, tmp_path: Path) -> None:
     )
     parsed = _Tables()
     parsed.feed(page.read_text(encoding="utf-8"))
-    record = dict((row[0], row[1]) for row in parsed.tables["record"][1:])
+    record = {row[0]: row[1] for row in parsed.tables["record"][1:]}
     assert record["gates"] == "overhead <= 90.0%: passed (exit code 0)"
     assert (
         record["tokenizer"].startswith("approx: an estimate of cl100k_base counts")

@@ -193,8 +193,10 @@ def _unique_chunkers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _efficiency(efficiency: dict[str, Any]) -> list[str]:
     ratios = efficiency["per_ticket_ratio"]
     explanation = (
-        f"A whole anchor in every window of {efficiency['chunk_tokens']:,} tokens needs, for a ticket of T tokens (without anchors) "
-        f"and anchors of A tokens, about (T - N) / (N - 2A) anchors besides the title. The bound is that many anchors at each ticket's own anchor cost."
+        f"A whole anchor in every window of {efficiency['chunk_tokens']:,} tokens needs, for a ticket of T tokens "
+        "(without anchors) "
+        "and anchors of A tokens, about (T - N) / (N - 2A) anchors besides the title. The bound is that many anchors "
+        "at each ticket's own anchor cost."
     )
     return [
         f"<h2>Anchors against the lower bound ({efficiency['chunk_tokens']:,}-token chunks)</h2>",
@@ -262,7 +264,8 @@ def _lengths(lengths: dict[str, Any]) -> list[str]:
     return [
         "<h2>Choosing --chunk-tokens: coverage and cost at other chunk lengths</h2>",
         _paragraph(
-            f"Fixed windows of each length sharing {lengths['overlap_percent']}% (Bedrock's fixed-size chunking); documents {lengths['documents']}.",
+            f"Fixed windows of each length sharing {lengths['overlap_percent']}% (Bedrock's fixed-size chunking); "
+            f"documents {lengths['documents']}.",
             "note",
         ),
         _table(
@@ -322,13 +325,15 @@ def _histogram_svg(histogram: dict[str, Any]) -> str:
         h = round(120 * b["count"] / top)
         label = f"{b['from']}+" if b["to"] is None else f"{b['from']}"
         shapes.append(
-            f'<rect class="bar" x="{x}" y="{140 - h}" width="{bar}" height="{h}"><title>{escape(_bin_title(b))}</title></rect>'
+            f'<rect class="bar" x="{x}" y="{140 - h}" width="{bar}" '
+            f'height="{h}"><title>{escape(_bin_title(b))}</title></rect>'
         )
         shapes.append(f'<text x="{x + bar / 2}" y="{135 - h}" text-anchor="middle">{b["count"] or ""}</text>')
         shapes.append(f'<text x="{x + bar / 2}" y="155" text-anchor="middle">{escape(label)}</text>')
     caption = f"Tickets per overhead bin ({histogram['bin_width_percent']}% wide; label = bin start, %)"
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="100%" style="max-width: {width}px" role="img" aria-label="{escape(caption)}">'
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="100%" style="max-width: '
+        f'{width}px" role="img" aria-label="{escape(caption)}">'
         f'{"".join(shapes)}<text x="30" y="175">{escape(caption)}</text></svg>'
     )
 
@@ -363,10 +368,12 @@ def _coverage_svg(rows: list[dict[str, Any]]) -> str:
             value = row[side]["coverage_percent"] or 0
             shown = escape(format_percent(row[side]["coverage_percent"]))
             shapes.append(
-                f'<rect class="{side}" x="{label_width}" y="{y + offset}" width="{value * scale:.1f}" height="12"><title>{shown}</title></rect>'
+                f'<rect class="{side}" x="{label_width}" y="{y + offset}" width="{value * scale:.1f}" '
+                f'height="12"><title>{shown}</title></rect>'
                 f'<text x="{label_width + value * scale + 4:.1f}" y="{y + offset + 10}">{shown}</text>'
             )
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="100%" style="max-width: {width}px" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="100%" style="max-width: '
+        f'{width}px" '
         f'role="img" aria-label="coverage per chunker, 0 to 100%">{"".join(shapes)}</svg>'
     )

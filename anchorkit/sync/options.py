@@ -138,10 +138,7 @@ def load_config(path: Path) -> dict[str, Any]:
         raise SyncConfigError(f"{path}: cannot read the config file: {error}") from None
     flat: dict[str, Any] = {}
     for key, value in document.items():
-        if key in STAGE_TABLES and isinstance(value, dict):
-            entries = value.items()
-        else:
-            entries = [(key, value)]
+        entries = list(value.items()) if key in STAGE_TABLES and isinstance(value, dict) else [(key, value)]
         for name, item in entries:
             normalised = name.replace("-", "_")
             if normalised not in SETTINGS_BY_NAME:

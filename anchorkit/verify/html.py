@@ -118,7 +118,8 @@ def _claims_html(report: VerifyReport, references: _References, phantom_ids: set
         )
         dropped = ' dropped" title="dropped from the filtered answer' if claim_index in report.dropped_claims else ""
         parts.append(
-            f'<div class="claim{dropped}"><p>{_marked_text(claim.text, phantom_ids)}{sups}{badges}</p>{"".join(quotes)}</div>'
+            f'<div class="claim{dropped}"><p>{_marked_text(claim.text, phantom_ids)}{sups}{badges}</p>'
+            f"{''.join(quotes)}</div>"
         )
     return parts
 
@@ -153,7 +154,8 @@ def _references_html(report: VerifyReport, references: _References) -> list[str]
         head = f'<li id="ref-{number}" class="ref {flag}">'
         if not chunks:
             parts.append(
-                f'{head}<strong>{_e(references.labels[key])}</strong> <span class="badge phantom">phantom source: not retrieved</span></li>'
+                f'{head}<strong>{_e(references.labels[key])}</strong> <span class="badge phantom">phantom source: not '
+                "retrieved</span></li>"
             )
             continue
         badge = ' <span class="badge drift">quote drift</span>' if flag == "drift" else ""

@@ -21,7 +21,8 @@ from anchorkit.verify.ids import parse_ticket_id
 from anchorkit.verify.model import Answer, Chunk, Citation, Claim
 
 RETRIEVAL_SHAPES = (
-    'Bedrock Retrieve response {"retrievalResults": [{"content": {"text": …}, "location": {…}, "metadata": {…}, "score": …}]}',
+    'Bedrock Retrieve response {"retrievalResults": [{"content": {"text": …}, "location": {…}, "metadata": {…}, '
+    '"score": …}]}',
     'Bedrock RetrieveAndGenerate response {"output": {"text": …}, "citations": [{"retrievedReferences": [...]}]}',
     'LlamaIndex response {"response": …, "source_nodes": [{"node": {"id_", "text", "metadata"}, "score"}]}',
     'a list of chunks, or {"chunks" | "sources" | "documents" | "context" | "source_documents": [...]}: plain '
@@ -35,7 +36,8 @@ ANSWER_SHAPES = (
     'a list of ticket results [{"issue_id": 12345, …}] (or {"results": [...]})',
     "a Bedrock RetrieveAndGenerate response, a LlamaIndex response {response, source_nodes}, "
     'LangChain {"answer" | "result", "context" | "source_documents"}',
-    'plain text: a file that is not JSON, a JSON string (JSON inside it is read as an answer), {"text": …} / {"answer": …}',
+    'plain text: a file that is not JSON, a JSON string (JSON inside it is read as an answer), {"text": …} / '
+    '{"answer": …}',
     "JSON Lines: one answer of any of these shapes a line",
 )
 CONTEXT_SHAPES = (
