@@ -10,8 +10,9 @@ ship inside their packages, and the run refuses every connection that is not to 
 
 The corpus (``tests/support/retrieval_corpus.py``) is a service desk's snapshot: near-duplicate tickets
 on twenty recurring topics, long ones with pasted logs, tables and 10-40 journals, short ones, Textile
-and CommonMark, some English; each question names a fact (host, error code, vendor case, change
-number) found in one ticket only, a third of them deep in the journal history.
+and CommonMark, some English; each question names a fact found in one ticket only (a host, an error
+code, a vendor case or change number; or, with no identifier at all, the topic at a site that has no
+other ticket on it), a fifth of them deep in the journal history.
 
 Layouts, all made by anchorkit's CLI in a subprocess (the same questions and retrievers for each):
 
@@ -28,7 +29,8 @@ morphemes (fugashi + unidic-lite, bm25s), a static embedding model whose weights
 (WordLlama l2_supercat, 256 dimensions), and their reciprocal rank fusion. Measures: recall@5 (a top-5
 chunk is of the right ticket), attributable@5 (a top-5 chunk of the right ticket names it: a complete
 anchor, a short anchor or the title line), MRR@10, the same attributable@5 on the deep questions only,
-and the cost: chunks and cl100k tokens indexed.
+and the cost: chunks and cl100k tokens indexed; then recall@5 and attributable@5 by kind of question
+under the fixed windows, and the noise margin of the number of questions.
 """
 
 from __future__ import annotations
@@ -48,8 +50,10 @@ import sys
 import tempfile
 import time
 import unicodedata
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +62,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from support.retrieval_corpus import DEEP_JOURNALS, Question, write_retrieval_snapshot  # noqa: E402
 from support.retrieval_metrics import (  # noqa: E402
+    Scores,
     fixed_windows,
     named_tickets,
     noise_margin,
@@ -223,6 +228,7 @@ def bm25_rankings(corpus: list[list[str]], queries: list[list[str]]) -> list[lis
     import bm25s
     import numpy as np
 
+    logging.getLogger("bm25s").setLevel(logging.WARNING)  # it sets DEBUG for itself
     index = bm25s.BM25()
     index.index(corpus, show_progress=False)
     rankings = []
@@ -287,6 +293,7 @@ class Row:
     chunks: int
     tokens: int
     naming: float  # share of the chunks that name their own ticket
+    by_kind: dict[str, Scores]  # the scores of each kind of question
 
 
 @dataclass
@@ -295,10 +302,83 @@ class Run:
     deep_questions: int
     tickets: int
     version: str
+    kinds: dict[str, int]  # questions of each kind
     rows: list[Row] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     models: dict[str, Any] = field(default_factory=dict)
+
+
+class Clock:
+    """Seconds spent in each stage, added up over the run."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
+
+
+@dataclass
+class Retrievers:
+    encoding: Any
+    morphemes: Morphemes
+    embed: Embedder
+    questions: list[Question]
+    clock: Clock
+    query_words: list[list[str]] = field(init=False)
+    query_vectors: Any = field(init=False)
+
+    def __post_init__(self) -> None:
+        with self.clock.stage("queries"):
+            self.query_words = [self.morphemes(q.text) for q in self.questions]
+            self.query_vectors = self.embed([q.text for q in self.questions])
+
+    def measure(self, layout: str, chunker: str, chunks: list[Chunk]) -> list[Row]:
+        """The three retrievers over one index: a row each."""
+        texts = [chunk.text for chunk in chunks]
+        tickets_of = [chunk.ticket_id for chunk in chunks]
+        names = [named_tickets(text) for text in texts]
+        tokens = sum(map(len, self.encoding.encode_ordinary_batch(texts)))
+        naming = sum(ticket in named for ticket, named in zip(tickets_of, names)) / len(chunks)
+        with self.clock.stage("BM25"):
+            lexical = bm25_rankings([self.morphemes(text) for text in texts], self.query_words)
+        with self.clock.stage("dense"):
+            dense = dense_rankings(self.embed(texts), self.query_vectors)
+        hybrid = [reciprocal_rank_fusion(pair)[:FUSION_DEPTH] for pair in zip(lexical, dense)]
+        answers = [q.ticket_id for q in self.questions]
+
+        def on(rankings: list[list[int]], which: Callable[[Question], bool]) -> Scores:
+            chosen = [index for index, question in enumerate(self.questions) if which(question)]
+            return score(
+                [rankings[i] for i in chosen], [answers[i] for i in chosen], tickets_of, names, TOP_K, MRR_DEPTH
+            )
+
+        rows = []
+        for retriever, rankings in (("BM25", lexical), ("WordLlama", dense), ("hybrid (RRF)", hybrid)):
+            overall = on(rankings, lambda _: True)
+            kinds = {q.kind for q in self.questions}
+            rows.append(
+                Row(
+                    layout=layout,
+                    chunker=chunker,
+                    retriever=retriever,
+                    recall=overall.recall,
+                    attributable=overall.attributable,
+                    mrr=overall.mrr,
+                    attributable_deep=on(rankings, lambda q: q.deep).attributable,
+                    chunks=len(chunks),
+                    tokens=tokens,
+                    naming=naming,
+                    by_kind={kind: on(rankings, lambda q, kind=kind: q.kind == kind) for kind in sorted(kinds)},
+                )
+            )
+        return rows
 
 
 def _indexes(units: list[Chunk], ready: bool, cut: dict[str, Callable[[str], list[str]]]) -> dict[str, list[Chunk]]:
@@ -309,17 +389,16 @@ def _indexes(units: list[Chunk], ready: bool, cut: dict[str, Callable[[str], lis
 
 def run(tickets: int, seed: int, keep: Path | None) -> Run:
     refuse_network()
-    clock: dict[str, float] = {}
-    started = time.perf_counter()
-    encoding = load_cl100k()
-    cut = chunkers(encoding)
-    morphemes, embed = Morphemes(), Embedder()
-    clock["load models"] = time.perf_counter() - started
+    clock = Clock()
+    with clock.stage("load models"):
+        encoding = load_cl100k()
+        cut = chunkers(encoding)
+        morphemes, embed = Morphemes(), Embedder()
     with tempfile.TemporaryDirectory(prefix="bench-retrieval-") as scratch:
         work = keep or Path(scratch)
         snapshot = work / "snapshot"
         corpus = write_retrieval_snapshot(snapshot, tickets, seed)
-        questions: list[Question] = corpus.questions
+        questions = corpus.questions
         env = {**os.environ, "ANCHORKIT_TIKTOKEN_FILE": str(VOCABULARY), "ANCHORKIT_TOKENIZER": "cl100k_base"}
         version = subprocess.run([*ANCHORKIT, "--version"], capture_output=True, text=True, env=env, check=True)
         result = Run(
@@ -327,59 +406,23 @@ def run(tickets: int, seed: int, keep: Path | None) -> Run:
             deep_questions=sum(q.deep for q in questions),
             tickets=len(corpus.ticket_ids) - len(corpus.private_ticket_ids),
             version=version.stdout.strip(),
+            kinds=dict(sorted(Counter(q.kind for q in questions).items())),
         )
-        tick = time.perf_counter()
-        query_words = [morphemes(q.text) for q in questions]
-        query_vectors = embed([q.text for q in questions])
-        clock["queries"] = time.perf_counter() - tick
-        answers = [q.ticket_id for q in questions]
-        deep = [index for index, q in enumerate(questions) if q.deep]
+        retrievers = Retrievers(encoding, morphemes, embed, questions, clock)
         for layout in LAYOUTS:
-            tick = time.perf_counter()
             try:
-                units, ready = make_layout(layout, snapshot, work, env)
+                with clock.stage("anchorkit"):
+                    units, ready = make_layout(layout, snapshot, work, env)
             except LayoutUnavailable as why:
                 result.skipped[layout.name] = str(why)
                 continue
-            clock["anchorkit"] = clock.get("anchorkit", 0.0) + time.perf_counter() - tick
             for chunker, chunks in _indexes(units, ready, cut).items():
-                tick = time.perf_counter()
-                texts = [chunk.text for chunk in chunks]
-                tickets_of = [chunk.ticket_id for chunk in chunks]
-                names = [named_tickets(text) for text in texts]
-                tokens = sum(len(ids) for ids in encoding.encode_ordinary_batch(texts))
-                clock["chunking"] = clock.get("chunking", 0.0) + time.perf_counter() - tick
-                tick = time.perf_counter()
-                lexical = bm25_rankings([morphemes(text) for text in texts], query_words)
-                clock["BM25"] = clock.get("BM25", 0.0) + time.perf_counter() - tick
-                tick = time.perf_counter()
-                dense = dense_rankings(embed(texts), query_vectors)
-                clock["dense"] = clock.get("dense", 0.0) + time.perf_counter() - tick
-                hybrid = [reciprocal_rank_fusion(pair)[:FUSION_DEPTH] for pair in zip(lexical, dense)]
-                naming = sum(ticket in named for ticket, named in zip(tickets_of, names)) / len(chunks)
-                for retriever, rankings in (("BM25", lexical), ("WordLlama", dense), ("hybrid (RRF)", hybrid)):
-                    overall = score(rankings, answers, tickets_of, names, TOP_K, MRR_DEPTH)
-                    deep_only = score([rankings[i] for i in deep], [answers[i] for i in deep], tickets_of, names)
-                    result.rows.append(
-                        Row(
-                            layout.name,
-                            chunker,
-                            retriever,
-                            overall.recall,
-                            overall.attributable,
-                            overall.mrr,
-                            deep_only.attributable,
-                            len(chunks),
-                            tokens,
-                            naming,
-                        )
-                    )
-                result.models.setdefault("embedded", 0)
-                result.models["embedded"] += len(texts)
-                result.models.setdefault("embedded tokens", 0)
-                result.models["embedded tokens"] += tokens
-    clock["total"] = time.perf_counter() - started
-    result.seconds = clock
+                result.rows += retrievers.measure(layout.name, chunker, chunks)
+    result.seconds = clock.seconds
+    result.seconds["total"] = sum(clock.seconds.values())
+    indexed = {(row.layout, row.chunker): row for row in result.rows}.values()
+    result.models["chunks embedded"] = sum(row.chunks for row in indexed)
+    result.models["tokens embedded"] = sum(row.tokens for row in indexed)
     result.models.update(_install_sizes())
     return result
 
@@ -412,6 +455,17 @@ def table(result: Run) -> str:
     return "\n".join(lines)
 
 
+def kind_table(result: Run, chunker: str = "fixed 300/20%") -> str:
+    """recall@5 and attributable@5 of each kind of question, under one chunker."""
+    head = ["layout", "retriever", *(f"{kind} ({count})" for kind, count in result.kinds.items())]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in result.rows:
+        if row.chunker == chunker or row.chunker == "as it comes":
+            cells = [f"{100 * s.recall:.0f} · {100 * s.attributable:.0f}" for s in row.by_kind.values()]
+            lines.append("| " + " | ".join([row.layout, row.retriever, *cells]) + " |")
+    return "\n".join(lines)
+
+
 def margins(result: Run) -> str:
     def at(n: int) -> str:
         return ", ".join(f"±{100 * noise_margin(p, n):.1f} points at {100 * p:.0f}%" for p in (0.5, 0.8, 0.95))
@@ -437,8 +491,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         options.keep.mkdir(parents=True, exist_ok=True)
     result = run(tickets, options.seed, options.keep)
     print(f"## Retrieval: {result.tickets} tickets, {result.questions} questions ({result.deep_questions} deep)")
-    print(f"\nseed {options.seed}; anchorkit {result.version}\n")
+    print(f"\nseed {options.seed}; {result.version}\n")
     print(table(result))
+    print("\nBy kind of question (number of questions), recall@5 · attributable@5 in %, fixed 300/20% windows:\n")
+    print(kind_table(result))
     print()
     print(margins(result))
     for name, why in result.skipped.items():
@@ -461,7 +517,8 @@ def _as_json(result: Run) -> dict[str, Any]:
         "questions": result.questions,
         "deep_questions": result.deep_questions,
         "noise_margin_at_50_percent": noise_margin(0.5, result.questions),
-        "rows": [row.__dict__ for row in result.rows],
+        "question_kinds": result.kinds,
+        "rows": [asdict(row) for row in result.rows],
         "skipped": result.skipped,
         "seconds": result.seconds,
         "models": result.models,

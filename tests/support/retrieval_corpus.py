@@ -60,7 +60,7 @@ SITES = {
     "fukuoka": "福岡営業所",
     "sapporo": "札幌営業所",
     "sendai": "仙台営業所",
-    "tokyo": "本社",
+    "tokyo": "東京本社",
     "yokohama": "横浜データセンター",
     "hiroshima": "広島営業所",
 }
@@ -836,7 +836,7 @@ class Question:
 
     text: str
     ticket_id: int
-    kind: str  # fix-by-host, fix-by-code, vendor-answer, change, cause
+    kind: str  # fix-by-host, fix-by-code, vendor-answer, change, cause, by-site
     key_facts: tuple[str, ...]  # what the question names: in this ticket, in no other
     answer_facts: tuple[str, ...]  # what answers it: in this ticket
     depth: int  # the journal holding the key fact, counted from 1 (0: the description)
@@ -1073,7 +1073,12 @@ def _issue(
     }
 
 
-def _questions(rng: random.Random, ticket_id: int, facts: _Facts, shape: str, host_is_unique: bool) -> list[Question]:
+def _questions(
+    rng: random.Random, ticket_id: int, facts: _Facts, shape: str, host_is_unique: bool, site_is_unique: bool
+) -> list[Question]:
+    """What an operator asks about a ticket. By host only if no other ticket is on that host; by site
+    and topic (no identifier at all: the near-duplicates on other sites are the trap) only if the
+    ticket is the topic's only one at that site."""
     family = facts.family
     host, symptom = facts.host, family.symptom
     asked: list[Question] = []
@@ -1125,6 +1130,13 @@ def _questions(rng: random.Random, ticket_id: int, facts: _Facts, shape: str, ho
             (facts.fix,),
             facts.depth["fix"],
         )
+    if site_is_unique and rng.random() < 0.5:
+        site = SITES[facts.site]
+        choices = [(f"{site}の{symptom}はどう対処した？", facts.fix)]
+        if "cause" in facts.depth:  # a short ticket may never say why
+            choices.append((f"{site}で起きた{symptom}の件、原因は何だった？", facts.cause))
+        text, answer = rng.choice(choices)
+        ask("by-site", text, (site, symptom), (answer,), 0)
     if host_is_unique and shape != "short" and rng.random() < 0.6:
         ask(
             "cause",
@@ -1162,6 +1174,7 @@ def write_retrieval_snapshot(folder: Path, tickets: int = 160, seed: int = 0) ->
         plans.append((family, shape, f"{site}-{family.role}-{number:02d}", None))
     rng.shuffle(plans)  # the families' tickets come in any order, as they do at a desk
     hosts = [plan[2] for plan in plans]
+    sites = [(plan[0].key, plan[2].split("-")[0]) for plan in plans]
     moments = sorted(_FIRST_DAY + timedelta(minutes=rng.randrange(_DAYS * 24 * 60)) for _ in plans)
     ids: list[int] = []
     for _ in plans:
@@ -1195,7 +1208,8 @@ def write_retrieval_snapshot(folder: Path, tickets: int = 160, seed: int = 0) ->
         if private:
             private_ids.append(ticket_id)
         else:
-            questions += _questions(ticket_rng, ticket_id, facts, shape, hosts.count(host) == 1)
+            unique_site = sites.count((family.key, facts.site)) == 1
+            questions += _questions(ticket_rng, ticket_id, facts, shape, hosts.count(host) == 1, unique_site)
     (folder / "lookups.json").write_text(json.dumps(lookups(), ensure_ascii=False, indent=1), encoding="utf-8")
     state = {
         "version": 1,
