@@ -276,7 +276,7 @@ def refuse_network() -> None:
             raise OSError(f"bench_retrieval is offline: a connection to {host!r} was attempted")
         return real_getaddrinfo(host, *args, **kwargs)
 
-    socket.getaddrinfo = local_only  # type: ignore[assignment]
+    socket.getaddrinfo = local_only
 
 
 # -- the run -----------------------------------------------------------------------------------
@@ -354,16 +354,19 @@ class Retrievers:
         hybrid = [reciprocal_rank_fusion(pair)[:FUSION_DEPTH] for pair in zip(lexical, dense)]
         answers = [q.ticket_id for q in self.questions]
 
-        def on(rankings: list[list[int]], which: Callable[[Question], bool]) -> Scores:
-            chosen = [index for index, question in enumerate(self.questions) if which(question)]
+        every = range(len(self.questions))
+        deep = [i for i in every if self.questions[i].deep]
+        kinds = sorted({q.kind for q in self.questions})
+        of_kind = {kind: [i for i in every if self.questions[i].kind == kind] for kind in kinds}
+
+        def on(rankings: list[list[int]], chosen: Sequence[int]) -> Scores:
             return score(
                 [rankings[i] for i in chosen], [answers[i] for i in chosen], tickets_of, names, TOP_K, MRR_DEPTH
             )
 
         rows = []
         for retriever, rankings in (("BM25", lexical), ("WordLlama", dense), ("hybrid (RRF)", hybrid)):
-            overall = on(rankings, lambda _: True)
-            kinds = {q.kind for q in self.questions}
+            overall = on(rankings, every)
             rows.append(
                 Row(
                     layout=layout,
@@ -372,11 +375,11 @@ class Retrievers:
                     recall=overall.recall,
                     attributable=overall.attributable,
                     mrr=overall.mrr,
-                    attributable_deep=on(rankings, lambda q: q.deep).attributable,
+                    attributable_deep=on(rankings, deep).attributable,
                     chunks=len(chunks),
                     tokens=tokens,
                     naming=naming,
-                    by_kind={kind: on(rankings, lambda q, kind=kind: q.kind == kind) for kind in sorted(kinds)},
+                    by_kind={kind: on(rankings, chosen) for kind, chosen in of_kind.items()},
                 )
             )
         return rows
