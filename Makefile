@@ -39,9 +39,10 @@ test: install-test servers-install
 	$(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing the run" >&2; exit 1; fi; exit $$rc
 
-# The benchmarks also compare against other converters (.[bench]) and third-party splitters (.[coverage]).
+# The benchmarks also compare against other converters (.[bench]) and third-party splitters (.[coverage]),
+# and retrieve with BM25 and a small embedding model (.[retrieval]).
 bench: install-test servers-install
-	$(BIN)/pip install --quiet -e '.[test,bench,coverage]'
+	$(BIN)/pip install --quiet -e '.[test,bench,coverage,retrieval]'
 	@set -e; for script in tests/benchmarks/bench_*.py; do \
 		echo "== $$script"; $(BIN)/python $$script; done
 
