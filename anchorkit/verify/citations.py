@@ -122,6 +122,7 @@ class VerifyReport:
     dropped_claims: frozenset[int] = frozenset()
     nothing_retrieved: bool = False
     citations: int = 0  # citations of claims (markers included)
+    retrieved: tuple[Chunk, ...] = ()  # every chunk checked against, in order: what ``[n]`` markers count
 
     @property
     def critical(self) -> int:
@@ -342,6 +343,7 @@ class _Verification:
             dropped_claims=frozenset(dropped),
             nothing_retrieved=self.nothing_retrieved or self.below_min_score,
             citations=self.citations,
+            retrieved=tuple(self.sources.ordered),
         )
 
     def filtered(self, text: str, on_empty: OnEmpty) -> str:

@@ -200,6 +200,7 @@ def read_chunk(item: Any, index: int, where: str, notes: list[str]) -> Chunk | N
         title=_first(item, ("title",)) or _first(metadata, ("title",)),
         subject=_first(item, ("subject",)) or _first(metadata, ("subject",)),
         score=float(score) if score is not None else _first(metadata, ("score",), (int, float)),
+        url=_first(metadata, ("url",)) or _first(item, ("url",)),
     )
 
 
