@@ -78,12 +78,13 @@ def format_bytes(count: int) -> str:
     raise AssertionError("unreachable")
 
 
-def verdict(passed: bool | None, headline: str, details: Iterable[str] = ()) -> str:
-    """The banner at the top of a page: passed (green), failed (red) or nothing to judge (grey)."""
+def verdict(passed: bool | None, headline: str, details: Iterable[str] = (), element_id: str = "verdict") -> str:
+    """The banner at the top of a page (or of one answer on it): passed (green), failed (red) or
+    nothing to judge (grey)."""
     state = "neutral" if passed is None else "passed" if passed else "failed"
     items = "".join(f"<li>{escape(detail)}</li>" for detail in details)
     return (
-        f'<div class="verdict {state}" id="verdict"><div class="headline">{escape(headline)}</div>'
+        f'<div class="verdict {state}" id="{escape(element_id)}"><div class="headline">{escape(headline)}</div>'
         + (f"<ul>{items}</ul>" if items else "")
         + "</div>"
     )

@@ -418,7 +418,7 @@ class _Page:
         return [*answer, *self.sources(), *self.findings()]
 
 
-def answer_verdict(report: VerifyReport) -> str:
+def answer_verdict(report: VerifyReport, prefix: str = "") -> str:
     """The banner of one answer: passed when nothing critical was found, with the counts beside it."""
     critical = [f.message for f in report.findings if f.severity == "critical"]
     facts = (
@@ -428,12 +428,12 @@ def answer_verdict(report: VerifyReport) -> str:
     )
     if critical:
         headline = f"FAILED: {len(critical)} critical finding{'s' if len(critical) != 1 else ''} ({facts})"
-        return pages.verdict(False, headline, critical)
-    return pages.verdict(True, f"Passed: nothing critical ({facts})")
+        return pages.verdict(False, headline, critical, f"{prefix}verdict")
+    return pages.verdict(True, f"Passed: nothing critical ({facts})", (), f"{prefix}verdict")
 
 
 def _answer_block(report: VerifyReport, prefix: str, level: int) -> list[str]:
-    return [answer_verdict(report), *_Page(report, prefix, level).body()]
+    return [answer_verdict(report, prefix), *_Page(report, prefix, level).body()]
 
 
 def _record_rows(record: PageRecord | None, report: VerifyReport | None = None) -> list[tuple[str, str]]:
