@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install install-test servers-install demo test bench lint clean
+.PHONY: install install-test servers-install browser-install demo test bench lint clean
 
 # The tool and its runtime dependencies only (enough for `make demo`).
 install: $(VENV)/.installed
@@ -25,6 +25,11 @@ $(VENV)/.installed-test: $(VENV)/.installed
 servers-install:
 	bash scripts/redmine-server.sh install
 
+# Debian's Chromium and a Japanese font: the report pages are tested in a real browser (Playwright from .[test]
+# drives /usr/bin/chromium; no browser is downloaded).
+browser-install:
+	bash scripts/apt-install.sh chromium fonts-noto-cjk
+
 demo: install
 	$(BIN)/anchorkit transform fixtures --out out --sidecars
 	@echo
@@ -35,7 +40,7 @@ demo: install
 	@echo "  $(BIN)/anchorkit --help                                    # every command, with examples and exit codes"
 
 # pytest exits 5 when it collected no tests: that is a failure, not a pass.
-test: install-test servers-install
+test: install-test servers-install browser-install
 	$(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing the run" >&2; exit 1; fi; exit $$rc
 

@@ -41,6 +41,7 @@ svg{{max-width:100%;height:auto}}svg text{{font-size:11px;fill:#222}}
 @media print{{
 body{{max-width:none;margin:0;padding:0;font-size:10.5pt}}
 h2,h3{{break-after:avoid}}tr,.verdict,figure{{break-inside:avoid}}
+table{{font-size:8.5pt}}th,td{{padding:.15rem .3rem;overflow-wrap:anywhere}}
 a{{color:inherit}}a[href^="http"]::after{{content:" <" attr(href) ">";font-size:.85em;color:#444}}
 *{{-webkit-print-color-adjust:exact;print-color-adjust:exact}}
 }}
