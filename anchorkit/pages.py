@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from anchorkit import __version__
 
@@ -66,11 +66,12 @@ def link(url: str | None, text: str | None = None) -> str:
 
 def generated_now() -> str:
     """When a page was made: ISO 8601 in UTC, to the second (what ``stats --json`` writes as ``run.generated_at``)."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def format_bytes(count: int) -> str:
-    """Sizes as people write them: ``512 B``, ``10 KB``, ``50 MB``, ``1.5 GB`` (1 KB = 1,024 bytes, as Bedrock counts)."""
+    """Sizes as people write them: ``512 B``, ``10 KB``, ``50 MB``, ``1.5 GB`` (1 KB = 1,024 bytes, as
+    Bedrock counts its limits)."""
     value = float(count)
     for unit in ("B", "KB", "MB", "GB"):
         if value < 1024 or unit == "GB":
@@ -94,7 +95,8 @@ def verdict(passed: bool | None, headline: str, details: Iterable[str] = (), ele
 def record(title: str, rows: Iterable[tuple[str, str]]) -> str:
     """The record a person files with the figures (when, which version, what input, which settings)."""
     body = "".join(f"<tr><th>{escape(name)}</th><td>{escape(value)}</td></tr>" for name, value in rows)
-    return f'<table class="record" id="record"><thead><tr><th colspan="2">{escape(title)}</th></tr></thead><tbody>{body}</tbody></table>'
+    head = f'<thead><tr><th colspan="2">{escape(title)}</th></tr></thead>'
+    return f'<table class="record" id="record">{head}<tbody>{body}</tbody></table>'
 
 
 def provenance(generated_at: str | None = None) -> list[tuple[str, str]]:

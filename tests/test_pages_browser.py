@@ -96,7 +96,7 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Rendered]:
     longest = max(chunks, key=lambda c: max(len(line) for line in c.text.splitlines()))
     claims = tuple(
         Claim(
-            f"チケット #{c.url.split('/')[-1].split('#')[0]} の記録です。",
+            f"チケット #{c.id.split('-')[1]} の記録です。",
             (Citation(c.id, c.text.splitlines()[0][:60]),),
         )
         for c in [*cited, longest]

@@ -442,8 +442,11 @@ def _coverage_svg(rows: list[dict[str, Any]]) -> str:
 def _lengths_svg(rows: list[dict[str, Any]]) -> str:
     """The chunk-length table as grouped bars on a 0-100% axis: coverage, the anchors' overhead and
     the lower bound's overhead at each length (the table below has the same figures)."""
-    series = (("coverage_percent", "anchored", "coverage"), ("overhead_percent", "overhead", "overhead"))
-    series += (("bound_overhead_percent", "bound", "bound: overhead"),)
+    series = [
+        ("coverage_percent", "anchored", "coverage"),
+        ("overhead_percent", "overhead", "overhead"),
+        ("bound_overhead_percent", "bound", "bound: overhead"),
+    ]
     left, plot_height, bar, gap = 44, 160, 26, 34
     top = 34
     group = bar * len(series) + gap
@@ -452,9 +455,9 @@ def _lengths_svg(rows: list[dict[str, Any]]) -> str:
     base = top + plot_height
     shapes = []
     for index, (_, css, label) in enumerate(series):
-        x = left + index * 130
+        key_x = left + index * 130
         shapes.append(
-            f'<rect class="{css}" x="{x}" y="6" width="12" height="12"/><text x="{x + 16}" y="16">{label}</text>'
+            f'<rect class="{css}" x="{key_x}" y="6" width="12" height="12"/><text x="{key_x + 16}" y="16">{label}</text>'
         )
     for tick in range(0, 101, 20):
         y = base - tick * plot_height / 100

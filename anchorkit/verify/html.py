@@ -101,7 +101,8 @@ class PageRecord:
             ),
             (
                 "no ticket id in the retrieval",
-                f"{'ids pass unchecked' if options.on_empty == 'pass' else 'every id is a phantom'} (--on-empty {options.on_empty})",
+                ("ids pass unchecked" if options.on_empty == "pass" else "every id is a phantom")
+                + f" (--on-empty {options.on_empty})",
             ),
         ]
 
@@ -237,9 +238,8 @@ class _Page:
                 marks[number] = max(marks.get(number, "ok"), flag, key=_FLAG_RANK.__getitem__)
                 if citation.quoted_span:
                     label = ' <span class="badge drift">quote drift</span>' if flag == "drift" else ""
-                    quotes.append(
-                        f'<blockquote class="quote {flag}">[{number}] {escape(citation.quoted_span)}{label}</blockquote>'
-                    )
+                    quote = f"[{number}] {escape(citation.quoted_span)}{label}"
+                    quotes.append(f'<blockquote class="quote {flag}">{quote}</blockquote>')
             sups = "".join(self.mark(number, flag) for number, flag in marks.items())
             dropped = claim_index in report.dropped_claims
             note = (
@@ -289,9 +289,13 @@ class _Page:
             ]
             problems = self.problems(findings) or '<span class="check ok">ok</span>'
             ticket = escape(f"#{result['issue_id']}")
+            ticket_cell = (
+                f'<td class="ticket phantom"><del>{ticket}</del></td>'
+                if phantom
+                else f'<td class="ticket">{ticket}</td>'
+            )
             rows.append(
-                f'<tr><td class="num">{index + 1}</td>'
-                f'<td class="ticket{" phantom" if phantom else ""}">{f"<del>{ticket}</del>" if phantom else ticket}</td>'
+                f'<tr><td class="num">{index + 1}</td>{ticket_cell}'
                 f"<td>{self.marked(subject)}</td><td>{(link(url) if url else '-')}</td><td>{'<br>'.join(others)}</td>"
                 f"<td>{problems}</td></tr>"
             )
@@ -367,7 +371,8 @@ class _Page:
                 chunks = self.chunks[key]
                 if not chunks:
                     items.append(
-                        f'<li id="{self.prefix}ref-{number}" class="source phantom"><div class="source-head">[{number}] '
+                        f'<li id="{self.prefix}ref-{number}" class="source phantom">'
+                        f'<div class="source-head">[{number}] '
                         f"<del>{escape(self.labels[key])}</del></div><p>Not a retrieved chunk: the answer cites a "
                         "source it was not given (a phantom source). Claims that cite only phantom sources are "
                         "dropped from the filtered answer.</p></li>"
@@ -470,7 +475,8 @@ def render_reports(
         + (f", {len(errors)} unreadable" if errors else "")
     )
     rows = "".join(
-        f'<tr><td><a href="#a{index}">{escape(origin or f"answer {index}")}</a></td><td>{escape(report.answer.shape)}</td>'
+        f'<tr><td><a href="#a{index}">{escape(origin or f"answer {index}")}</a></td>'
+        f"<td>{escape(report.answer.shape)}</td>"
         f'<td class="num">{report.grounding_score:.2f}</td><td class="num">{report.critical}</td>'
         f'<td class="num">{report.warnings}</td></tr>'
         for index, (origin, report) in enumerate(reports, start=1)
@@ -500,7 +506,8 @@ def _case_row(index: int, result: CaseResult) -> str:
     kinds = ", ".join(sorted({_words(f.kind) for f in report.findings if f.severity != "info"})) or "-"
     hit = {None: "-", True: "yes", False: "no"}[result.hit]
     return (
-        f'<tr class="{"phantom" if result.has_phantom else ""}"><td><a href="#case-{index}">{escape(result.case.case_id)}</a></td>'
+        f'<tr class="{"phantom" if result.has_phantom else ""}">'
+        f'<td><a href="#case-{index}">{escape(result.case.case_id)}</a></td>'
         f'<td>{escape(result.case.query)}</td><td class="num">{report.grounding_score:.2f}</td>'
         f"<td>{'yes' if result.has_phantom else 'no'}</td><td>{escape(_tickets(result.case.expected_ids))}</td>"
         f"<td>{escape(_tickets(report.cited_ids))}</td><td>{hit}</td>"

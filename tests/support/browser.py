@@ -137,7 +137,8 @@ class PageCheck:
                     if (!found) continue;
                     const range = document.createRange();
                     range.setStart(node, found.index); range.setEnd(node, found.index + 4);
-                    return [range.getBoundingClientRect().width, parseFloat(getComputedStyle(node.parentElement).fontSize)];
+                    const size = parseFloat(getComputedStyle(node.parentElement).fontSize);
+                    return [range.getBoundingClientRect().width, size];
                   }
                   return [0, 0];
                 }""",
