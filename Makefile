@@ -36,7 +36,8 @@ demo: install
 	@echo "The anchored documents are in out/ (one <id>.md per ticket, with its .md.metadata.json sidecar)."
 	@echo "Next:"
 	@echo "  $(BIN)/anchorkit stats out                                 # what the anchors cost, which chunks keep their ticket ID"
-	@echo "  $(BIN)/anchorkit upload out s3://BUCKET/tickets --dry-run  # what would be published"
+	@echo "  $(BIN)/anchorkit upload out ./published --dry-run          # what would be published (a local folder: nothing needed)"
+	@echo "  $(BIN)/anchorkit upload out s3://BUCKET/tickets --dry-run  # the same against S3 (needs AWS credentials)"
 	@echo "  $(BIN)/anchorkit --help                                    # every command, with examples and exit codes"
 
 # pytest exits 5 when it collected no tests: that is a failure, not a pass.
