@@ -484,3 +484,14 @@ def test_each_row_of_the_table_is_what_chunk_tokens_would_render(long_snapshot: 
     efficiency = default["efficiency"]
     assert efficiency["bound_anchors"] >= len(default["overhead"]["top"]) and efficiency["ratio_to_bound"] > 1
     assert default["efficiency"]["per_ticket_ratio"]["p50"] > 1
+
+
+def test_the_sample_output_in_docs_stats_md_is_what_a_run_prints() -> None:
+    """docs/stats.md shows `anchorkit stats fixtures --tokenizer approx` as it prints (80 columns). If
+    this fails after a change of figures or layout, paste the new output there (with /path/to/anchorkit)."""
+    docs = (REPO / "docs" / "stats.md").read_text(encoding="utf-8")
+    sample = docs.split("80 columns):\n\n```text\n")[1].split("```")[0]
+    code, stdout, _ = run(str(FIXTURES), "--tokenizer", "approx", env={"COLUMNS": "80"})
+    printed = stdout.replace(str(REPO), "/path/to/anchorkit")
+    assert code == 0
+    assert [line.rstrip() for line in printed.splitlines()] == sample.splitlines()
