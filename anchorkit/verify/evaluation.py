@@ -5,7 +5,7 @@ A case (one JSON object per line of a ``.jsonl`` file)::
     {"id": "vpn-1", "query": "VPNが切れる", "retrieved": <any retrieval shape>,
      "answer": <any answer shape>, "expected_ids": [12345], "context": "<optional context message>"}
 
-Seed 000's EvalCase is accepted as it is: ``sources`` (its Source list) for ``retrieved`` and
+A cited-answer pipeline's EvalCase is accepted as it is: ``sources`` (its Source list) for ``retrieved`` and
 ``expected_source_ids`` (source ids, e.g. ``"doc_2026_legal_001#sec3"``) beside or instead of the
 expected ticket ids.
 
@@ -200,7 +200,7 @@ def read_case(data: Any, origin: str) -> EvalCase:
     answer = read_answer(data["answer"], f"{origin} answer")
     if retrieved_key is None and not answer.retrieved:
         raise InputError(
-            f'{origin}: a case needs "retrieved" (or seed 000\'s "sources") unless its answer carries them'
+            f'{origin}: a case needs "retrieved" (or "sources") unless its answer carries them'
         )
     retrieval = read_retrieval(data[retrieved_key], f"{origin} {retrieved_key}") if retrieved_key else None
     query = data.get("query", "")
