@@ -409,11 +409,16 @@ def test_the_page_names_the_input_by_its_absolute_path_and_sizes_in_units(
     assert '<div class="verdict neutral" id="verdict"><div class="headline">No gate set' in page.read_text("utf-8")
 
 
-def test_the_longest_stretch_without_the_id_is_one_figure_explained(out: Path, tmp_path: Path) -> None:
+def page_and_report(out: Path, tmp_path: Path) -> tuple[int, dict, str]:
+    """(exit code, the JSON report, the page) of one approx run of the fixed chunker over ``out``."""
     page = tmp_path / "stats.html"
     code, stdout, _ = run(str(out), "--tokenizer", "approx", "--chunking", "fixed", "--html", str(page), "--json")
-    run_figure = json.loads(stdout)["overhead"]["longest_anchorless_run"]
-    html = page.read_text(encoding="utf-8")
+    return code, json.loads(stdout), page.read_text(encoding="utf-8")
+
+
+def test_the_longest_stretch_without_the_id_is_one_figure_explained(out: Path, tmp_path: Path) -> None:
+    code, report, html = page_and_report(out, tmp_path)
+    run_figure = report["overhead"]["longest_anchorless_run"]
     box = html.split('<div class="run" id="longest-run">')[1].split("</div>")[0]
     anchored, stripped = run_figure["anchored"], run_figure["stripped"]
     assert code == 0 and anchored["tokens"] < stripped["tokens"]
@@ -427,10 +432,8 @@ def test_the_longest_stretch_without_the_id_is_one_figure_explained(out: Path, t
 
 
 def test_the_chunk_length_table_is_also_a_chart(out: Path, tmp_path: Path) -> None:
-    page = tmp_path / "stats.html"
-    code, stdout, _ = run(str(out), "--tokenizer", "approx", "--chunking", "fixed", "--html", str(page), "--json")
-    rows = json.loads(stdout)["chunk_lengths"]["rows"]
-    html = page.read_text(encoding="utf-8")
+    code, report, html = page_and_report(out, tmp_path)
+    rows = report["chunk_lengths"]["rows"]
     chart = html.split('id="lengths-chart">')[1].split("</svg>")[0]
     assert code == 0 and [f"{row['chunk_tokens']:,} tokens" for row in rows] == re.findall(
         r">([\d,]+ tokens)</text>", chart
