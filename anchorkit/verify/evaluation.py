@@ -199,9 +199,7 @@ def read_case(data: Any, origin: str) -> EvalCase:
         raise InputError(f'{origin}: "context" must be a string or a list of strings')
     answer = read_answer(data["answer"], f"{origin} answer")
     if retrieved_key is None and not answer.retrieved:
-        raise InputError(
-            f'{origin}: a case needs "retrieved" (or "sources") unless its answer carries them'
-        )
+        raise InputError(f'{origin}: a case needs "retrieved" (or "sources") unless its answer carries them')
     retrieval = read_retrieval(data[retrieved_key], f"{origin} {retrieved_key}") if retrieved_key else None
     query = data.get("query", "")
     return EvalCase(
