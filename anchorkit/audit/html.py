@@ -456,9 +456,8 @@ def _lengths_svg(rows: list[dict[str, Any]]) -> str:
     shapes = []
     for index, (_, css, label) in enumerate(series):
         key_x = left + index * 130
-        shapes.append(
-            f'<rect class="{css}" x="{key_x}" y="6" width="12" height="12"/><text x="{key_x + 16}" y="16">{label}</text>'
-        )
+        shapes.append(f'<rect class="{css}" x="{key_x}" y="6" width="12" height="12"/>')
+        shapes.append(f'<text x="{key_x + 16}" y="16">{label}</text>')
     for tick in range(0, 101, 20):
         y = base - tick * plot_height / 100
         shapes.append(f'<line class="grid" x1="{left}" y1="{y:.1f}" x2="{width - 10}" y2="{y:.1f}"/>')
