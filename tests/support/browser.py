@@ -1,6 +1,6 @@
 """A real browser for the report pages: Debian's Chromium (``make browser-install``) driven by Playwright.
 
-As a pytest plugin (registered in tests/conftest.py) it provides the session-scoped ``browser``
+As a pytest plugin (registered in tests/conftest.py) it provides the module-scoped ``browser``
 fixture: a headless Chromium in a fresh profile, with everything that would reach the network turned
 off (the machine's network is closed; Playwright downloads no browser of its own). ``PageCheck``
 opens a page in it and measures what a reader would see.
@@ -157,9 +157,10 @@ class PageCheck:
         return path.read_bytes()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[PageCheck]:
-    """Headless Chromium in a fresh profile, for the whole session."""
+    """Headless Chromium in a fresh profile, for one test module. Not longer: Playwright's sync API runs
+    an event loop while it is open, and other tests call asyncio.run()."""
     if not CHROMIUM.is_file():
         skip_or_fail(f"{CHROMIUM} not found: run `make browser-install`")
     try:
