@@ -282,7 +282,7 @@ def test_with_cl100k_every_window_holds_an_anchor_or_lies_in_a_line_that_cannot_
         issue = long_issue(50001 + seed, random.Random(seed))
         document = render_document(issue, lookups(), RenderOptions(text_format=TEXT_FORMAT), tokenizer.count)
         tokens = tokenizer.tokenize_many([document])[0]
-        positions = tokens.tokens_at(byte_positions(document)[:-1]) + [tokens.token_count]
+        positions = [*tokens.tokens_at(byte_positions(document)[:-1]), tokens.token_count]
         anchor = ANCHOR_PATTERN.search(document)[0]  # type: ignore[index]
         long_lines = lines_longer_than(document, 300 - 2 * tokenizer.count(anchor + "\n") - 2, positions)
         missing = windows_without_anchor(document, 300, positions)

@@ -45,8 +45,8 @@ def test_ticket_12345_has_the_documented_shape() -> None:
     assert f"## 説明\n\n{anchor}\n\n" in document
     assert f"## 対応履歴\n\n{anchor}\n\n" in document
     assert (
-        f"### [2026-03-15] 佐藤 次郎\n\n{anchor}\n\n- ステータス: 対応中 → 完了\n- 進捗率: 80 → 100\n\nルーターのファームウェア更新で解消しました。"
-        in document
+        f"### [2026-03-15] 佐藤 次郎\n\n{anchor}\n\n- ステータス: 対応中 → 完了\n- 進捗率: 80 → "
+        "100\n\nルーターのファームウェア更新で解消しました。" in document
     )
     # Every section and journal entry is anchored: as many anchors as headings of level 2+.
     headings = [line for line in document.split("\n") if line.startswith("##")]
@@ -297,7 +297,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 random_subjects = st.text(
-    alphabet=st.sampled_from(list("ab #>|\\*_`[]!<:：\n\r\t　VPN接続🎉") + ["\u2028"]), max_size=1000
+    alphabet=st.sampled_from([*list("ab #>|\\*_`[]!<:：\n\r\t\u3000VPN接続🎉"), "\u2028"]), max_size=1000
 )
 random_lines = st.sampled_from(
     [

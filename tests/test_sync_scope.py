@@ -242,7 +242,7 @@ def test_a_run_killed_holding_the_lease_shows_as_stale_and_breaking_it_lets_the_
     assert f"broke the lease of {lease['holder']}" in broken.stdout
     assert job.show()["lease"]["status"] == "stale"
 
-    status, report, stderr = job.sync(*scope)
+    status, _report, stderr = job.sync(*scope)
     assert status == 0, stderr
     assert job.documents() == {f"{i}.md" for i in ids}
     assert job.show()["lease"] is None  # released by the run that finished

@@ -154,9 +154,8 @@ def test_a_state_inside_the_documents_prefix_is_refused_before_anything_runs(
 
 def test_a_local_state_admits_one_sync_at_a_time(tmp_path: Path) -> None:
     first, second = LocalStateStore(tmp_path / "state"), LocalStateStore(tmp_path / "state")
-    with first.session(), pytest.raises(StateConflict, match="another sync is running on this state"):
-        with second.session():
-            pass
+    with first.session(), pytest.raises(StateConflict, match="another sync is running on this state"), second.session():
+        pass
     with second.session():  # released once the first run ended
         assert second.read_manifest() is None
 
@@ -167,9 +166,9 @@ def test_a_local_state_names_the_run_holding_its_lock_and_is_free_once_it_ended(
         held = LocalStateStore(tmp_path / "state").lease_status()
         assert held is not None and held.alive and held.status(time.time()) == "active"
         assert held.holder.split(":")[1] == str(os.getpid())
-        with pytest.raises(StateConflict, match=f"another sync is running on this state \\({held.holder}\\)"):
-            with LocalStateStore(tmp_path / "state").session():
-                pass
+        busy = f"another sync is running on this state \\({held.holder}\\)"
+        with pytest.raises(StateConflict, match=busy), LocalStateStore(tmp_path / "state").session():
+            pass
     assert store.lease_status() is None
 
 

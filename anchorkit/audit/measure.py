@@ -9,6 +9,7 @@ colon after the id: the shortest prefix the anchor pattern accepts) and a chunk 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -455,7 +456,7 @@ def limit_findings(document: SourceDocument) -> list[tuple[str, dict[str, Any]]]
         findings.append(("anchors_of_other_tickets", {**where, "other_ticket_ids": foreign}))
     duplicates = sum(
         1
-        for previous, anchor in zip(anchors, anchors[1:])
+        for previous, anchor in itertools.pairwise(anchors)
         if previous[0] == anchor[0] and not markdown[previous.end() : anchor.start()].strip()
     )
     if duplicates:
@@ -478,8 +479,9 @@ def sidecar_findings(sidecar: bytes, ticket_id: int, relpath: str) -> list[tuple
     except (ValueError, KeyError, TypeError):
         attributes = None
     if not isinstance(attributes, dict):
-        return findings + [
-            ("sidecars_invalid", {**where, "problem": "not a JSON object with a metadataAttributes object"})
+        return [
+            *findings,
+            ("sidecars_invalid", {**where, "problem": "not a JSON object with a metadataAttributes object"}),
         ]
     problems = sidecar_value_problems(attributes)
     if problems:

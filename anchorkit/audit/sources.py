@@ -1,4 +1,5 @@
-"""What the audit reads: an output folder of documents and sidecars, or a snapshot rendered on the fly (the I/O edge)."""
+"""What the audit reads: an output folder of documents and sidecars, or a snapshot rendered on the fly (the I/O
+edge)."""
 
 from __future__ import annotations
 

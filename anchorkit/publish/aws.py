@@ -22,9 +22,9 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, 
 
 from anchorkit.errors import UsageError, url_host
 
-DEFAULT_RETRY_MODE = "standard"
 DEFAULT_MAX_ATTEMPTS = 5
 RetryMode = Literal["standard", "adaptive"]
+DEFAULT_RETRY_MODE: RetryMode = "standard"
 RETRY_MODES: tuple[RetryMode, ...] = get_args(RetryMode)
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ class AwsSettings:
     profile: str | None = None
     # Server-side encryption of every object written (documents, sidecars, the sync state), as the aws
     # cli's --sse / --sse-kms-key-id: buckets holding tickets often deny a PUT without it.
-    sse: str | None = None
+    sse: SseAlgorithm | None = None
     sse_kms_key_id: str | None = None
 
     def encryption_parameters(self) -> dict[str, str]:
@@ -138,7 +138,7 @@ class AwsSettings:
             raise UsageError(f"--sse {self.sse!r}: expected {' or '.join(SSE_ALGORITHMS)}")
         if self.sse_kms_key_id is not None and self.sse != "aws:kms":
             raise UsageError(f"--sse-kms-key-id needs --sse aws:kms, not --sse {self.sse}")
-        parameters = {"ServerSideEncryption": self.sse}
+        parameters: dict[str, str] = {"ServerSideEncryption": self.sse}
         if self.sse_kms_key_id is not None:
             parameters["SSEKMSKeyId"] = self.sse_kms_key_id
         return parameters
@@ -231,7 +231,10 @@ def setup_problem(error: BaseException) -> str | None:
     """Why S3 cannot be used at all, in one line naming the host or bucket; None for other errors
     (a throttled or failed request, worth reporting per object and retrying next run)."""
     if isinstance(error, NoCredentialsError):
-        return "no AWS credentials found (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, pass --profile, or use an instance role)"
+        return (
+            "no AWS credentials found (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, pass --profile, "
+            "or use an instance role)"
+        )
     if isinstance(error, BotoCoreError) and "endpoint_url" in getattr(error, "kwargs", {}):
         return f"cannot connect to S3 at {url_host(error.kwargs['endpoint_url'])}: {cause_of(error)}"
     if isinstance(error, ClientError):

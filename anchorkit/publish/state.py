@@ -178,7 +178,8 @@ class LocalStateStore:
             except BlockingIOError:
                 holder = self._lock_holder()
                 raise StateConflict(
-                    f"{self.root}: another sync is running on this state{f' ({holder})' if holder else ''}; this run stopped"
+                    f"{self.root}: another sync is running on this state{f' ({holder})' if holder else ''}; this run "
+                    "stopped"
                 ) from None
             handle.seek(0)
             handle.truncate()
@@ -401,7 +402,8 @@ class S3StateStore:
         lease, etag = found
         if not lease.expired(time.time()):
             raise StateConflict(
-                f"{self.location}: another sync ({lease.holder}) is writing (lease until {iso_time(lease.expires_at)}); "
+                f"{self.location}: another sync ({lease.holder}) is writing (lease until "
+                f"{iso_time(lease.expires_at)}); "
                 "this run stopped without writing (a run that was killed: see `anchorkit state show`)"
             )
         try:

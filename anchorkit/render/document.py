@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -353,7 +353,7 @@ def parse_time(value: Any) -> datetime | None:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
 
 
 def _local_date(timestamp: str | None, tz: str, with_time: bool = False) -> str:
@@ -366,7 +366,8 @@ def _local_date(timestamp: str | None, tz: str, with_time: bool = False) -> str:
         return one_line(timestamp)
     if tz != "UTC":
         moment = moment.astimezone(ZoneInfo(tz))
-    # Formatted by hand: strftime costs more than the rest of a journal heading (and pads years < 1000 differently by platform).
+    # Formatted by hand: strftime costs more than the rest of a journal heading (and pads years < 1000 differently by
+    # platform).
     date = f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
     if not with_time:
         return date
@@ -482,9 +483,11 @@ def _change(detail: dict[str, Any], issue: dict[str, Any], lookups: Lookups, opt
         field_name = _custom_field_name(name, issue, lookups)
         return f"{field_name}: {_plain(old)} → {_plain(new)}"
     if prop == "attachment":
-        return f"{label('attachments')}: {_plain(new) if new else _plain(old)} ({label('added') if new else label('removed')})"
+        change = label("added") if new else label("removed")
+        return f"{label('attachments')}: {_plain(new) if new else _plain(old)} ({change})"
     if prop == "relation":
-        return f"{label('relations')}: {_relation_label(name, options)} #{new or old} ({label('added') if new else label('removed')})"
+        change = label("added") if new else label("removed")
+        return f"{label('relations')}: {_relation_label(name, options)} #{new or old} ({change})"
     return ""
 
 
@@ -509,8 +512,8 @@ def _journal_entry(
     """One history entry as (heading, body), or None when the journal carries nothing a reader cares about."""
     details = [d for d in journal.get("details") or [] if isinstance(d, dict)]
     changes = [change for change in (_change(d, issue, lookups, options) for d in details) if change]
-    notes = journal.get("notes") if isinstance(journal.get("notes"), str) else ""
-    notes = notes.strip()
+    raw_notes = journal.get("notes")
+    notes = raw_notes.strip() if isinstance(raw_notes, str) else ""
     if not changes and not notes:
         return None
     user = _name(journal.get("user")) or "?"

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from anchorkit import parallel
 from anchorkit.anchors import find_titles
@@ -205,7 +205,8 @@ def _check_sizes(path: Path, issue: dict[str, Any], limit: int) -> None:
     for what, text in texts:
         if isinstance(text, str) and len(text) > limit // 4 and len(text.encode("utf-8")) > limit:
             raise SnapshotError(
-                f"{path}: ticket #{issue['id']}: {what} is {len(text.encode('utf-8')):,} bytes, over the {limit:,}-byte limit (--max-text-bytes)"
+                f"{path}: ticket #{issue['id']}: {what} is {len(text.encode('utf-8')):,} bytes, over the "
+                f"{limit:,}-byte limit (--max-text-bytes)"
             )
 
 
@@ -213,7 +214,8 @@ def _relpath(issue: dict[str, Any], lookups: Lookups, layout: str) -> str:
     name = f"{issue['id']}.md"
     if layout == "flat":
         return name
-    project = issue.get("project") if isinstance(issue.get("project"), dict) else {}
+    raw_project = issue.get("project")
+    project = raw_project if isinstance(raw_project, dict) else {}
     identifier = lookups.get("projects", {}).get(str(project.get("id")), {}).get("identifier")
     folder = _PROJECT_DIR.sub("-", str(identifier or f"project-{project.get('id', 'none')}")).strip("-") or "project"
     return f"{folder}/{name}"
@@ -276,7 +278,7 @@ def transform_snapshot(
 class TicketOutputs:
     """What transform did with one ticket's files: (relpath, "created" | "changed" | "unchanged")."""
 
-    outputs: list[tuple[str, str]]
+    outputs: list[tuple[str, Literal["created", "changed", "unchanged"]]]
     warnings: list[str]
 
 

@@ -136,7 +136,7 @@ class ResilientEngine(SyncEngine):
         self._sessions_lock = threading.Lock()
         super().__init__(**options)
 
-    @property  # type: ignore[override]
+    @property
     def session(self) -> requests.Session:
         session = getattr(self._local, "session", None)
         if session is None:

@@ -35,6 +35,10 @@ class FolderSyncReport:
         }
 
 
+def _nothing() -> None:
+    """No upload progress until the plan is known."""
+
+
 def sync_folders(
     url: str,
     api_key: str,
@@ -56,7 +60,7 @@ def sync_folders(
     )
     transformed = transform.transform_snapshot(snapshot_dir, out_dir, options)
     local_objects, local_failures = publish.scan_folder(out_dir)
-    uploading: Callable[[], None] = lambda: None
+    uploading: Callable[[], None] = _nothing
 
     def on_plan(plan: publish.Plan) -> None:
         nonlocal uploading

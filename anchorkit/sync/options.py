@@ -16,16 +16,11 @@ Highest first: command-line flags, environment variables, the config file, built
 from __future__ import annotations
 
 import os
-import sys
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10: the same parser, from PyPI (a dependency there)
-    import tomli as tomllib
 
 from anchorkit.errors import UsageError
 from anchorkit.publish import aws, state
@@ -138,10 +133,7 @@ def load_config(path: Path) -> dict[str, Any]:
         raise SyncConfigError(f"{path}: cannot read the config file: {error}") from None
     flat: dict[str, Any] = {}
     for key, value in document.items():
-        if key in STAGE_TABLES and isinstance(value, dict):
-            entries = value.items()
-        else:
-            entries = [(key, value)]
+        entries = list(value.items()) if key in STAGE_TABLES and isinstance(value, dict) else [(key, value)]
         for name, item in entries:
             normalised = name.replace("-", "_")
             if normalised not in SETTINGS_BY_NAME:

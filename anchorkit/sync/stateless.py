@@ -195,7 +195,8 @@ def run_pull(
     known: dict[int, snapshot.StoredStamp],
     progress: pull.ProgressCallback | None,
 ) -> pull.PullReport:
-    """:func:`anchorkit.pull.pull` as ``arguments`` ask (``full`` aside), with the issues the state holds as ``known``."""
+    """:func:`anchorkit.source.pull.pull` as ``arguments`` ask (``full`` aside), with the issues the state holds as
+    ``known``."""
     return pull.pull(
         url,
         snapshot_dir,
@@ -389,9 +390,9 @@ def _render(
     for path in paths:
         result = transform.render_ticket(path, lookups, render, options)
         advance()
-        if result is None:
-            continue  # a private issue, left out on purpose
-        if isinstance(result, transform.TicketFailure):
+        if isinstance(result, str):
+            continue  # transform.PRIVATE: a private issue, left out on purpose
+        if not isinstance(result, transform.RenderedTicket):
             report.transform_failures.append(result)
             if result.ticket_id is not None:
                 stamp = snapshot.stored_stamp(work_dir, result.ticket_id)

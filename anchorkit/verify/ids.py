@@ -66,15 +66,17 @@ MENTION = re.compile(
 # Redmine's issue URL: /issues/<id> at the root or under one sub-URI segment ("/redmine/issues/5");
 # not GitHub's or GitLab's (/owner/repo/issues/5, /group/project/-/issues/5).
 _REDMINE_ISSUE = re.compile(r"\Ahttps?://[^/\s]+(?:/[^/\s]+)?/issues/(\d{1,12})(?!\d)", re.IGNORECASE)
-# Inline citation markers: "[2]", "[1, 3]", "【2】", "[^2]" (seed 004: a 1-based position in the retrieval) and
-# seed 000's "[SRC:id]" (a source id). Not after an ASCII word character: "a[1]" is an index.
+# Inline citation markers: "[2]", "[1, 3]", "【2】", "[^2]" (a 1-based position in the retrieval) and
+# "[SRC:id]" (a source id). Not after an ASCII word character: "a[1]" is an index.
 MARKER = re.compile(
-    r"(?=[\[［【])(?<![A-Za-z0-9_])(?:[\[［【]\^?(?P<numbers>\d{1,4}(?:[ \t]*[,，、][ \t]*\d{1,4})*)[\]］】]|\[SRC:(?P<src>[^\]\s]+)\])"
+    r"(?=[\[［【])(?<![A-Za-z0-9_])(?:[\[［【]\^?(?P<numbers>\d{1,4}(?:[ \t]*[,，、][ "
+    r"\t]*\d{1,4})*)[\]］】]|\[SRC:(?P<src>[^\]\s]+)\])"
 )
 # The end of a text that may still grow into a mention ("…#123" → "…#12345", "チケ" → "チケット12345",
 # "https://red" → a Redmine URL): a streaming filter holds it back.
 _TRAILING_PARTIAL_MENTION = re.compile(
-    r"(?:(?i:https?):/?/?\S*|[A-Za-z\u30a0-\u30ff番号課題]*[ \t\u3000]*(?i:no\.?|number)?[ \t\u3000:：]*(?:[#＃][ \t]*)?[\d,]*[-./:：]?)\Z"
+    r"(?:(?i:https?):/?/?\S*|[A-Za-z\u30a0-\u30ff番号課題]*[ \t\u3000]*(?i:no\.?|number)?[ \t\u3000:：]*(?:[#＃][ "
+    r"\t]*)?[\d,]*[-./:：]?)\Z"
 )
 # How much already emitted text a streaming filter looks back at (labels and look-behinds before a cut).
 _STREAM_LOOKBACK = 48
