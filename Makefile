@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install install-test servers-install browser-install demo test bench lint clean
+.PHONY: install install-test servers-install browser-install demo test bench lint lambda-zip clean
 
 # The tool and its runtime dependencies only (enough for `make demo`).
 install: $(VENV)/.installed
@@ -52,10 +52,15 @@ bench: install-test servers-install
 	@set -e; for script in tests/benchmarks/bench_*.py; do \
 		echo "== $$script"; $(BIN)/python $$script; done
 
+# The Bedrock custom-transformation Lambda's deployment zip (docs/bedrock-lambda.md): Lambda's python3.12
+# on x86_64 by default; e.g. LAMBDA_ZIP_FLAGS="--architecture arm64 --python-version 3.13" for another runtime.
+lambda-zip: install
+	$(BIN)/python -m anchorkit.bedrock.package --out anchorkit-lambda.zip $(LAMBDA_ZIP_FLAGS)
+
 # Pyflakes-level checks (unused names, undefined names, syntax errors).
 lint: install-test
 	$(BIN)/pip install --quiet ruff
 	$(BIN)/ruff check --select F,E9 --target-version py310 anchorkit tests
 
 clean:
-	rm -rf $(VENV) out build *.egg-info .pytest_cache .servers
+	rm -rf $(VENV) out build *.egg-info .pytest_cache .servers anchorkit-lambda.zip
