@@ -16,6 +16,7 @@ from typing import Any
 
 from anchorkit.anchors import one_line
 from anchorkit.render.document import Lookups, parse_time
+from anchorkit.settings import SIDECAR_SCHEMAS
 
 Value = str | int | float | bool | list[str]
 
@@ -23,7 +24,7 @@ MAX_FILE_BYTES = 10 * 1024
 MAX_STRING_CHARS = 2048
 MAX_LIST_ITEMS = 10
 RESERVED_PREFIX = "x-amz-bedrock-kb-"
-SCHEMAS = ("simple", "typed")
+SCHEMAS = SIDECAR_SCHEMAS
 # A document's sidecar is the document's path plus this suffix (Bedrock's naming rule).
 SIDECAR_SUFFIX = ".metadata.json"
 

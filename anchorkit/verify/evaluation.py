@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from anchorkit.settings import default
 from anchorkit.verify.citations import VerifyOptions, VerifyReport, verify_citations
 from anchorkit.verify.ids import parse_ticket_id
 from anchorkit.verify.model import Answer, Chunk
@@ -138,6 +139,33 @@ class EvalSummary:
             },
             "results": [r.to_json() for r in self.results],
         }
+
+
+@dataclass(frozen=True)
+class EvalGates:
+    """CI thresholds over an eval set (beside the audit's :class:`anchorkit.audit.Gates`): a case that could
+    not be read, with ``strict`` any case with a phantom, a mean grounding score under ``min_grounding``, a
+    phantom rate over ``max_phantom_rate``."""
+
+    strict: bool = default("strict")
+    min_grounding: float | None = default("min_grounding")
+    max_phantom_rate: float | None = default("max_phantom_rate")
+
+    def failures(self, summary: EvalSummary) -> list[str]:
+        """Why the summary fails the gates (empty: it passes)."""
+        failures = []
+        if summary.errors:
+            failures.append(f"{len(summary.errors)} cases could not be read")
+        phantoms = sum(r.has_phantom for r in summary.results)
+        if self.strict and phantoms:
+            failures.append(f"--strict: {phantoms} cases have a critical finding")
+        grounding = summary.mean_grounding or 0.0
+        if self.min_grounding is not None and grounding < self.min_grounding:
+            failures.append(f"mean grounding {grounding:.2f} is under --min-grounding {self.min_grounding}")
+        phantom_rate = summary.phantom_rate or 0.0
+        if self.max_phantom_rate is not None and phantom_rate > self.max_phantom_rate:
+            failures.append(f"phantom rate {phantom_rate:.2f} is over --max-phantom-rate {self.max_phantom_rate}")
+        return failures
 
 
 def read_case(data: Any, origin: str) -> EvalCase:

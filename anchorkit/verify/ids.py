@@ -37,6 +37,7 @@ from anchorkit.anchors import (
     identified_ticket_ids,
     one_line,
 )
+from anchorkit.errors import UsageError
 from anchorkit.verify.model import (
     DEFAULT_MIN_ID_DIGITS,
     DEFAULT_URI_PATTERN,
@@ -91,6 +92,14 @@ def compile_uri_pattern(pattern: str | re.Pattern[str]) -> re.Pattern[str]:
     if compiled.groups != 1:
         raise ValueError(f"URI pattern {compiled.pattern!r} must have exactly one group (the ticket id)")
     return compiled
+
+
+def checked_uri_pattern(pattern: str) -> re.Pattern[str]:
+    """``--uri-pattern`` compiled; a bad one is a usage error (exit 2), not a traceback."""
+    try:
+        return compile_uri_pattern(pattern)
+    except (re.error, ValueError) as exc:
+        raise UsageError(f"--uri-pattern: {exc}") from None
 
 
 def uri_ticket_id(uri: str | None, uri_pattern: re.Pattern[str]) -> int | None:
