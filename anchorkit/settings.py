@@ -113,8 +113,8 @@ SETTINGS: tuple[Setting, ...] = (
     _s("include_private", bool, False, *_REDMINE, TRANSFORM),
     _s("api_key_file", Path, None, *_REDMINE),
     _s("full_every", int, 10, *_REDMINE, min=0),
-    _s("overlap", float, 120.0, *_REDMINE, min=0),
-    _s("lookups_max_age", float, 24 * 3600.0, *_REDMINE, min=0),
+    _s("overlap", float, 120, *_REDMINE, min=0),
+    _s("lookups_max_age", float, 24 * 3600, *_REDMINE, min=0),
     _s("text_format", str, None, *_REDMINE, TRANSFORM, choices=TEXT_FORMATS),
     _s("timeout", float, 60.0, *_REDMINE, min=0.1),
     _s("retries", int, 5, *_REDMINE, min=1),
@@ -155,7 +155,7 @@ SETTINGS: tuple[Setting, ...] = (
     _s("start_ingestion", str, None, UPLOAD, SYNC),
     # State (runs without a persistent disk)
     _s("state", str, None, PULL, SYNC, STATE_SHOW, STATE_BREAK_LEASE),
-    _s("lease_seconds", float, 3600.0, PULL, SYNC, min=1),
+    _s("lease_seconds", float, 3600, PULL, SYNC, min=1),
     _s("holder", str, None, STATE_BREAK_LEASE),
     # stats
     _s("chunking", list, [], STATS),

@@ -23,7 +23,6 @@ import typer
 from anchorkit import settings
 from anchorkit.cli import output
 from anchorkit.settings import SETTINGS_BY_NAME, SYNC
-from anchorkit.tokens import TOKENIZER_CHOICES
 
 # Choices as types, so that --help and shell completion list them (and a typo is refused by name).
 Lang = Literal[settings.LANGS]  # type: ignore[valid-type]
@@ -34,7 +33,6 @@ RetryMode = Literal[settings.RETRY_MODES]  # type: ignore[valid-type]
 SseAlgorithm = Literal[settings.SSE_ALGORITHMS]  # type: ignore[valid-type]
 OnInvalid = Literal[settings.ON_INVALID]  # type: ignore[valid-type]
 OnEmpty = Literal[settings.ON_EMPTY]  # type: ignore[valid-type]
-Tokenizer = Literal[TOKENIZER_CHOICES]  # type: ignore[valid-type]
 
 Values = dict[str, Any]  # a group's option values, keyed by setting name
 GROUP: Values = {}  # the default of a group's parameter (with_options replaces the parameter, never reads it)
@@ -346,7 +344,7 @@ TOKENIZER = (
     Opt(
         "tokenizer",
         ("--tokenizer",),
-        Tokenizer,
+        str,  # checked by the stage, whose message names the choices
         "How --chunk-tokens counts: auto: cl100k_base if its vocabulary is on this machine (never downloaded), "
         "else approx (the estimate with a safety margin); cl100k_base: exact (exit 2 if its vocabulary is missing).",
         {
