@@ -35,6 +35,7 @@ from anchorkit.audit.sources import SourceItem, is_snapshot, iter_output_folder,
 from anchorkit.errors import UsageError
 from anchorkit.render.document import DEFAULT_CHUNK_TOKENS, RenderOptions
 from anchorkit.render.transform import TransformOptions
+from anchorkit.settings import default
 from anchorkit.tokens import CL100K_BASE, TOKENIZER_CHOICES, Tokenizer, TokenizerChoice, choose_tokenizer
 
 # ---------------------------------------------------------------------------------------------
@@ -59,7 +60,7 @@ def audit(
     chunkers: Sequence[Chunker],
     source: dict[str, Any],
     gates: Gates = Gates(),
-    jobs: int = 0,
+    jobs: int = default("jobs"),
     lengths: Lengths = Lengths(),
 ) -> dict[str, Any]:
     """The whole audit over documents from ``iter_output_folder`` or ``iter_snapshot``.

@@ -364,6 +364,19 @@ TOKENIZER = (
         },
     ),
 )
+JOBS = (
+    Opt(
+        "jobs",
+        ("--jobs", "-j"),
+        int,
+        "Render and write tickets in this many processes (the output is identical). "
+        "0 (default): one per CPU core when there are more than 256 tickets.",
+        {
+            settings.STATS: "Measure documents in this many processes (the report is identical). "
+            "0 (default): one per CPU core when there are more than 256 documents."
+        },
+    ),
+)
 CHECKS = (
     Opt(
         "uri_pattern",

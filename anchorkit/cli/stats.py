@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from anchorkit.cli import output
-from anchorkit.cli.options import GROUP, TOKENIZER, QuietFlag, Values, VerboseFlag, with_options
+from anchorkit.cli.options import GROUP, JOBS, TOKENIZER, QuietFlag, Values, VerboseFlag, with_options
 from anchorkit.settings import STATS, default
 
 # The names --chunking accepts (anchorkit.audit.chunkers.CHUNKERS; a test keeps the two the same).
@@ -16,7 +16,7 @@ CHUNKER_NAMES = ("fixed", "hierarchical", "semantic", "heading", "langchain-recu
 CHUNK_TOKENS: int = default("chunk_tokens")
 
 
-@with_options(STATS, tokenizer=TOKENIZER)
+@with_options(STATS, tokenizer=TOKENIZER, jobs=JOBS)
 def stats_command(
     path: Annotated[
         Path,
@@ -101,16 +101,7 @@ def stats_command(
             "--fail-over-overhead", min=0, help="Exit 1 if the anchors add more than P percent tokens in total."
         ),
     ] = default("fail_over_overhead", STATS),
-    jobs: Annotated[
-        int,
-        typer.Option(
-            "--jobs",
-            "-j",
-            min=0,
-            help="Measure documents in this many processes (the report is identical). "
-            "0 (default): one per CPU core when there are more than 256 documents.",
-        ),
-    ] = default("jobs", STATS),
+    jobs: Values = GROUP,
 ) -> None:
     """Audit anchored documents: token overhead of the anchors, and chunk coverage with and without them.
 
@@ -128,16 +119,19 @@ def stats_command(
     from anchorkit.audit.stats import run_audit
     from anchorkit.cli.verify import write_file
 
-    values = tokenizer | {
-        "chunking": chunking or [],
-        "chunk_tokens": chunk_tokens,
-        "lengths": lengths,
-        "anchor_subject_chars": anchor_subject_chars,
-        "anchor_basic_info": anchor_basic_info,
-        "fail_under_coverage": fail_under_coverage,
-        "fail_over_overhead": fail_over_overhead,
-        "jobs": jobs,
-    }
+    values = (
+        tokenizer
+        | jobs
+        | {
+            "chunking": chunking or [],
+            "chunk_tokens": chunk_tokens,
+            "lengths": lengths,
+            "anchor_subject_chars": anchor_subject_chars,
+            "anchor_basic_info": anchor_basic_info,
+            "fail_under_coverage": fail_under_coverage,
+            "fail_over_overhead": fail_over_overhead,
+        }
+    )
     report = run_audit(path, values)
     if html is not None:
         write_file(html, render_html(report), "--html")

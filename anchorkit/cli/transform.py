@@ -8,12 +8,22 @@ from typing import Annotated
 import typer
 
 from anchorkit.cli import output
-from anchorkit.cli.options import DOCUMENTS, GROUP, TOKENIZER, JsonFlag, QuietFlag, TextFormat, Values, VerboseFlag
+from anchorkit.cli.options import (
+    DOCUMENTS,
+    GROUP,
+    JOBS,
+    TOKENIZER,
+    JsonFlag,
+    QuietFlag,
+    TextFormat,
+    Values,
+    VerboseFlag,
+)
 from anchorkit.cli.options import with_options as options_of
 from anchorkit.settings import TRANSFORM, default
 
 
-@options_of(TRANSFORM, documents=DOCUMENTS, tokenizer=TOKENIZER)
+@options_of(TRANSFORM, documents=DOCUMENTS, tokenizer=TOKENIZER, jobs=JOBS)
 def transform_command(
     snapshot: Annotated[
         Path, typer.Argument(help="Snapshot folder (issues/<id>.json, lookups.json, state.json), e.g. fixtures.")
@@ -48,16 +58,7 @@ def transform_command(
             help="Write nothing; exit 1 listing what would be created, changed or removed, 0 if OUT is up to date.",
         ),
     ] = default("check"),
-    jobs: Annotated[
-        int,
-        typer.Option(
-            "--jobs",
-            "-j",
-            min=0,
-            help="Render and write tickets in this many processes (the output is identical). "
-            "0 (default): one per CPU core when there are more than 256 tickets.",
-        ),
-    ] = default("jobs"),
+    jobs: Values = GROUP,
     json_output: JsonFlag = False,
     verbose: VerboseFlag = False,
     quiet: QuietFlag = False,
@@ -81,7 +82,7 @@ def transform_command(
     options = TransformOptions.from_settings(values | {"link_issues": link_issues})
     if not check:
         check_writable_folder(out, "--out")
-    report = transform_snapshot(snapshot, out, options, check=check, jobs=jobs)
+    report = transform_snapshot(snapshot, out, options, check=check, jobs=jobs["jobs"])
     if json_output:
         ok = not report.failed and not (check and report.differs)
         output.print_json({"ok": ok, "check": check, "out": str(out), **report.to_json()})

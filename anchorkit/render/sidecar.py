@@ -16,7 +16,7 @@ from typing import Any
 
 from anchorkit.anchors import one_line
 from anchorkit.render.document import Lookups, parse_time
-from anchorkit.settings import SIDECAR_SCHEMAS
+from anchorkit.settings import SIDECAR_SCHEMAS, default
 
 Value = str | int | float | bool | list[str]
 
@@ -49,7 +49,9 @@ _OPTIONAL_ORDER = (
 )
 
 
-def build_sidecar(issue: dict[str, Any], lookups: Lookups, schema: str = "simple") -> tuple[bytes, list[str]]:
+def build_sidecar(
+    issue: dict[str, Any], lookups: Lookups, schema: str = default("sidecar_schema")
+) -> tuple[bytes, list[str]]:
     """The sidecar's bytes and the warnings about what had to be truncated or dropped."""
     check_schema(schema)
     ticket = f"#{issue['id']}"

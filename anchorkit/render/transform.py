@@ -37,6 +37,17 @@ from anchorkit.source.snapshot import (
 from anchorkit.tokens import APPROX, TOKENIZER_CHOICES, choose_tokenizer
 
 DEFAULT_MAX_TEXT_BYTES: int = default("max_text_bytes")
+# The settings that are fields of RenderOptions and of TransformOptions under their own names.
+RENDER_SETTINGS = ("lang", "include_private", "anchor_basic_info", "chunk_tokens", "anchor_subject_chars", "timezone")
+TRANSFORM_SETTINGS = (
+    "sidecars",
+    "sidecar_schema",
+    "layout",
+    "text_format",
+    "max_text_bytes",
+    "tokenizer",
+    "tiktoken_file",
+)
 # Files this stage owns in the output folder (anything else there is left alone).
 _OUTPUT_NAME = re.compile(rf"^\d+\.md(?:{re.escape(SIDECAR_SUFFIX)})?$")
 _TEMP_NAME = re.compile(rf"^\.\d+\.md(?:{re.escape(SIDECAR_SUFFIX)})?\..*\.tmp$")
@@ -85,25 +96,11 @@ class TransformOptions:
         if link_issues and not re.match(r"https?://[^\s]+$", link_issues):
             raise UsageError(f"--link-issues must be an http(s) URL, not {link_issues!r}")
         render = RenderOptions(
-            lang=value("lang"),
-            include_private=value("include_private"),
-            anchor_basic_info=value("anchor_basic_info"),
-            chunk_tokens=value("chunk_tokens"),
-            anchor_subject_chars=value("anchor_subject_chars"),
-            timezone=value("timezone"),
+            **{name: value(name) for name in RENDER_SETTINGS},
             labels={"ticket": value("label")} if value("label") else {},
             link_issues=link_issues.rstrip("/") if link_issues else None,
         )
-        return cls(
-            render=render,
-            sidecars=value("sidecars"),
-            sidecar_schema=value("sidecar_schema"),
-            layout=value("layout"),
-            text_format=value("text_format"),
-            max_text_bytes=value("max_text_bytes"),
-            tokenizer=value("tokenizer"),
-            tiktoken_file=value("tiktoken_file"),
-        )
+        return cls(render=render, **{name: value(name) for name in TRANSFORM_SETTINGS})
 
 
 @dataclass
@@ -273,7 +270,11 @@ def _relpath(issue: dict[str, Any], lookups: Lookups, layout: str) -> str:
 
 
 def transform_snapshot(
-    snapshot_dir: Path, out_dir: Path, options: TransformOptions, check: bool = False, jobs: int = 0
+    snapshot_dir: Path,
+    out_dir: Path,
+    options: TransformOptions,
+    check: bool = default("check"),
+    jobs: int = default("jobs"),
 ) -> TransformReport:
     """Bring ``out_dir`` up to date with the snapshot (or, with ``check``, only say what would change).
 

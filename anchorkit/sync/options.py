@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -79,15 +79,9 @@ class SyncSettings:
     @classmethod
     def from_settings(cls, resolved: ResolvedSettings) -> SyncSettings:
         values = resolved.values
+        plain = {field.name: values[field.name] for field in fields(cls) if field.name in values}
         return cls(
-            url=values["url"],
-            dest=values["dest"],
-            api_key_file=values["api_key_file"],
-            snapshot=values["snapshot"],
-            out=values["out"],
-            state=values["state"],
-            lease_seconds=values["lease_seconds"],
-            start_ingestion=values["start_ingestion"],
+            **plain,
             pull=PullSettings.from_settings(values),
             transform=TransformOptions.from_settings(values),
             publish=PublishSettings.from_settings(values),
