@@ -20,9 +20,10 @@ This module runs the audit (sources → measure → collect) and checks the CI g
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,8 @@ def audit(
     come back in input order). ``jobs`` = 0: one process per CPU core once there is more than one
     batch of ``parallel.DEFAULT_BATCH_SIZE`` documents (a small corpus is not worth starting processes for).
     """
+    # An audit record names its input wherever it is read later: the folder's absolute path.
+    source = {**source, "path": os.path.abspath(source["path"])}
     collector = StatsCollector(choice, chunkers, source, lengths)
     measured = parallel.map_batches(
         _measure_in_worker, items, jobs, initializer=_start_worker, initargs=(choice.tokenizer, chunkers, lengths)
@@ -173,7 +176,7 @@ def run_audit(path: Path, values: Mapping[str, Any]) -> dict[str, Any]:
     lengths = Lengths(chunk_tokens or DEFAULT_CHUNK_TOKENS, table)
     report = audit(items, choice, chunkers, source, gates, values["jobs"], lengths)
     report["run"] = {
-        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "anchorkit_version": __version__,
     }
     report["ok"] = not report["errors"] and not report["gates"]["failures"]

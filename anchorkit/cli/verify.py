@@ -174,7 +174,7 @@ def eval_command(
     with input_errors():
         cases, errors = load_cases(cases_file)
     summary = evaluate(cases, errors, options)
-    failed_gates = EvalGates(checks["strict"], min_grounding, max_phantom_rate).failures(summary)
+    failed_gates = EvalGates(min_grounding, max_phantom_rate, checks["strict"]).failures(summary)
     if json_output:
         output.print_json({"ok": not failed_gates, **summary.to_json()})
     else:
