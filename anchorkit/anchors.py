@@ -118,7 +118,8 @@ def neutralize_forgeries(text: str) -> str:
 #
 # Inside fenced code the fence is closed before and reopened after (X, FENCE, "", A, "", "",
 # OPENER, Y), and so is a ``<pre>`` HTML block (X, "</pre>", "", A, "", "", "<pre>", Y, the
-# opening line repeated as it was: ``<pre><code class="x">`` is closed by ``</code></pre>``), inside a table the header and delimiter rows are repeated (X, "", A, "", "", HEADER,
+# opening line repeated as it was: ``<pre><code class="x">`` is closed by ``</code></pre>``), inside a table the header
+# and delimiter rows are repeated (X, "", A, "", "", HEADER,
 # DELIMITER, Y): those are the extra lines stripping takes out as well.
 BETWEEN_BLOCKS, AT_LINE_BREAK, INSIDE_LINE = 1, 2, 3  # blank lines after the anchor
 _FENCE = re.compile(r"( {0,3})(`{3,}|~{3,})")

@@ -42,10 +42,8 @@ def write_atomic(path: Path, data: bytes) -> None:
             os.close(fd)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 

@@ -2,8 +2,8 @@
 
 A worker is set up once by ``initializer(*initargs)`` (tokenizers, lookups...: state that is costly
 to send with every batch) and then maps batches with ``work``. The initializer must not fail (validate
-before): multiprocessing replaces a worker that dies in it by a new one, without end. With one job, the same two functions
-run in this process, so the results cannot depend on the number of jobs.
+before): multiprocessing replaces a worker that dies in it by a new one, without end. With one job, the same two
+functions run in this process, so the results cannot depend on the number of jobs.
 """
 
 from __future__ import annotations

@@ -48,7 +48,10 @@ CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a
 CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
 VOCABULARY_FILE_ENV = "ANCHORKIT_TIKTOKEN_FILE"
 # Pre-tokenisation regex and special tokens of cl100k_base, as tiktoken_ext.openai_public defines them.
-_CL100K_PAT_STR = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+_CL100K_PAT_STR = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
 _CL100K_SPECIAL_TOKENS = {
     "<|endoftext|>": 100257,
     "<|fim_prefix|>": 100258,
@@ -76,7 +79,10 @@ def approx_tokens(text: str) -> int:
 class TokenizedText(Protocol):
     """A text cut into tokens: token indices and UTF-8 byte offsets, both ways."""
 
-    token_count: int
+    @property
+    def token_count(self) -> int:
+        """How many tokens the text has."""
+        ...
 
     def byte_offset(self, token_index: int) -> int:
         """Byte offset where token ``token_index`` starts (``token_count`` → the text's length)."""

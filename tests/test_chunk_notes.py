@@ -16,7 +16,7 @@ from anchorkit.chunk.sources import chunk_items, iter_source
 from anchorkit.render.sidecar import build_sidecar, format_note_numbers, parse_note_numbers
 from anchorkit.render.transform import TransformOptions, transform_snapshot
 from anchorkit.source.notes import note_numbers, with_note_numbers
-from anchorkit.source.pull import PullReport, public_url, pull
+from anchorkit.source.pull import PullReport, PullSettings, public_url, pull
 from anchorkit.source.redmine import RetryPolicy
 from tests.test_chunk import BYTES
 
@@ -135,7 +135,9 @@ def pulled_issue(
     admin.add_member(project["id"], member["id"], [role_id])
     issue = help_desk_issue(admin, server, project["id"], member["api_key"])
     snap = tmp_path / "snap"
-    report = pull(server.url, snap, key or member["api_key"], projects=[project["identifier"]], policy=FAST)
+    report = pull(
+        server.url, snap, key or member["api_key"], PullSettings(projects=(project["identifier"],), policy=FAST)
+    )
     assert report.ok
     journals = json.loads((snap / "issues" / f"{issue}.json").read_text(encoding="utf-8"))["issue"]["journals"]
     return snap, issue, journals, report

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from pathlib import Path
@@ -169,7 +170,7 @@ def test_fixed_size_chunks_are_300_token_windows_sharing_20_percent(cl100k: toke
     [chunks] = chunking.FixedSizeChunker().split(chunking.TextLayout(document), tokenized)
     assert len(chunks) > 3
     assert all(end - start == 300 for start, end in chunks[:-1])
-    assert all(previous[1] - current[0] == 60 for previous, current in zip(chunks, chunks[1:]))
+    assert all(previous[1] - current[0] == 60 for previous, current in itertools.pairwise(chunks))
     assert chunks[0][0] == 0 and chunks[-1][1] == tokenized.token_count
 
 
@@ -188,7 +189,7 @@ def test_semantic_chunks_respect_the_maximum_and_cover_the_document(cl100k: toke
     [chunks] = chunking.SemanticChunker().split(chunking.TextLayout(document), tokenized)
     assert all(0 < end - start <= 300 for start, end in chunks)
     assert chunks[0][0] == 0 and chunks[-1][1] == tokenized.token_count
-    assert all(previous[1] == current[0] for previous, current in zip(chunks, chunks[1:]))  # buffer 0: no overlap
+    assert all(previous[1] == current[0] for previous, current in itertools.pairwise(chunks))  # buffer 0: no overlap
 
 
 def test_semantic_stand_in_breaks_where_the_wording_changes() -> None:
@@ -389,7 +390,7 @@ def test_output_folder_reading_reports_bad_files_and_goes_on(tmp_path: Path) -> 
         huge.truncate(stats.MAX_DOCUMENT_BYTES + 1)  # sparse: no 50 MB written
     (tmp_path / "notes.md").write_text("not a ticket document", encoding="utf-8")
     items = list(stats.iter_output_folder(tmp_path))
-    assert [type(item).__name__ for item in items] == ["SourceDocument", "OversizedDocument", "InputError"]
+    assert [type(item).__name__ for item in items] == ["SourceDocument", "OversizedDocument", "UnreadableDocument"]
     assert items[2].message.startswith("helpdesk/2.md: not valid UTF-8")  # type: ignore[union-attr]
 
 
@@ -450,7 +451,7 @@ def test_line_aligned_cuts_remove_the_same_text_and_start_where_lines_start(
         aligned = tokens.line_aligned(text, cuts)
         assert tokens.without(text, aligned) == tokens.without(text, cuts) == strip_anchors(text)
         assert all(start == 0 or text[start - 1] == "\n" for start, _ in aligned if text[start] != "\n")
-        assert all(end1 <= start2 for (_, end1), (start2, _) in zip(aligned, aligned[1:]))
+        assert all(end1 <= start2 for (_, end1), (start2, _) in itertools.pairwise(aligned))
         moved += aligned != cuts
     assert moved  # the spacing anchors' cuts start with the blank line before them: aligning moves them
 

@@ -106,7 +106,7 @@ def test_a_manifest_written_by_a_newer_anchorkit_is_refused_with_a_clear_error()
 
 
 def test_an_unreadable_ticket_entry_is_a_one_line_error_naming_the_manifest() -> None:
-    with pytest.raises(ManifestError, match="s3://kb/state/manifest.json: .*unreadable entry"):
+    with pytest.raises(ManifestError, match=r"s3://kb/state/manifest\.json: .*unreadable entry"):
         Manifest.from_json({"tickets": {"seven": {}}}, "s3://kb/state/manifest.json")
 
 

@@ -111,7 +111,8 @@ def test_common_mark_is_kept_and_redmine_additions_converted() -> None:
     )
     converted = to_markdown(text, "common_mark", link_issues="https://r.example")
     assert converted == (
-        "## 手順\n\nsee [#123](https://r.example/issues/123) and Page\n\n```\n#456 [[not a link]]\n```\n\n`#789` t\n\nbody\n"
+        "## 手順\n\nsee [#123](https://r.example/issues/123) and Page\n\n```\n#456 [[not a link]]\n```\n\n`#789` "
+        "t\n\nbody\n"
     ).rstrip("\n")
 
 
@@ -238,9 +239,27 @@ def test_converter_output_itself_closes_fences_and_shows_no_raw_html() -> None:
 
 # Text made of the characters Textile gives meaning to, words, Japanese, and line structure.
 TEXTILE_ALPHABET = st.sampled_from(
-    list('*_-+@"!|#>.:()[]^~%={}<>/ \n')
-    + ["h1. ", "h2. ", "bq. ", "<pre>", "</pre>", "\n\n", "  ", "p=. ", "http://x.jp/"]
-    + ["word", "語句", "12", "チケット #5: 件名", "{{collapse(t)\n", "\n}}", "[[Page]]", "&amp;", "\t"]
+    [
+        *list('*_-+@"!|#>.:()[]^~%={}<>/ \n'),
+        "h1. ",
+        "h2. ",
+        "bq. ",
+        "<pre>",
+        "</pre>",
+        "\n\n",
+        "  ",
+        "p=. ",
+        "http://x.jp/",
+        "word",
+        "語句",
+        "12",
+        "チケット #5: 件名",
+        "{{collapse(t)\n",
+        "\n}}",
+        "[[Page]]",
+        "&amp;",
+        "\t",
+    ]
 )
 WORD = re.compile(r"[A-Za-z0-9]+|[ぁ-んァ-ン一-龥]+")
 MARKUP_WORDS = {"pre", "h1", "h2", "bq", "p", "collapse", "amp", "toc"}  # syntax, not text

@@ -28,14 +28,17 @@ KNOWN_DIFFERENCES = {
     "textile:abbr": "ABBR(title) shows only ABBR in Redmine (title as tooltip); we keep the title as text",
     "textile:abbr-ascii": "same as textile:abbr",
     "textile:macro-hello": "hello_world renders Redmine-internal data; kept as the macro text",
-    "textile:macro-collapse-no-title": "Redmine shows its UI label 'Show' for a collapse without title; we show nothing",
+    "textile:macro-collapse-no-title": "Redmine shows its UI label 'Show' for a collapse without title; we show "
+    "nothing",
     "textile:wiki-link-project": "[[project:Page]] shows the page name only if the project exists; we always show it",
     "common_mark:macro-issue": "hello_world renders Redmine-internal data; kept as the macro text",
-    "common_mark:help-links": "GFM autolinks www./bare URLs; the Markdown text is identical, markdown-it (no linkify) shows text",
+    "common_mark:help-links": "GFM autolinks www./bare URLs; the Markdown text is identical, markdown-it (no linkify) "
+    "shows text",
     "common_mark:autolink": "same as common_mark:help-links",
     "common_mark:list-task": "GFM task lists render checkboxes; markdown-it core shows '[ ]' (same Markdown)",
     "common_mark:footnote": "GFM footnotes; markdown-it core has none (same Markdown)",
-    "common_mark:html-script": "GFM's tagfilter ends the HTML block after <script>; escaped, our text joins the next line",
+    "common_mark:html-script": "GFM's tagfilter ends the HTML block after <script>; escaped, our text joins the next "
+    "line",
 }
 
 
@@ -54,7 +57,7 @@ def test_corpus_covers_both_formats_redmine_help_and_japanese() -> None:
 
 
 def test_converter_agrees_with_redmine(oracle_report) -> None:
-    corpus, report = oracle_report
+    _corpus, report = oracle_report
     print(report.format())  # the per-construct table, shown with pytest -s
     assert report.total >= 400
     assert report.ratio >= TARGET, report.format()

@@ -22,8 +22,14 @@ from anchorkit.verify.shapes import InputError, read_answer, read_context, read_
 
 VPN = "VPN接続が不安定になる"
 ROUTER = "大阪支社ルーター ファームウェア更新"
-TEXT_12345 = f"## 対応\n\n{anchor_line(12345, VPN)}\n\nルーターのファームウェアを Rev.15.02.31 に更新したところ、VPN 切断は解消しました。\n"
-TEXT_12352 = f"## 作業内容\n\n{anchor_line(12352, ROUTER)}\n\n大阪支社のルーター RTX1220 を Rev.15.02.31 へ更新する。作業は 3/14 夜間に実施。\n"
+TEXT_12345 = (
+    f"## 対応\n\n{anchor_line(12345, VPN)}\n\n"
+    "ルーターのファームウェアを Rev.15.02.31 に更新したところ、VPN 切断は解消しました。\n"
+)
+TEXT_12352 = (
+    f"## 作業内容\n\n{anchor_line(12352, ROUTER)}\n\n"
+    "大阪支社のルーター RTX1220 を Rev.15.02.31 へ更新する。作業は 3/14 夜間に実施。\n"
+)
 TEXT_OTHER = "## 備考\n\nプリンターのトナー交換手順は総務部の共有フォルダにあります。\n"
 TICKETS = [(12345, TEXT_12345, VPN), (12352, TEXT_12352, ROUTER)]
 REDMINE = "https://redmine.example.com"
@@ -586,7 +592,7 @@ def test_converse_messages_as_context_count_user_text_only() -> None:
             },
         ],
     }
-    chunks, texts = read_context(messages, "c.json")
+    _chunks, texts = read_context(messages, "c.json")
     ids = set().union(*(context_ticket_ids(t) for t in texts))
     assert ids == {12366, 12352}
 

@@ -14,8 +14,8 @@ hierarchical: children and parents).
   the distance between neighbouring sentences is above the ``breakpoint`` percentile; chunks are
   at most ``max_tokens``. Offline there are no embeddings, so this stand-in measures the distance
   lexically: 1 - Jaccard similarity of the sentences' character sets (with ``buffer`` sentences
-  on each side; for Japanese, shared kanji are shared words). It splits where topics change in wording, not in meaning; the report
-  says so.
+  on each side; for Japanese, shared kanji are shared words). It splits where topics change in wording,
+  not in meaning; the report says so.
 - ``heading``: a chunk per Markdown heading section (headings from markdown-it-py's block parser),
   sections longer than ``max_tokens`` cut into fixed windows.
 
@@ -37,9 +37,9 @@ from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from functools import cached_property, lru_cache
-from itertools import accumulate, compress, count, repeat
+from itertools import accumulate, compress, count, pairwise, repeat
 from operator import add, lt, sub, truediv
-from typing import Union
+from typing import Any
 
 from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks
 from anchorkit.tokens import TokenizedText, byte_offsets
@@ -175,7 +175,10 @@ class SemanticChunker:
 
     name = "semantic"
     levels = ("chunks",)
-    note = "offline lexical stand-in: sentence distance = 1 - Jaccard similarity of the sentences' character sets, not embeddings"
+    note = (
+        "offline lexical stand-in: sentence distance = 1 - Jaccard similarity of the sentences' character sets, "
+        "not embeddings"
+    )
 
     def split(self, layout: TextLayout, tokens: TokenizedText) -> list[list[Span]]:
         starts = layout.sentence_bytes
@@ -185,7 +188,7 @@ class SemanticChunker:
         group_sentences = [0, *breaks, len(starts)]
         group_tokens = [0, *tokens.tokens_at([starts[index] for index in breaks]), tokens.token_count]
         chunks: list[Span] = []
-        for group, (chunk_start, group_end) in enumerate(zip(group_tokens, group_tokens[1:])):
+        for group, (chunk_start, group_end) in enumerate(pairwise(group_tokens)):
             first, last = group_sentences[group], group_sentences[group + 1]  # the group's sentences
             while group_end - chunk_start > self.max_tokens:
                 # Close the chunk at the last sentence start that keeps it within max_tokens (found
@@ -219,6 +222,8 @@ class SemanticChunker:
         either = map(sub, map(add, sizes, sizes[1:]), shared)  # |a | b| = |a| + |b| - |a & b|
         similarities = list(map(truediv, shared, either))
         threshold = percentile(similarities, 100 - self.breakpoint)
+        if threshold is None:
+            return set()  # one sentence: nothing to split
         return set(compress(count(1), map(lt, similarities, repeat(threshold))))
 
 
@@ -244,9 +249,7 @@ class HeadingChunker:
     def split(self, layout: TextLayout, tokens: TokenizedText) -> list[list[Span]]:
         starts = [0, *tokens.tokens_at(layout.heading_bytes), tokens.token_count]
         overlap = self.max_tokens * self.overlap // 100
-        return [
-            [span for start, end in zip(starts, starts[1:]) for span in windows(start, end, self.max_tokens, overlap)]
-        ]
+        return [[span for start, end in pairwise(starts) for span in windows(start, end, self.max_tokens, overlap)]]
 
 
 def heading_offsets(text: str) -> list[int]:
@@ -337,7 +340,7 @@ class LangchainRecursiveChunker:
     def split_text(self, text: str) -> list[list[str]]:
         return [self._splitter().split_text(text)]
 
-    def _splitter(self):  # type: ignore[no-untyped-def]  # optional dependency
+    def _splitter(self) -> Any:  # an optional dependency's class
         from langchain_text_splitters import RecursiveCharacterTextSplitter
 
         return RecursiveCharacterTextSplitter(chunk_size=self.size, chunk_overlap=self.overlap)
@@ -359,9 +362,9 @@ class LangchainMarkdownChunker:
         return [[chunk for section in sections for chunk in recursive.split_text(section.page_content)]]
 
 
-TokenChunker = Union[FixedSizeChunker, HierarchicalChunker, SemanticChunker, HeadingChunker]
-TextChunker = Union[LangchainRecursiveChunker, LangchainMarkdownChunker]
-Chunker = Union[TokenChunker, TextChunker]
+TokenChunker = FixedSizeChunker | HierarchicalChunker | SemanticChunker | HeadingChunker
+TextChunker = LangchainRecursiveChunker | LangchainMarkdownChunker
+Chunker = TokenChunker | TextChunker
 
 CHUNKERS: dict[str, Callable[..., Chunker]] = {
     "fixed": FixedSizeChunker,
@@ -411,7 +414,8 @@ def parse_chunker_spec(spec: str) -> Chunker:
             raise ValueError(f"{spec!r}: expected key=value with key in {', '.join(sorted(allowed))}, got {item!r}")
         if not value.isdigit() or (int(value) == 0 and key not in ("overlap", "buffer")):
             raise ValueError(
-                f"{spec!r}: {key} must be a {'non-negative' if key in ('overlap', 'buffer') else 'positive'} integer, got {value!r}"
+                f"{spec!r}: {key} must be a {'non-negative' if key in ('overlap', 'buffer') else 'positive'} integer, "
+                f"got {value!r}"
             )
         values[key] = int(value)
     chunker = factory(**values)

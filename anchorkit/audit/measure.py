@@ -9,6 +9,7 @@ colon after the id: the shortest prefix the anchor pattern accepts) and a chunk 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -33,10 +34,10 @@ from anchorkit.audit.chunkers import (
     block_layout,
 )
 from anchorkit.audit.sources import (
-    InputError,
     OversizedDocument,
     SourceDocument,
     SourceItem,
+    UnreadableDocument,
 )
 from anchorkit.markdown_blocks import COMPLEX_LINE
 from anchorkit.render.document import DEFAULT_CHUNK_TOKENS
@@ -47,6 +48,7 @@ from anchorkit.render.sidecar import (
     RESERVED_PREFIX,
     SIDECAR_SUFFIX,
 )
+from anchorkit.settings import default
 from anchorkit.tokens import (
     Cut,
     TokenizedText,
@@ -57,7 +59,7 @@ from anchorkit.tokens import (
     without,
 )
 
-CHUNK_LENGTHS = (256, 300, 512, 1024)  # the rows of the chunk-length table
+CHUNK_LENGTHS = tuple(int(part) for part in default("lengths").split(","))  # the rows of the chunk-length table
 TABLE_OVERLAP_PERCENT = 20  # the table's windows overlap as Bedrock's fixed-size chunks do by default
 
 
@@ -275,7 +277,7 @@ LIMIT_FINDINGS = (
     "duplicated_anchors",
     "anchors_of_other_tickets",
 )
-Measured = DocumentMeasurement | InputError | OversizedDocument
+Measured = DocumentMeasurement | UnreadableDocument | OversizedDocument
 
 
 @dataclass(frozen=True)
@@ -455,7 +457,7 @@ def limit_findings(document: SourceDocument) -> list[tuple[str, dict[str, Any]]]
         findings.append(("anchors_of_other_tickets", {**where, "other_ticket_ids": foreign}))
     duplicates = sum(
         1
-        for previous, anchor in zip(anchors, anchors[1:])
+        for previous, anchor in itertools.pairwise(anchors)
         if previous[0] == anchor[0] and not markdown[previous.end() : anchor.start()].strip()
     )
     if duplicates:
@@ -478,8 +480,9 @@ def sidecar_findings(sidecar: bytes, ticket_id: int, relpath: str) -> list[tuple
     except (ValueError, KeyError, TypeError):
         attributes = None
     if not isinstance(attributes, dict):
-        return findings + [
-            ("sidecars_invalid", {**where, "problem": "not a JSON object with a metadataAttributes object"})
+        return [
+            *findings,
+            ("sidecars_invalid", {**where, "problem": "not a JSON object with a metadataAttributes object"}),
         ]
     problems = sidecar_value_problems(attributes)
     if problems:

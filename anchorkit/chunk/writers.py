@@ -38,8 +38,8 @@ class ChunkReport(TransformReport):
 
     chunks: int = 0
 
-    def as_dict(self) -> dict[str, Any]:
-        return {**super().as_dict(), "chunks": self.chunks}
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "chunks": self.chunks}
 
 
 def chunk_record(chunk: Chunk) -> dict[str, Any]:

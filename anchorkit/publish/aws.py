@@ -13,7 +13,7 @@ import logging
 import threading
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -21,10 +21,11 @@ from typing import Any, Literal, get_args
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, ProfileNotFound
 
 from anchorkit.errors import UsageError, url_host
+from anchorkit.settings import default
 
-DEFAULT_RETRY_MODE = "standard"
-DEFAULT_MAX_ATTEMPTS = 5
+DEFAULT_MAX_ATTEMPTS: int = default("max_attempts")
 RetryMode = Literal["standard", "adaptive"]
+DEFAULT_RETRY_MODE: RetryMode = default("retry_mode")
 RETRY_MODES: tuple[RetryMode, ...] = get_args(RetryMode)
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,9 @@ SseAlgorithm = Literal["AES256", "aws:kms"]
 SSE_ALGORITHMS: tuple[SseAlgorithm, ...] = get_args(SseAlgorithm)
 
 
+AWS_SETTING_NAMES = ("endpoint_url", "region", "profile", "sse", "sse_kms_key_id")
+
+
 @dataclass(frozen=True)
 class AwsSettings:
     endpoint_url: str | None = None
@@ -125,8 +129,14 @@ class AwsSettings:
     profile: str | None = None
     # Server-side encryption of every object written (documents, sidecars, the sync state), as the aws
     # cli's --sse / --sse-kms-key-id: buckets holding tickets often deny a PUT without it.
-    sse: str | None = None
+    sse: SseAlgorithm | None = None
     sse_kms_key_id: str | None = None
+
+    @classmethod
+    def from_settings(cls, values: Mapping[str, Any]) -> AwsSettings:
+        """The settings catalogue's values (the options of the commands that reach AWS) as one object;
+        a setting the command does not have (state show: no --sse) is left out."""
+        return cls(**{name: values.get(name) for name in AWS_SETTING_NAMES})
 
     def encryption_parameters(self) -> dict[str, str]:
         """The PutObject parameters for the encryption asked for (none when none was)."""
@@ -138,7 +148,7 @@ class AwsSettings:
             raise UsageError(f"--sse {self.sse!r}: expected {' or '.join(SSE_ALGORITHMS)}")
         if self.sse_kms_key_id is not None and self.sse != "aws:kms":
             raise UsageError(f"--sse-kms-key-id needs --sse aws:kms, not --sse {self.sse}")
-        parameters = {"ServerSideEncryption": self.sse}
+        parameters: dict[str, str] = {"ServerSideEncryption": self.sse}
         if self.sse_kms_key_id is not None:
             parameters["SSEKMSKeyId"] = self.sse_kms_key_id
         return parameters
@@ -231,7 +241,10 @@ def setup_problem(error: BaseException) -> str | None:
     """Why S3 cannot be used at all, in one line naming the host or bucket; None for other errors
     (a throttled or failed request, worth reporting per object and retrying next run)."""
     if isinstance(error, NoCredentialsError):
-        return "no AWS credentials found (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, pass --profile, or use an instance role)"
+        return (
+            "no AWS credentials found (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, pass --profile, "
+            "or use an instance role)"
+        )
     if isinstance(error, BotoCoreError) and "endpoint_url" in getattr(error, "kwargs", {}):
         return f"cannot connect to S3 at {url_host(error.kwargs['endpoint_url'])}: {cause_of(error)}"
     if isinstance(error, ClientError):

@@ -45,12 +45,13 @@ from anchorkit.publish.aws import (
     validate_key,
 )
 from anchorkit.publish.upload import PublishSettings
+from anchorkit.settings import default
 
 MANIFEST_NAME = "manifest.json"
 ISSUES_FOLDER = "issues"
 LEASE_NAME = "lease.json"
 LOCK_NAME = ".sync.lock"
-DEFAULT_LEASE_SECONDS = 3600.0
+DEFAULT_LEASE_SECONDS: float = default("lease_seconds")
 
 
 class StateError(UsageError):
@@ -178,7 +179,8 @@ class LocalStateStore:
             except BlockingIOError:
                 holder = self._lock_holder()
                 raise StateConflict(
-                    f"{self.root}: another sync is running on this state{f' ({holder})' if holder else ''}; this run stopped"
+                    f"{self.root}: another sync is running on this state{f' ({holder})' if holder else ''}; this run "
+                    "stopped"
                 ) from None
             handle.seek(0)
             handle.truncate()
@@ -401,7 +403,8 @@ class S3StateStore:
         lease, etag = found
         if not lease.expired(time.time()):
             raise StateConflict(
-                f"{self.location}: another sync ({lease.holder}) is writing (lease until {iso_time(lease.expires_at)}); "
+                f"{self.location}: another sync ({lease.holder}) is writing (lease until "
+                f"{iso_time(lease.expires_at)}); "
                 "this run stopped without writing (a run that was killed: see `anchorkit state show`)"
             )
         try:

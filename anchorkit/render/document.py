@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -36,8 +36,9 @@ from anchorkit.anchors import (
     title_line,
 )
 from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks, top_level_blocks
-from anchorkit.render.spacing import TokenCounter, approximate_tokens, space_anchors
+from anchorkit.render.spacing import TokenCounter, approx_tokens_with_margin, space_anchors
 from anchorkit.render.textformat import to_markdown
+from anchorkit.settings import default
 
 Lookups = dict[str, dict[str, dict[str, Any]]]
 
@@ -145,17 +146,16 @@ _ATTRIBUTES: dict[str, tuple[str, str | None]] = {
 }
 
 
-# Amazon Bedrock's default fixed-size chunk; docs/anchoring.md has the figures behind both defaults.
-DEFAULT_CHUNK_TOKENS = 300
-DEFAULT_ANCHOR_SUBJECT_CHARS = 40
+DEFAULT_CHUNK_TOKENS: int = default("chunk_tokens")
+DEFAULT_ANCHOR_SUBJECT_CHARS: int = default("anchor_subject_chars")
 
 
 @dataclass(frozen=True)
 class RenderOptions:
-    lang: str = "ja"
-    include_private: bool = False
+    lang: str = default("lang")
+    include_private: bool = default("include_private")
     # Heading-based chunkers cut the basic info away from the title, so it is anchored by default.
-    anchor_basic_info: bool = True
+    anchor_basic_info: bool = default("anchor_basic_info")
     # Any window of this many tokens holds a complete anchor or the title (spacing.space_anchors);
     # 0: only the anchors after headings. 300 is Amazon Bedrock's default fixed-size chunk.
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS
@@ -164,7 +164,7 @@ class RenderOptions:
     # A single format, or [(since ISO timestamp, format), ...]: texts created before the first
     # "since" are Textile (Redmine's historical default), later ones use the last format in force.
     text_format: str | tuple[tuple[str, str], ...] = "textile"
-    timezone: str = "UTC"
+    timezone: str = default("timezone")
     labels: dict[str, str] = field(default_factory=dict)  # overrides of LABELS[lang]
     link_issues: str | None = None  # Redmine base URL: "#123" in ticket text becomes a link
 
@@ -173,7 +173,10 @@ class RenderOptions:
 
 
 def render_document(
-    issue: dict[str, Any], lookups: Lookups, options: RenderOptions, count_tokens: TokenCounter = approximate_tokens
+    issue: dict[str, Any],
+    lookups: Lookups,
+    options: RenderOptions,
+    count_tokens: TokenCounter = approx_tokens_with_margin,
 ) -> str:
     """The anchored Markdown document of one issue (byte-identical for identical input).
 
@@ -350,7 +353,7 @@ def parse_time(value: Any) -> datetime | None:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
 
 
 def _local_date(timestamp: str | None, tz: str, with_time: bool = False) -> str:
@@ -363,7 +366,8 @@ def _local_date(timestamp: str | None, tz: str, with_time: bool = False) -> str:
         return one_line(timestamp)
     if tz != "UTC":
         moment = moment.astimezone(ZoneInfo(tz))
-    # Formatted by hand: strftime costs more than the rest of a journal heading (and pads years < 1000 differently by platform).
+    # Formatted by hand: strftime costs more than the rest of a journal heading (and pads years < 1000 differently by
+    # platform).
     date = f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
     if not with_time:
         return date
@@ -479,9 +483,11 @@ def _change(detail: dict[str, Any], issue: dict[str, Any], lookups: Lookups, opt
         field_name = _custom_field_name(name, issue, lookups)
         return f"{field_name}: {_plain(old)} → {_plain(new)}"
     if prop == "attachment":
-        return f"{label('attachments')}: {_plain(new) if new else _plain(old)} ({label('added') if new else label('removed')})"
+        change = label("added") if new else label("removed")
+        return f"{label('attachments')}: {_plain(new) if new else _plain(old)} ({change})"
     if prop == "relation":
-        return f"{label('relations')}: {_relation_label(name, options)} #{new or old} ({label('added') if new else label('removed')})"
+        change = label("added") if new else label("removed")
+        return f"{label('relations')}: {_relation_label(name, options)} #{new or old} ({change})"
     return ""
 
 

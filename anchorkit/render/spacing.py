@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from itertools import compress, islice, repeat
+from itertools import compress, islice, pairwise, repeat
 
 from markdown_it.token import Token
 
@@ -50,7 +50,7 @@ from anchorkit.tokens import approx_tokens
 TokenCounter = Callable[[str], int]
 
 
-def approximate_tokens(text: str) -> int:
+def approx_tokens_with_margin(text: str) -> int:
     """``tokens.approx_tokens`` with a safety margin for its error (docs/anchoring.md has the figures)."""
     return -(-approx_tokens(text) * APPROX_MARGIN_PERCENT // 100)
 
@@ -115,13 +115,17 @@ class _Spacer:
         self.content = self.content or bool(text)
 
     def point(
-        self, before: list[str] = [], after: list[str] = [], inside_line: bool = False, blanks: int = BETWEEN_BLOCKS
+        self,
+        before: Sequence[str] = (),
+        after: Sequence[str] = (),
+        inside_line: bool = False,
+        blanks: int = BETWEEN_BLOCKS,
     ) -> None:
         """A place for an anchor before the next ``add``."""
         if not self.content:
             return  # right after an anchor: another one here would be wasted
-        written_before = [*before, ""] if blanks != BETWEEN_BLOCKS else before
-        written_after = [""] * blanks + after
+        written_before = [*before, ""] if blanks != BETWEEN_BLOCKS else [*before]
+        written_after = [*[""] * blanks, *after]
         before_cost = sum(map(self._line_cost, written_before)) + (1 if inside_line else 0)
         after_cost = sum(map(self._line_cost, written_after))
         self.points.append(
@@ -178,7 +182,7 @@ def space_anchors(document: str, anchor: str, chunk_tokens: int, count: TokenCou
     starts = [0, *_anchor_indexes(lines, prefix)]
     bounds = [*starts, len(lines)]
     output: list[str] = []
-    for start, end in zip(bounds, bounds[1:]):
+    for start, end in pairwise(bounds):
         stretch = lines[start:end]
         text = "\n".join(stretch) + "\n"
         if len(text.encode("utf-8")) <= gap or count(text) <= gap:
@@ -227,8 +231,7 @@ def _close_sections(
     end = len(lines) - 1 if lines[-1] == "" else len(lines)
     last_anchor = {}  # section start → its last anchor (or the title)
     for index in [0, *anchors]:
-        section = headings[bisect_right(headings, index) - 1]
-        last_anchor[section] = index
+        last_anchor[headings[bisect_right(headings, index) - 1]] = index
     for start, stop in reversed(list(zip(headings, [*headings[1:], end]))):
         section = "\n".join(lines[start:stop])
         if len(section.encode("utf-8")) <= chunk_tokens:

@@ -80,7 +80,8 @@ _CODE_OPENER = re.compile(rf"(?:^|(?<=[^{RUBY_WORD}]))@(?=[^@\n])", re.M)
 _CODE_CLOSER = re.compile(rf"(?=@(?:[^{RUBY_WORD}]|$))", re.M)
 _CODE_LANGUAGE = re.compile(r"\|\w+?\|")
 _IMAGE = re.compile(
-    rf"(?:(?<=^)|(?<=[>{RUBY_SPACE}\ue001]))!([<=>])?{_C}(?:\. )?([^{RUBY_SPACE}(!\ue000\ue001]{{1,2000}}?)[{RUBY_SPACE}]?"
+    rf"(?:(?<=^)|(?<=[>{RUBY_SPACE}\ue001]))!([<=>])?{_C}(?:\. "
+    rf")?([^{RUBY_SPACE}(!\ue000\ue001]{{1,2000}}?)[{RUBY_SPACE}]?"
     r"(?:\(((?:[^()\n]|\([^)\n]{1,200}\)){1,500}?)\))?!"
     rf"(?::([^{RUBY_SPACE}\ue000\ue001]{{1,2000}}?)([^\w{RUBY_SPACE}/;=?]{{0,10}}?)(?=[{RUBY_SPACE}<]|$))?",
     re.M,

@@ -13,18 +13,20 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from anchorkit import parallel
 from anchorkit.anchors import find_titles
+from anchorkit.errors import UsageError
 from anchorkit.files import sync_file
-from anchorkit.render.document import Lookups, RenderOptions, history_journals, render_document
+from anchorkit.render.document import LABELS, Lookups, RenderOptions, history_journals, render_document
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, build_sidecar, check_schema
-from anchorkit.render.spacing import TokenCounter, approximate_tokens
-from anchorkit.render.textformat import TEXT_FORMATS
+from anchorkit.render.spacing import TokenCounter, approx_tokens_with_margin
+from anchorkit.settings import LAYOUTS, SIDECAR_SCHEMAS, TEXT_FORMATS, default
 from anchorkit.source.notes import note_numbers
 from anchorkit.source.snapshot import (
     SnapshotError,
@@ -35,8 +37,18 @@ from anchorkit.source.snapshot import (
 )
 from anchorkit.tokens import APPROX, TOKENIZER_CHOICES, choose_tokenizer
 
-LAYOUTS = ("flat", "by-project")
-DEFAULT_MAX_TEXT_BYTES = 1_000_000
+DEFAULT_MAX_TEXT_BYTES: int = default("max_text_bytes")
+# The settings that are fields of RenderOptions and of TransformOptions under their own names.
+RENDER_SETTINGS = ("lang", "include_private", "anchor_basic_info", "chunk_tokens", "anchor_subject_chars", "timezone")
+TRANSFORM_SETTINGS = (
+    "sidecars",
+    "sidecar_schema",
+    "layout",
+    "text_format",
+    "max_text_bytes",
+    "tokenizer",
+    "tiktoken_file",
+)
 # Files this stage owns in the output folder (anything else there is left alone).
 _OUTPUT_NAME = re.compile(rf"^\d+\.md(?:{re.escape(SIDECAR_SUFFIX)})?$")
 _TEMP_NAME = re.compile(rf"^\.\d+\.md(?:{re.escape(SIDECAR_SUFFIX)})?\..*\.tmp$")
@@ -46,18 +58,52 @@ _PROJECT_DIR = re.compile(r"[^A-Za-z0-9_-]+")
 @dataclass(frozen=True)
 class TransformOptions:
     render: RenderOptions = field(default_factory=RenderOptions)
-    sidecars: bool = False
-    sidecar_schema: str = "simple"
-    layout: str = "flat"
+    sidecars: bool = default("sidecars")
+    sidecar_schema: str = default("sidecar_schema")
+    layout: str = default("layout")
     # None: use the snapshot's own setting (state.json "text_format"), else this format for all texts.
-    text_format: str | None = None
+    text_format: str | None = default("text_format")
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES
     # How spacing anchors count tokens: auto = cl100k_base when its vocabulary is on this machine
     # (tokens.choose_tokenizer, never a download), else the approximation with a safety margin.
-    tokenizer: str = "auto"
-    tiktoken_file: Path | None = None
+    tokenizer: str = default("tokenizer")
+    tiktoken_file: Path | None = default("tiktoken_file")
     # The sidecars' ``url`` is this Redmine's page of the issue; None: the snapshot's state.json "redmine_url".
     redmine_url: str | None = None
+
+    @classmethod
+    def from_settings(cls, values: Mapping[str, Any]) -> TransformOptions:
+        """The options from the settings catalogue's values (transform's or sync's; a setting the command
+        does not have takes its default), checked: a bad value is a usage error (exit 2) naming the option."""
+
+        def value(name: str) -> Any:
+            return values[name] if name in values else default(name)
+
+        for name, allowed in (
+            ("lang", tuple(LABELS)),
+            ("text_format", TEXT_FORMATS),
+            ("sidecar_schema", SIDECAR_SCHEMAS),
+            ("layout", LAYOUTS),
+            ("tokenizer", TOKENIZER_CHOICES),
+        ):
+            if value(name) is not None and value(name) not in allowed:
+                flag = "--" + name.replace("_", "-")
+                raise UsageError(f"{flag} must be one of {', '.join(allowed)}, not {value(name)!r}")
+        try:
+            ZoneInfo(value("timezone"))
+        except (ZoneInfoNotFoundError, ValueError):
+            raise UsageError(
+                f"--timezone: unknown time zone {value('timezone')!r} (use an IANA name such as Asia/Tokyo)"
+            ) from None
+        link_issues = value("link_issues")
+        if link_issues and not re.match(r"https?://[^\s]+$", link_issues):
+            raise UsageError(f"--link-issues must be an http(s) URL, not {link_issues!r}")
+        render = RenderOptions(
+            **{name: value(name) for name in RENDER_SETTINGS},
+            labels={"ticket": value("label")} if value("label") else {},
+            link_issues=link_issues.rstrip("/") if link_issues else None,
+        )
+        return cls(render=render, **{name: value(name) for name in TRANSFORM_SETTINGS})
 
 
 @dataclass
@@ -112,7 +158,7 @@ class TransformReport:
         else:
             (self.created if status == "created" else self.changed).append(relpath)
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "tickets": self.tickets,
             "created": self.created,
@@ -167,7 +213,7 @@ def iter_documents(snapshot_dir: Path, options: TransformOptions) -> Iterator[Re
     count_tokens = (
         token_counter(resolve_tokenizer(options)[0], options.tiktoken_file)
         if render_options.chunk_tokens
-        else approximate_tokens
+        else approx_tokens_with_margin
     )
     for path in iter_issue_paths(snapshot_dir):
         result = render_ticket(path, lookups, render_options, options, count_tokens)
@@ -184,7 +230,7 @@ def resolve_tokenizer(options: TransformOptions) -> tuple[str, str | None]:
         raise ValueError(f"unknown tokenizer {options.tokenizer!r} (expected one of {', '.join(TOKENIZER_CHOICES)})")
     choice = choose_tokenizer(options.tokenizer, options.tiktoken_file)
     name = choice.tokenizer.name
-    _counters[(name, options.tiktoken_file)] = approximate_tokens if name == APPROX else choice.tokenizer.count
+    _counters[(name, options.tiktoken_file)] = approx_tokens_with_margin if name == APPROX else choice.tokenizer.count
     return name, choice.fallback_reason
 
 
@@ -197,7 +243,9 @@ def token_counter(tokenizer: str, tiktoken_file: Path | None = None) -> TokenCou
     key = (tokenizer, tiktoken_file)
     if key not in _counters:
         _counters[key] = (
-            approximate_tokens if tokenizer == APPROX else choose_tokenizer(tokenizer, tiktoken_file).tokenizer.count
+            approx_tokens_with_margin
+            if tokenizer == APPROX
+            else choose_tokenizer(tokenizer, tiktoken_file).tokenizer.count
         )
     return _counters[key]
 
@@ -210,7 +258,7 @@ def render_ticket(
     lookups: Lookups,
     render_options: RenderOptions,
     options: TransformOptions,
-    count_tokens: TokenCounter = approximate_tokens,
+    count_tokens: TokenCounter = approx_tokens_with_margin,
 ) -> RenderedTicket | TicketFailure | str:
     """One ticket's document and sidecar, its failure, or ``PRIVATE`` for a private issue left out on purpose."""
     ticket_id = int(path.stem) if path.stem.isdigit() else None
@@ -249,7 +297,8 @@ def _check_sizes(path: Path, issue: dict[str, Any], limit: int) -> None:
     for what, text in texts:
         if isinstance(text, str) and len(text) > limit // 4 and len(text.encode("utf-8")) > limit:
             raise SnapshotError(
-                f"{path}: ticket #{issue['id']}: {what} is {len(text.encode('utf-8')):,} bytes, over the {limit:,}-byte limit (--max-text-bytes)"
+                f"{path}: ticket #{issue['id']}: {what} is {len(text.encode('utf-8')):,} bytes, over the "
+                f"{limit:,}-byte limit (--max-text-bytes)"
             )
 
 
@@ -257,14 +306,19 @@ def _relpath(issue: dict[str, Any], lookups: Lookups, layout: str) -> str:
     name = f"{issue['id']}.md"
     if layout == "flat":
         return name
-    project = issue.get("project") if isinstance(issue.get("project"), dict) else {}
+    raw_project = issue.get("project")
+    project = raw_project if isinstance(raw_project, dict) else {}
     identifier = lookups.get("projects", {}).get(str(project.get("id")), {}).get("identifier")
     folder = _PROJECT_DIR.sub("-", str(identifier or f"project-{project.get('id', 'none')}")).strip("-") or "project"
     return f"{folder}/{name}"
 
 
 def transform_snapshot(
-    snapshot_dir: Path, out_dir: Path, options: TransformOptions, check: bool = False, jobs: int = 0
+    snapshot_dir: Path,
+    out_dir: Path,
+    options: TransformOptions,
+    check: bool = default("check"),
+    jobs: int = default("jobs"),
 ) -> TransformReport:
     """Bring ``out_dir`` up to date with the snapshot (or, with ``check``, only say what would change).
 
@@ -313,7 +367,7 @@ def transform_snapshot(
 class TicketOutputs:
     """What transform did with one ticket's files: (relpath, "created" | "changed" | "unchanged")."""
 
-    outputs: list[tuple[str, str]]
+    outputs: list[tuple[str, Literal["created", "changed", "unchanged"]]]
     warnings: list[str]
 
 

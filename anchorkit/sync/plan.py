@@ -123,7 +123,9 @@ class Local:
 @dataclass(frozen=True)
 class DeletePolicy:
     delete: bool = True
-    max_delete: publish.DeleteLimit = publish.parse_max_delete(publish.DEFAULT_MAX_DELETE)
+    max_delete: publish.DeleteLimit = field(
+        default_factory=lambda: publish.parse_max_delete(publish.DEFAULT_MAX_DELETE)
+    )
     force: bool = False
 
 

@@ -1,7 +1,8 @@
 """Benchmark: does every chunk name its ticket, on long tickets, under the chunkers people use?
 
     python tests/benchmarks/bench_coverage.py      # BENCH_COVERAGE_TICKETS (default 200), seed BENCH_COVERAGE_SEED,
-                                                   # BENCH_COVERAGE_PLACEMENT=approx: anchors placed without the vocabulary
+                                                   # BENCH_COVERAGE_PLACEMENT=approx: anchors placed without the
+                                                   # vocabulary
                                                    # BENCH_COVERAGE_STRESS=0: no lines longer than a chunk
 
 Generates a snapshot of long tickets (``tests/support/long_tickets.py``: pasted logs, tables, long
@@ -260,8 +261,10 @@ def main() -> None:
         structural = render(snapshot, REFERENCE, PLACEMENT_TOKENIZER, vocabulary)
         structural_tokens = sum(len(encoding.encode_ordinary(d.markdown)) for d in structural)
         print(
-            f"corpus: {len(structural)} long tickets (seed {SEED}), {structural_tokens:,} cl100k tokens with --chunk-tokens 0 "
-            f"= {structural_tokens // max(len(structural), 1):,} per ticket; anchors placed counting {PLACEMENT_TOKENIZER} tokens; "
+            f"corpus: {len(structural)} long tickets (seed {SEED}), {structural_tokens:,} cl100k tokens with "
+            "--chunk-tokens 0 "
+            f"= {structural_tokens // max(len(structural), 1):,} per ticket; anchors placed counting "
+            f"{PLACEMENT_TOKENIZER} tokens; "
             f"{'with' if STRESS else 'without'} lines longer than a chunk"
         )
         for size in CHUNK_LENGTHS:
@@ -283,7 +286,8 @@ def main() -> None:
                         missed.append(f"{name} at {size}: {placed.percent:.2f}%")
                         for ticket_id, chunk in placed.blind or []:
                             print(
-                                f"      blind chunk of #{ticket_id} ({len(encoding.encode_ordinary(chunk))} tokens): {chunk[:160]!r} ... {chunk[-80:]!r}"
+                                f"      blind chunk of #{ticket_id} ({len(encoding.encode_ordinary(chunk))} tokens): "
+                                f"{chunk[:160]!r} ... {chunk[-80:]!r}"
                             )
             for reason in skipped:
                 print(f"  skipped: {reason}")
@@ -291,12 +295,15 @@ def main() -> None:
             ratio = figures["ratio_to_bound"]
             verdict = "met" if ratio is not None and ratio <= BOUND_TARGET else "MISSED"
             print(
-                f"  overhead: {figures['anchor_tokens']:,} anchor tokens in {figures['anchors']:,} anchors ({figures['overhead_percent']}%), "
+                f"  overhead: {figures['anchor_tokens']:,} anchor tokens in {figures['anchors']:,} anchors "
+                f"({figures['overhead_percent']}%), "
                 f"lower bound {figures['bound_tokens']:,} ({figures['bound_overhead_percent']}%) = {ratio}x the bound "
-                f"(target <= {BOUND_TARGET}x: {verdict}); per ticket p50 {figures['per_ticket_ratio']['p50']}x, max {figures['per_ticket_ratio']['max']}x"
+                f"(target <= {BOUND_TARGET}x: {verdict}); per ticket p50 {figures['per_ticket_ratio']['p50']}x, max "
+                f"{figures['per_ticket_ratio']['max']}x"
             )
             print(
-                f"  tokens against --chunk-tokens 0 (anchors, extra fences and table headers): {anchored_tokens:,} vs {structural_tokens:,} "
+                f"  tokens against --chunk-tokens 0 (anchors, extra fences and table headers): {anchored_tokens:,} vs "
+                f"{structural_tokens:,} "
                 f"= +{(anchored_tokens - structural_tokens) * 100 / structural_tokens:.2f}%"
             )
             if verdict == "MISSED":

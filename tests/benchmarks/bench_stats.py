@@ -77,12 +77,14 @@ def run(
     # CPU seconds of this process (its threads included, worker processes not): shows contention.
     cpu_note = f", main process CPU {cpu:.2f} s" if jobs == 1 else ""
     print(
-        f"{label}, --jobs {jobs}: {documents:,} documents in {seconds:.2f} s = {documents / seconds:,.0f} documents/s{cpu_note}{verdict}"
+        f"{label}, --jobs {jobs}: {documents:,} documents in {seconds:.2f} s = {documents / seconds:,.0f} "
+        f"documents/s{cpu_note}{verdict}"
     )
     print(f"  overhead {report['overhead']['percent']}% (p50 {report['overhead']['per_ticket_percent']['p50']}%)")
     for row in report["chunking"]:
         print(
-            f"  {row['chunker']}/{row['level']}: {row['anchored']['chunks']:,} chunks, coverage {row['anchored']['coverage_percent']}% "
+            f"  {row['chunker']}/{row['level']}: {row['anchored']['chunks']:,} chunks, coverage "
+            f"{row['anchored']['coverage_percent']}% "
             f"anchored vs {row['stripped']['coverage_percent']}% without anchors"
         )
     for row in report["chunk_lengths"]["rows"]:
@@ -111,7 +113,8 @@ def against_floor(folder: Path, choice: tokens.TokenizerChoice, chunkers: list[c
     best_audit = (min(wall for wall, _ in audits), min(cpu for _, cpu in audits))
     wall_ratio, cpu_ratio = best_audit[0] / best_floor[0], best_audit[1] / best_floor[1]
     print(
-        f"floor (read + tiktoken encode_ordinary_batch, best of {ROUNDS}): {best_floor[0]:.2f} s wall, {best_floor[1]:.2f} s CPU; "
+        f"floor (read + tiktoken encode_ordinary_batch, best of {ROUNDS}): {best_floor[0]:.2f} s wall, "
+        f"{best_floor[1]:.2f} s CPU; "
         f"audit best: {best_audit[0]:.2f} s wall, {best_audit[1]:.2f} s CPU"
     )
     verdict = "met" if cpu_ratio <= FLOOR_TARGET else "MISSED"

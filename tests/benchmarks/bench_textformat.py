@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from unittest import mock
 
@@ -135,10 +136,12 @@ def main() -> None:
     ours = best_cpu_seconds(lambda: [to_markdown(text, "textile") for text in texts])
     ours_per_kb = ours / kilobytes * 1e6
     print(
-        f"texts: {len(texts):,} from {len(issues):,} Textile tickets, {kilobytes:,.0f} KB ({per_ticket_kb:.2f} KB per ticket)"
+        f"texts: {len(texts):,} from {len(issues):,} Textile tickets, {kilobytes:,.0f} KB ({per_ticket_kb:.2f} KB per "
+        "ticket)"
     )
     print(
-        f"anchorkit to_markdown: {ours_per_kb:.1f} µs/KB, {ours_per_kb * 1.5:.0f} µs per 1.5 KB, {len(texts) / ours:,.0f} texts/s"
+        f"anchorkit to_markdown: {ours_per_kb:.1f} µs/KB, {ours_per_kb * 1.5:.0f} µs per 1.5 KB, "
+        f"{len(texts) / ours:,.0f} texts/s"
     )
 
     scratch_root = Path(os.environ.get("BENCH_TMPDIR", BENCH_DIR.parents[1] / "build"))
@@ -157,7 +160,7 @@ def main() -> None:
     sample = texts[:PEER_SAMPLE]
     sample_kb = sum(len(text.encode()) for text in sample) / 1024
     for name, convert in peers(sample).items():
-        seconds = min(_wall(lambda: convert(sample)) for _ in range(2))
+        seconds = min(_wall(partial(convert, sample)) for _ in range(2))
         per_kb = seconds / sample_kb * 1e6
         print(f"peer {name}: {per_kb:,.0f} µs/KB = {per_kb / ours_per_kb:,.0f}x anchorkit")
 

@@ -167,17 +167,21 @@ def main() -> None:
             results[count] = figures
             print(
                 f"transform N={count:>7,}: one core {figures['tickets'] / figures['seconds']:>6,.0f} tickets/s "
-                f"({figures['seconds']:.2f} s wall, {figures['cpu_seconds']:.2f} s CPU), peak RSS {figures['peak_rss_mb']:.0f} MB; "
+                f"({figures['seconds']:.2f} s wall, {figures['cpu_seconds']:.2f} s CPU), peak RSS "
+                f"{figures['peak_rss_mb']:.0f} MB; "
                 f"unchanged rerun {rerun['tickets'] / rerun['seconds']:,.0f} tickets/s; "
-                f"--jobs 0 ({cores} cores) {all_cores['tickets'] / all_cores['seconds']:,.0f} tickets/s; failed {figures['failed']}"
+                f"--jobs 0 ({cores} cores) {all_cores['tickets'] / all_cores['seconds']:,.0f} tickets/s; failed "
+                f"{figures['failed']}"
             )
             print(
                 f"  disk + JSON floor (read, parse, two atomic writes, no rendering): "
                 f"{floor['tickets'] / floor['seconds']:,.0f} tickets/s on one core"
             )
             print(
-                f"  --chunk-tokens 0 (anchors after headings only): {structural['tickets'] / structural['seconds']:,.0f} tickets/s "
-                f"({structural['cpu_seconds']:.2f} s CPU): spacing anchors cost {figures['cpu_seconds'] / structural['cpu_seconds']:.2f}x its CPU time"
+                "  --chunk-tokens 0 (anchors after headings only): "
+                f"{structural['tickets'] / structural['seconds']:,.0f} tickets/s "
+                f"({structural['cpu_seconds']:.2f} s CPU): spacing anchors cost "
+                f"{figures['cpu_seconds'] / structural['cpu_seconds']:.2f}x its CPU time"
             )
             for name in (f"snap{count}", f"out{count}", f"all{count}", f"floor{count}", f"zero{count}"):
                 shutil.rmtree(Path(tmp) / name)
@@ -185,7 +189,8 @@ def main() -> None:
         small, large = sizes
         ratio = results[large]["seconds"] / results[small]["seconds"]
         print(
-            f"transform scaling: N={large:,} took {ratio:.1f}x the time of N={small:,} (size ratio {large / small:.0f}x)"
+            f"transform scaling: N={large:,} took {ratio:.1f}x the time of N={small:,} (size ratio "
+            f"{large / small:.0f}x)"
         )
 
 

@@ -132,8 +132,10 @@ def side_by_side(label: str, args: list[str]) -> None:
     ratio = text_cpu / json_cpu
     verdict = "ok" if ratio <= TEXT_VS_JSON_TARGET else "MISSED"
     print(
-        f"{label}: text {text_cpu:.2f} s CPU ({text_wall:.2f} s wall), --json {json_cpu:.2f} s CPU ({json_wall:.2f} s wall): "
-        f"text/json {ratio:.2f}x on CPU, {text_wall / json_wall:.2f}x on wall (target <= {TEXT_VS_JSON_TARGET:.0f}x: {verdict})"
+        f"{label}: text {text_cpu:.2f} s CPU ({text_wall:.2f} s wall), --json {json_cpu:.2f} s CPU ({json_wall:.2f} s "
+        "wall): "
+        f"text/json {ratio:.2f}x on CPU, {text_wall / json_wall:.2f}x on wall (target <= {TEXT_VS_JSON_TARGET:.0f}x: "
+        f"{verdict})"
     )
 
 
@@ -160,7 +162,8 @@ def main() -> None:
     print(
         f"verify: {answers_count} answers × {CLAIMS_PER_ANSWER * CITATIONS_PER_CLAIM} citations × "
         f"{CHUNKS_PER_ANSWER} chunks of {CHUNK_BYTES} B: {seconds:.2f} s wall, {cpu_seconds:.2f} s CPU "
-        f"({answers_count / cpu_seconds:,.0f} answers/s, {citations / cpu_seconds:,.0f} citations/s of CPU; {findings} findings)"
+        f"({answers_count / cpu_seconds:,.0f} answers/s, {citations / cpu_seconds:,.0f} citations/s of CPU; "
+        f"{findings} findings)"
     )
     # Judged on CPU time: on a shared machine the wall time mostly measures the neighbours.
     verdict = "ok" if cpu_seconds <= TARGET_S * scale else "MISSED"
@@ -169,11 +172,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         cases = Path(folder) / "cases.jsonl"
         cases.write_text("\n".join(case_line(a, c, n) for n, (a, c) in enumerate(workload)) + "\n", encoding="utf-8")
-        startup_wall, startup_cpu = best_of_3(["--version"])
+        _startup_wall, startup_cpu = best_of_3(["--version"])
         json_wall, json_cpu = best_of_3(["eval", str(cases), "--json"])
         verdict = "ok" if json_cpu <= TARGET_S * scale else "MISSED"
         print(
-            f"end to end: anchorkit eval --json, {answers_count} answers ({cases.stat().st_size / 1e6:.1f} MB JSONL): {json_cpu:.2f} s CPU, "
+            f"end to end: anchorkit eval --json, {answers_count} answers ({cases.stat().st_size / 1e6:.1f} MB JSONL): "
+            f"{json_cpu:.2f} s CPU, "
             f"{json_wall:.2f} s wall, best of 3 (of which starting Python and anchorkit: {startup_cpu:.2f} s CPU); "
             f"target <= {TARGET_S * scale:.1f} s: {verdict}"
         )

@@ -155,9 +155,9 @@ class _BlockCollector(HTMLParser):
             return
         while self.stack:
             open_tag = self.stack.pop()
-            if open_tag in BLOCK_TAGS or open_tag in ("ul", "ol", "blockquote", "table", "div"):
-                if open_tag != "p" or self.current is None or self.current.kind not in ("li", "cell"):
-                    self._flush()
+            is_block = open_tag in BLOCK_TAGS or open_tag in ("ul", "ol", "blockquote", "table", "div")
+            if is_block and (open_tag != "p" or self.current is None or self.current.kind not in ("li", "cell")):
+                self._flush()
             if open_tag == tag:
                 break
 

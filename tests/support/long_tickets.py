@@ -124,9 +124,12 @@ _PROBLEMS = [
 ]
 _SUBJECT_TAILS = [
     "（大阪支社・名古屋営業所の複数ユーザーから同様の報告あり、業務影響大のため至急対応希望）",
-    " - 再発。前回 #12345 の対処（ファームウェア更新）後も週に数回発生しており、恒久対策の検討と、ベンダーへのエスカレーション要否の判断をお願いします",
-    " / Users in the Osaka branch report intermittent disconnects after the firmware update; vendor case opened, workaround documented in the knowledge base",
-    "【要確認】月末締め処理に影響するため、3 月 31 日までに暫定対処と恒久対策の方針を決めたい。経理部・情報システム部・ベンダーの三者で調整中",
+    " - 再発。前回 #12345 "
+    "の対処（ファームウェア更新）後も週に数回発生しており、恒久対策の検討と、ベンダーへのエスカレーション要否の判断をお願いします",
+    " / Users in the Osaka branch report intermittent disconnects after the firmware update; vendor case opened, "
+    "workaround documented in the knowledge base",
+    "【要確認】月末締め処理に影響するため、3 月 31 "
+    "日までに暫定対処と恒久対策の方針を決めたい。経理部・情報システム部・ベンダーの三者で調整中",
 ]
 JA_SENTENCES = [
     "在宅勤務中に VPN 接続が頻繁に切断されます。",
@@ -191,7 +194,8 @@ def _log(rng: random.Random, lines: int) -> list[str]:
         minute += rng.randrange(3)
         n = rng.randrange(1, 250)
         out.append(
-            f"2026-03-{rng.randint(1, 28):02d} {minute // 60 % 24:02d}:{minute % 60:02d}:{rng.randrange(60):02d}.{rng.randrange(1000):03d} "
+            f"2026-03-{rng.randint(1, 28):02d} "
+            f"{minute // 60 % 24:02d}:{minute % 60:02d}:{rng.randrange(60):02d}.{rng.randrange(1000):03d} "
             f"[{rng.choice(_LEVELS)}] {rng.choice(_HOSTS)} " + rng.choice(_EVENTS).format(n=n)
         )
     return out
