@@ -62,7 +62,7 @@ MAX_HEADER_SHARE = 4
 # Below this many tokens of content a chunk (after its anchor and overlap) holds too little to be useful.
 MIN_CONTENT_TOKENS = 16
 
-SECTIONS = ("details", "description", "history")
+SECTIONS = DETAILS, DESCRIPTION, HISTORY = ("details", "description", "history")  # a chunk's "section"
 
 # Boundary levels, best first, and what a chunk ending there gives up (in fractions of a chunk): on
 # long tickets at 300 tokens, 0.4% of the journals that fit in a chunk are split, for 1.16x the
@@ -586,7 +586,7 @@ def _segments(document: str, content: str, ticket_id: int) -> tuple[list[_Segmen
         if anchor is not None and int(anchor["id"]) == ticket_id:
             offset = match.start()
             headings.append((offset - removed[bisect_right(cut_starts, offset)], match[1], match[0].split("\n", 1)[0]))
-    bounds: list[tuple[int, str, int | None]] = [(0, "details", None)]
+    bounds: list[tuple[int, str, int | None]] = [(0, DETAILS, None)]
     journals: list[tuple[str, str]] = []
     history_start = None
     details_heading = content.find("\n\n") + 2  # the basic info's heading is the title's next line
@@ -596,11 +596,11 @@ def _segments(document: str, content: str, ticket_id: int) -> tuple[list[_Segmen
         if level == "##" and index + 1 < len(headings) and headings[index + 1][1] == "###":
             history_start = offset
         elif level == "##":
-            bounds.append((offset, "description", None))
+            bounds.append((offset, DESCRIPTION, None))
         else:
             heading = _JOURNAL_HEADING.fullmatch(line)
             journals.append((heading["date"], heading["author"]) if heading else ("", line[4:]))
-            bounds.append((offset if history_start is None else history_start, "history", len(journals) - 1))
+            bounds.append((offset if history_start is None else history_start, HISTORY, len(journals) - 1))
             history_start = None
     ends = [offset for offset, _, _ in bounds[1:]] + [len(content)]
     segments = [
