@@ -264,7 +264,7 @@ def test_chunks_say_their_section_journal_and_note_and_link_to_it() -> None:
         "ticket_id": 5,
         "subject": SUBJECT,
         "url": "https://r.example/issues/5",
-        "notes": "2,4-5",
+        "note_numbers": "2,4-5",
         "status": "完了",
     }
     chunks = chunk_document(doc, metadata, BYTES, 300).chunks
@@ -272,7 +272,7 @@ def test_chunks_say_their_section_journal_and_note_and_link_to_it() -> None:
     assert by_section == {"details", "description", "history"}
     for chunk in chunks:
         meta = chunk.metadata
-        assert meta["ticket_id"] == 5 and meta["status"] == "完了" and "notes" not in meta
+        assert meta["ticket_id"] == 5 and meta["status"] == "完了" and "note_numbers" not in meta
         assert meta["chunk_index"] == chunks.index(chunk)
         assert (meta["char_start"], meta["char_end"]) == (chunk.start, chunk.end)
         if meta["section"] != "history":
@@ -285,14 +285,14 @@ def test_chunks_say_their_section_journal_and_note_and_link_to_it() -> None:
 
 def test_note_numbers_that_do_not_match_the_journals_give_links_to_the_issue_and_a_warning() -> None:
     doc = document("説明です。", ["メモです。" * 30, "次のメモです。" * 30])
-    chunked = chunk_document(doc, {"url": "https://r.example/issues/5", "notes": "1-3"}, BYTES, 300)
+    chunked = chunk_document(doc, {"url": "https://r.example/issues/5", "note_numbers": "1-3"}, BYTES, 300)
     assert {c.metadata["url"] for c in chunked.chunks} == {"https://r.example/issues/5"}
     assert all("note" not in c.metadata for c in chunked.chunks)
     assert chunked.warnings and "2 journals" in chunked.warnings[0]
 
 
 def test_without_a_url_the_chunks_have_none() -> None:
-    chunks = chunk_document(document("説明です。", ["メモです。" * 40]), {"notes": [1]}, BYTES, 300).chunks
+    chunks = chunk_document(document("説明です。", ["メモです。" * 40]), {"note_numbers": [1]}, BYTES, 300).chunks
     assert all("url" not in c.metadata for c in chunks) and chunks[-1].metadata["note"] == 1
 
 

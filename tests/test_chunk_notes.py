@@ -62,10 +62,10 @@ def test_the_document_sidecar_carries_the_issue_url_and_the_history_note_numbers
     issue = {"id": 7, "subject": "件名", "status": {"id": 1, "name": "新規"}}
     data, warnings = build_sidecar(issue, {}, url="https://r.example/issues/7", notes=[1, 2, 3, 6])
     attributes = json.loads(data)["metadataAttributes"]
-    assert (attributes["url"], attributes["notes"], warnings) == ("https://r.example/issues/7", "1-3,6", [])
+    assert (attributes["url"], attributes["note_numbers"], warnings) == ("https://r.example/issues/7", "1-3,6", [])
     typed = json.loads(build_sidecar(issue, {}, "typed", url="https://r.example/issues/7")[0])["metadataAttributes"]
     assert typed["url"]["value"] == {"type": "STRING", "stringValue": "https://r.example/issues/7"}
-    assert "notes" not in typed
+    assert "note_numbers" not in typed
 
 
 def test_the_recorded_redmine_url_never_keeps_credentials() -> None:
@@ -89,7 +89,7 @@ def test_transform_sidecars_list_the_note_numbers_of_the_journals_the_document_s
     report = transform_snapshot(snap, tmp_path / "out", TransformOptions(sidecars=True), jobs=1)
     assert not report.failed
     attributes = json.loads((tmp_path / "out" / "9.md.metadata.json").read_text(encoding="utf-8"))["metadataAttributes"]
-    assert (attributes["url"], attributes["notes"]) == ("https://r.example/issues/9", "1,4")
+    assert (attributes["url"], attributes["note_numbers"]) == ("https://r.example/issues/9", "1,4")
 
 
 # ---------------------------------------------------------------------------------------------

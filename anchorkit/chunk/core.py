@@ -26,7 +26,7 @@ accepted (a cut inside a token may cost one more), so no chunk is ever over N to
 
 Chunk metadata locate the chunk: ``section``, and for a chunk that starts inside a journal the
 journal's heading date and author and its Redmine note number (``url`` ends in ``#note-n``), taken
-from the document metadata's ``notes`` (the note numbers of the history's journals, in order; see
+from the document metadata's ``note_numbers`` (the note numbers of the history's journals, in order; see
 render/sidecar.py). Without them the url is the issue's own: a link to the wrong note would be worse.
 """
 
@@ -65,8 +65,8 @@ MIN_CONTENT_TOKENS = 16
 SECTIONS = DETAILS, DESCRIPTION, HISTORY = ("details", "description", "history")  # a chunk's "section"
 
 # Boundary levels, best first, and what a chunk ending there gives up (in fractions of a chunk): on
-# long tickets at 300 tokens, 0.4% of the journals that fit in a chunk are split, for 1.16x the
-# fewest chunks possible (half these penalties: 3.1%, 1.14x; tests/benchmarks/bench_chunk.py).
+# long tickets at 300 tokens, 0.5% of the journals that fit in a chunk are split, for 1.16x the
+# fewest chunks possible (with half these penalties: 3.1%, 1.14x; tests/benchmarks/bench_chunk.py).
 SEGMENT, HEADING, BLOCK, LINE, SENTENCE, FORCED_LINE, FORCED = range(7)
 _PENALTY = {SEGMENT: 0.0, HEADING: 0.1, BLOCK: 0.3, LINE: 0.5, SENTENCE: 0.65}
 # A journal or section that would fit in a chunk is looked into only when the chunk would otherwise
@@ -127,7 +127,7 @@ def chunk_document(
 
     ``metadata``: the document's metadata attributes, as its sidecar has them or as Bedrock passes
     the file's metadata: ``ticket_id`` and ``subject`` (else the title line's), ``url`` (the issue's
-    Redmine URL), ``notes`` (the history journals' note numbers, ``"1-3,5"`` or a list), anything
+    Redmine URL), ``note_numbers`` (the history journals' note numbers, ``"1-3,5"`` or a list), anything
     else (project, status, dates...) copied to every chunk. ``tokenizer``: what chunks are measured
     with (``anchorkit.tokens``; cl100k_base for an exact guarantee). ``overlap_tokens``: each chunk
     but the first also repeats up to that many tokens of the end of the previous one (0: none).
@@ -235,12 +235,12 @@ class _Chunker:
                 f"{self.header_cost}-token anchor{' and the overlap' if overlap_tokens else ''}"
                 f" (at least {MIN_CONTENT_TOKENS} needed)"
             )
-        self.metadata = {key: value for key, value in metadata.items() if key != "notes"}
+        self.metadata = {key: value for key, value in metadata.items() if key != "note_numbers"}
         self.metadata["ticket_id"] = self.ticket_id
         self.base_url = str(metadata["url"]).split("#", 1)[0] if metadata.get("url") else None
         self.content = strip_anchors(document)
         self.segments, self.journals = _segments(document, self.content, self.ticket_id)
-        self.notes = self._note_numbers(metadata.get("notes"))
+        self.notes = self._note_numbers(metadata.get("note_numbers"))
         self.positions = _TokenPositions(self.content, tokenizer)
         self.pieces = [
             _Piece(segment.start, segment.end, self.positions.cost(segment.start, segment.end), SEGMENT, index, True)

@@ -2,10 +2,10 @@
 
 - A snapshot: each ticket is rendered as transform renders it, without spacing anchors (they
   would only be stripped again), and its metadata are what its sidecar would hold, ``url`` (from
-  the snapshot's ``redmine_url``) and ``notes`` (the journals' note numbers, see
+  the snapshot's ``redmine_url``) and ``note_numbers`` (the journals' note numbers, see
   anchorkit/source/notes.py) included.
 - A transform output folder: ``<id>.md`` (and ``<project>/<id>.md``) with the ``.metadata.json``
-  sidecar beside it when there is one. The note numbers come from the sidecar's ``notes`` (written
+  sidecar beside it when there is one. The note numbers come from the sidecar's ``note_numbers`` (written
   by ``transform --sidecars``): carried there rather than in the document, they cost the documents
   no token and reach a Bedrock Lambda as file metadata too. Without a sidecar the links go to the
   issue (``redmine_url``), not to notes.

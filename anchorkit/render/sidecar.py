@@ -8,8 +8,8 @@ strings for people. Bedrock's limits are enforced here: a ticket that would exce
 least important attributes first (custom fields from the last one backwards, then the optional
 built-in ones), deterministically, with a warning.
 
-``url`` is the issue's page on Redmine (when the snapshot knows Redmine's address), and ``notes``
-the Redmine note number of each journal in the document's history, in order, as ranges
+``url`` is the issue's page on Redmine (when the snapshot knows Redmine's address), and
+``note_numbers`` the Redmine note number of each journal in the document's history, in order, as ranges
 (``"1-3,5,7-12"``: Redmine numbers all of an issue's journals, so the ones a document leaves out,
 private notes say, leave gaps). The chunker (anchorkit/chunk) turns them into links to the note a
 chunk comes from; they are left out when pull could not know the numbers (anchorkit/source/notes.py).
@@ -40,7 +40,7 @@ SIDECAR_SUFFIX = ".metadata.json"
 _OPTIONAL_ORDER = (
     "subject",
     "url",
-    "notes",
+    "note_numbers",
     "project",
     "status",
     "is_closed",
@@ -75,7 +75,7 @@ def build_sidecar(
     check_schema(schema)
     ticket = f"#{issue['id']}"
     noted = format_note_numbers(notes) if notes else None
-    if noted is not None and len(noted) > MAX_STRING_CHARS:  # cut, it would name the wrong notes
+    if noted is not None and len(noted) > MAX_STRING_CHARS:  # a list cut short would name wrong notes
         noted = None
     data, warnings = encode_sidecar(_attributes(issue, lookups, url, noted), schema, ticket)
     if notes and noted is None:
@@ -118,7 +118,7 @@ def _attributes(issue: dict[str, Any], lookups: Lookups, url: str | None, notes:
         "ticket_id": issue["id"],
         "subject": one_line(str(issue.get("subject") or "")),
         "url": url,
-        "notes": notes,
+        "note_numbers": notes,
         "project": project_entry.get("identifier") or _name(project),
         "tracker": _name(issue.get("tracker")),
         "status": _name(issue.get("status")),
