@@ -32,7 +32,7 @@ from anchorkit.errors import EXIT_LOCKED, UsageError, url_host
 from anchorkit.files import check_writable_folder
 from anchorkit.render.textformat import TEXT_FORMATS
 from anchorkit.source import snapshot
-from anchorkit.source.redmine import RedmineClient, RedmineError, RetryPolicy
+from anchorkit.source.redmine import RedirectRefused, RedmineClient, RedmineError, RetryPolicy
 
 DEFAULT_CONCURRENCY = 4
 DEFAULT_FULL_EVERY = 10
@@ -277,11 +277,12 @@ class LookupFetcher:
         except RedmineError as error:
             (self.forbidden if error.status in (403, 404) else self.failed).add(name)
             return
-        rows = tables.setdefault(name, {})
-        for record in records:
-            shaped = row(record)
-            if shaped is not None:
-                rows[str(record["id"])] = shaped
+        try:
+            shaped_rows = {str(record["id"]): shaped for record in records if (shaped := row(record)) is not None}
+        except (KeyError, TypeError):  # records without an id or a name: not the table we asked for
+            self.failed.add(name)
+            return
+        tables.setdefault(name, {}).update(shaped_rows)
 
 
 def descendants(projects: dict[str, dict[str, Any]], roots: set[int]) -> set[int]:
@@ -415,6 +416,8 @@ class Puller:
                 self.forget(issue_id)
                 return IssueOutcome(issue_id, "gone")
             return IssueOutcome(issue_id, "failed", reason=redact(str(error), self.api_key))
+        except RedirectRefused:
+            raise  # the whole run stops: no other request may follow the redirect either
         except Exception as error:
             return IssueOutcome(issue_id, "failed", reason=redact(f"{type(error).__name__}: {error}", self.api_key))
         issue = document.get("issue")

@@ -36,6 +36,7 @@ class Fault(Enum):
     RESET = "reset"  # TCP RST instead of a response
     TRUNCATE = "truncate"  # status and headers, then half the body, then RST
     SLOW = "slow"  # forwarded, but only after `slow_s` (to let a test kill the client mid-run)
+    REDIRECT = "redirect"  # 302 to `redirect(path)` (another host, or another path of this proxy)
 
 
 Decide = Callable[[str, str, int], Fault]  # (method, path?query, times seen before) -> fault
@@ -45,7 +46,7 @@ def no_faults(method: str, path: str, seen: int) -> Fault:
     return Fault.NONE
 
 
-FAILURES = tuple(f for f in Fault if f not in (Fault.NONE, Fault.SLOW))
+FAILURES = tuple(f for f in Fault if f not in (Fault.NONE, Fault.SLOW, Fault.REDIRECT))
 
 
 def fail_fraction(fraction: float, faults: tuple[Fault, ...] = FAILURES) -> Decide:
@@ -79,6 +80,7 @@ class FaultProxy:
         stall_s: float = 3.0,
         slow_s: float = 0.3,
         retry_after: str = "1",
+        redirect: Callable[[str], str] | None = None,
     ) -> None:
         parts = urlsplit(upstream)
         self.upstream_host = parts.hostname or "127.0.0.1"
@@ -87,6 +89,7 @@ class FaultProxy:
         self.stall_s = stall_s
         self.slow_s = slow_s
         self.retry_after = retry_after
+        self.redirect = redirect
         self.seen: Counter[str] = Counter()
         self.faults: Counter[Fault] = Counter()
         self.lock = threading.Lock()
@@ -171,6 +174,8 @@ class FaultProxy:
                 if fault is Fault.TOO_MANY_REQUESTS:
                     headers = [("Content-Type", "text/plain"), ("Retry-After", proxy.retry_after)]
                     return self.reply(429, headers, b"slow down")
+                if fault is Fault.REDIRECT and proxy.redirect is not None:
+                    return self.reply(302, [("Location", proxy.redirect(self.path))], b"")
                 if fault is Fault.SLOW:
                     proxy.stopping.wait(proxy.slow_s)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
@@ -188,3 +193,44 @@ class FaultProxy:
             do_GET = do_POST = do_PUT = do_DELETE = handle_any
 
         return Handler
+
+
+class HeaderRecorder:
+    """A server that only records what it is sent (path and headers) and answers ``{}``: the other host
+    a hostile or misconfigured Redmine redirects to. It listens as ``localhost`` (another host name
+    than the proxy's 127.0.0.1) on its own port."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                recorder.requests.append((self.path, dict(self.headers.items())))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, name="recorder", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://localhost:{self.server.server_address[1]}"
+
+    def __enter__(self) -> HeaderRecorder:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
