@@ -18,6 +18,7 @@ from typing import Any
 
 from anchorkit.errors import UsageError
 from anchorkit.source import snapshot
+from anchorkit.untrusted import without_userinfo
 
 MANIFEST_FORMAT = 1
 
@@ -47,7 +48,9 @@ class Scope:
     def of(
         cls, redmine: str, projects: tuple[str, ...] | list[str], include_private: bool, destination: str | None = None
     ) -> Scope:
-        return cls(redmine.rstrip("/"), tuple(sorted(set(projects))), include_private, destination)
+        """The scope of a run. The Redmine is recorded without ``user:password@`` (a URL may carry them
+        for a proxy in front of Redmine): the state, its messages and ``state show`` never hold a secret."""
+        return cls(without_userinfo(redmine).rstrip("/"), tuple(sorted(set(projects))), include_private, destination)
 
     def describe(self) -> str:
         projects = "projects " + ", ".join(self.projects) if self.projects else "every project"
@@ -189,9 +192,10 @@ class Manifest:
                 source_lookups=raw.get("source_lookups"),
                 fingerprint=raw.get("fingerprint"),
                 tickets={int(key): TicketEntry.from_json(entry) for key, entry in tickets.items()},
+                # Scope.of: a state written before userinfo was stripped loses it at its next commit.
                 scope=None
                 if scope is None
-                else Scope(
+                else Scope.of(
                     str(scope["redmine"]),
                     tuple(scope.get("projects", ())),
                     bool(scope.get("include_private")),

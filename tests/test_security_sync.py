@@ -1,0 +1,91 @@
+"""What `sync --state` must never publish or keep, on the real Redmine and the real S3 server: a password
+of the Redmine URL, a ticket that became private, the raw tickets of a killed run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.redmine_server import RedmineAdmin, RedmineServer
+from support.s3_server import S3Server
+from test_sync_state import cli_environment, objects_under, seed_issues
+from typer.testing import CliRunner
+
+from anchorkit.cli import app
+
+pytestmark = [pytest.mark.redmine, pytest.mark.s3]
+
+runner = CliRunner()
+PASSWORD = "S3cret-Pa55"
+
+
+class Job:
+    """`anchorkit sync --state` and `anchorkit state show` as a scheduled job runs them."""
+
+    def __init__(self, redmine: RedmineServer, s3: S3Server, prefix: str, tmp_path: Path, monkeypatch: Any) -> None:
+        self.s3 = s3
+        self.docs_prefix, self.state_prefix = f"{prefix}-docs", f"{prefix}-state"
+        self.docs, self.state = f"s3://{s3.bucket}/{self.docs_prefix}", f"s3://{s3.bucket}/{self.state_prefix}/"
+        monkeypatch.chdir(tmp_path)
+        for name, value in cli_environment(redmine, s3, tmp_path).items():
+            monkeypatch.setenv(name, value)
+
+    def sync(self, url: str, *args: str) -> Any:
+        return runner.invoke(app, ["sync", self.docs, "--state", self.state, "--url", url, *args])
+
+    def show(self, *args: str) -> Any:
+        return runner.invoke(app, ["state", "show", self.state, *args])
+
+    def everything_stored(self) -> bytes:
+        """Every object of the documents and of the state, one after the other."""
+        objects = {**objects_under(self.s3, self.docs_prefix), **objects_under(self.s3, self.state_prefix)}
+        return b"\n".join(objects.values())
+
+    def put_manifest(self, manifest: dict[str, Any]) -> None:
+        key = f"{self.state_prefix}/manifest.json"
+        self.s3.client().put_object(Bucket=self.s3.bucket, Key=key, Body=json.dumps(manifest).encode())
+
+    def manifest(self) -> dict[str, Any]:
+        key = f"{self.state_prefix}/manifest.json"
+        return json.loads(self.s3.client().get_object(Bucket=self.s3.bucket, Key=key)["Body"].read())
+
+
+def test_a_password_in_the_redmine_url_is_never_stored_printed_or_published(
+    redmine_server: RedmineServer,
+    redmine_admin: RedmineAdmin,
+    s3_server: S3Server,
+    s3_prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    project, ids = seed_issues(redmine_admin, 1)
+    other, _ = seed_issues(redmine_admin, 1, "営業支援")
+    job = Job(redmine_server, s3_server, s3_prefix, tmp_path, monkeypatch)
+    # A proxy in front of Redmine that wants a user and password: the URL carries them.
+    with_password = redmine_server.url.replace("http://", f"http://ops:{PASSWORD}@")
+    plain = redmine_server.url
+
+    first = job.sync(with_password, "--project", project["identifier"], "--json")
+    assert first.exit_code == 0, first.stderr
+    assert json.loads(first.stdout)["scope"].startswith(f"{plain}, projects {project['identifier']}")
+    shown, shown_json = job.show(), job.show("--json")
+    assert f"scope: {plain}, projects" in shown.stdout and json.loads(shown_json.stdout)["scope"]["redmine"] == plain
+    mismatch = job.sync(with_password, "--project", other["identifier"])
+    assert mismatch.exit_code == 2 and f"holds {plain}, projects {project['identifier']}" in mismatch.stderr
+    for result in (first, shown, shown_json, mismatch):
+        assert PASSWORD not in result.output
+    assert PASSWORD.encode() not in job.everything_stored()
+
+    # A state an earlier version wrote with the password in it: read as the same scope, and the
+    # password is gone from S3 with the next commit.
+    manifest = job.manifest()
+    manifest["scope"]["redmine"] = with_password
+    job.put_manifest(manifest)
+    redmine_admin.add_note(ids[0], "再発した")
+    again = job.sync(plain, "--project", project["identifier"])
+    assert again.exit_code == 0, again.stderr
+    assert job.manifest()["scope"]["redmine"] == plain
+    assert PASSWORD.encode() not in job.everything_stored()
