@@ -15,6 +15,7 @@ from support.redmine_server import RedmineAdmin, RedmineServer
 from typer.testing import CliRunner
 
 from anchorkit.cli import app
+from anchorkit.render.transform import TransformOptions, transform_snapshot
 from anchorkit.source import snapshot
 from anchorkit.source.pull import pull
 from anchorkit.source.redmine import RetryPolicy
@@ -77,3 +78,73 @@ def test_a_redirect_within_the_same_server_is_followed(
     assert report.ok and snapshot.stored_issue_ids(tmp_path) == {issue["id"]}
     assert redirected >= 3, "the key check, the listing and the issue were all redirected, and followed"
     assert json.loads(snapshot.issue_path(tmp_path, issue["id"]).read_text())["issue"]["subject"] == "プリンタで印刷できない"
+
+
+# --------------------------------------------------------------------------------------------------
+# Item 2: a private subtask contributes its number, never its subject
+
+
+def test_a_private_subtasks_subject_reaches_neither_the_snapshot_nor_the_document(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, redmine_project: dict[str, Any]
+) -> None:
+    project_id = redmine_project["id"]
+    parent = redmine_admin.create_issue(project_id, "新入社員のPC準備")["id"]
+    secret = redmine_admin.create_issue(project_id, "人事異動: 山田さんの退職手続き", is_private=True, parent_issue_id=parent)
+    public = redmine_admin.create_issue(project_id, "プリンタ交換", parent_issue_id=parent)
+    later = redmine_admin.create_issue(project_id, "来期の組織変更案", parent_issue_id=parent)
+    member = redmine_admin.create_user()
+    redmine_admin.add_member(project_id, member["id"], [redmine_server.reader_role_id])
+    snap, out = tmp_path / "snap", tmp_path / "out"
+
+    for key in (redmine_server.admin_key, member["api_key"]):  # Redmine shows the subject to both
+        report = pull(redmine_server.url, snap, key, projects=[redmine_project["identifier"]], policy=FAST, full=True)
+        assert report.ok
+        children = stored_children(snap, parent)
+        assert {"id": secret["id"]} in children and "人事異動" not in json.dumps(children, ensure_ascii=False)
+        assert {c["id"]: c.get("subject") for c in children}[public["id"]] == "プリンタ交換"
+    document = transformed(snap, out, parent)
+    assert f"- 子チケット: #{secret['id']}, #{public['id']} プリンタ交換, #{later['id']} 来期の組織変更案" in document
+    assert "人事異動" not in document
+
+    # A subtask made private after its parent was stored: the parent's updated_on does not change,
+    # yet the next incremental pull takes the subject out of it.
+    redmine_admin.update_issue(later["id"], is_private=True)
+    report = pull(redmine_server.url, snap, redmine_server.admin_key, projects=[redmine_project["identifier"]], policy=FAST)
+    assert report.ok and not report.full and parent in report.written_ids
+    assert {"id": later["id"]} in stored_children(snap, parent)
+    assert "来期の組織変更案" not in transformed(snap, out, parent)
+
+
+def test_a_snapshot_stored_before_subtasks_were_checked_is_fetched_again_once(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, redmine_project: dict[str, Any]
+) -> None:
+    parent = redmine_admin.create_issue(redmine_project["id"], "新入社員のPC準備")["id"]
+    secret = redmine_admin.create_issue(
+        redmine_project["id"], "人事異動: 山田さんの退職手続き", is_private=True, parent_issue_id=parent
+    )
+    key, projects = redmine_server.admin_key, [redmine_project["identifier"]]
+    pull(redmine_server.url, tmp_path, key, projects=projects, policy=FAST)
+    # What an earlier anchorkit stored: the subtask's subject, and no mark that subtasks were checked.
+    document = json.loads(snapshot.issue_path(tmp_path, parent).read_text())
+    document["issue"]["children"] = [{"id": secret["id"], "subject": "人事異動: 山田さんの退職手続き"}]
+    snapshot.issue_path(tmp_path, parent).write_text(json.dumps(document, ensure_ascii=False))
+    state = snapshot.load_state(tmp_path)
+    del state["private_subtasks_checked"]
+    snapshot.write_state(tmp_path, state)
+
+    upgraded = pull(redmine_server.url, tmp_path, key, projects=projects, policy=FAST)
+    assert upgraded.ok and upgraded.written_ids == [parent]
+    assert any("fetched again, once" in warning for warning in upgraded.warnings)
+    assert stored_children(tmp_path, parent) == [{"id": secret["id"]}]
+    settled = pull(redmine_server.url, tmp_path, key, projects=projects, policy=FAST)
+    assert settled.ok and settled.fetched == 0 and settled.warnings == []
+
+
+def stored_children(snap: Path, issue_id: int) -> list[dict[str, Any]]:
+    return list(json.loads(snapshot.issue_path(snap, issue_id).read_text())["issue"].get("children", []))
+
+
+def transformed(snap: Path, out: Path, issue_id: int) -> str:
+    report = transform_snapshot(snap, out, TransformOptions())
+    assert not report.failed
+    return (out / f"{issue_id}.md").read_text(encoding="utf-8")

@@ -43,6 +43,10 @@ DEFAULT_LOOKUPS_MAX_AGE_S = 24 * 3600
 DEFAULT_TEXT_FORMAT = "textile"
 REDMINE_TIME = "%Y-%m-%dT%H:%M:%SZ"
 LOCK_FILE = ".pull.lock"
+# state.json records that every stored issue had its private subtasks reduced to their numbers (the
+# rule's version: a stricter rule later bumps it, and stored issues are fetched again once).
+SUBTASKS_CHECKED = "private_subtasks_checked"
+SUBTASKS_RULE = 1
 
 ProgressCallback = Callable[[int, int], None]  # (issues fetched so far, issues to fetch so far)
 Names = dict[str, dict[str, dict[str, Any]]]  # table -> id -> {"name": ...}, the lookups.json shape
@@ -170,6 +174,46 @@ def without_private_notes(document: dict[str, Any]) -> dict[str, Any]:
         return document
     public = [j for j in journals if not (isinstance(j, dict) and j.get("private_notes"))]
     return {**document, "issue": {**issue, "journals": public}}
+
+
+def subtask_ids(children: Any) -> set[int]:
+    """The ids of an issue's subtasks, theirs included (Redmine nests them: ``children[].children``)."""
+    found: set[int] = set()
+    pending = [children]
+    while pending:
+        level = pending.pop()
+        for child in level if isinstance(level, list) else []:
+            if isinstance(child, dict) and isinstance(child.get("id"), int):
+                found.add(child["id"])
+                pending.append(child.get("children"))
+    return found
+
+
+def only_public_subtasks(children: list[Any], public: set[int]) -> list[Any]:
+    """``children`` where a subtask that is not public is reduced to its number (``{"id": N}``): Redmine
+    lists every subtask with its subject, private ones included, whoever asks."""
+    kept: list[Any] = []
+    for child in children:
+        if not isinstance(child, dict) or child.get("id") not in public:
+            if isinstance(child, dict) and isinstance(child.get("id"), int):
+                kept.append({"id": child["id"]})
+            continue
+        nested = child.get("children")
+        kept.append({**child, "children": only_public_subtasks(nested, public)} if isinstance(nested, list) else child)
+    return kept
+
+
+def shows_subtask(document: Any, subtask_id: int) -> bool:
+    """Does this stored issue show more of the subtask than its number?"""
+    pending = [document.get("issue", {}).get("children") if isinstance(document, dict) else None]
+    while pending:
+        level = pending.pop()
+        for child in level if isinstance(level, list) else []:
+            if isinstance(child, dict):
+                if child.get("id") == subtask_id and set(child) != {"id"}:
+                    return True
+                pending.append(child.get("children"))
+    return False
 
 
 def names_in_issue(issue: dict[str, Any]) -> Names:
@@ -338,6 +382,10 @@ class Puller:
         self.listed_projects: set[int] = set()
         self.listed_updated_on: dict[int, str] = {}
         self.futures: list[Future[IssueOutcome]] = []
+        self.submitted: set[int] = set()  # issues this run fetches
+        # Parents fetched again because a subtask is private now, with that subtask's updated_on: if the
+        # fetch fails, the cursor stays before it, so the next run lists the subtask and tries again.
+        self.rechecks: dict[int, str] = {}
         self.lock = threading.Lock()
         self.done = 0
 
@@ -375,18 +423,42 @@ class Puller:
         if summary.get("is_private") and not self.include_private:
             self.report.skipped_private += 1
             self.forget(issue_id)
+            self.recheck_parent(executor, summary)
+            return
+        if issue_id in self.submitted:  # already fetched again as the parent of a private subtask
             return
         if issue_id in self.stored_ids and not self.refetch_all:
             stamp = self.stamp_of(issue_id)
             if stamp is not None and stamp.updated_on == updated_on:
                 self.report.unchanged += 1
                 return
+        self.submit(executor, issue_id)
+
+    def submit(self, executor: ThreadPoolExecutor, issue_id: int) -> None:
+        self.submitted.add(issue_id)
         future = executor.submit(self.fetch_and_store, issue_id)
         with self.lock:
             self.futures.append(future)
         future.add_done_callback(self.tick)
         if self.progress:
             self.progress(self.done, len(self.futures))
+
+    def recheck_parent(self, executor: ThreadPoolExecutor, summary: dict[str, Any]) -> None:
+        """A private issue's stored parent may still show its subject (it was public when the parent was
+        stored, and a subtask's change leaves the parent's ``updated_on`` alone): fetch that parent again."""
+        parent = summary.get("parent")
+        parent_id = parent.get("id") if isinstance(parent, dict) else None
+        if not isinstance(parent_id, int) or parent_id not in self.stored_ids or parent_id in self.submitted:
+            return
+        path = snapshot.issue_path(self.snapshot_dir, parent_id)
+        try:
+            stored = snapshot.read_json(path) if path.exists() else None
+        except snapshot.SnapshotError:
+            stored = None  # unreadable: fetched again anyway
+        if stored is not None and not shows_subtask(stored, int(summary["id"])):
+            return
+        self.rechecks[parent_id] = str(summary.get("updated_on") or "")
+        self.submit(executor, parent_id)
 
     def stamp_of(self, issue_id: int) -> snapshot.StoredStamp | None:
         """The stored copy's stamp: the file when present, else what the caller said it has stored."""
@@ -428,12 +500,28 @@ class Puller:
             return IssueOutcome(issue_id, "private")
         if not self.include_private:
             document = without_private_notes(document)
+            try:
+                with self.client.stats.purpose("subtasks"):
+                    document = self.without_private_subtasks(document)
+            except RedmineError as error:
+                reason = f"checking which of its subtasks are private: {error}"
+                return IssueOutcome(issue_id, "failed", reason=redact(reason, self.api_key))
         try:
             written = snapshot.write_issue(self.snapshot_dir, document)
         except OSError as error:
             path = snapshot.issue_path(self.snapshot_dir, issue_id)
             return IssueOutcome(issue_id, "failed", reason=f"{path}: cannot write ({error.strerror})")
         return IssueOutcome(issue_id, "written" if written else "unchanged", names=names_in_issue(document["issue"]))
+
+    def without_private_subtasks(self, document: dict[str, Any]) -> dict[str, Any]:
+        """The issue with every subtask that is not public reduced to its number (one request per 100)."""
+        issue = document["issue"]
+        children = issue.get("children")
+        ids = subtask_ids(children)
+        if not ids or not isinstance(children, list):
+            return document
+        public = self.client.public_issue_ids(ids)
+        return {**document, "issue": {**issue, "children": only_public_subtasks(children, public)}}
 
     def collect(self) -> tuple[Names, list[str]]:
         """Wait for the workers; returns the names seen and the ``updated_on`` of failed issues."""
@@ -443,7 +531,8 @@ class Puller:
             outcome = future.result()
             if outcome.status == "failed":
                 self.report.failed.append(PullFailure(outcome.issue_id, outcome.reason))
-                failed_stamps.append(self.listed_updated_on[outcome.issue_id])
+                stamp = self.listed_updated_on.get(outcome.issue_id) or self.rechecks.get(outcome.issue_id)
+                failed_stamps.append(stamp or "")
                 continue
             if outcome.status in ("written", "unchanged"):
                 self.report.fetched += 1
@@ -623,10 +712,20 @@ def _run(
     runs_since_full = int(state.get("runs_since_full", 0))
     # Switching --include-private either way changes what every stored issue must contain.
     privacy_changed = "include_private" in state and bool(state["include_private"]) != settings.include_private
+    # Issues stored before subtasks were checked may show a private subtask's subject: fetched again once.
+    subtasks_unchecked = (
+        cursor is not None and not settings.include_private and state.get(SUBTASKS_CHECKED) != SUBTASKS_RULE
+    )
     automatic_full = settings.full_every > 0 and runs_since_full + 1 >= settings.full_every
-    is_full = settings.full or cursor is None or privacy_changed or automatic_full
-    puller = Puller(client, snapshot_dir, api_key, settings.include_private, privacy_changed, progress, known)
+    is_full = settings.full or cursor is None or privacy_changed or subtasks_unchecked or automatic_full
+    refetch = privacy_changed or subtasks_unchecked
+    puller = Puller(client, snapshot_dir, api_key, settings.include_private, refetch, progress, known)
     report = puller.report
+    if subtasks_unchecked:
+        report.warnings.append(
+            "issues stored by an earlier anchorkit may show the subjects of private subtasks: all of them are "
+            "fetched again, once"
+        )
     report.full = is_full
     scopes: list[str | None] = list(settings.projects) or [None]
     updated_since = None if is_full or cursor is None else shift_time(cursor, -settings.overlap_s)
@@ -670,6 +769,8 @@ def _run(
         new_state["lookups_refreshed_at"] = refreshed_at
         new_state["lookup_projects"] = lookup_projects
     new_state["include_private"] = settings.include_private
+    if report.listing_complete and not report.failed:
+        new_state[SUBTASKS_CHECKED] = SUBTASKS_RULE
     if "text_format" not in state:
         new_state["text_format"] = settings.text_format or DEFAULT_TEXT_FORMAT
     elif settings.text_format is not None and state["text_format"] != settings.text_format:

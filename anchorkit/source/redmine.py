@@ -23,7 +23,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -328,6 +328,24 @@ class RedmineClient:
     def issue(self, issue_id: int) -> dict[str, Any]:
         """``{"issue": {...}}`` with journals, attachments, relations and children, as Redmine returns it."""
         return self.get_json(f"/issues/{issue_id}.json", include="journals,attachments,relations,children")
+
+    def public_issue_ids(self, issue_ids: Iterable[int]) -> set[int]:
+        """Which of these issues are public ones the key sees (not a private, deleted or hidden one):
+        one listing request per page of ids."""
+        wanted = sorted(set(issue_ids))
+        public: set[int] = set()
+        for start in range(0, len(wanted), PAGE_SIZE):
+            page = wanted[start : start + PAGE_SIZE]
+            body = self.get_json(
+                "/issues.json", issue_id=",".join(map(str, page)), status_id="*", limit=PAGE_SIZE, offset=0
+            )
+            issues = body.get("issues")
+            public |= {
+                issue["id"]
+                for issue in (issues if isinstance(issues, list) else [])
+                if isinstance(issue, dict) and isinstance(issue.get("id"), int) and not issue.get("is_private")
+            }
+        return public
 
     def key_is_accepted(self) -> bool:
         """False when Redmine treats us as anonymous: it does that for an unknown key instead of refusing it."""
