@@ -89,3 +89,88 @@ def test_a_password_in_the_redmine_url_is_never_stored_printed_or_published(
     assert again.exit_code == 0, again.stderr
     assert job.manifest()["scope"]["redmine"] == plain
     assert PASSWORD.encode() not in job.everything_stored()
+
+
+# --------------------------------------------------------------------------------------------------
+# Item 9: a ticket withdrawn from publication (private now, moved out of the projects) is removed at once
+
+
+def test_a_ticket_made_private_or_moved_out_is_unpublished_without_delete_and_a_deleted_one_waits_for_it(
+    redmine_server: RedmineServer,
+    redmine_admin: RedmineAdmin,
+    s3_server: S3Server,
+    s3_prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    project, (private, deleted, moved, via_pull, kept) = seed_issues(redmine_admin, 5)
+    elsewhere = redmine_admin.create_project(name="営業支援")
+    job = Job(redmine_server, s3_server, s3_prefix, tmp_path, monkeypatch)
+    scope = ["--project", project["identifier"], "--sidecars", "--json"]
+
+    def documents() -> set[str]:
+        return set(objects_under(s3_server, job.docs_prefix))
+
+    def published(*ids: int) -> set[str]:
+        return {name for i in ids for name in (f"{i}.md", f"{i}.md.metadata.json")}
+
+    assert job.sync(redmine_server.url, *scope).exit_code == 0
+    assert documents() == published(private, deleted, moved, via_pull, kept)
+
+    # Made private: gone from S3 on the next run, without --delete, even with a delete limit of 0.
+    redmine_admin.update_issue(private, is_private=True)
+    run = job.sync(redmine_server.url, *scope, "--max-delete", "0")
+    assert run.exit_code == 0, run.stderr
+    assert documents() == published(deleted, moved, via_pull, kept)
+    assert json.loads(run.stdout)["withdrawn"] == [private]
+    assert f"issues/{private}.json" not in objects_under(s3_server, job.state_prefix)
+
+    # Deleted in Redmine: a stale document, removed only with --delete; moved to a project outside the
+    # scope: withdrawn, removed at once. (Both are seen by a full listing.)
+    redmine_admin.delete_issue(deleted)
+    redmine_admin.update_issue(moved, project_id=elsewhere["id"])
+    run = job.sync(redmine_server.url, *scope, "--full")
+    assert run.exit_code == 0, run.stderr
+    assert documents() == published(deleted, via_pull, kept)
+    assert json.loads(run.stdout)["withdrawn"] == [moved]
+
+    # Made private and seen by a `pull --state`: the next sync unpublishes it, still without --delete.
+    redmine_admin.update_issue(via_pull, is_private=True)
+    folder = tmp_path / "pulled"
+    pulled = runner.invoke(
+        app,
+        ["pull", "--snapshot", str(folder), "--state", job.state, "--url", redmine_server.url, *scope[:2]],
+    )
+    assert pulled.exit_code == 0, pulled.stderr
+    run = job.sync(redmine_server.url, *scope)
+    assert run.exit_code == 0, run.stderr
+    assert documents() == published(deleted, kept)
+    assert json.loads(run.stdout)["withdrawn"] == [via_pull]
+
+    run = job.sync(redmine_server.url, *scope, "--delete", "--force")  # 2 of 4 objects: over the guard
+    assert run.exit_code == 0, (run.stderr, run.stdout)
+    assert documents() == published(kept)
+
+
+def test_the_ordinary_sync_unpublishes_a_ticket_made_private_without_delete(
+    redmine_server: RedmineServer,
+    redmine_admin: RedmineAdmin,
+    s3_server: S3Server,
+    s3_prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    project, (private, kept) = seed_issues(redmine_admin, 2)
+    job = Job(redmine_server, s3_server, s3_prefix, tmp_path, monkeypatch)
+    folders = ["--snapshot", str(tmp_path / "snap"), "--out", str(tmp_path / "out")]
+
+    def sync() -> Any:
+        return runner.invoke(
+            app, ["sync", job.docs, "--url", redmine_server.url, "--project", project["identifier"], *folders]
+        )
+
+    assert sync().exit_code == 0
+    redmine_admin.update_issue(private, is_private=True)
+    run = sync()
+    assert run.exit_code == 0, run.stderr
+    assert set(objects_under(s3_server, job.docs_prefix)) == {f"{kept}.md"}

@@ -74,6 +74,9 @@ class PullReport:
     fetched: int = 0
     unchanged: int = 0
     removed_ids: list[int] = field(default_factory=list)  # stored issues dropped (deleted, hidden, private)
+    # Of those, the ones Redmine says are private now, or moved out of the pulled projects: their
+    # documents must go wherever they were published, not only when stale documents are deleted.
+    withdrawn_ids: list[int] = field(default_factory=list)
     written_ids: list[int] = field(default_factory=list)  # issue files (re)written: new bytes on disk
     skipped_private: int = 0
     failed: list[PullFailure] = field(default_factory=list)
@@ -422,7 +425,7 @@ class Puller:
             self.listed_projects.add(summary["project"]["id"])
         if summary.get("is_private") and not self.include_private:
             self.report.skipped_private += 1
-            self.forget(issue_id)
+            self.forget(issue_id, withdrawn=True)
             self.recheck_parent(executor, summary)
             return
         if issue_id in self.submitted:  # already fetched again as the parent of a private subtask
@@ -464,11 +467,14 @@ class Puller:
         """The stored copy's stamp: the file when present, else what the caller said it has stored."""
         return snapshot.stored_stamp(self.snapshot_dir, issue_id) or self.known.get(issue_id)
 
-    def forget(self, issue_id: int) -> None:
-        """Drop a stored issue (file and all); if it was stored, its id is reported as removed."""
+    def forget(self, issue_id: int, withdrawn: bool = False) -> None:
+        """Drop a stored issue (file and all); if it was stored, its id is reported as removed (and as
+        ``withdrawn`` when Redmine said it is no longer for the published documents)."""
         if snapshot.remove_issue(self.snapshot_dir, issue_id) or issue_id in self.known:
             with self.lock:
                 self.report.removed_ids.append(issue_id)
+                if withdrawn:
+                    self.report.withdrawn_ids.append(issue_id)
 
     def tick(self, _: Future[IssueOutcome]) -> None:
         with self.lock:
@@ -484,8 +490,8 @@ class Puller:
             with self.client.stats.purpose("issues"):
                 document = self.client.issue(issue_id)
         except RedmineError as error:
-            if error.status in (403, 404):  # deleted or hidden since it was listed
-                self.forget(issue_id)
+            if error.status in (403, 404):  # hidden (403: it exists, not for this key) or deleted since listed
+                self.forget(issue_id, withdrawn=error.status == 403)
                 return IssueOutcome(issue_id, "gone")
             return IssueOutcome(issue_id, "failed", reason=redact(str(error), self.api_key))
         except RedirectRefused:
@@ -496,7 +502,7 @@ class Puller:
         if not isinstance(issue, dict) or issue.get("id") != issue_id:
             return IssueOutcome(issue_id, "failed", reason=f"GET /issues/{issue_id}.json: unexpected response shape")
         if issue.get("is_private") and not self.include_private:
-            self.forget(issue_id)
+            self.forget(issue_id, withdrawn=True)
             return IssueOutcome(issue_id, "private")
         if not self.include_private:
             document = without_private_notes(document)
@@ -546,13 +552,35 @@ class Puller:
 
     # -- deletions -------------------------------------------------------------------------------
 
-    def remove_unlisted(self, in_scope: Callable[[int], bool]) -> None:
-        """After a complete full listing: stored issues Redmine no longer shows us were deleted or hidden."""
+    def remove_unlisted(self, in_scope: Callable[[int], bool], pulled_projects: set[int] | None) -> None:
+        """After a complete full listing: stored issues Redmine no longer lists were deleted, hidden, made
+        private or moved to a project outside ``pulled_projects`` (None: every project). One listing of
+        just those ids tells them apart: the private and moved ones are withdrawn, one that is still in
+        scope and public (changed while the listing ran) is kept for the next run."""
         unlisted = [i for i in sorted(self.stored_ids.difference(self.listed_updated_on)) if in_scope(i)]
         # The key was confirmed when the run started (check_api_key): an anonymous listing, which would
         # see little, cannot get here.
+        if not unlisted:
+            return
+        try:
+            with self.client.stats.purpose("removals"):
+                visible = self.client.visible_issues(unlisted)
+        except RedmineError as error:
+            visible = {}
+            self.report.warnings.append(
+                redact(f"could not tell deleted issues from private or moved ones ({error}); all removed", self.api_key)
+            )
         for issue_id in unlisted:
-            self.forget(issue_id)
+            summary = visible.get(issue_id)
+            if summary is None:
+                self.forget(issue_id)
+                continue
+            project = summary.get("project")
+            project_id = project.get("id") if isinstance(project, dict) else None
+            private = bool(summary.get("is_private")) and not self.include_private
+            moved = pulled_projects is not None and project_id not in pulled_projects
+            if private or moved:
+                self.forget(issue_id, withdrawn=True)
 
 
 @dataclass(frozen=True)
@@ -804,7 +832,7 @@ def next_cursor(cursor: str | None, listed: list[str], failed: list[str]) -> str
 def _remove_unlisted_in_scope(puller: Puller, lookups: Names, projects: tuple[str, ...]) -> None:
     """With --project, only issues of the pulled projects (and their subprojects) may be removed."""
     if not projects:
-        puller.remove_unlisted(lambda issue_id: True)
+        puller.remove_unlisted(lambda issue_id: True, None)
         return
     project_table = lookups.get("projects", {})
     roots = resolve_projects(project_table, list(projects))
@@ -817,4 +845,4 @@ def _remove_unlisted_in_scope(puller: Puller, lookups: Names, projects: tuple[st
         stamp = puller.stamp_of(issue_id)
         return stamp is not None and stamp.project_id in scope_ids
 
-    puller.remove_unlisted(in_scope)
+    puller.remove_unlisted(in_scope, scope_ids)

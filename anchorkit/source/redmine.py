@@ -329,23 +329,25 @@ class RedmineClient:
         """``{"issue": {...}}`` with journals, attachments, relations and children, as Redmine returns it."""
         return self.get_json(f"/issues/{issue_id}.json", include="journals,attachments,relations,children")
 
-    def public_issue_ids(self, issue_ids: Iterable[int]) -> set[int]:
-        """Which of these issues are public ones the key sees (not a private, deleted or hidden one):
-        one listing request per page of ids."""
+    def visible_issues(self, issue_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """The listing summaries (project, ``is_private``...) of those of these issues the key sees; a
+        deleted or hidden one is absent. One request per page of ids."""
         wanted = sorted(set(issue_ids))
-        public: set[int] = set()
+        visible: dict[int, dict[str, Any]] = {}
         for start in range(0, len(wanted), PAGE_SIZE):
             page = wanted[start : start + PAGE_SIZE]
             body = self.get_json(
                 "/issues.json", issue_id=",".join(map(str, page)), status_id="*", limit=PAGE_SIZE, offset=0
             )
             issues = body.get("issues")
-            public |= {
-                issue["id"]
-                for issue in (issues if isinstance(issues, list) else [])
-                if isinstance(issue, dict) and isinstance(issue.get("id"), int) and not issue.get("is_private")
-            }
-        return public
+            for issue in issues if isinstance(issues, list) else []:
+                if isinstance(issue, dict) and isinstance(issue.get("id"), int):
+                    visible[issue["id"]] = issue
+        return visible
+
+    def public_issue_ids(self, issue_ids: Iterable[int]) -> set[int]:
+        """Which of these issues are public ones the key sees (not a private, deleted or hidden one)."""
+        return {issue_id for issue_id, issue in self.visible_issues(issue_ids).items() if not issue.get("is_private")}
 
     def key_is_accepted(self) -> bool:
         """False when Redmine treats us as anonymous: it does that for an unknown key instead of refusing it."""

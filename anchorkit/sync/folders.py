@@ -73,5 +73,6 @@ def sync_folders(
         local_failures=local_failures,
         on_plan=on_plan,
         on_result=lambda _: uploading(),
+        withdrawn_ids=set(pulled.withdrawn_ids),
     )
     return FolderSyncReport(pulled, transformed, uploaded, out_dir)

@@ -93,7 +93,9 @@ class TicketEntry:
     """One ticket in the state: what is stored, what is published, and the objects published for it.
 
     A ``gone`` entry is an issue Redmine no longer shows whose documents are still published (deleted
-    by the next `sync --state --delete`); only its ``objects`` matter.
+    by the next `sync --state --delete`); only its ``objects`` matter, and ``withdrawn``: Redmine said
+    it is private now or in a project outside the scope, so the next `sync --state` deletes its
+    documents with or without ``--delete``.
     """
 
     updated_on: str | None = None  # the published version (None: not all its documents are written)
@@ -101,6 +103,7 @@ class TicketEntry:
     project_id: int | None = None
     objects: dict[str, str] = field(default_factory=dict)  # key -> SHA-256 of what was uploaded
     gone: bool = False
+    withdrawn: bool = False
 
     @property
     def unpublished(self) -> bool:
@@ -111,7 +114,7 @@ class TicketEntry:
     def from_json(cls, raw: dict[str, Any]) -> TicketEntry:
         objects = dict(raw.get("objects", {}))
         if raw.get("gone"):
-            return cls(objects=objects, gone=True)
+            return cls(objects=objects, gone=True, withdrawn=bool(raw.get("withdrawn")))
         return cls(
             updated_on=raw.get("updated_on"),
             # Manifests written before "stored" existed held the raw JSON of exactly the published version.
@@ -122,7 +125,7 @@ class TicketEntry:
 
     def to_json(self) -> dict[str, Any]:
         if self.gone:
-            return {"gone": True, "objects": dict(self.objects)}
+            return {"gone": True, "objects": dict(self.objects), **({"withdrawn": True} if self.withdrawn else {})}
         return {
             "updated_on": self.updated_on,
             "project_id": self.project_id,
