@@ -1977,7 +1977,7 @@ def run_stateless_sync_command(
     json_output: bool,
 ) -> None:
     """Open the state store and the destination, run `syncing.run_sync`, print, exit 0/1/2/3."""
-    import tempfile
+    from anchorkit.sync.scratch import scratch_folder
 
     destination = parse_location(settings["dest"])
     location = parse_state_location(settings["state"])
@@ -1992,7 +1992,7 @@ def run_stateless_sync_command(
     ingestion = parse_ingestion_target(settings["start_ingestion"]) if settings["start_ingestion"] else None
     api_key = read_api_key(settings["api_key_file"])
     with (
-        tempfile.TemporaryDirectory(prefix="anchorkit-sync-") as scratch,
+        scratch_folder() as scratch,
         sync_progress(not json_output and err_console.is_terminal) as on_progress,
     ):
         report = syncing.run_sync(
@@ -2002,7 +2002,7 @@ def run_stateless_sync_command(
             target,
             transform_settings,
             arguments,
-            work_dir=settings["snapshot"] or Path(scratch) / "snapshot",
+            work_dir=settings["snapshot"] or scratch / "snapshot",
             delete=publish_settings.delete,
             max_delete=publish_settings.max_delete,
             force=publish_settings.force,

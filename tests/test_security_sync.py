@@ -5,13 +5,19 @@ of the Redmine URL, a ticket that became private, the raw tickets of a killed ru
 from __future__ import annotations
 
 import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.redmine_server import RedmineAdmin, RedmineServer
 from support.s3_server import S3Server
-from test_sync_state import cli_environment, objects_under, seed_issues
+from test_sync_state import KILLED_SYNC, cli_environment, objects_under, seed_issues
 from typer.testing import CliRunner
 
 from anchorkit.cli import app
@@ -174,3 +180,51 @@ def test_the_ordinary_sync_unpublishes_a_ticket_made_private_without_delete(
     run = sync()
     assert run.exit_code == 0, run.stderr
     assert set(objects_under(s3_server, job.docs_prefix)) == {f"{kept}.md"}
+
+
+# --------------------------------------------------------------------------------------------------
+# Item 12: the work folder of a sync killed with -9 does not stay behind with raw tickets in it
+
+
+def test_the_work_folder_a_killed_sync_left_is_removed_by_the_next_run_and_was_private_to_its_owner(
+    redmine_server: RedmineServer,
+    redmine_admin: RedmineAdmin,
+    s3_server: S3Server,
+    s3_prefix: str,
+    tmp_path: Path,
+) -> None:
+    from anchorkit.sync.scratch import scratch_folder  # (here: the other tests of this file run on any version)
+
+    project, _ = seed_issues(redmine_admin, 2)
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    docs, state = f"s3://{s3_server.bucket}/{s3_prefix}-docs", f"s3://{s3_server.bucket}/{s3_prefix}-state/"
+    env = {**os.environ, **cli_environment(redmine_server, s3_server, tmp_path), "TMPDIR": str(temporary)}
+    sync = [sys.executable, str(KILLED_SYNC), "sync", docs, "--state", state, "--url", redmine_server.url]
+    sync += ["--project", project["identifier"]]
+    # Folders that are not leftovers: a live run's, and one of an older anchorkit from an hour ago.
+    with scratch_folder(temporary) as live:
+        recent = temporary / "anchorkit-sync-olderversion"
+        recent.mkdir()
+        os.utime(recent, (time.time() - 3600,) * 2)
+        ancient = temporary / "anchorkit-sync-fromlastweek"
+        ancient.mkdir()
+        os.utime(ancient, (time.time() - 7 * 24 * 3600,) * 2)
+
+        killed = subprocess.run(
+            [*sync, "--lease-seconds", "1"],
+            env={**env, "ANCHORKIT_KILL_AT_WRITE": "1"},
+            cwd=tmp_path,
+            capture_output=True,
+            timeout=120,
+        )
+        assert killed.returncode == -signal.SIGKILL
+        time.sleep(1.5)  # its lease runs out
+        (leftover,) = set(temporary.glob("anchorkit-sync-*")) - {live, recent, ancient}
+        assert list(leftover.rglob("issues/*.json")), "the killed run had raw tickets there"
+        assert stat.S_IMODE(leftover.stat().st_mode) == 0o700, "readable by its owner only"
+
+        finished = subprocess.run(sync, env=env, cwd=tmp_path, capture_output=True, timeout=120)
+        assert finished.returncode == 0, finished.stderr.decode()[-2000:]
+        assert set(temporary.glob("anchorkit-sync-*")) == {live, recent}
+    assert set(temporary.glob("anchorkit-sync-*")) == {recent}
