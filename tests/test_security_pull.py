@@ -71,13 +71,20 @@ def test_a_redirect_within_the_same_server_is_followed(
     moved = on_path(Fault.REDIRECT, "/old/")
     with FaultProxy(redmine_server.url, decide=moved, redirect=lambda path: path.removeprefix("/old")) as proxy:
         report = pull(
-            proxy.url + "/old", tmp_path, redmine_server.admin_key, projects=[redmine_project["identifier"]], policy=FAST
+            proxy.url + "/old",
+            tmp_path,
+            redmine_server.admin_key,
+            projects=[redmine_project["identifier"]],
+            policy=FAST,
         )
         redirected = proxy.faults[Fault.REDIRECT]
 
     assert report.ok and snapshot.stored_issue_ids(tmp_path) == {issue["id"]}
     assert redirected >= 3, "the key check, the listing and the issue were all redirected, and followed"
-    assert json.loads(snapshot.issue_path(tmp_path, issue["id"]).read_text())["issue"]["subject"] == "プリンタで印刷できない"
+    assert (
+        json.loads(snapshot.issue_path(tmp_path, issue["id"]).read_text())["issue"]["subject"]
+        == "プリンタで印刷できない"
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -89,7 +96,9 @@ def test_a_private_subtasks_subject_reaches_neither_the_snapshot_nor_the_documen
 ) -> None:
     project_id = redmine_project["id"]
     parent = redmine_admin.create_issue(project_id, "新入社員のPC準備")["id"]
-    secret = redmine_admin.create_issue(project_id, "人事異動: 山田さんの退職手続き", is_private=True, parent_issue_id=parent)
+    secret = redmine_admin.create_issue(
+        project_id, "人事異動: 山田さんの退職手続き", is_private=True, parent_issue_id=parent
+    )
     public = redmine_admin.create_issue(project_id, "プリンタ交換", parent_issue_id=parent)
     later = redmine_admin.create_issue(project_id, "来期の組織変更案", parent_issue_id=parent)
     member = redmine_admin.create_user()
@@ -109,7 +118,9 @@ def test_a_private_subtasks_subject_reaches_neither_the_snapshot_nor_the_documen
     # A subtask made private after its parent was stored: the parent's updated_on does not change,
     # yet the next incremental pull takes the subject out of it.
     redmine_admin.update_issue(later["id"], is_private=True)
-    report = pull(redmine_server.url, snap, redmine_server.admin_key, projects=[redmine_project["identifier"]], policy=FAST)
+    report = pull(
+        redmine_server.url, snap, redmine_server.admin_key, projects=[redmine_project["identifier"]], policy=FAST
+    )
     assert report.ok and not report.full and parent in report.written_ids
     assert {"id": later["id"]} in stored_children(snap, parent)
     assert "来期の組織変更案" not in transformed(snap, out, parent)

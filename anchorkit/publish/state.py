@@ -47,6 +47,7 @@ from anchorkit.publish.aws import (
     validate_key,
 )
 from anchorkit.publish.upload import PublishSettings
+from anchorkit.untrusted import parse_json
 
 MANIFEST_NAME = "manifest.json"
 ISSUES_FOLDER = "issues"
@@ -76,8 +77,8 @@ def encode_manifest(manifest: dict[str, Any]) -> bytes:
 
 def decode_manifest(data: bytes, where: str) -> dict[str, Any]:
     try:
-        manifest = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        manifest = parse_json(data.decode("utf-8"))
+    except ValueError as error:  # not UTF-8, malformed, or nested too deeply
         raise StateError(f"{where}: the state manifest is not valid JSON ({error})") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("tickets", {}), dict):
         raise StateError(f"{where}: the state manifest is not an object with a 'tickets' table")
@@ -193,7 +194,7 @@ class LocalStateStore:
 
     def _lock_holder(self) -> str | None:
         try:
-            return str(json.loads((self.root / LOCK_NAME).read_text(encoding="utf-8"))["holder"])
+            return str(parse_json((self.root / LOCK_NAME).read_text(encoding="utf-8"))["holder"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -209,9 +210,10 @@ class LocalStateStore:
                 fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
                 try:
-                    held = json.loads(path.read_text(encoding="utf-8"))
+                    held = parse_json(path.read_text(encoding="utf-8"))
                 except ValueError:
                     held = {}
+                held = held if isinstance(held, dict) else {}
                 holder = str(held.get("holder", "?"))
                 return LeaseStatus(holder, held.get("taken_at"), None, alive=True)  # the lock dies with its process
             fcntl.flock(handle, fcntl.LOCK_UN)
@@ -388,7 +390,7 @@ class S3StateStore:
             return None
         data, etag = found
         try:
-            held = json.loads(data)
+            held = parse_json(data)
             expires_at, owner = float(held["expires_at"]), str(held.get("owner", "?"))
             taken_at = float(held["taken_at"]) if "taken_at" in held else None
         except (ValueError, KeyError, TypeError):

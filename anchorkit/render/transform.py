@@ -9,7 +9,6 @@ outputs a failed ticket had before are kept.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import time
@@ -33,6 +32,7 @@ from anchorkit.source.snapshot import (
     load_state,
 )
 from anchorkit.tokens import APPROX, TOKENIZER_CHOICES, choose_tokenizer
+from anchorkit.untrusted import parse_json
 
 LAYOUTS = ("flat", "by-project")
 DEFAULT_MAX_TEXT_BYTES = 1_000_000
@@ -356,7 +356,7 @@ def _written_by_transform(path: Path, ticket_id: int) -> bool:
 def _sidecar_ticket_id(data: bytes) -> Any:
     """The ticket id a sidecar (simple or typed schema) describes, or None."""
     try:
-        value = json.loads(data)["metadataAttributes"]["ticket_id"]
+        value = parse_json(data)["metadataAttributes"]["ticket_id"]
         return value["value"]["numberValue"] if isinstance(value, dict) else value
     except (ValueError, TypeError, KeyError):
         return None

@@ -136,6 +136,8 @@ def load_config(path: Path) -> dict[str, Any]:
         document = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise SyncConfigError(f"{path}: cannot read the config file: {error}") from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise SyncConfigError(f"{path}: cannot read the config file: nested too deeply") from None
     flat: dict[str, Any] = {}
     for key, value in document.items():
         entries = list(value.items()) if key in STAGE_TABLES and isinstance(value, dict) else [(key, value)]

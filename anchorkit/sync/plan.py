@@ -361,4 +361,6 @@ def plan_pull(
     withdrawn: set[int] | frozenset[int] = frozenset(),
 ) -> PullPlan:
     removed_here = sorted(removed & set(manifest.stamps()))
-    return PullPlan(manifest, scope, fetched, removed_here, pull_state, lookups, frozenset(withdrawn) & set(removed_here))
+    return PullPlan(
+        manifest, scope, fetched, removed_here, pull_state, lookups, frozenset(withdrawn) & set(removed_here)
+    )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from anchorkit.errors import UsageError
+from anchorkit.untrusted import JSONTooDeep, parse_json
 from anchorkit.verify.ids import parse_ticket_id
 from anchorkit.verify.model import Answer, Chunk, Citation, Claim
 
@@ -73,6 +74,10 @@ _FENCE = re.compile(r"\A\s*```[A-Za-z]*[ \t]*\n(?P<body>.*?)\n\s*```\s*\Z", re.S
 
 class InputError(UsageError):
     """Input that cannot be used (exit 2); the message names where it came from and what is wrong."""
+
+
+class NestedTooDeeply(InputError):
+    """JSON nested beyond what anchorkit reads (untrusted.MAX_JSON_DEPTH)."""
 
 
 @dataclass(frozen=True)
@@ -239,8 +244,8 @@ def _embedded_json(text: str) -> Any:
     if not body.startswith(("{", "[")):
         return None
     try:
-        return json.loads(body)
-    except (json.JSONDecodeError, RecursionError):
+        return parse_json(body)
+    except ValueError:
         return None
 
 
@@ -449,11 +454,11 @@ def _name(path: Path) -> str:
 
 def _parse(text: str, origin: str) -> Any:
     try:
-        return json.loads(text)
+        return parse_json(text)
     except json.JSONDecodeError as error:
         raise InputError(f"{origin}: malformed JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
-    except RecursionError:
-        raise InputError(f"{origin}: JSON nested too deeply") from None
+    except JSONTooDeep as error:
+        raise NestedTooDeeply(f"{origin}: {error}") from None
 
 
 def _json_documents(path: Path, what: str, shapes: tuple[str, ...]) -> tuple[list[tuple[str, Any]], list[str]]:
@@ -468,6 +473,8 @@ def _json_documents(path: Path, what: str, shapes: tuple[str, ...]) -> tuple[lis
     if suffix != ".jsonl":
         try:
             return [(name, _parse(text, name))], []
+        except NestedTooDeeply:
+            raise  # whatever the suffix: it is JSON, and the accepted shapes would not help
         except InputError as error:
             if suffix == ".json":
                 raise InputError(f"{error}; {_accepted(what, shapes)}") from None
