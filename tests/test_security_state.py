@@ -78,3 +78,27 @@ def test_a_live_run_renews_its_short_lease_so_no_other_run_takes_the_state_from_
         working.begin_writes()
         working.commit({"tickets": {}})
     assert set(objects_under(s3_server, f"{s3_prefix}-state")) == {"manifest.json"}, "the lease was released"
+
+
+@pytest.mark.s3
+def test_a_deeply_nested_manifest_or_lease_in_s3_is_no_traceback(
+    s3_server: S3Server, s3_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name, value in cli_environment(None, s3_server, tmp_path).items():
+        monkeypatch.setenv(name, value)
+    state, client = f"s3://{s3_server.bucket}/{s3_prefix}-state/", s3_server.client()
+    deep = ("[" * 100_000 + "]" * 100_000).encode()
+
+    client.put_object(Bucket=s3_server.bucket, Key=f"{s3_prefix}-state/lease.json", Body=deep)
+    shown = runner.invoke(app, ["state", "show", state, "--json"])
+    assert shown.exit_code == 0, shown.stderr
+    assert json.loads(shown.stdout)["lease"]["status"] == "stale", "an unreadable lease protects nothing"
+
+    client.put_object(Bucket=s3_server.bucket, Key=f"{s3_prefix}-state/manifest.json", Body=deep)
+    shown = runner.invoke(app, ["state", "show", state])
+    assert shown.exit_code == 2
+    assert shown.stderr == (
+        f"error: {state}manifest.json: the state manifest is not valid JSON (JSON nested too deeply (more than "
+        "200 levels))\n"
+    )
