@@ -311,14 +311,24 @@ def _transform_batch(paths: list[Path]) -> list[TicketOutputs | TicketFailure | 
         if not isinstance(result, RenderedTicket):
             outcomes.append(result)
             continue
-        files = [(result.relpath, result.markdown.encode("utf-8"))]
-        if result.sidecar is not None:
-            files.insert(0, (result.relpath + SIDECAR_SUFFIX, result.sidecar))  # metadata before its document
-        outputs = [
-            (relpath, sync_file(settings.out_dir / relpath, data, check=settings.check)) for relpath, data in files
-        ]
-        outcomes.append(TicketOutputs(outputs, result.warnings))
+        outcomes.append(_write_outputs(path, result, settings))
     return outcomes
+
+
+def _write_outputs(source: Path, result: RenderedTicket, settings: _BatchSettings) -> TicketOutputs | TicketFailure:
+    """Write one ticket's files. A write that fails (a full disk, a quota) fails this ticket alone, named
+    by its file; the write is atomic, so the file is its old self or absent, never half written."""
+    files = [(result.relpath, result.markdown.encode("utf-8"))]
+    if result.sidecar is not None:
+        files.insert(0, (result.relpath + SIDECAR_SUFFIX, result.sidecar))  # metadata before its document
+    outputs: list[tuple[str, Literal["created", "changed", "unchanged"]]] = []
+    for relpath, data in files:
+        target = settings.out_dir / relpath
+        try:
+            outputs.append((relpath, sync_file(target, data, check=settings.check)))
+        except OSError as error:
+            return TicketFailure(str(source), result.ticket_id, f"{target}: cannot write ({error.strerror or error})")
+    return TicketOutputs(outputs, result.warnings)
 
 
 def _stale_outputs(out_dir: Path, expected: set[str], keep_ids: set[int]) -> list[str]:
