@@ -66,6 +66,7 @@ from anchorkit.render.sidecar import SCHEMAS
 from anchorkit.render.textformat import TEXT_FORMATS
 from anchorkit.source import pull as pulling
 from anchorkit.source.redmine import RetryPolicy
+from anchorkit.untrusted import printable
 from anchorkit.verify import inject as injecting
 from anchorkit.verify.evaluation import EvalSummary, evaluate, load_cases
 from anchorkit.verify.html import render_report
@@ -333,7 +334,7 @@ def print_problem(kind: str, message: str) -> None:
     if console.quiet and kind in ("warning", "note"):  # -q
         return
     colour = _PROBLEM_COLOURS[kind]
-    err_console.print(f"[{colour}]{kind}:[/{colour}] {escape(message)}", highlight=False)
+    err_console.print(f"[{colour}]{kind}:[/{colour}] {escape(printable(message))}", highlight=False)
 
 
 def plural(count: int, noun: str, nouns: str | None = None) -> str:
@@ -1241,8 +1242,9 @@ def write_html(path: Path, html: str) -> None:
 def print_verify_report(report: verifying.VerifyReport, origin: str | None = None) -> None:
     """Human summary: each finding with where it is, the filtered answer, dropped claims marked.
 
-    Untrusted text (answers, chunks) is written as it is, never through rich's markup, and in one
-    write: a huge answer costs what the --json output costs."""
+    Untrusted text (answers, chunks) is written without its control characters (no escape sequence of
+    an answer reaches the terminal), never through rich's markup, and in one write: a huge answer costs
+    what the --json output costs."""
     lines = [f"== {origin}"] if origin else []
     lines += [f"{f.severity} {f.kind} ({f.where}): {f.message}" for f in report.findings]
     filtered = report.filtered_answer
@@ -1263,7 +1265,7 @@ def print_verify_report(report: verifying.VerifyReport, origin: str | None = Non
         f"verify: grounding score {report.grounding_score:.2f}, {report.critical} critical, {report.warnings} warnings, "
         f"valid ids: {' '.join(f'#{i}' for i in sorted(report.valid_ids)) or 'none'}"
     )
-    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.write(printable("\n".join(lines) + "\n"))
 
 
 @app.command("verify")
@@ -1448,7 +1450,7 @@ def print_eval_summary(summary: EvalSummary) -> None:
         f"phantom rate {shown(summary.phantom_rate)}, source recall {shown(summary.source_recall)} by ticket, "
         f"{shown(summary.source_id_recall)} by source id, citation precision {shown(summary.citation_precision)}"
     )
-    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.write(printable("\n".join(lines) + "\n"))
 
 
 @app.command("inject")

@@ -20,9 +20,12 @@ from urllib.parse import urlsplit, urlunsplit
 # C0 controls but tab and line feed, DEL, C1 controls; and the bidirectional overrides and isolates,
 # which make a terminal show text in another order than it is (the "Trojan Source" trick).
 _UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-# A whole escape sequence where one is recognisable (CSI "ESC [ ... final", OSC "ESC ] ... BEL|ST"), so
+# A whole escape sequence where one is recognisable (CSI "ESC [ ... final", OSC "ESC ] ... BEL|ST", and
+# their one-byte C1 forms), so
 # that its parameters do not stay behind as visible garbage once the ESC is gone.
-_ESCAPE_SEQUENCE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]")
+_ESCAPE_SEQUENCE = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?|\x1b[@-_]"
+)
 
 
 def without_userinfo(url: str) -> str:

@@ -411,10 +411,8 @@ def read_context(data: Any, origin: str) -> tuple[list[Chunk], list[str]]:
         texts = [s for block in (system if isinstance(system, list) else [system]) for s in _strings(block)]
         for message in messages:
             if message.get("role") in ("user", "system"):  # the assistant's own words vouch for nothing
-                texts += [
-                    json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v
-                    for v in _strings_or_json(message.get("content"))
-                ]
+                # A tool result's JSON counts by its strings, as decoded: never by escapes re-encoded.
+                texts += [text for value in _strings_or_json(message.get("content")) for text in _strings(value)]
         return [], texts
     if _chunk_list(data, origin) is None:
         raise _unknown_shape(origin, "context", CONTEXT_SHAPES)
