@@ -4,6 +4,7 @@ of the Redmine URL, a ticket that became private, the raw tickets of a killed ru
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -228,3 +229,47 @@ def test_the_work_folder_a_killed_sync_left_is_removed_by_the_next_run_and_was_p
         assert finished.returncode == 0, finished.stderr.decode()[-2000:]
         assert set(temporary.glob("anchorkit-sync-*")) == {live, recent}
     assert set(temporary.glob("anchorkit-sync-*")) == {recent}
+
+
+# --------------------------------------------------------------------------------------------------
+# Item 2: a private subtask's subject is published nowhere: documents, raw issues of the state
+
+
+def test_a_private_subtasks_subject_is_neither_published_nor_kept_in_the_state(
+    redmine_server: RedmineServer,
+    redmine_admin: RedmineAdmin,
+    s3_server: S3Server,
+    s3_prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    project = redmine_admin.create_project(name="人事")
+    parent = redmine_admin.create_issue(project["id"], "新入社員のPC準備")["id"]
+    secret = redmine_admin.create_issue(project["id"], "山田さんの退職手続き", is_private=True, parent_issue_id=parent)
+    job = Job(redmine_server, s3_server, s3_prefix, tmp_path, monkeypatch)
+    scope = ["--project", project["identifier"], "--sidecars"]
+
+    assert job.sync(redmine_server.url, *scope).exit_code == 0
+    document = objects_under(s3_server, job.docs_prefix)[f"{parent}.md"].decode()
+    assert f"- 子チケット: #{secret['id']}\n" in document
+    assert "退職".encode() not in job.everything_stored()
+
+    # A state an earlier anchorkit filled: the subject in the raw issue and in the document, and no
+    # mark that subtasks were checked. The next run fetches everything again, once, and cleans both.
+    raw_key = f"{job.state_prefix}/issues/{parent}.json"
+    raw = json.loads(s3_server.client().get_object(Bucket=s3_server.bucket, Key=raw_key)["Body"].read())
+    raw["issue"]["children"] = [{"id": secret["id"], "subject": "山田さんの退職手続き"}]
+    s3_server.client().put_object(
+        Bucket=s3_server.bucket, Key=raw_key, Body=json.dumps(raw, ensure_ascii=False).encode()
+    )
+    leaked = document.replace(f"#{secret['id']}\n", f"#{secret['id']} 山田さんの退職手続き\n")
+    s3_server.client().put_object(Bucket=s3_server.bucket, Key=f"{job.docs_prefix}/{parent}.md", Body=leaked.encode())
+    manifest = job.manifest()
+    del manifest["pull"]["private_subtasks_checked"]
+    manifest["tickets"][str(parent)]["objects"][f"{parent}.md"] = hashlib.sha256(leaked.encode()).hexdigest()
+    job.put_manifest(manifest)
+
+    upgraded = job.sync(redmine_server.url, *scope)
+    assert upgraded.exit_code == 0, upgraded.stderr
+    assert "退職".encode() not in job.everything_stored()
+    assert objects_under(s3_server, job.docs_prefix)[f"{parent}.md"].decode() == document
