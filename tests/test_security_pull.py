@@ -159,3 +159,16 @@ def transformed(snap: Path, out: Path, issue_id: int) -> str:
     report = transform_snapshot(snap, out, TransformOptions())
     assert not report.failed
     return (out / f"{issue_id}.md").read_text(encoding="utf-8")
+
+
+def test_a_lookup_answered_with_another_body_is_a_warning_not_a_traceback(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, redmine_project: dict[str, Any]
+) -> None:
+    redmine_admin.create_issue(redmine_project["id"], "VPN接続が不安定になる")
+    # Within the server, so followed: but what comes back is a user, not the statuses.
+    elsewhere = on_path(Fault.REDIRECT, "/issue_statuses.json")
+    with FaultProxy(redmine_server.url, decide=elsewhere, redirect=lambda _: "/users/current.json") as proxy:
+        result = run_pull(proxy.url, tmp_path, redmine_server.admin_key, redmine_project, "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["warnings"] == ["lookups: could not read statuses; kept the previous names"]
