@@ -19,6 +19,7 @@ This module runs the audit (sources → measure → collect) and checks the CI g
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +67,8 @@ def audit(
     come back in input order). ``jobs`` = 0: one process per CPU core once there is more than one
     batch of ``parallel.DEFAULT_BATCH_SIZE`` documents (a small corpus is not worth starting processes for).
     """
+    # An audit record names its input wherever it is read later: the folder's absolute path.
+    source = {**source, "path": os.path.abspath(source["path"])}
     collector = StatsCollector(choice, chunkers, source, lengths)
     measured = parallel.map_batches(
         _measure_in_worker, items, jobs, initializer=_start_worker, initargs=(choice.tokenizer, chunkers, lengths)

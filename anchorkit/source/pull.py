@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -127,7 +127,7 @@ def redact(text: str, secret: str) -> str:
 
 
 def shift_time(stamp: str, seconds: float) -> str:
-    moment = datetime.strptime(stamp, REDMINE_TIME).replace(tzinfo=timezone.utc) + timedelta(seconds=seconds)
+    moment = datetime.strptime(stamp, REDMINE_TIME).replace(tzinfo=UTC) + timedelta(seconds=seconds)
     return moment.strftime(REDMINE_TIME)
 
 

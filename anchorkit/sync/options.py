@@ -16,16 +16,11 @@ Highest first: command-line flags, environment variables, the config file, built
 from __future__ import annotations
 
 import os
-import sys
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10: the same parser, from PyPI (a dependency there)
-    import tomli as tomllib
 
 from anchorkit.errors import UsageError
 from anchorkit.publish import aws, state

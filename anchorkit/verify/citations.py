@@ -122,6 +122,7 @@ class VerifyReport:
     dropped_claims: frozenset[int] = frozenset()
     nothing_retrieved: bool = False
     citations: int = 0  # citations of claims (markers included)
+    retrieved: tuple[Chunk, ...] = ()  # every chunk checked against, in order: what ``[n]`` markers count
 
     @property
     def critical(self) -> int:
@@ -134,7 +135,7 @@ class VerifyReport:
     @property
     def grounding_score(self) -> float:
         if self.answer.claims and not self.citations:
-            return 0.0  # seed 000: claims without any citation are not grounded at all
+            return 0.0  # claims without any citation are not grounded at all
         return grounding_score(self.critical, self.warnings, self.units)
 
     def to_json(self) -> dict[str, Any]:
@@ -196,7 +197,7 @@ class _Sources:
         ticket_id = uri_ticket_id(source_id, self.uri_pattern) or parse_ticket_id(source_id)
         if ticket_id is not None and ticket_id in self.by_ticket:
             return self.by_ticket[ticket_id]
-        # A bare number that names nothing else is the chunk's 1-based number in the prompt (seed 004).
+        # A bare number that names nothing else is the chunk's 1-based number in the prompt.
         if source_id.isdigit() and 1 <= int(source_id) <= len(self.ordered):
             return [self.ordered[int(source_id) - 1]]
         return []
@@ -375,6 +376,7 @@ class _Verification:
             dropped_claims=frozenset(dropped),
             nothing_retrieved=self.nothing_retrieved or self.below_min_score,
             citations=self.citations,
+            retrieved=tuple(self.sources.ordered),
         )
 
     def filtered(self, text: str, on_empty: OnEmpty) -> str:
@@ -383,7 +385,7 @@ class _Verification:
         return filter_text(text, self.valid, on_empty=on_empty, min_digits=self.options.min_id_digits)
 
     def refusal(self) -> None:
-        """Seed 004: when nothing (relevant) was retrieved the answer should refuse, not assert."""
+        """When nothing (relevant) was retrieved the answer should refuse, not assert."""
         if not (self.nothing_retrieved or self.below_min_score):
             return
         why = (
@@ -520,7 +522,7 @@ class _Verification:
 
     def result_fields(self, index: int, result: Mapping[str, Any], ticket_id: int | None) -> None:
         """A result's other fields: its URL must name its own ticket, its subject must be that ticket's
-        (not another retrieved ticket's: the mix-up of seed 002), and no other string may name a
+        (not another retrieved ticket's: a model that swapped two tickets' subjects), and no other string may name a
         ticket that was not retrieved."""
         where = {"result": index, "part": "result"}
         for key, value in result.items():

@@ -40,7 +40,9 @@ class Chunk:
 
     ``ticket_id``/``subject``: what the knowledge base stored with the document (the ``ticket_id`` and
     ``subject`` attributes of anchorkit's sidecars), when the retrieval reports them; ``title``: the
-    source's title (seed 000's ``Source.title``); ``score``: the retriever's relevance score.
+    source's title (a cited-answer pipeline's ``Source.title``); ``score``: the retriever's relevance
+    score; ``url``: where a person reads the source (the metadata's ``url``: the Redmine issue, or the
+    note the chunk starts in), which the report pages link to.
     """
 
     id: str
@@ -50,6 +52,7 @@ class Chunk:
     title: str | None = None
     subject: str | None = None
     score: float | None = None
+    url: str | None = None
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,11 @@ RETRIEVAL_SHAPES = (
     'Bedrock RetrieveAndGenerate response {"output": {"text": …}, "citations": [{"retrievedReferences": [...]}]}',
     'LlamaIndex response {"response": …, "source_nodes": [{"node": {"id_", "text", "metadata"}, "score"}]}',
     'a list of chunks, or {"chunks" | "sources" | "documents" | "context" | "source_documents": [...]}: plain '
-    '{"id", "text", "uri", "ticket_id"}, seed 000 sources {"id", "title", "content", "url", "metadata"}, '
+    '{"id", "text", "uri", "ticket_id"}, cited-answer sources {"id", "title", "content", "url", "metadata"}, '
     'LangChain documents {"page_content", "metadata": {"source", "ticket_id"}}',
 )
 ANSWER_SHAPES = (
-    'structured claims (seed 000 GroundedAnswer, seed 004) {"claims": [{"text": …, "citations": [{"source_id": …, '
+    'structured claims (a grounded answer) {"claims": [{"text": …, "citations": [{"source_id": …, '
     '"quoted_span": …}] | "citation_ids": [...]}], "summary"?: …, "answer"?: …}',
     'LangChain cited answer {"answer": …, "citations": [0, 5] | [{"source_id": 7, "quote": …}]}',
     'a list of ticket results [{"issue_id": 12345, …}] (or {"results": [...]})',
@@ -205,6 +205,7 @@ def read_chunk(item: Any, index: int, where: str, notes: list[str]) -> Chunk | N
         title=_first(item, ("title",)) or _first(metadata, ("title",)),
         subject=_first(item, ("subject",)) or _first(metadata, ("subject",)),
         score=float(score) if score is not None else _first(metadata, ("score",), (int, float)),
+        url=_first(metadata, ("url",)) or _first(item, ("url",)),
     )
 
 
@@ -325,7 +326,7 @@ def _claims(items: list[Any], origin: str) -> list[Claim]:
         if not isinstance(item, Mapping) or not isinstance(item.get("text"), str):
             raise InputError(f'{where} must be an object with a string "text"')
         citations: list[Citation] = []
-        for key in ("citations", "citation_ids"):  # seed 000 / seed 004
+        for key in ("citations", "citation_ids"):  # objects with quoted spans / bare ids
             listed = item.get(key, [])
             if not isinstance(listed, list):
                 raise InputError(f"{where}.{key} must be a list")
