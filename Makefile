@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install install-test servers-install browser-install demo test bench lint lambda-zip clean
+.PHONY: install install-test servers-install browser-install demo test bench lint checks lambda-zip clean
 
 # The tool and its runtime dependencies only (enough for `make demo`).
 install: $(VENV)/.installed
@@ -40,8 +40,10 @@ demo: install
 	@echo "  $(BIN)/anchorkit upload out s3://BUCKET/tickets --dry-run  # the same against S3 (needs AWS credentials)"
 	@echo "  $(BIN)/anchorkit --help                                    # every command, with examples and exit codes"
 
-# pytest exits 5 when it collected no tests: that is a failure, not a pass.
+# Lint, format and types first (their findings fail the run), then the tests. pytest exits 5 when it
+# collected no tests: that is a failure, not a pass.
 test: install-test servers-install browser-install
+	$(MAKE) --no-print-directory checks
 	$(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing the run" >&2; exit 1; fi; exit $$rc
 
@@ -57,10 +59,13 @@ bench: install-test servers-install
 lambda-zip: install
 	$(BIN)/python -m anchorkit.bedrock.package --out anchorkit-lambda.zip $(LAMBDA_ZIP_FLAGS)
 
-# Pyflakes-level checks (unused names, undefined names, syntax errors).
-lint: install-test
-	$(BIN)/pip install --quiet ruff
-	$(BIN)/ruff check --select F,E9 --target-version py310 anchorkit tests
+# ruff's rules and formatter (pyproject.toml) over the code and the tests, mypy over the code.
+lint: install-test checks
+
+checks:
+	$(BIN)/ruff check anchorkit tests
+	$(BIN)/ruff format --check anchorkit tests
+	$(BIN)/mypy
 
 clean:
 	rm -rf $(VENV) out build *.egg-info .pytest_cache .servers anchorkit-lambda.zip

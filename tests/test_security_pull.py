@@ -17,12 +17,16 @@ from typer.testing import CliRunner
 from anchorkit.cli import app
 from anchorkit.render.transform import TransformOptions, transform_snapshot
 from anchorkit.source import snapshot
-from anchorkit.source.pull import pull
+from anchorkit.source.pull import PullSettings, pull
 from anchorkit.source.redmine import RetryPolicy
 
 pytestmark = pytest.mark.redmine
 
 FAST = RetryPolicy(attempts=3, backoff_base_s=0.01, backoff_max_s=0.05, connect_timeout_s=2, read_timeout_s=10)
+
+
+def pulling(project: dict[str, Any], **options: Any) -> PullSettings:
+    return PullSettings(projects=(project["identifier"],), policy=FAST, **options)
 
 
 def run_pull(url: str, snap: Path, key: str, project: dict[str, Any], *extra: str) -> Any:
@@ -70,13 +74,7 @@ def test_a_redirect_within_the_same_server_is_followed(
     # Redmine moved from /old/ to the root of the same server: every request is redirected there once.
     moved = on_path(Fault.REDIRECT, "/old/")
     with FaultProxy(redmine_server.url, decide=moved, redirect=lambda path: path.removeprefix("/old")) as proxy:
-        report = pull(
-            proxy.url + "/old",
-            tmp_path,
-            redmine_server.admin_key,
-            projects=[redmine_project["identifier"]],
-            policy=FAST,
-        )
+        report = pull(proxy.url + "/old", tmp_path, redmine_server.admin_key, pulling(redmine_project))
         redirected = proxy.faults[Fault.REDIRECT]
 
     assert report.ok and snapshot.stored_issue_ids(tmp_path) == {issue["id"]}
@@ -106,7 +104,7 @@ def test_a_private_subtasks_subject_reaches_neither_the_snapshot_nor_the_documen
     snap, out = tmp_path / "snap", tmp_path / "out"
 
     for key in (redmine_server.admin_key, member["api_key"]):  # Redmine shows the subject to both
-        report = pull(redmine_server.url, snap, key, projects=[redmine_project["identifier"]], policy=FAST, full=True)
+        report = pull(redmine_server.url, snap, key, pulling(redmine_project, full=True))
         assert report.ok
         children = stored_children(snap, parent)
         assert {"id": secret["id"]} in children and "人事異動" not in json.dumps(children, ensure_ascii=False)
@@ -118,9 +116,7 @@ def test_a_private_subtasks_subject_reaches_neither_the_snapshot_nor_the_documen
     # A subtask made private after its parent was stored: the parent's updated_on does not change,
     # yet the next incremental pull takes the subject out of it.
     redmine_admin.update_issue(later["id"], is_private=True)
-    report = pull(
-        redmine_server.url, snap, redmine_server.admin_key, projects=[redmine_project["identifier"]], policy=FAST
-    )
+    report = pull(redmine_server.url, snap, redmine_server.admin_key, pulling(redmine_project))
     assert report.ok and not report.full and parent in report.written_ids
     assert {"id": later["id"]} in stored_children(snap, parent)
     assert "来期の組織変更案" not in transformed(snap, out, parent)
@@ -133,8 +129,8 @@ def test_a_snapshot_stored_before_subtasks_were_checked_is_fetched_again_once(
     secret = redmine_admin.create_issue(
         redmine_project["id"], "人事異動: 山田さんの退職手続き", is_private=True, parent_issue_id=parent
     )
-    key, projects = redmine_server.admin_key, [redmine_project["identifier"]]
-    pull(redmine_server.url, tmp_path, key, projects=projects, policy=FAST)
+    key, settings = redmine_server.admin_key, pulling(redmine_project)
+    pull(redmine_server.url, tmp_path, key, settings)
     # What an earlier anchorkit stored: the subtask's subject, and no mark that subtasks were checked.
     document = json.loads(snapshot.issue_path(tmp_path, parent).read_text())
     document["issue"]["children"] = [{"id": secret["id"], "subject": "人事異動: 山田さんの退職手続き"}]
@@ -143,11 +139,11 @@ def test_a_snapshot_stored_before_subtasks_were_checked_is_fetched_again_once(
     del state["private_subtasks_checked"]
     snapshot.write_state(tmp_path, state)
 
-    upgraded = pull(redmine_server.url, tmp_path, key, projects=projects, policy=FAST)
+    upgraded = pull(redmine_server.url, tmp_path, key, settings)
     assert upgraded.ok and upgraded.written_ids == [parent]
     assert any("fetched again, once" in warning for warning in upgraded.warnings)
     assert stored_children(tmp_path, parent) == [{"id": secret["id"]}]
-    settled = pull(redmine_server.url, tmp_path, key, projects=projects, policy=FAST)
+    settled = pull(redmine_server.url, tmp_path, key, settings)
     assert settled.ok and settled.fetched == 0 and settled.warnings == []
 
 

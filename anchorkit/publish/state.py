@@ -47,15 +47,14 @@ from anchorkit.publish.aws import (
     validate_key,
 )
 from anchorkit.publish.upload import PublishSettings
+from anchorkit.settings import default
 from anchorkit.untrusted import parse_json
 
 MANIFEST_NAME = "manifest.json"
 ISSUES_FOLDER = "issues"
 LEASE_NAME = "lease.json"
 LOCK_NAME = ".sync.lock"
-# Short, because the run renews it while it lives (every third of it): a dead run holds the state for
-# at most this long, a live one for as long as it needs.
-DEFAULT_LEASE_SECONDS = 300.0
+DEFAULT_LEASE_SECONDS: float = default("lease_seconds")
 
 
 class StateError(UsageError):

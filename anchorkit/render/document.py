@@ -36,8 +36,9 @@ from anchorkit.anchors import (
     title_line,
 )
 from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks, top_level_blocks
-from anchorkit.render.spacing import TokenCounter, approximate_tokens, space_anchors
+from anchorkit.render.spacing import TokenCounter, approx_tokens_with_margin, space_anchors
 from anchorkit.render.textformat import to_markdown
+from anchorkit.settings import default
 
 Lookups = dict[str, dict[str, dict[str, Any]]]
 
@@ -145,17 +146,16 @@ _ATTRIBUTES: dict[str, tuple[str, str | None]] = {
 }
 
 
-# Amazon Bedrock's default fixed-size chunk; docs/anchoring.md has the figures behind both defaults.
-DEFAULT_CHUNK_TOKENS = 300
-DEFAULT_ANCHOR_SUBJECT_CHARS = 40
+DEFAULT_CHUNK_TOKENS: int = default("chunk_tokens")
+DEFAULT_ANCHOR_SUBJECT_CHARS: int = default("anchor_subject_chars")
 
 
 @dataclass(frozen=True)
 class RenderOptions:
-    lang: str = "ja"
-    include_private: bool = False
+    lang: str = default("lang")
+    include_private: bool = default("include_private")
     # Heading-based chunkers cut the basic info away from the title, so it is anchored by default.
-    anchor_basic_info: bool = True
+    anchor_basic_info: bool = default("anchor_basic_info")
     # Any window of this many tokens holds a complete anchor or the title (spacing.space_anchors);
     # 0: only the anchors after headings. 300 is Amazon Bedrock's default fixed-size chunk.
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS
@@ -164,7 +164,7 @@ class RenderOptions:
     # A single format, or [(since ISO timestamp, format), ...]: texts created before the first
     # "since" are Textile (Redmine's historical default), later ones use the last format in force.
     text_format: str | tuple[tuple[str, str], ...] = "textile"
-    timezone: str = "UTC"
+    timezone: str = default("timezone")
     labels: dict[str, str] = field(default_factory=dict)  # overrides of LABELS[lang]
     link_issues: str | None = None  # Redmine base URL: "#123" in ticket text becomes a link
 
@@ -173,7 +173,10 @@ class RenderOptions:
 
 
 def render_document(
-    issue: dict[str, Any], lookups: Lookups, options: RenderOptions, count_tokens: TokenCounter = approximate_tokens
+    issue: dict[str, Any],
+    lookups: Lookups,
+    options: RenderOptions,
+    count_tokens: TokenCounter = approx_tokens_with_margin,
 ) -> str:
     """The anchored Markdown document of one issue (byte-identical for identical input).
 

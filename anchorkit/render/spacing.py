@@ -50,7 +50,7 @@ from anchorkit.tokens import approx_tokens
 TokenCounter = Callable[[str], int]
 
 
-def approximate_tokens(text: str) -> int:
+def approx_tokens_with_margin(text: str) -> int:
     """``tokens.approx_tokens`` with a safety margin for its error (docs/anchoring.md has the figures)."""
     return -(-approx_tokens(text) * APPROX_MARGIN_PERCENT // 100)
 

@@ -17,7 +17,9 @@ One run:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shutil
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -30,23 +32,14 @@ from urllib.parse import urlsplit
 
 from anchorkit.errors import EXIT_LOCKED, UsageError, url_host
 from anchorkit.files import check_writable_folder
-from anchorkit.render.textformat import TEXT_FORMATS
-from anchorkit.source import snapshot
+from anchorkit.settings import TEXT_FORMATS, default
+from anchorkit.source import privacy, snapshot
 from anchorkit.source.redmine import RedirectRefused, RedmineClient, RedmineError, RetryPolicy
 
-DEFAULT_CONCURRENCY = 4
-DEFAULT_FULL_EVERY = 10
-# Re-list issues updated this long before the cursor: covers commits that land out of order and
-# issues updated while a listing was under way (an incremental listing takes seconds).
-DEFAULT_OVERLAP_S = 120
-DEFAULT_LOOKUPS_MAX_AGE_S = 24 * 3600
-DEFAULT_TEXT_FORMAT = "textile"
+DEFAULT_TEXT_FORMAT = TEXT_FORMATS[0]  # Redmine's own default, recorded in a new snapshot
+API_KEY_ENV = "REDMINE_API_KEY"
 REDMINE_TIME = "%Y-%m-%dT%H:%M:%SZ"
 LOCK_FILE = ".pull.lock"
-# state.json records that every stored issue had its private subtasks reduced to their numbers (the
-# rule's version: a stricter rule later bumps it, and stored issues are fetched again once).
-SUBTASKS_CHECKED = "private_subtasks_checked"
-SUBTASKS_RULE = 1
 
 ProgressCallback = Callable[[int, int], None]  # (issues fetched so far, issues to fetch so far)
 Names = dict[str, dict[str, dict[str, Any]]]  # table -> id -> {"name": ...}, the lookups.json shape
@@ -74,9 +67,7 @@ class PullReport:
     fetched: int = 0
     unchanged: int = 0
     removed_ids: list[int] = field(default_factory=list)  # stored issues dropped (deleted, hidden, private)
-    # Of those, the ones Redmine says are private now, or moved out of the pulled projects: their
-    # documents must go wherever they were published, not only when stale documents are deleted.
-    withdrawn_ids: list[int] = field(default_factory=list)
+    withdrawn_ids: list[int] = field(default_factory=list)  # of those, the private or moved ones (privacy.py)
     written_ids: list[int] = field(default_factory=list)  # issue files (re)written: new bytes on disk
     skipped_private: int = 0
     failed: list[PullFailure] = field(default_factory=list)
@@ -177,46 +168,6 @@ def without_private_notes(document: dict[str, Any]) -> dict[str, Any]:
         return document
     public = [j for j in journals if not (isinstance(j, dict) and j.get("private_notes"))]
     return {**document, "issue": {**issue, "journals": public}}
-
-
-def subtask_ids(children: Any) -> set[int]:
-    """The ids of an issue's subtasks, theirs included (Redmine nests them: ``children[].children``)."""
-    found: set[int] = set()
-    pending = [children]
-    while pending:
-        level = pending.pop()
-        for child in level if isinstance(level, list) else []:
-            if isinstance(child, dict) and isinstance(child.get("id"), int):
-                found.add(child["id"])
-                pending.append(child.get("children"))
-    return found
-
-
-def only_public_subtasks(children: list[Any], public: set[int]) -> list[Any]:
-    """``children`` where a subtask that is not public is reduced to its number (``{"id": N}``): Redmine
-    lists every subtask with its subject, private ones included, whoever asks."""
-    kept: list[Any] = []
-    for child in children:
-        if not isinstance(child, dict) or child.get("id") not in public:
-            if isinstance(child, dict) and isinstance(child.get("id"), int):
-                kept.append({"id": child["id"]})
-            continue
-        nested = child.get("children")
-        kept.append({**child, "children": only_public_subtasks(nested, public)} if isinstance(nested, list) else child)
-    return kept
-
-
-def shows_subtask(document: Any, subtask_id: int) -> bool:
-    """Does this stored issue show more of the subtask than its number?"""
-    pending = [document.get("issue", {}).get("children") if isinstance(document, dict) else None]
-    while pending:
-        level = pending.pop()
-        for child in level if isinstance(level, list) else []:
-            if isinstance(child, dict):
-                if child.get("id") == subtask_id and set(child) != {"id"}:
-                    return True
-                pending.append(child.get("children"))
-    return False
 
 
 def names_in_issue(issue: dict[str, Any]) -> Names:
@@ -386,8 +337,7 @@ class Puller:
         self.listed_updated_on: dict[int, str] = {}
         self.futures: list[Future[IssueOutcome]] = []
         self.submitted: set[int] = set()  # issues this run fetches
-        # Parents fetched again because a subtask is private now, with that subtask's updated_on: if the
-        # fetch fails, the cursor stays before it, so the next run lists the subtask and tries again.
+        # Parents fetched again for a subtask private now, with its updated_on (a failure holds the cursor there).
         self.rechecks: dict[int, str] = {}
         self.lock = threading.Lock()
         self.done = 0
@@ -454,12 +404,9 @@ class Puller:
         if not isinstance(parent_id, int) or parent_id not in self.stored_ids or parent_id in self.submitted:
             return
         path = snapshot.issue_path(self.snapshot_dir, parent_id)
-        try:
-            stored = snapshot.read_json(path) if path.exists() else None
-        except snapshot.SnapshotError:
-            stored = None  # unreadable: fetched again anyway
-        if stored is not None and not shows_subtask(stored, int(summary["id"])):
-            return
+        with contextlib.suppress(snapshot.SnapshotError):  # unreadable: fetched again anyway
+            if path.exists() and not privacy.shows_subtask(snapshot.read_json(path), int(summary["id"])):
+                return
         self.rechecks[parent_id] = str(summary.get("updated_on") or "")
         self.submit(executor, parent_id)
 
@@ -468,8 +415,7 @@ class Puller:
         return snapshot.stored_stamp(self.snapshot_dir, issue_id) or self.known.get(issue_id)
 
     def forget(self, issue_id: int, withdrawn: bool = False) -> None:
-        """Drop a stored issue (file and all); if it was stored, its id is reported as removed (and as
-        ``withdrawn`` when Redmine said it is no longer for the published documents)."""
+        """Drop a stored issue (file and all); if it was stored, its id is reported as removed (and withdrawn)."""
         if snapshot.remove_issue(self.snapshot_dir, issue_id) or issue_id in self.known:
             with self.lock:
                 self.report.removed_ids.append(issue_id)
@@ -508,26 +454,15 @@ class Puller:
             document = without_private_notes(document)
             try:
                 with self.client.stats.purpose("subtasks"):
-                    document = self.without_private_subtasks(document)
+                    document = privacy.without_private_subtasks(document, self.client.public_issue_ids)
             except RedmineError as error:
-                reason = f"checking which of its subtasks are private: {error}"
-                return IssueOutcome(issue_id, "failed", reason=redact(reason, self.api_key))
+                return IssueOutcome(issue_id, "failed", reason=redact(f"checking its subtasks: {error}", self.api_key))
         try:
             written = snapshot.write_issue(self.snapshot_dir, document)
         except OSError as error:
             path = snapshot.issue_path(self.snapshot_dir, issue_id)
             return IssueOutcome(issue_id, "failed", reason=f"{path}: cannot write ({error.strerror})")
         return IssueOutcome(issue_id, "written" if written else "unchanged", names=names_in_issue(document["issue"]))
-
-    def without_private_subtasks(self, document: dict[str, Any]) -> dict[str, Any]:
-        """The issue with every subtask that is not public reduced to its number (one request per 100)."""
-        issue = document["issue"]
-        children = issue.get("children")
-        ids = subtask_ids(children)
-        if not ids or not isinstance(children, list):
-            return document
-        public = self.client.public_issue_ids(ids)
-        return {**document, "issue": {**issue, "children": only_public_subtasks(children, public)}}
 
     def collect(self) -> tuple[Names, list[str]]:
         """Wait for the workers; returns the names seen and the ``updated_on`` of failed issues."""
@@ -553,49 +488,66 @@ class Puller:
     # -- deletions -------------------------------------------------------------------------------
 
     def remove_unlisted(self, in_scope: Callable[[int], bool], pulled_projects: set[int] | None) -> None:
-        """After a complete full listing: stored issues Redmine no longer lists were deleted, hidden, made
-        private or moved to a project outside ``pulled_projects`` (None: every project). One listing of
-        just those ids tells them apart: the private and moved ones are withdrawn, one that is still in
-        scope and public (changed while the listing ran) is kept for the next run."""
+        """After a complete full listing: stored issues Redmine no longer lists were deleted or hidden, or
+        are withdrawn (privacy.is_withdrawn), as a listing of just their ids tells; one still in scope and
+        public (changed while the listing ran) is kept for the next run."""
         unlisted = [i for i in sorted(self.stored_ids.difference(self.listed_updated_on)) if in_scope(i)]
         # The key was confirmed when the run started (check_api_key): an anonymous listing, which would
         # see little, cannot get here.
-        if not unlisted:
-            return
         try:
             with self.client.stats.purpose("removals"):
                 visible = self.client.visible_issues(unlisted)
-        except RedmineError as error:
+        except RedmineError as error:  # then all of them are removed as deleted ones
             visible = {}
             self.report.warnings.append(
-                redact(f"could not tell deleted issues from private or moved ones ({error}); all removed", self.api_key)
+                redact(f"could not tell deleted issues from withdrawn ones: {error}", self.api_key)
             )
         for issue_id in unlisted:
             summary = visible.get(issue_id)
             if summary is None:
                 self.forget(issue_id)
-                continue
-            project = summary.get("project")
-            project_id = project.get("id") if isinstance(project, dict) else None
-            private = bool(summary.get("is_private")) and not self.include_private
-            moved = pulled_projects is not None and project_id not in pulled_projects
-            if private or moved:
+            elif privacy.is_withdrawn(summary, self.include_private, pulled_projects):
                 self.forget(issue_id, withdrawn=True)
 
 
 @dataclass(frozen=True)
 class PullSettings:
-    """What a run was asked to do (see :func:`pull` for the meaning of each)."""
+    """What a run was asked to do.
+
+    ``projects``: identifiers or ids (subprojects included), empty for every visible project.
+    ``full_every=K`` makes every K-th run a full listing (0: only ``full=True`` and the first run).
+    ``overlap_s``: incremental runs list again the issues updated this long before the cursor (commits
+    that land out of order, issues updated while a listing was under way).
+    ``text_format`` is recorded in a new snapshot's state (default textile), never overwritten.
+    """
 
     projects: tuple[str, ...] = ()
-    full: bool = False
-    concurrency: int = DEFAULT_CONCURRENCY
-    include_private: bool = False
-    full_every: int = DEFAULT_FULL_EVERY
-    overlap_s: float = DEFAULT_OVERLAP_S
-    lookups_max_age_s: float = DEFAULT_LOOKUPS_MAX_AGE_S
-    text_format: str | None = None
+    full: bool = default("full")
+    concurrency: int = default("concurrency")
+    include_private: bool = default("include_private")
+    full_every: int = default("full_every")
+    overlap_s: float = default("overlap")
+    lookups_max_age_s: float = default("lookups_max_age")
+    text_format: str | None = default("text_format")
     policy: RetryPolicy | None = None  # retries and timeouts of the Redmine requests
+
+    @classmethod
+    def from_settings(cls, values: Mapping[str, Any]) -> PullSettings:
+        """The settings catalogue's values (pull's or sync's) as one object; ``project`` may hold
+        comma-separated lists."""
+        return cls(
+            projects=tuple(
+                part.strip() for value in values["project"] or () for part in value.split(",") if part.strip()
+            ),
+            full=values["full"],
+            concurrency=values["concurrency"],
+            include_private=values["include_private"],
+            full_every=values["full_every"],
+            overlap_s=values["overlap"],
+            lookups_max_age_s=values["lookups_max_age"],
+            text_format=values["text_format"],
+            policy=RetryPolicy(attempts=values["retries"], read_timeout_s=values["timeout"]),
+        )
 
     def check(self) -> None:
         if self.concurrency < 1:
@@ -606,42 +558,48 @@ class PullSettings:
             raise PullError(f"text format must be one of {', '.join(TEXT_FORMATS)}, not {self.text_format!r}")
 
 
+def read_api_key(api_key_file: Path | None, environ: Mapping[str, str], warn: Callable[[str], None]) -> str:
+    """The key from ``api_key_file``, else ``$REDMINE_API_KEY``; a usage error (exit 2) when there is none.
+    A key file other users may read is a leaked key on a shared runner: ``warn`` says so (the run goes on)."""
+    if api_key_file is not None:
+        with contextlib.suppress(OSError):  # reading it reports the problem
+            mode = api_key_file.stat().st_mode
+            if mode & (stat.S_IRGRP | stat.S_IROTH):
+                shown = f"mode {stat.S_IMODE(mode):04o}"
+                warn(f"{api_key_file} is readable by other users ({shown}); chmod 600 {api_key_file}")
+        try:
+            key = api_key_file.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as error:
+            raise UsageError(f"{api_key_file}: cannot read the API key file ({type(error).__name__})") from None
+        if not key:
+            raise UsageError(f"{api_key_file}: the API key file is empty")
+        return key
+    key = environ.get(API_KEY_ENV, "").strip()
+    if not key:
+        raise UsageError(NO_API_KEY)
+    return key
+
+
+NO_API_KEY = f"no Redmine API key: set {API_KEY_ENV} or pass --api-key-file"
+
+
 def pull(
     url: str,
     snapshot_dir: Path,
     api_key: str,
-    projects: list[str] | None = None,
-    full: bool = False,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    include_private: bool = False,
-    full_every: int = DEFAULT_FULL_EVERY,
-    overlap_s: float = DEFAULT_OVERLAP_S,
-    lookups_max_age_s: float = DEFAULT_LOOKUPS_MAX_AGE_S,
-    text_format: str | None = None,
-    policy: RetryPolicy | None = None,
+    settings: PullSettings = PullSettings(),
+    *,
     progress: ProgressCallback | None = None,
     known: Mapping[int, snapshot.StoredStamp] | None = None,
 ) -> PullReport:
-    """Bring ``snapshot_dir`` up to date with the Redmine at ``url``; see the module docstring.
+    """Bring ``snapshot_dir`` up to date with the Redmine at ``url`` as ``settings`` ask; see the module docstring.
 
-    ``projects``: identifiers or ids (subprojects included), None for every visible project.
-    ``full_every=K`` makes every K-th run a full listing (0: only ``full=True`` and the first run).
-    ``text_format`` is recorded in a new snapshot's state (default textile), never overwritten.
     ``known``: issues stored outside ``snapshot_dir`` (a sync state) and their stamps; they are fetched
     only when changed, and the ones Redmine no longer shows are listed in ``report.removed_ids``.
     Raises :class:`PullError` for unusable arguments or a locked snapshot; everything that goes wrong
     with Redmine is in the returned report (``report.ok``).
     """
-    settings = PullSettings(
-        tuple(dict.fromkeys(projects or ())),
-        full,
-        concurrency,
-        include_private,
-        full_every,
-        overlap_s,
-        lookups_max_age_s,
-        text_format,
-    )
+    settings = dataclasses.replace(settings, projects=tuple(dict.fromkeys(settings.projects)))
     settings.check()
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -649,13 +607,13 @@ def pull(
         raise PullError("the Redmine URL must look like https://redmine.example.com")
     api_key = api_key.strip()
     if not api_key:
-        raise PullError("no Redmine API key: set REDMINE_API_KEY or use --api-key-file")
+        raise PullError(NO_API_KEY)
     if not api_key.isprintable():
         raise PullError("the Redmine API key contains control characters (is the key file right?)")
 
     started = time.monotonic()
     check_snapshot_folder(snapshot_dir)
-    client = RedmineClient(url, api_key, policy)
+    client = RedmineClient(url, api_key, settings.policy)
     try:
         # Before anything is written: a wrong key must not leave even an empty snapshot behind.
         check_api_key(client, redact(url_host(url), api_key))
@@ -740,20 +698,14 @@ def _run(
     runs_since_full = int(state.get("runs_since_full", 0))
     # Switching --include-private either way changes what every stored issue must contain.
     privacy_changed = "include_private" in state and bool(state["include_private"]) != settings.include_private
-    # Issues stored before subtasks were checked may show a private subtask's subject: fetched again once.
-    subtasks_unchecked = (
-        cursor is not None and not settings.include_private and state.get(SUBTASKS_CHECKED) != SUBTASKS_RULE
-    )
+    subtasks_unchecked = cursor is not None and not settings.include_private and not privacy.subtasks_checked(state)
     automatic_full = settings.full_every > 0 and runs_since_full + 1 >= settings.full_every
     is_full = settings.full or cursor is None or privacy_changed or subtasks_unchecked or automatic_full
     refetch = privacy_changed or subtasks_unchecked
     puller = Puller(client, snapshot_dir, api_key, settings.include_private, refetch, progress, known)
     report = puller.report
     if subtasks_unchecked:
-        report.warnings.append(
-            "issues stored by an earlier anchorkit may show the subjects of private subtasks: all of them are "
-            "fetched again, once"
-        )
+        report.warnings.append(privacy.SUBTASKS_UNCHECKED_WARNING)
     report.full = is_full
     scopes: list[str | None] = list(settings.projects) or [None]
     updated_since = None if is_full or cursor is None else shift_time(cursor, -settings.overlap_s)
@@ -798,7 +750,7 @@ def _run(
         new_state["lookup_projects"] = lookup_projects
     new_state["include_private"] = settings.include_private
     if report.listing_complete and not report.failed:
-        new_state[SUBTASKS_CHECKED] = SUBTASKS_RULE
+        new_state.update(privacy.SUBTASKS_CHECKED)
     if "text_format" not in state:
         new_state["text_format"] = settings.text_format or DEFAULT_TEXT_FORMAT
     elif settings.text_format is not None and state["text_format"] != settings.text_format:

@@ -15,9 +15,12 @@ from collections.abc import (
 from dataclasses import dataclass, field
 from typing import Any
 
+from anchorkit.errors import UsageError
+from anchorkit.settings import ON_EMPTY, ON_INVALID, default
 from anchorkit.verify.ids import (
     MARKER,
     IdChecker,
+    checked_uri_pattern,
     chunk_subjects,
     chunk_ticket_ids,
     citation_markers,
@@ -98,10 +101,31 @@ class VerifyOptions:
     uri_pattern: str | re.Pattern[str] = DEFAULT_URI_PATTERN
     quote_threshold: float = DEFAULT_QUOTE_THRESHOLD
     grounding_threshold: float = DEFAULT_GROUNDING_THRESHOLD
-    on_invalid: OnInvalid = "drop"
-    on_empty: OnEmpty = "pass"
+    on_invalid: OnInvalid = default("on_invalid")
+    on_empty: OnEmpty = default("on_empty")
     min_id_digits: int = DEFAULT_MIN_ID_DIGITS
-    min_score: float | None = None  # every chunk scored below it: as if nothing was retrieved (refuse)
+    min_score: float | None = default("min_score")  # every chunk scored below it: as if nothing was retrieved
+
+    @classmethod
+    def from_settings(cls, values: Mapping[str, Any]) -> VerifyOptions:
+        """verify's or eval's settings, checked up front: a bad pattern or mode is a usage error (exit 2).
+        eval has no --on-invalid: it keeps everything and only reports (``flag``)."""
+        on_invalid = values.get("on_invalid", "flag")
+        for name, value, allowed in (
+            ("on_invalid", on_invalid, ON_INVALID),
+            ("on_empty", values["on_empty"], ON_EMPTY),
+        ):
+            if value not in allowed:
+                raise UsageError(f"--{name.replace('_', '-')} must be {' or '.join(allowed)}")
+        return cls(
+            checked_uri_pattern(values["uri_pattern"]),
+            values["quote_threshold"],
+            values["grounding_threshold"],
+            on_invalid,
+            values["on_empty"],
+            values["min_id_digits"],
+            values["min_score"],
+        )
 
 
 @dataclass

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from anchorkit.settings import default
 from anchorkit.untrusted import JSONTooDeep, parse_json
 from anchorkit.verify.citations import VerifyOptions, VerifyReport, verify_citations
 from anchorkit.verify.ids import parse_ticket_id
@@ -147,9 +148,9 @@ class EvalGates:
     ``min_grounding``; a phantom rate over ``max_phantom_rate``; with ``strict``, any case with a
     critical finding. No cases at all has no mean: that fails ``min_grounding``."""
 
-    min_grounding: float | None = None
-    max_phantom_rate: float | None = None
-    strict: bool = False
+    min_grounding: float | None = default("min_grounding")
+    max_phantom_rate: float | None = default("max_phantom_rate")
+    strict: bool = default("strict")
 
     @property
     def active(self) -> bool:

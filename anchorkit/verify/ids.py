@@ -36,6 +36,8 @@ from anchorkit.anchors import (
     identified_ticket_ids,
     one_line,
 )
+from anchorkit.errors import UsageError
+from anchorkit.settings import default
 from anchorkit.verify.model import (
     DEFAULT_MIN_ID_DIGITS,
     DEFAULT_URI_PATTERN,
@@ -102,6 +104,14 @@ def compile_uri_pattern(pattern: str | re.Pattern[str]) -> re.Pattern[str]:
     if compiled.groups != 1:
         raise ValueError(f"URI pattern {compiled.pattern!r} must have exactly one group (the ticket id)")
     return compiled
+
+
+def checked_uri_pattern(pattern: str) -> re.Pattern[str]:
+    """``--uri-pattern`` compiled; a bad one is a usage error (exit 2), not a traceback."""
+    try:
+        return compile_uri_pattern(pattern)
+    except (re.error, ValueError) as exc:
+        raise UsageError(f"--uri-pattern: {exc}") from None
 
 
 def uri_ticket_id(uri: str | None, uri_pattern: re.Pattern[str]) -> int | None:
@@ -276,8 +286,8 @@ def filter_ids(
     items: Iterable[T],
     valid: set[int] | frozenset[int],
     *,
-    on_invalid: OnInvalid = "drop",
-    on_empty: OnEmpty = "pass",
+    on_invalid: OnInvalid = default("on_invalid"),
+    on_empty: OnEmpty = default("on_empty"),
     id_of: Callable[[T], int | None] = issue_id_of,
 ) -> FilterResult[T]:
     """Drop (``on_invalid="drop"``) or only flag (``"flag"``) items whose ticket id is not valid.
@@ -295,8 +305,8 @@ async def filter_stream(
     items: AsyncIterable[T],
     valid: set[int] | frozenset[int],
     *,
-    on_invalid: OnInvalid = "drop",
-    on_empty: OnEmpty = "pass",
+    on_invalid: OnInvalid = default("on_invalid"),
+    on_empty: OnEmpty = default("on_empty"),
     id_of: Callable[[T], int | None] = issue_id_of,
 ) -> AsyncIterator[Checked[T]]:
     """filter_ids for a streaming backend: yields each item's verdict as soon as the item arrives
@@ -370,7 +380,7 @@ def filter_text(
     text: str,
     valid: Set[int],
     *,
-    on_empty: OnEmpty = "pass",
+    on_empty: OnEmpty = default("on_empty"),
     marker: str = UNVERIFIED_MARKER,
     min_digits: int = DEFAULT_MIN_ID_DIGITS,
 ) -> str:
@@ -388,7 +398,7 @@ async def filter_text_stream(
     deltas: AsyncIterable[str],
     valid: Set[int],
     *,
-    on_empty: OnEmpty = "pass",
+    on_empty: OnEmpty = default("on_empty"),
     marker: str = UNVERIFIED_MARKER,
     min_digits: int = DEFAULT_MIN_ID_DIGITS,
 ) -> AsyncIterator[str]:

@@ -8,6 +8,7 @@ shapes that are accepted. Nothing is silently "unchecked" because its shape was 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -530,3 +531,62 @@ def load_context(path: Path) -> tuple[list[Chunk], list[str]]:
         )
     origin, data = documents[0]
     return ([], [data]) if not origin else read_context(data, origin)
+
+
+# --------------------------------------------------------------------------------------------------
+# The inputs of one `verify` run
+
+
+@dataclass
+class VerifyInputs:
+    chunks: list[Chunk]
+    notes: list[str]
+    answers: list[tuple[str, Answer]]
+    errors: list[str]  # unreadable lines of a JSON Lines answer file
+    context_chunks: list[Chunk]
+    context_texts: list[str]
+
+
+@contextlib.contextmanager
+def input_errors() -> Iterator[None]:
+    """A missing or unreadable input file is a usage error (exit 2) naming it."""
+    try:
+        yield
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        raise UsageError(f"{exc.filename}: {exc.strerror}") from None
+
+
+def read_inputs(retrieval: Path | None, answer: Path | None, contexts: list[Path]) -> VerifyInputs:
+    """All of verify's input files, or a usage error (exit 2) for a missing file, an unreadable file, malformed
+    JSON or an unknown shape. The answer may carry its retrieval (RetrieveAndGenerate, LlamaIndex, LangChain
+    context), and the retrieval its answer: then one file does."""
+    with input_errors():
+        if retrieval is None and answer is None:
+            raise UsageError("give --retrieval, --answer, or both")
+        read = load_retrieval(retrieval) if retrieval is not None and answer is not None else None
+        if answer is None:
+            assert retrieval is not None
+            try:
+                answers, errors = load_answers(retrieval)
+            except InputError:
+                answers, errors = [], []
+            if not answers or any(a.shape not in CARRYING_SHAPES for _, a in answers):
+                raise UsageError(
+                    "--answer is required unless --retrieval holds the answer too (RetrieveAndGenerate, LlamaIndex)"
+                )
+        else:
+            answers, errors = load_answers(answer)
+        if read is None and retrieval is None and any(a.shape not in CARRYING_SHAPES for _, a in answers):
+            raise UsageError(
+                "--retrieval is required unless the answer carries its retrieval "
+                "(RetrieveAndGenerate, LlamaIndex, LangChain context)"
+            )
+        context_chunks: list[Chunk] = []
+        context_texts: list[str] = []
+        for path in contexts:
+            more_chunks, texts = load_context(path)
+            context_chunks += more_chunks
+            context_texts += texts
+    return VerifyInputs(
+        read.chunks if read else [], read.notes if read else [], answers, errors, context_chunks, context_texts
+    )

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ FIRST_ID = 30001
 REDMINE_URL = "https://redmine.example.co.jp"
 DEEP_JOURNALS = 10  # a question is "deep" when its key fact is in this journal or a later one
 _SWITCH_AT = datetime.fromisoformat(SWITCH.replace("Z", "+00:00"))
-_FIRST_DAY = datetime(2024, 6, 3, tzinfo=timezone.utc)
+_FIRST_DAY = datetime(2024, 6, 3, tzinfo=UTC)
 _DAYS = 640  # tickets are created over this many days (so about half before the switch)
 
 SITES = {
