@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable
 from enum import Enum
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Self
 from urllib.parse import urlsplit
 
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "upgrade"}
@@ -72,7 +73,31 @@ def on_path(fault: Fault, contains: str, first_attempts: int | None = None) -> D
     return decide
 
 
-class FaultProxy:
+class BackgroundServer:
+    """An HTTP server on 127.0.0.1 (a free port) serving from a thread while in its ``with`` block."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler], name: str) -> None:
+        self.stopping = threading.Event()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, name=name, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    def __enter__(self) -> Self:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stopping.set()
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+class FaultProxy(BackgroundServer):
     def __init__(
         self,
         upstream: str,
@@ -93,28 +118,15 @@ class FaultProxy:
         self.seen: Counter[str] = Counter()
         self.faults: Counter[Fault] = Counter()
         self.lock = threading.Lock()
-        self.stopping = threading.Event()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, name="faultproxy", daemon=True)
+        super().__init__(self._handler_class(), "faultproxy")
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return f"http://127.0.0.1:{self.port}"
 
     @property
     def faults_injected(self) -> int:
         return sum(n for fault, n in self.faults.items() if fault in FAILURES)
-
-    def __enter__(self) -> FaultProxy:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.stopping.set()
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
 
     def choose(self, method: str, path: str) -> Fault:
         with self.lock:
@@ -195,9 +207,9 @@ class FaultProxy:
         return Handler
 
 
-class HeaderRecorder:
+class HeaderRecorder(BackgroundServer):
     """A server that only records what it is sent (path and headers) and answers ``{}``: the other host
-    a hostile or misconfigured Redmine redirects to. It listens as ``localhost`` (another host name
+    a hostile or misconfigured Redmine redirects to. It is reached as ``localhost`` (another host name
     than the proxy's 127.0.0.1) on its own port."""
 
     def __init__(self) -> None:
@@ -218,19 +230,8 @@ class HeaderRecorder:
                 self.end_headers()
                 self.wfile.write(b"{}")
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, name="recorder", daemon=True)
+        super().__init__(Handler, "recorder")
 
     @property
     def url(self) -> str:
-        return f"http://localhost:{self.server.server_address[1]}"
-
-    def __enter__(self) -> HeaderRecorder:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
+        return f"http://localhost:{self.port}"
