@@ -16,6 +16,8 @@ ALLOWED = {
     "audit": {"root", "source", "render", "audit"},
     "verify": {"root", "verify"},
     "sync": {"root", "source", "render", "publish", "sync"},
+    # The Lambda: anchors chunks Bedrock made (verify knows which ticket a chunk names).
+    "bedrock": {"root", "verify", "bedrock"},
     "cli": {"root", "source", "render", "publish", "audit", "verify", "sync", "cli"},
 }
 
