@@ -16,8 +16,9 @@ from anchorkit.chunk.sources import chunk_items, iter_source
 from anchorkit.render.sidecar import build_sidecar, format_note_numbers, parse_note_numbers
 from anchorkit.render.transform import TransformOptions, transform_snapshot
 from anchorkit.source.notes import note_numbers, with_note_numbers
-from anchorkit.source.pull import PullReport, PullSettings, public_url, pull
+from anchorkit.source.pull import PullReport, PullSettings, pull
 from anchorkit.source.redmine import RetryPolicy
+from anchorkit.untrusted import public_url
 from tests.test_chunk import BYTES
 
 FAST = RetryPolicy(attempts=8, backoff_base_s=0.01, backoff_max_s=0.05, connect_timeout_s=2, read_timeout_s=5.0)

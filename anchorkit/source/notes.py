@@ -8,7 +8,7 @@ when the key may not view private notes in the issue's project: the numbers of t
 a hidden one cannot then be known from what it returns.
 
 So pull numbers the journals of an issue from the full list the API returned, before it drops the
-private notes (pull.without_private_notes), and only when the key sees every journal of that
+private notes (privacy.without_private_notes), and only when the key sees every journal of that
 issue: it is an administrator, or one of its roles in the issue's project has
 ``view_private_notes``. Otherwise the journals get no number, and a link to a chunk of them is the
 issue's URL without a fragment: a link to the wrong note would be worse than none. The numbers are
@@ -28,6 +28,11 @@ if TYPE_CHECKING:  # transform reads the numbers and must not need python-redmin
 
 NOTE_NUMBER = "note_number"
 VIEW_PRIVATE_NOTES = "view_private_notes"
+
+
+def numbered_if_complete(document: dict[str, Any], numbering: NoteNumbering | None) -> dict[str, Any]:
+    """``with_note_numbers(document)`` when ``numbering`` says the key sees every journal, else ``document``."""
+    return with_note_numbers(document) if numbering and numbering.sees_every_journal(document["issue"]) else document
 
 
 def with_note_numbers(document: dict[str, Any]) -> dict[str, Any]:
