@@ -393,7 +393,7 @@ def transform_options(
     layout: str,
     max_text_bytes: int,
     link_issues: str | None = None,
-    tokenizer: str = "auto",
+    tokenizer: str = tokenizing.CL100K_BASE,
     tiktoken_file: Path | None = None,
 ) -> transforming.TransformOptions:
     """Validate the transform flags (exit 2 with a clear message) and build the options."""
@@ -451,6 +451,11 @@ LangOption = typer.Option(
     help="Document labels: ja (チケット, 基本情報, 説明, 対応履歴) or en (Ticket, Details, Description, History).",
 )
 LabelOption = typer.Option("--label", help="Ticket label in titles and anchors, overriding --lang's (e.g. Issue).")
+TiktokenFileOption = typer.Option(
+    "--tiktoken-file",
+    help="Read cl100k_base from this .tiktoken file (plain or gzipped) instead of the copy shipped with anchorkit; "
+    f"it must be the same vocabulary (sha256-checked, exit 2 otherwise). Default: ${tokenizing.VOCABULARY_FILE_ENV}.",
+)
 ChunkTokensOption = typer.Option(
     "--chunk-tokens",
     min=0,
@@ -508,16 +513,12 @@ def transform(
     chunk_tokens: Annotated[int, ChunkTokensOption] = DEFAULT_CHUNK_TOKENS,
     anchor_subject_chars: Annotated[int, AnchorSubjectCharsOption] = DEFAULT_ANCHOR_SUBJECT_CHARS,
     tokenizer: str = typer.Option(
-        "auto",
+        tokenizing.CL100K_BASE,
         "--tokenizer",
-        help="How --chunk-tokens counts: auto: cl100k_base if its vocabulary is on this machine (never downloaded), else approx "
-        "(the estimate with a safety margin); cl100k_base: exact (exit 2 if its vocabulary is missing).",
+        help="How --chunk-tokens counts: cl100k_base (default): exactly, with the vocabulary shipped with anchorkit "
+        "(the same documents on every machine); approx: the estimate with a safety margin.",
     ),
-    tiktoken_file: Path | None = typer.Option(
-        None,
-        "--tiktoken-file",
-        help=f"cl100k_base.tiktoken vocabulary file (sha256-checked). Default: ${tokenizing.VOCABULARY_FILE_ENV}, then tiktoken's cache.",
-    ),
+    tiktoken_file: Annotated[Path | None, TiktokenFileOption] = None,
     text_format: TextFormat | None = typer.Option(
         None,
         "--text-format",
@@ -591,10 +592,6 @@ def transform(
 
 
 def print_transform_report(report: transforming.TransformReport, out: Path, check: bool) -> None:
-    if report.tokenizer_note:
-        print_problem(
-            "note", f"--chunk-tokens counted with approx tokens (and a safety margin): {report.tokenizer_note}"
-        )
     for warning in report.warnings:
         print_problem("warning", warning)
     for failure in report.failed:
@@ -1538,16 +1535,11 @@ def stats_command(
         "or a snapshot folder (has issues/; transformed in memory, with sidecars).",
     ),
     tokenizer: str = typer.Option(
-        "auto",
+        tokenizing.CL100K_BASE,
         "--tokenizer",
-        help="auto: cl100k_base if its vocabulary can be loaded without network, else approx; "
-        "cl100k_base: exact (may download the vocabulary; exit 2 if impossible); approx: the cheap estimate.",
+        help="cl100k_base (default): exact, with the vocabulary shipped with anchorkit; approx: the cheap estimate.",
     ),
-    tiktoken_file: Path | None = typer.Option(
-        None,
-        "--tiktoken-file",
-        help=f"cl100k_base.tiktoken vocabulary file (sha256-checked). Default: ${tokenizing.VOCABULARY_FILE_ENV}, then tiktoken's cache (TIKTOKEN_CACHE_DIR).",
-    ),
+    tiktoken_file: Annotated[Path | None, TiktokenFileOption] = None,
     chunking_specs: list[str] | None = typer.Option(
         None,
         "--chunking",
@@ -1631,9 +1623,7 @@ def stats_command(
             if chunking_specs
             else chunking.default_chunkers()
         )
-        choice = tokenizing.choose_tokenizer(
-            tokenizer, tiktoken_file, allow_download=tokenizer == tokenizing.CL100K_BASE
-        )
+        audit_tokenizer = tokenizing.choose_tokenizer(tokenizer, tiktoken_file)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     table = parse_lengths(lengths)
@@ -1645,7 +1635,7 @@ def stats_command(
         )
         # Spacing anchors are counted with the audit's own tokenizer.
         options = transforming.TransformOptions(
-            render=render, sidecars=True, tokenizer=choice.tokenizer.name, tiktoken_file=tiktoken_file
+            render=render, sidecars=True, tokenizer=tokenizer, tiktoken_file=tiktoken_file
         )
         others = [length for length in table if length != chunk_tokens]
         items = auditing.iter_snapshot(path, options, others)
@@ -1664,7 +1654,7 @@ def stats_command(
         source |= {"kind": "output", "transform": None}
     gates = auditing.Gates(fail_under_coverage, fail_over_overhead)
     measured_lengths = auditing.Lengths(chunk_tokens or DEFAULT_CHUNK_TOKENS, table)
-    report = auditing.audit(items, choice, chunkers, source, gates, jobs, measured_lengths)
+    report = auditing.audit(items, audit_tokenizer, chunkers, source, gates, jobs, measured_lengths)
     report["run"] = {
         "generated_at": datetime.now(ZoneInfo("UTC")).isoformat(timespec="seconds"),
         "anchorkit_version": __version__,
@@ -1694,8 +1684,6 @@ def parse_lengths(text: str) -> tuple[int, ...]:
 
 def print_stats_report(report: dict[str, Any]) -> None:
     tokenizer = report["tokenizer"]
-    if tokenizer["fallback_reason"]:
-        print_problem("note", f"using approx tokens: {tokenizer['fallback_reason']}")
     for error in report["errors"]:
         print_problem("error", error["message"])
     overhead = report["overhead"]

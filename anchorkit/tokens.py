@@ -14,10 +14,12 @@ positions, and the audit asks which chunk holds which anchor line. So a tokenize
 into a ``TokenizedText``: the number of tokens and the mapping between token indices and UTF-8
 byte offsets. Chunks are then plain token index ranges and nothing is decoded.
 
-- ``cl100k_base`` (tiktoken): exact. Its vocabulary is loaded without network from, in order,
-  the file named by ``ANCHORKIT_TIKTOKEN_FILE`` (or the ``vocabulary_file`` argument), then
-  tiktoken's own cache (``TIKTOKEN_CACHE_DIR``, ``DATA_GYM_CACHE_DIR`` or the default cache);
-  only then tiktoken may try to download it.
+- ``cl100k_base`` (tiktoken): exact. Its vocabulary ships inside the package
+  (``anchorkit/data/cl100k_base.tiktoken.gz``, the file tiktoken itself downloads; origin and
+  licence in ``anchorkit/data/NOTICE.md``), so counts never depend on the network, on tiktoken's
+  cache or on any file of the machine: the same input gives the same documents everywhere. A
+  vocabulary file named by ``ANCHORKIT_TIKTOKEN_FILE`` (or the ``vocabulary_file`` argument) is
+  used instead when given; it must be that same vocabulary (sha256-checked), so it never changes a count.
 - ``approx``: ``approx_tokens`` paragraph by paragraph, token positions interpolated inside one.
 """
 
@@ -27,11 +29,11 @@ import base64
 import hashlib
 import os
 import string
-import tempfile
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import accumulate, chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -43,10 +45,12 @@ if TYPE_CHECKING:
 
 CL100K_BASE = "cl100k_base"
 APPROX = "approx"
-TOKENIZER_CHOICES = ("auto", CL100K_BASE, APPROX)
+TOKENIZER_CHOICES = (CL100K_BASE, APPROX)
+# The sha256 tiktoken expects of cl100k_base.tiktoken (tiktoken_ext/openai_public.py).
 CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
-CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
 VOCABULARY_FILE_ENV = "ANCHORKIT_TIKTOKEN_FILE"
+_SHIPPED_VOCABULARY = "data/cl100k_base.tiktoken.gz"
+_GZIP_MAGIC = b"\x1f\x8b"
 # Pre-tokenisation regex and special tokens of cl100k_base, as tiktoken_ext.openai_public defines them.
 _CL100K_PAT_STR = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
@@ -342,52 +346,61 @@ def _is_line_cut(text: str, start: int, end: int) -> bool:
 
 
 class TokenizerUnavailable(UsageError):
-    """The requested tokenizer cannot be loaded here; the message says why."""
+    """The requested tokenizer cannot be loaded here (exit 2); the one-line message says why."""
 
 
-@dataclass(frozen=True)
-class TokenizerChoice:
-    tokenizer: Tokenizer
-    # Why ``auto`` fell back to the approximation (None when it did not).
-    fallback_reason: str | None = None
+def choose_tokenizer(name: str = CL100K_BASE, vocabulary_file: Path | None = None) -> Tokenizer:
+    """The tokenizer named ``name`` (one of ``TOKENIZER_CHOICES``): what transform and stats both count with.
 
-
-def load_cl100k_base(vocabulary_file: Path | None = None, allow_download: bool = True) -> TiktokenTokenizer:
-    """cl100k_base from a local vocabulary file when there is one, else through tiktoken.
-
-    The file must have the sha256 tiktoken expects, so a corrupt or different vocabulary can never
-    produce silently different counts.
+    ``vocabulary_file`` (else ``$ANCHORKIT_TIKTOKEN_FILE``) replaces the shipped cl100k_base
+    vocabulary; TokenizerUnavailable when it cannot be read or is not cl100k_base's, never a silent
+    fallback.
     """
+    if name == APPROX:
+        return ApproxTokenizer()
+    if name != CL100K_BASE:
+        raise ValueError(f"unknown tokenizer {name!r} (expected one of {', '.join(TOKENIZER_CHOICES)})")
+    return load_cl100k_base(vocabulary_file or _env_vocabulary_file())
+
+
+def load_cl100k_base(vocabulary_file: Path | None = None) -> TiktokenTokenizer:
+    """cl100k_base from the vocabulary shipped with anchorkit, or from ``vocabulary_file`` (plain or gzipped).
+
+    The vocabulary must have the sha256 tiktoken expects, so a corrupt or different file can never
+    produce different counts. It is parsed here rather than by ``tiktoken.load``, which would look
+    for it in tiktoken's cache or on the network. Loaded once per process and file.
+    """
+    return _load_cl100k_base(vocabulary_file)
+
+
+@lru_cache(maxsize=2)
+def _load_cl100k_base(vocabulary_file: Path | None) -> TiktokenTokenizer:
+    import gzip
+    from importlib import resources
+
     try:
         import tiktoken
-        from tiktoken.load import load_tiktoken_bpe
     except ImportError:
         raise TokenizerUnavailable("tiktoken is not installed (pip install tiktoken)") from None
 
-    path = vocabulary_file or _env_vocabulary_file()
-    if path is not None:
-        if not path.is_file():
-            raise TokenizerUnavailable(f"cl100k_base vocabulary file not found: {path}")
-        data = path.read_bytes()
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != CL100K_SHA256:
-            raise TokenizerUnavailable(f"{path}: sha256 {digest} is not cl100k_base's ({CL100K_SHA256})")
-        # Parsed here, as load_tiktoken_bpe does, rather than through it: it would read and hash the
-        # file again and copy it into tiktoken's cache (failing when that cache is not writable).
-        ranks = {
-            base64.b64decode(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)
-        }
-    elif allow_download or _in_tiktoken_cache():
-        try:
-            ranks = load_tiktoken_bpe(CL100K_URL, expected_hash=CL100K_SHA256)
-        except Exception as exc:
-            raise TokenizerUnavailable(
-                f"cannot load cl100k_base through tiktoken ({type(exc).__name__}: {exc})"
-            ) from None
+    if vocabulary_file is None:
+        where = f"anchorkit's own cl100k_base vocabulary ({_SHIPPED_VOCABULARY})"
+        reader = resources.files("anchorkit").joinpath(_SHIPPED_VOCABULARY).read_bytes
     else:
-        raise TokenizerUnavailable(
-            f"no cl100k_base vocabulary in tiktoken's cache and {VOCABULARY_FILE_ENV} is not set"
-        )
+        where = f"cl100k_base vocabulary file {vocabulary_file}"
+        reader = vocabulary_file.read_bytes
+    try:
+        data = reader()
+        if data.startswith(_GZIP_MAGIC):
+            data = gzip.decompress(data)
+    except OSError as exc:  # gzip.BadGzipFile is one
+        raise TokenizerUnavailable(f"{where}: cannot read ({exc.strerror or exc})") from None
+    except EOFError:
+        raise TokenizerUnavailable(f"{where}: cannot read (truncated gzip data)") from None
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != CL100K_SHA256:
+        raise TokenizerUnavailable(f"{where}: sha256 {digest} is not cl100k_base's ({CL100K_SHA256})")
+    ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)}
     encoding = tiktoken.Encoding(
         CL100K_BASE, pat_str=_CL100K_PAT_STR, mergeable_ranks=ranks, special_tokens=_CL100K_SPECIAL_TOKENS
     )
@@ -397,35 +410,3 @@ def load_cl100k_base(vocabulary_file: Path | None = None, allow_download: bool =
 def _env_vocabulary_file() -> Path | None:
     value = os.environ.get(VOCABULARY_FILE_ENV)
     return Path(value) if value else None
-
-
-def _in_tiktoken_cache() -> bool:
-    """Whether tiktoken would find cl100k_base in its cache (the same lookup tiktoken does)."""
-    if "TIKTOKEN_CACHE_DIR" in os.environ:
-        cache_dir = os.environ["TIKTOKEN_CACHE_DIR"]
-    elif "DATA_GYM_CACHE_DIR" in os.environ:
-        cache_dir = os.environ["DATA_GYM_CACHE_DIR"]
-    else:
-        cache_dir = os.path.join(tempfile.gettempdir(), "data-gym-cache")
-    if not cache_dir:
-        return False
-    return (Path(cache_dir) / hashlib.sha1(CL100K_URL.encode()).hexdigest()).is_file()
-
-
-def choose_tokenizer(
-    name: str = "auto", vocabulary_file: Path | None = None, allow_download: bool = False
-) -> TokenizerChoice:
-    """The tokenizer asked for; ``auto`` = cl100k_base if it can be loaded, else the approximation.
-
-    ``allow_download`` is off by default: an audit must not hang on a network it does not have.
-    """
-    if name == APPROX:
-        return TokenizerChoice(ApproxTokenizer())
-    if name == CL100K_BASE:
-        return TokenizerChoice(load_cl100k_base(vocabulary_file, allow_download))
-    if name != "auto":
-        raise ValueError(f"unknown tokenizer {name!r} (expected one of {', '.join(TOKENIZER_CHOICES)})")
-    try:
-        return TokenizerChoice(load_cl100k_base(vocabulary_file, allow_download))
-    except TokenizerUnavailable as exc:
-        return TokenizerChoice(ApproxTokenizer(), fallback_reason=str(exc))

@@ -166,8 +166,6 @@ def _record(report: dict[str, Any]) -> list[str]:
                 f"{error['total']:+.2f}% in total, {error['mean_absolute']:.2f}% per document on average",
             )
         )
-    if tokenizer["fallback_reason"]:
-        rows.append(("cl100k_base not available", tokenizer["fallback_reason"]))
     thresholds = [
         f"coverage >= {gates['fail_under_coverage']}%" if gates["fail_under_coverage"] is not None else "",
         f"overhead <= {gates['fail_over_overhead']}%" if gates["fail_over_overhead"] is not None else "",

@@ -30,10 +30,7 @@ from anchorkit.audit.chunkers import (
 from anchorkit.audit.collect import StatsCollector
 from anchorkit.audit.measure import Lengths, Measured, Measurer
 from anchorkit.audit.sources import SourceItem
-from anchorkit.tokens import (
-    Tokenizer,
-    TokenizerChoice,
-)
+from anchorkit.tokens import Tokenizer
 
 # ---------------------------------------------------------------------------------------------
 # Running the audit, and CI gates
@@ -53,7 +50,7 @@ class Gates:
 
 def audit(
     items: Iterable[SourceItem],
-    choice: TokenizerChoice,
+    tokenizer: Tokenizer,
     chunkers: Sequence[Chunker],
     source: dict[str, Any],
     gates: Gates = Gates(),
@@ -66,9 +63,9 @@ def audit(
     come back in input order). ``jobs`` = 0: one process per CPU core once there is more than one
     batch of ``parallel.DEFAULT_BATCH_SIZE`` documents (a small corpus is not worth starting processes for).
     """
-    collector = StatsCollector(choice, chunkers, source, lengths)
+    collector = StatsCollector(tokenizer, chunkers, source, lengths)
     measured = parallel.map_batches(
-        _measure_in_worker, items, jobs, initializer=_start_worker, initargs=(choice.tokenizer, chunkers, lengths)
+        _measure_in_worker, items, jobs, initializer=_start_worker, initargs=(tokenizer, chunkers, lengths)
     )
     for item in measured:
         collector.add(item)
