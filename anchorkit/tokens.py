@@ -31,10 +31,10 @@ import os
 import string
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import accumulate, chain
+from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -120,6 +120,67 @@ class ExactTokens:
     def tokens_at(self, byte_offsets: Sequence[int]) -> list[int]:
         offsets, last = self.offsets, len(self.offsets) - 2
         return [min(bisect_right(offsets, offset) - 1, last) for offset in byte_offsets]
+
+
+class TokensWithout:
+    """The tokens of a text with whole-token ranges taken out, read through the text's own tokens
+    (no second array of offsets: the audit's stripped documents are most of the text again).
+
+    ``kept`` are the token ranges [start, end) of ``whole`` that remain, ascending and not empty; the
+    last one ends at ``whole``'s end. Within a kept range every token keeps its length, so a
+    position here is the position there shifted by what was taken out before it.
+    """
+
+    def __init__(self, whole: ExactTokens, kept: Sequence[tuple[int, int]]) -> None:
+        self.whole = whole
+        offsets = whole.offsets
+        self._starts_there = [start for start, _ in kept]  # token index in ``whole`` of each range's start
+        self._ends_there = [end for _, end in kept]
+        self._starts_here: list[int] = []  # and here
+        self._bytes_there = [offsets[start] for start in self._starts_there]
+        self._bytes_here: list[int] = []
+        tokens = size = 0
+        for start, end in kept:
+            self._starts_here.append(tokens)
+            self._bytes_here.append(size)
+            tokens += end - start
+            size += offsets[end] - offsets[start]
+        self.token_count = tokens
+
+    def byte_offset(self, token_index: int) -> int:
+        piece = max(bisect_right(self._starts_here, token_index) - 1, 0)
+        there = self.whole.offsets[token_index - self._starts_here[piece] + self._starts_there[piece]]
+        return there - self._bytes_there[piece] + self._bytes_here[piece]
+
+    def token_at(self, byte_offset: int) -> int:
+        return self.tokens_at([byte_offset])[0]
+
+    def tokens_at(self, byte_offsets: Sequence[int]) -> list[int]:
+        offsets, last = self.whole.offsets, self.token_count - 1
+        starts_here, starts_there, bytes_here, bytes_there = (
+            self._starts_here,
+            self._starts_there,
+            self._bytes_here,
+            self._bytes_there,
+        )
+        result = []
+        for offset in byte_offsets:
+            piece = max(bisect_right(bytes_here, offset) - 1, 0)
+            token = bisect_right(offsets, offset - bytes_here[piece] + bytes_there[piece]) - 1
+            result.append(min(token - starts_there[piece] + starts_here[piece], last))
+        return result
+
+    def kept_spans(self, spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Token spans [first, last] of ``whole`` that lie in the kept ranges, as token spans here
+        (a span starting in a range taken out is dropped)."""
+        starts_there, ends_there, starts_here = self._starts_there, self._ends_there, self._starts_here
+        kept = []
+        for first, last in spans:
+            piece = bisect_right(starts_there, first) - 1
+            if piece >= 0 and first < ends_there[piece]:
+                shift = starts_here[piece] - starts_there[piece]
+                kept.append((first + shift, last + shift))
+        return kept
 
 
 @dataclass(frozen=True)
@@ -287,7 +348,7 @@ class TiktokenTokenizer:
         self._token_bytes = token_bytes
 
     def tokenize_many(self, texts: Sequence[str]) -> list[TokenizedText]:
-        return [self._offsets([lengths]) for lengths in self._token_lengths(texts)]
+        return list(self._exact_tokens(texts))
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         return [len(ids) for ids in self._encoding.encode_ordinary_batch(list(texts))]
@@ -306,15 +367,18 @@ class TiktokenTokenizer:
         texts are encoded a second time without their cuts.
         """
         pairs: list[tuple[TokenizedText, TokenizedText | None]] = []
-        for text, text_cuts, lengths in zip(texts, cuts, self._token_lengths(texts)):
-            tokens = self._offsets([lengths])
+        for text, text_cuts, tokens in zip(texts, cuts, self._exact_tokens(texts)):
+            if not text_cuts:
+                pairs.append((tokens, tokens))
+                continue
             bounds = byte_offsets(text, [offset for cut in text_cuts for offset in cut])
             token_bounds = [bisect_left(tokens.offsets, bound) for bound in bounds]
             if all(_is_line_cut(text, start, end) for start, end in text_cuts) and all(
                 tokens.offsets[token] == bound for token, bound in zip(token_bounds, bounds)
             ):
-                kept = [0, *token_bounds, len(lengths)]
-                pairs.append((tokens, self._offsets([lengths[start:end] for start, end in zip(kept[::2], kept[1::2])])))
+                kept = [0, *token_bounds, tokens.token_count]
+                ranges = [(start, end) for start, end in zip(kept[::2], kept[1::2]) if end > start]
+                pairs.append((tokens, TokensWithout(tokens, ranges)))
             else:
                 pairs.append((tokens, None))
         retokenized = iter(
@@ -324,15 +388,12 @@ class TiktokenTokenizer:
         )
         return [(tokens, bare if bare is not None else next(retokenized)) for tokens, bare in pairs]
 
-    def _token_lengths(self, texts: Sequence[str]) -> list[list[int]]:
-        """Byte length of every token of every text (one batched, multi-threaded encode)."""
+    def _exact_tokens(self, texts: Sequence[str]) -> Iterator[ExactTokens]:
+        """The token offsets of every text (one batched, multi-threaded encode): a running sum of
+        the tokens' byte lengths, in an array (8 bytes a token, where a list would take 36)."""
         length_of = self._token_bytes.__getitem__
-        return [list(map(length_of, ids)) for ids in self._encoding.encode_ordinary_batch(list(texts))]
-
-    @staticmethod
-    def _offsets(parts: Sequence[list[int]]) -> ExactTokens:
-        # array: compact, and much faster to fill than a list of Python ints.
-        return ExactTokens(array("q", accumulate(chain.from_iterable(parts), initial=0)))
+        for ids in self._encoding.encode_ordinary_batch(list(texts)):
+            yield ExactTokens(array("q", accumulate(map(length_of, ids), initial=0)))
 
 
 def _is_line_cut(text: str, start: int, end: int) -> bool:

@@ -7,9 +7,13 @@ import itertools
 import json
 import random
 import re
+from array import array
+from itertools import accumulate
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from support.corpus import generated_document
 from support.long_tickets import write_long_snapshot
 
@@ -19,6 +23,7 @@ from anchorkit.anchors import anchor_cuts, anchor_line, identified_ticket_ids, i
 from anchorkit.audit import chunkers as chunking
 from anchorkit.audit import measure
 from anchorkit.markdown_blocks import parse_blocks
+from anchorkit.render.document import RenderOptions
 from anchorkit.render.transform import TransformOptions
 
 REPO = Path(__file__).resolve().parent.parent
@@ -116,6 +121,25 @@ def test_one_tokenizer_is_loaded_once_per_process() -> None:
         tokens.choose_tokenizer("auto")
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(1, 6), min_size=1, max_size=40),
+    st.lists(st.integers(0, 39), max_size=8, unique=True),
+)
+def test_tokens_without_cuts_read_through_the_whole_are_the_kept_tokens(lengths: list[int], cuts: list[int]) -> None:
+    whole = tokens.ExactTokens(array("q", accumulate(lengths, initial=0)))
+    bounds = sorted(cut for cut in cuts if cut < len(lengths))[: len(cuts) // 2 * 2]
+    kept = [0, *bounds, len(lengths)]
+    ranges = [(start, end) for start, end in zip(kept[::2], kept[1::2]) if end > start]
+    assume(ranges and ranges[-1][1] == len(lengths))
+    view = tokens.TokensWithout(whole, ranges)
+    copied = tokens.ExactTokens(list(accumulate((lengths[i] for a, b in ranges for i in range(a, b)), initial=0)))
+    assert view.token_count == copied.token_count
+    assert [view.byte_offset(i) for i in range(view.token_count + 1)] == list(copied.offsets)
+    probes = list(range(copied.offsets[-1] + 3))
+    assert view.tokens_at(probes) == copied.tokens_at(probes) == [view.token_at(offset) for offset in probes]
+
+
 def test_approx_tokens_is_calibrated_against_cl100k_on_the_fixtures(
     cl100k: tokens.TiktokenTokenizer, fixture_documents: list[stats.SourceDocument]
 ) -> None:
@@ -172,6 +196,39 @@ def test_the_stripped_layout_borrowed_from_the_anchored_one_is_the_stripped_text
         assert stripped.layout.heading_bytes == fresh.heading_bytes
 
 
+@pytest.fixture(scope="module")
+def long_documents(tmp_path_factory: pytest.TempPathFactory) -> list[stats.SourceDocument]:
+    """Long tickets with the anchors after headings only: all of them whole lines between blocks
+    (spacing anchors inside lists and tables are cut with the blank line before them, and such a
+    document is tokenized a second time without its anchors instead)."""
+    snapshot = tmp_path_factory.mktemp("long")
+    write_long_snapshot(snapshot, 6, seed=5)
+    options = TransformOptions(render=RenderOptions(chunk_tokens=0))
+    return [item for item in stats.iter_snapshot(snapshot, options) if isinstance(item, stats.SourceDocument)]
+
+
+@pytest.mark.parametrize("source", ["fixtures", "generated", "long"])
+def test_the_stripped_versions_spans_moved_from_the_anchored_ones_are_its_own(
+    source: str,
+    cl100k: tokens.TiktokenTokenizer,
+    fixture_documents: list[stats.SourceDocument],
+    long_documents: list[stats.SourceDocument],
+) -> None:
+    """What names the ticket and what mentions others, moved from the anchored version, is what
+    the stripped text itself gives."""
+    documents = {"fixtures": fixture_documents, "generated": generated_documents(), "long": long_documents}[source]
+    moved = 0
+    for document in documents:
+        cuts = tokens.line_aligned(document.markdown, anchor_cuts(document.markdown))
+        text = tokens.without(document.markdown, cuts)
+        [pair] = cl100k.tokenize_pairs([document.markdown], [cuts])
+        _, stripped = stats.Measurer(cl100k, []).versions(document, text, cuts, pair)
+        own = stats.DocumentVersion(text, document.ticket_id, pair[1])
+        assert (stripped.identifying, stripped.mentions) == (own.identifying, own.mentions), document.relpath
+        moved += isinstance(stripped, measure.StrippedVersion)
+    assert moved >= 0.2 * len(documents)
+
+
 # --- chunkers ---------------------------------------------------------------------------------
 
 
@@ -201,6 +258,20 @@ def test_semantic_chunks_respect_the_maximum_and_cover_the_document(cl100k: toke
     assert all(0 < end - start <= 300 for start, end in chunks)
     assert chunks[0][0] == 0 and chunks[-1][1] == tokenized.token_count
     assert all(previous[1] == current[0] for previous, current in itertools.pairwise(chunks))  # buffer 0: no overlap
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="。！？\n.!? \u3000\xa0\taあ", max_size=30))
+def test_sentences_end_after_full_stops_and_line_breaks(text: str) -> None:
+    sentences = chunking.TextLayout(text).sentences
+    assert "".join(sentences) == text and all(sentences)
+
+    def ends_before(i: int) -> bool:  # a sentence ends just before character i
+        japanese = text[i - 1] in "。！？\n" and text[i] not in "。！？\n"
+        latin = i >= 2 and text[i - 2] in ".!?" and text[i - 1] == " " and not text[i].isspace()
+        return japanese or latin
+
+    assert set(accumulate(map(len, sentences[:-1]))) == {i for i in range(1, len(text)) if ends_before(i)}
 
 
 def test_semantic_stand_in_breaks_where_the_wording_changes() -> None:

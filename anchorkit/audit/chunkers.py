@@ -47,8 +47,9 @@ from anchorkit.tokens import TokenizedText, byte_offsets
 Span = tuple[int, int]  # token indices [start, end)
 
 # Where sentences end, for the semantic stand-in: after Japanese full stops and line breaks, and
-# after a Latin full stop followed by a space.
-_SENTENCE_END = re.compile(r"(?<=[。！？\n])(?=[^。！？\n])|(?<=[.!?] )(?=\S)")
+# after a Latin full stop followed by a space. The end is captured (split keeps it) rather than
+# looked behind for: the scan then stops only at those characters.
+_SENTENCE_END = re.compile(r"([。！？\n](?=[^。！？\n])|[.!?] (?=\S))")
 _ATX_HEADING_LINE = re.compile(r"^#{1,6}(?:[ \t]|$)", re.M)
 
 
@@ -79,7 +80,9 @@ class TextLayout:
 
     @cached_property
     def sentences(self) -> list[str]:
-        return [sentence for sentence in _SENTENCE_END.split(self.text) if sentence]
+        parts = _SENTENCE_END.split(self.text)  # text, end, text, end, ..., text
+        sentences = list(map(str.__add__, parts[0:-1:2], parts[1::2]))
+        return [*sentences, parts[-1]] if parts[-1] else sentences
 
     @cached_property
     def sentence_bytes(self) -> list[int]:

@@ -52,6 +52,7 @@ from anchorkit.tokens import (
     Cut,
     TokenizedText,
     Tokenizer,
+    TokensWithout,
     approx_tokens,
     byte_offsets,
     line_aligned,
@@ -63,7 +64,9 @@ TABLE_OVERLAP_PERCENT = 20  # the table's windows overlap as Bedrock's fixed-siz
 
 
 # A plain-text ticket mention ("#123", not "&#123;"): a confusion-risk measure, not the anchor format.
-_MENTION = re.compile(r"(?<![\w&#])#(\d{1,12})(?!\d)")
+# The "#" comes first and the character before it is checked after it: the scan then only stops
+# at a "#" (three times faster than a look-behind tried at every position).
+_MENTION = re.compile(r"#(?<![\w&#]#)(\d{1,12})(?!\d)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -108,6 +111,27 @@ class DocumentVersion:
     def mentions_other(self, chunk: Span) -> bool:
         """Whether the chunk's text mentions another ticket's number (``#123``)."""
         return _covers(chunk, self.mentions, self._mention_starts)
+
+
+class StrippedVersion(DocumentVersion):
+    """The document without its anchors when they were whole lines of whole tokens
+    (``TokensWithout``): what names the ticket and what mentions others are the anchored version's
+    spans outside the anchors, moved. The patterns that find them look at one line at a time (the
+    mention pattern at one character on each side, a line break at a cut's edges in both texts), so
+    on the stripped text they find exactly the anchored text's matches outside the cuts."""
+
+    def __init__(self, text: str, anchored: DocumentVersion, tokens: TokensWithout, layout: TextLayout) -> None:
+        super().__init__(text, anchored.ticket_id, tokens, layout)
+        self._anchored = anchored
+        self._tokens_without = tokens
+
+    @cached_property
+    def identifying(self) -> list[Span]:
+        return self._tokens_without.kept_spans(self._anchored.identifying)
+
+    @cached_property
+    def mentions(self) -> list[Span]:
+        return self._tokens_without.kept_spans(self._anchored.mentions)
 
 
 def _token_spans(text: str, tokens: TokenizedText, char_spans: list[tuple[int, int]]) -> list[Span]:
@@ -333,7 +357,10 @@ class Measurer:
         anchored = DocumentVersion(document.markdown, document.ticket_id, tokens[0])
         byte_cuts = byte_offsets(document.markdown, [offset for cut in cuts for offset in cut])
         stripped_layout = anchored.layout.without(stripped_text, list(zip(byte_cuts[::2], byte_cuts[1::2])))
-        return anchored, DocumentVersion(stripped_text, document.ticket_id, tokens[1], stripped_layout)
+        bare = tokens[1]
+        if isinstance(bare, TokensWithout) and bare.whole is tokens[0]:
+            return anchored, StrippedVersion(stripped_text, anchored, bare, stripped_layout)
+        return anchored, DocumentVersion(stripped_text, document.ticket_id, bare, stripped_layout)
 
     def _measure(
         self,
