@@ -170,6 +170,13 @@ class TokensWithout:
             result.append(min(token - starts_there[piece] + starts_here[piece], last))
         return result
 
+    @property
+    def cut_bytes(self) -> list[tuple[int, int]]:
+        """The byte ranges of ``whole`` taken out, ascending."""
+        offsets = self.whole.offsets
+        ends = [0, *(offsets[end] for end in self._ends_there)]
+        return [(end, start) for end, start in zip(ends, self._bytes_there) if start > end]
+
     def kept_spans(self, spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
         """Token spans [first, last] of ``whole`` that lie in the kept ranges, as token spans here
         (a span starting in a range taken out is dropped)."""

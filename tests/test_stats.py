@@ -138,6 +138,8 @@ def test_tokens_without_cuts_read_through_the_whole_are_the_kept_tokens(lengths:
     assert [view.byte_offset(i) for i in range(view.token_count + 1)] == list(copied.offsets)
     probes = list(range(copied.offsets[-1] + 3))
     assert view.tokens_at(probes) == copied.tokens_at(probes) == [view.token_at(offset) for offset in probes]
+    removed = [(end, start) for (_, end), (start, _) in zip([(0, 0), *ranges], ranges) if start > end]
+    assert view.cut_bytes == [(whole.offsets[start], whole.offsets[end]) for start, end in removed]
 
 
 def test_approx_tokens_is_calibrated_against_cl100k_on_the_fixtures(
@@ -194,6 +196,8 @@ def test_the_stripped_layout_borrowed_from_the_anchored_one_is_the_stripped_text
             signature - {"\n"} for signature in fresh.signatures
         ]
         assert stripped.layout.heading_bytes == fresh.heading_bytes
+        # The neighbours' similarities, most of them the anchored layout's, are those of its signatures.
+        assert stripped.layout.similarities == chunking.neighbour_similarities(stripped.layout.signatures)
 
 
 @pytest.fixture(scope="module")
@@ -276,7 +280,7 @@ def test_sentences_end_after_full_stops_and_line_breaks(text: str) -> None:
 
 def test_semantic_stand_in_breaks_where_the_wording_changes() -> None:
     sentences = ["VPNの接続が切れる。"] * 30 + ["Printer toner is empty. "] + ["VPNの接続が切れる。"] * 30
-    breaks = chunking.SemanticChunker()._breakpoints([set(sentence) for sentence in sentences])
+    breaks = chunking.SemanticChunker()._breakpoints(chunking.TextLayout("".join(sentences)))
     assert breaks == {30, 31}
 
 

@@ -9,15 +9,17 @@ colon after the id: the shortest prefix the anchor pattern accepts) and a chunk 
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import math
 import re
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from anchorkit.anchors import (
     ANCHOR_PATTERN,
@@ -84,9 +86,13 @@ class DocumentVersion:
         self.layout = layout or TextLayout(text)
 
     @cached_property
+    def lines(self) -> LineMatches:
+        return line_matches(self.text)
+
+    @cached_property
     def identifying(self) -> list[Span]:
         """From the start of each anchor/title line naming the ticket to its id's colon."""
-        return _token_spans(self.text, self.tokens, identifying_char_spans(self.text, self.ticket_id))
+        return _token_spans(self.text, self.tokens, identifying_spans(self.lines, self.ticket_id))
 
     @cached_property
     def mentions(self) -> list[Span]:
@@ -144,14 +150,24 @@ def _token_spans(text: str, tokens: TokenizedText, char_spans: list[tuple[int, i
     return list(zip(token_indices[::2], token_indices[1::2]))
 
 
+class LineMatches(NamedTuple):
+    """The anchor lines and the title lines of a text, any ticket's (found once, asked several times)."""
+
+    anchors: list[re.Match[str]]
+    titles: list[re.Match[str]]
+
+
+def line_matches(text: str) -> LineMatches:
+    return LineMatches(list(ANCHOR_PATTERN.finditer(text)), list(TITLE_PATTERN.finditer(text)))
+
+
 def identifying_char_spans(text: str, ticket_id: int) -> list[tuple[int, int]]:
     """Character spans from the start of each anchor/title line naming ``ticket_id`` to its id's colon."""
-    return sorted(
-        (m.start(), m.end("id") + 1)
-        for pattern in (ANCHOR_PATTERN, TITLE_PATTERN)
-        for m in pattern.finditer(text)
-        if int(m["id"]) == ticket_id
-    )
+    return identifying_spans(line_matches(text), ticket_id)
+
+
+def identifying_spans(lines: LineMatches, ticket_id: int) -> list[tuple[int, int]]:
+    return sorted((m.start(), m.end("id") + 1) for m in itertools.chain(*lines) if int(m["id"]) == ticket_id)
 
 
 def mention_char_spans(text: str, ticket_id: int) -> list[tuple[int, int]]:
@@ -238,8 +254,9 @@ def longest_gap(spans: list[Span], token_count: int) -> int:
 # Measuring documents (pure; runs in worker processes with --jobs)
 
 
-@dataclass(frozen=True)
-class ChunkTally:
+# NamedTuples rather than frozen dataclasses: a document makes a dozen of them, and a frozen
+# dataclass takes several times longer to build.
+class ChunkTally(NamedTuple):
     """One document, one chunker level, one version (anchored or stripped)."""
 
     chunks: int
@@ -248,8 +265,7 @@ class ChunkTally:
     longest_run_tokens: int  # tokens covered by consecutive chunks that do not identify the ticket
 
 
-@dataclass(frozen=True)
-class Placement:
+class Placement(NamedTuple):
     """One rendering of a document against windows of ``chunk_tokens`` tokens: what its anchors cost,
     what the lower bound says they could cost, and how many windows identify the ticket."""
 
@@ -322,6 +338,10 @@ class Measurer:
 
     def measure_batch(self, items: Sequence[SourceItem]) -> list[Measured]:
         """Measurements of the batch's documents; errors and oversized documents pass through, in order."""
+        with _collector_paused():
+            return self._measure_batch(items)
+
+    def _measure_batch(self, items: Sequence[SourceItem]) -> list[Measured]:
         documents = [item for item in items if isinstance(item, SourceDocument)]
         cuts = [line_aligned(document.markdown, anchor_cuts(document.markdown)) for document in documents]
         stripped = [without(document.markdown, document_cuts) for document, document_cuts in zip(documents, cuts)]
@@ -355,12 +375,13 @@ class Measurer:
     ) -> tuple[DocumentVersion, DocumentVersion]:
         """The document as it is, and without its anchors (which borrows the anchored layout)."""
         anchored = DocumentVersion(document.markdown, document.ticket_id, tokens[0])
-        byte_cuts = byte_offsets(document.markdown, [offset for cut in cuts for offset in cut])
-        stripped_layout = anchored.layout.without(stripped_text, list(zip(byte_cuts[::2], byte_cuts[1::2])))
         bare = tokens[1]
         if isinstance(bare, TokensWithout) and bare.whole is tokens[0]:
-            return anchored, StrippedVersion(stripped_text, anchored, bare, stripped_layout)
-        return anchored, DocumentVersion(stripped_text, document.ticket_id, bare, stripped_layout)
+            layout = anchored.layout.without(stripped_text, bare.cut_bytes)
+            return anchored, StrippedVersion(stripped_text, anchored, bare, layout)
+        byte_cuts = byte_offsets(document.markdown, [offset for cut in cuts for offset in cut])
+        layout = anchored.layout.without(stripped_text, list(zip(byte_cuts[::2], byte_cuts[1::2])))
+        return anchored, DocumentVersion(stripped_text, document.ticket_id, bare, layout)
 
     def _measure(
         self,
@@ -395,7 +416,7 @@ class Measurer:
             approx_tokens(document.markdown) if self.tokenizer.exact else None,
             (anchored.longest_gap, stripped.longest_gap),
             tuple(tallies),
-            tuple(limit_findings(document)),
+            tuple(limit_findings(document, anchored.lines)),
             placements[self.lengths.chunk_tokens],
             tuple(placements[length] for length in self.lengths.table),
         )
@@ -415,6 +436,20 @@ class Measurer:
                     longest = max(longest, run)
             tallies.append(ChunkTally(len(chunks), identified, mentioning, longest))
         return tallies
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused: a batch makes a few hundred thousand short-lived
+    lists, sets and tuples and no reference cycles, so the collector would run about a hundred
+    times a batch and find nothing (3% of the audit's time)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def placement(
@@ -470,12 +505,14 @@ def _token_tallies(split: list[list[Span]], version: DocumentVersion) -> list[Ch
     return tallies
 
 
-def limit_findings(document: SourceDocument) -> list[tuple[str, dict[str, Any]]]:
-    """Bedrock limits and anchor hygiene problems of one document and its sidecar."""
+def limit_findings(document: SourceDocument, lines: LineMatches | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """Bedrock limits and anchor hygiene problems of one document and its sidecar (``lines``: its
+    ``line_matches``, when already found)."""
     markdown, ticket_id, relpath = document.markdown, document.ticket_id, document.relpath
+    lines = lines or line_matches(markdown)
     where = {"ticket_id": ticket_id, "relpath": relpath}
     findings: list[tuple[str, dict[str, Any]]] = []
-    anchors = list(ANCHOR_PATTERN.finditer(markdown))  # the matches find_anchors makes, with positions
+    anchors = lines.anchors  # the matches find_anchors makes, with positions
     if not anchors:
         findings.append(("documents_without_anchor", where))
     foreign = sorted({int(anchor["id"]) for anchor in anchors} - {ticket_id})
@@ -488,7 +525,7 @@ def limit_findings(document: SourceDocument) -> list[tuple[str, dict[str, Any]]]
     )
     if duplicates:
         findings.append(("duplicated_anchors", {**where, "count": duplicates}))
-    in_code = anchors_in_code_blocks(markdown)
+    in_code = anchors_in_code_blocks(markdown, lines)
     if in_code:
         findings.append(("anchors_in_code_blocks", {**where, "lines": in_code}))
     if document.sidecar is not None:
@@ -516,7 +553,7 @@ def sidecar_findings(sidecar: bytes, ticket_id: int, relpath: str) -> list[tuple
     return findings
 
 
-def anchors_in_code_blocks(markdown: str) -> list[int]:
+def anchors_in_code_blocks(markdown: str, lines: LineMatches) -> list[int]:
     """1-based line numbers of anchor or title lines that sit inside a code block."""
     if not COMPLEX_LINE.search(markdown):
         return []  # no fence and no indented line: there is no code block
@@ -525,7 +562,7 @@ def anchors_in_code_blocks(markdown: str) -> list[int]:
         code_lines.update(range(first, end))
     if not code_lines:
         return []
-    starts = sorted(m.start() for pattern in (ANCHOR_PATTERN, TITLE_PATTERN) for m in pattern.finditer(markdown))
+    starts = sorted(m.start() for m in itertools.chain(*lines))
     numbers = [markdown.count("\n", 0, start) for start in starts]
     return [number + 1 for number in numbers if number in code_lines]
 
