@@ -140,7 +140,9 @@ class _DerivedLayout(TextLayout):
         previous = None  # the last kept sentence so far (index in the source)
         for first, last, _ in self._sentence_runs:
             if previous is not None:
-                kept += neighbour_similarities([signatures[previous], signatures[first]])
+                before, after = signatures[previous], signatures[first]
+                shared = len(before & after)
+                kept.append(shared / (len(before) + len(after) - shared))  # as neighbour_similarities does
             kept += similarities[first : last - 1]
             previous = last - 1
         return kept

@@ -84,6 +84,7 @@ class DocumentVersion:
         self.tokens = tokens
         self.ticket_id = ticket_id
         self.layout = layout or TextLayout(text)
+        self._windows: dict[tuple[int, int], tuple[int, list[tuple[int, int]]]] = {}
 
     @cached_property
     def lines(self) -> LineMatches:
@@ -109,6 +110,14 @@ class DocumentVersion:
     @cached_property
     def _mention_starts(self) -> list[int]:
         return [start for start, _ in self.mentions]
+
+    def identified_windows(self, size: int, overlap: int) -> tuple[int, list[tuple[int, int]]]:
+        """``covered_windows`` of the spans naming the ticket (the fixed chunker and the placement
+        at the same length ask for the same windows)."""
+        key = (size, overlap)
+        if key not in self._windows:
+            self._windows[key] = covered_windows(self.identifying, self.tokens.token_count, size, overlap)
+        return self._windows[key]
 
     def identifies(self, chunk: Span) -> bool:
         """Whether the chunk's text names the ticket: ``ticket_id in identified_ticket_ids(chunk text)``."""
@@ -214,7 +223,7 @@ def covered_windows(spans: list[Span], token_count: int, size: int, overlap: int
 def window_tally(version: DocumentVersion, size: int, overlap: int) -> ChunkTally:
     """``_token_tallies`` of fixed windows, from the spans alone (no per-window work)."""
     token_count = version.tokens.token_count
-    count, identified = covered_windows(version.identifying, token_count, size, overlap)
+    count, identified = version.identified_windows(size, overlap)
     _, mentioning = covered_windows(version.mentions, token_count, size, overlap)
     step = max(size - overlap, 1)
     longest = 0
@@ -460,9 +469,8 @@ def placement(
     token_count = anchored.tokens.token_count
     anchors = len(anchored.identifying) - stripped_identifying
     cost = (token_count - tokens_without_anchors) / anchors if anchors > 0 else _title_cost(anchored)
-    windows, identified = identified_windows(
-        anchored.identifying, token_count, chunk_tokens, chunk_tokens * TABLE_OVERLAP_PERCENT // 100
-    )
+    windows, covered = anchored.identified_windows(chunk_tokens, chunk_tokens * TABLE_OVERLAP_PERCENT // 100)
+    identified = sum(last - first + 1 for first, last in covered)
     return Placement(
         chunk_tokens,
         token_count,
@@ -490,12 +498,13 @@ def _title_cost(version: DocumentVersion) -> int:
 
 def _token_tallies(split: list[list[Span]], version: DocumentVersion) -> list[ChunkTally]:
     tallies = []
+    identifies, mentions_other = version.identifies, version.mentions_other
     for chunks in split:
         identified = mentioning = longest = 0
         run_start: int | None = None
         for chunk in chunks:
-            mentioning += version.mentions_other(chunk)
-            if version.identifies(chunk):
+            mentioning += mentions_other(chunk)
+            if identifies(chunk):
                 identified += 1
                 run_start = None
             else:
@@ -563,8 +572,9 @@ def anchors_in_code_blocks(markdown: str, lines: LineMatches) -> list[int]:
     if not code_lines:
         return []
     starts = sorted(m.start() for m in itertools.chain(*lines))
-    numbers = [markdown.count("\n", 0, start) for start in starts]
-    return [number + 1 for number in numbers if number in code_lines]
+    # Line numbers counted on from the previous start: one pass over the text, not one per line.
+    gaps = map(markdown.count, itertools.repeat("\n"), [0, *starts[:-1]], starts)
+    return [number + 1 for number in itertools.accumulate(gaps) if number in code_lines]
 
 
 def sidecar_value_problems(attributes: dict[str, Any]) -> list[str]:
