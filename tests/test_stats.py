@@ -22,7 +22,7 @@ from anchorkit import parallel, tokens
 from anchorkit.anchors import anchor_cuts, anchor_line, identified_ticket_ids, insert_anchors, strip_anchors, title_line
 from anchorkit.audit import chunkers as chunking
 from anchorkit.audit import measure
-from anchorkit.markdown_blocks import parse_blocks
+from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks
 from anchorkit.render.document import RenderOptions
 from anchorkit.render.transform import TransformOptions
 
@@ -276,6 +276,13 @@ def test_sentences_end_after_full_stops_and_line_breaks(text: str) -> None:
         return japanese or latin
 
     assert set(accumulate(map(len, sentences[:-1]))) == {i for i in range(1, len(text)) if ends_before(i)}
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["\n", " ", "    ", "\t", "```", "~~~", "<", "=", "-", "#", "a", "あ"]), max_size=12))
+def test_complex_lines_are_found_as_the_markdown_scan_finds_them(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    assert chunking.has_complex_lines(text) == (COMPLEX_LINE.search(text) is not None)
 
 
 def test_semantic_stand_in_breaks_where_the_wording_changes() -> None:

@@ -305,9 +305,21 @@ class HeadingChunker:
         return [[span for start, end in pairwise(starts) for span in windows(start, end, self.max_tokens, overlap)]]
 
 
+# COMPLEX_LINE looked for after a line break (of a text given one in front) rather than at "^": the
+# scan then stops only at line breaks.
+_COMPLEX_AFTER_BREAK = re.compile("\n" + COMPLEX_LINE.pattern.removeprefix("^"), re.M)
+
+
+@lru_cache(maxsize=4)
+def has_complex_lines(text: str) -> bool:
+    """Whether a line of the text matches ``COMPLEX_LINE`` (cached: the heading chunker and the
+    audit's anchors-in-code check both ask of each document)."""
+    return _COMPLEX_AFTER_BREAK.search("\n" + text) is not None
+
+
 def heading_offsets(text: str) -> list[int]:
     """Character offsets of the heading lines of a Markdown text (ATX and setext, any nesting)."""
-    if not COMPLEX_LINE.search(text):
+    if not has_complex_lines(text):
         # No fences, indented code, HTML blocks or setext underlines: every line starting with
         # "#" + space is a heading, and the block parser is not needed (it is the slow part).
         return [m.start() for m in _ATX_HEADING_LINE.finditer(text)]

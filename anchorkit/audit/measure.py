@@ -34,6 +34,7 @@ from anchorkit.audit.chunkers import (
     Span,
     TextLayout,
     block_layout,
+    has_complex_lines,
 )
 from anchorkit.audit.sources import (
     InputError,
@@ -41,7 +42,6 @@ from anchorkit.audit.sources import (
     SourceDocument,
     SourceItem,
 )
-from anchorkit.markdown_blocks import COMPLEX_LINE
 from anchorkit.render.document import DEFAULT_CHUNK_TOKENS
 from anchorkit.render.sidecar import MAX_FILE_BYTES as MAX_SIDECAR_BYTES
 from anchorkit.render.sidecar import (
@@ -564,7 +564,7 @@ def sidecar_findings(sidecar: bytes, ticket_id: int, relpath: str) -> list[tuple
 
 def anchors_in_code_blocks(markdown: str, lines: LineMatches) -> list[int]:
     """1-based line numbers of anchor or title lines that sit inside a code block."""
-    if not COMPLEX_LINE.search(markdown):
+    if not has_complex_lines(markdown):
         return []  # no fence and no indented line: there is no code block
     code_lines: set[int] = set()
     for first, end in block_layout(markdown).code_lines:
