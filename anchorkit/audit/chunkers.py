@@ -59,6 +59,8 @@ def windows(start: int, end: int, size: int, overlap: int) -> list[Span]:
     """Consecutive ``size``-token windows over [start, end), each sharing ``overlap`` with the previous."""
     if end <= start:
         return []
+    if end - start <= size:
+        return [(start, end)]  # most sections and short documents: one window
     step = max(size - overlap, 1)
     spans = []
     position = start
