@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 from bisect import bisect_left
 from pathlib import Path
@@ -24,8 +23,7 @@ from anchorkit.anchors import (
 from anchorkit.markdown_blocks import parse_blocks, top_level_blocks
 from anchorkit.render.document import RenderOptions, content_markdown, render_document
 from anchorkit.render.spacing import _plan, _plan_by_lines, approx_tokens_with_margin, space_anchors
-from anchorkit.tokens import TokenizerUnavailable, byte_offsets, load_cl100k_base
-from tests.support import skip_or_fail
+from anchorkit.tokens import byte_offsets, load_cl100k_base
 from tests.support.long_tickets import TEXT_FORMAT, long_issue, lookups, write_long_snapshot
 
 ANCHOR = anchor_line(5, "VPN接続が不安定になる")
@@ -265,19 +263,8 @@ def test_every_window_of_a_long_ticket_holds_an_anchor_or_lies_in_a_line_that_ca
             )
 
 
-def cl100k_or_skip():  # type: ignore[no-untyped-def]
-    """cl100k_base from $ANCHORKIT_TIKTOKEN_FILE, ../shared/data beside the checkout or tiktoken's cache."""
-    beside = Path(__file__).resolve().parents[2] / "shared" / "data" / "cl100k_base.tiktoken"
-    try:
-        return load_cl100k_base(
-            None if os.environ.get("ANCHORKIT_TIKTOKEN_FILE") or not beside.is_file() else beside, allow_download=False
-        )
-    except TokenizerUnavailable as exc:
-        skip_or_fail(f"cl100k_base vocabulary: {exc}")
-
-
 def test_with_cl100k_every_window_holds_an_anchor_or_lies_in_a_line_that_cannot_be_cut() -> None:
-    tokenizer = cl100k_or_skip()
+    tokenizer = load_cl100k_base()
     for seed in range(3):
         issue = long_issue(50001 + seed, random.Random(seed))
         document = render_document(issue, lookups(), RenderOptions(text_format=TEXT_FORMAT), tokenizer.count)

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from anchorkit.anchors import code_closer, find_anchors, find_titles, strip_anchors, title_line
 from anchorkit.chunk import Chunk, ChunkError, chunk_document
 from anchorkit.render.document import RenderOptions, render_document
-from anchorkit.tokens import ExactTokens
+from anchorkit.tokens import ExactTokens, load_cl100k_base
 from tests.support.long_tickets import TEXT_FORMAT, long_issue, lookups
-from tests.test_anchor_spacing import BLOCKS, cl100k_or_skip
+from tests.test_anchor_spacing import BLOCKS
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 LOOKUPS = json.loads((FIXTURES / "lookups.json").read_text(encoding="utf-8"))
@@ -117,7 +117,7 @@ def assert_only_repeated_structure(chunk: Chunk) -> None:
 def test_every_chunk_of_the_fixtures_and_long_tickets_names_its_ticket_fits_and_gives_back_the_content(
     limit: int,
 ) -> None:
-    tokenizer = cl100k_or_skip()
+    tokenizer = load_cl100k_base()
     for ticket_id, doc in [*fixture_documents(), *long_documents(12)]:
         chunked = chunk_document(doc, {"url": f"https://redmine.example/issues/{ticket_id}"}, tokenizer, limit)
         assert chunked.ticket_id == ticket_id and chunked.warnings == []
@@ -125,7 +125,7 @@ def test_every_chunk_of_the_fixtures_and_long_tickets_names_its_ticket_fits_and_
 
 
 def test_documents_with_spacing_anchors_give_the_same_chunks_as_without() -> None:
-    tokenizer = cl100k_or_skip()
+    tokenizer = load_cl100k_base()
     for (_, plain), (_, spaced) in zip(long_documents(3), long_documents(3, chunk_tokens=300), strict=True):
         assert plain != spaced
         first = chunk_document(plain, {}, tokenizer, 300).chunks
@@ -134,7 +134,7 @@ def test_documents_with_spacing_anchors_give_the_same_chunks_as_without() -> Non
 
 
 def test_chunking_twice_gives_the_same_ids_texts_and_metadata() -> None:
-    tokenizer = cl100k_or_skip()
+    tokenizer = load_cl100k_base()
     (ticket_id, doc), *_ = long_documents(1)
     first, second = (chunk_document(doc, {"subject": "s"}, tokenizer, 300).chunks for _ in range(2))
     assert [(c.id, c.text, c.metadata) for c in first] == [(c.id, c.text, c.metadata) for c in second]

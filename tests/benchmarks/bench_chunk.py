@@ -2,8 +2,7 @@
 
     python tests/benchmarks/bench_chunk.py     # BENCH_CHUNK_TICKETS (default 200,1000), BENCH_CHUNK_SEED (0)
 
-For each corpus and N in (300, 512), exact cl100k_base counts (vocabulary from
-$ANCHORKIT_TIKTOKEN_FILE, else ../shared/data/cl100k_base.tiktoken beside the checkout):
+For each corpus and N in (300, 512), exact cl100k_base counts (the vocabulary anchorkit ships):
 
 - coverage: chunks holding a complete anchor or title line of their own ticket and none of another
   (the judge reads the lines, it does not ask the chunker): 100% expected;
@@ -52,12 +51,7 @@ SEED = int(os.environ.get("BENCH_CHUNK_SEED", "0"))
 CHUNK_LENGTHS = (300, 512)
 RATIO_TARGET = 1.25
 ATTEMPTS = int(os.environ.get("BENCH_CHUNK_ATTEMPTS", "2"))
-SHARED_VOCABULARY = REPO.parent / "shared" / "data" / "cl100k_base.tiktoken"
 _SHAPE = re.compile(r"[>#] [^#\\\n]{1,40}? #(\d{1,12}):(?: .*)?")
-
-
-def vocabulary() -> Path | None:
-    return None if os.environ.get("ANCHORKIT_TIKTOKEN_FILE") or not SHARED_VOCABULARY.is_file() else SHARED_VOCABULARY
 
 
 def named_tickets(chunk: str) -> set[int]:
@@ -162,11 +156,9 @@ def report(name: str, limit: int, figures: Figures) -> None:
     )
 
 
-def corpus(source: Path, limit: int, tiktoken_file: Path | None) -> tuple[list[TicketDocument], dict[int, str]]:
+def corpus(source: Path, limit: int) -> tuple[list[TicketDocument], dict[int, str]]:
     documents = [item for item in iter_source(source) if isinstance(item, TicketDocument)]
-    options = TransformOptions(
-        render=RenderOptions(chunk_tokens=limit), tokenizer="cl100k_base", tiktoken_file=tiktoken_file
-    )
+    options = TransformOptions(render=RenderOptions(chunk_tokens=limit), tokenizer="cl100k_base")
     spaced = {r.ticket_id: r.markdown for r in iter_documents(source, options) if isinstance(r, RenderedTicket)}
     return documents, spaced
 
@@ -209,10 +201,8 @@ def run(code: str, *args: str) -> dict[str, float]:
     return json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
 
 
-def speed(snapshot: Path, scratch: Path, tiktoken_file: Path | None) -> None:
+def speed(snapshot: Path, scratch: Path) -> None:
     """The best of alternating runs of each (this machine is shared: one run may meet a busy spell)."""
-    if tiktoken_file is not None:
-        os.environ["ANCHORKIT_TIKTOKEN_FILE"] = str(tiktoken_file)
     runs: dict[str, list[dict[str, float]]] = {"transform": [], "jsonl": [], "folder": []}
     for attempt in range(ATTEMPTS):
         runs["transform"].append(run(TRANSFORM, str(snapshot), str(scratch / f"documents{attempt}")))
@@ -233,8 +223,7 @@ def speed(snapshot: Path, scratch: Path, tiktoken_file: Path | None) -> None:
 
 
 def main() -> None:
-    tiktoken_file = vocabulary()
-    tokenizer = load_cl100k_base(tiktoken_file, allow_download=False)
+    tokenizer = load_cl100k_base()
     scratch_root = Path(os.environ.get("BENCH_TMPDIR", REPO / "build"))
     scratch_root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bench-chunk-", dir=scratch_root) as tmp:
@@ -245,9 +234,9 @@ def main() -> None:
             sources.append((f"{count} long tickets", snapshot))
         for name, source in sources:
             for limit in CHUNK_LENGTHS:
-                documents, spaced = corpus(source, limit, tiktoken_file)
+                documents, spaced = corpus(source, limit)
                 report(name, limit, measure(documents, spaced, tokenizer, limit))
-        speed(sources[-1][1], Path(tmp), tiktoken_file)
+        speed(sources[-1][1], Path(tmp))
 
 
 if __name__ == "__main__":

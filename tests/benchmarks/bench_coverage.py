@@ -1,8 +1,8 @@
 """Benchmark: does every chunk name its ticket, on long tickets, under the chunkers people use?
 
     python tests/benchmarks/bench_coverage.py      # BENCH_COVERAGE_TICKETS (default 200), seed BENCH_COVERAGE_SEED,
-                                                   # BENCH_COVERAGE_PLACEMENT=approx: anchors placed without the
-                                                   # vocabulary
+                                                   # BENCH_COVERAGE_PLACEMENT=approx: anchors placed counting
+                                                   # approx tokens (--tokenizer approx)
                                                    # BENCH_COVERAGE_STRESS=0: no lines longer than a chunk
 
 Generates a snapshot of long tickets (``tests/support/long_tickets.py``: pasted logs, tables, long
@@ -51,8 +51,8 @@ from anchorkit.render.document import RenderOptions  # noqa: E402
 from anchorkit.render.transform import RenderedTicket, TransformOptions, iter_documents  # noqa: E402
 
 TICKETS = int(os.environ.get("BENCH_COVERAGE_TICKETS", "200"))
-# How transform counts tokens when it places anchors: cl100k_base (the vocabulary is here), or
-# approx to see the placement a machine without the vocabulary makes (the approximation's margin).
+# How transform counts tokens when it places anchors: cl100k_base (the default), or approx to see
+# the placement --tokenizer approx makes (the approximation's margin).
 PLACEMENT_TOKENIZER = os.environ.get("BENCH_COVERAGE_PLACEMENT", tokens.CL100K_BASE)
 # 0: leave out the shapes no placement may cut (one line longer than a chunk: minified JSON, base64).
 STRESS = os.environ.get("BENCH_COVERAGE_STRESS", "1") != "0"
@@ -61,7 +61,6 @@ CHUNK_LENGTHS = (300, 512)
 REFERENCE = 0  # structural anchors only, for comparison
 OWN_TARGET, OTHER_TARGET, BOUND_TARGET = 99.0, 98.0, 1.25
 EXAMPLES = 3
-SHARED_VOCABULARY = REPO.parent / "shared" / "data" / "cl100k_base.tiktoken"
 
 Splitter = Callable[[str], list[str]]
 
@@ -85,10 +84,8 @@ def identifies(chunk: str, document: Document) -> bool:
     return any(line.strip() in document.genuine for line in chunk.split("\n"))
 
 
-def render(snapshot: Path, chunk_tokens: int, tokenizer: str, vocabulary: Path) -> list[Document]:
-    options = TransformOptions(
-        render=RenderOptions(chunk_tokens=chunk_tokens), tokenizer=tokenizer, tiktoken_file=vocabulary
-    )
+def render(snapshot: Path, chunk_tokens: int, tokenizer: str) -> list[Document]:
+    options = TransformOptions(render=RenderOptions(chunk_tokens=chunk_tokens), tokenizer=tokenizer)
     rendered = [result for result in iter_documents(snapshot, options) if isinstance(result, RenderedTicket)]
     return [
         Document(result.ticket_id, result.markdown, genuine_lines(result.markdown, result.ticket_id))
@@ -239,26 +236,23 @@ def measure(documents: list[Document], split: Splitter) -> Coverage:
     return coverage
 
 
-def efficiency(documents: list[Document], choice: tokens.TokenizerChoice, chunk_tokens: int) -> dict:
+def efficiency(documents: list[Document], tokenizer: tokens.Tokenizer, chunk_tokens: int) -> dict:
     """anchorkit stats' figures for the documents: overhead beside the lower bound."""
     items = [stats.SourceDocument(d.ticket_id, f"{d.ticket_id}.md", d.markdown, None) for d in documents]
     report = stats.audit(
-        items, choice, [], {"path": "bench", "kind": "output"}, jobs=1, lengths=stats.Lengths(chunk_tokens, ())
+        items, tokenizer, [], {"path": "bench", "kind": "output"}, jobs=1, lengths=stats.Lengths(chunk_tokens, ())
     )
     return report["efficiency"]
 
 
 def main() -> None:
-    vocabulary = Path(os.environ.get(tokens.VOCABULARY_FILE_ENV) or SHARED_VOCABULARY)
-    if not vocabulary.is_file():
-        sys.exit(f"bench_coverage needs the cl100k_base vocabulary ({vocabulary}; set {tokens.VOCABULARY_FILE_ENV})")
-    choice = tokens.choose_tokenizer(tokens.CL100K_BASE, vocabulary)
-    encoding = choice.tokenizer._encoding  # type: ignore[attr-defined]  # the same cl100k the audit counts with
+    cl100k = tokens.load_cl100k_base()
+    encoding = cl100k._encoding  # the same cl100k the audit counts with
     missed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-coverage-") as tmp:
         snapshot = Path(tmp)
         write_long_snapshot(snapshot, TICKETS, SEED, stress=STRESS)
-        structural = render(snapshot, REFERENCE, PLACEMENT_TOKENIZER, vocabulary)
+        structural = render(snapshot, REFERENCE, PLACEMENT_TOKENIZER)
         structural_tokens = sum(len(encoding.encode_ordinary(d.markdown)) for d in structural)
         print(
             f"corpus: {len(structural)} long tickets (seed {SEED}), {structural_tokens:,} cl100k tokens with "
@@ -268,7 +262,7 @@ def main() -> None:
             f"{'with' if STRESS else 'without'} lines longer than a chunk"
         )
         for size in CHUNK_LENGTHS:
-            documents = render(snapshot, size, PLACEMENT_TOKENIZER, vocabulary)
+            documents = render(snapshot, size, PLACEMENT_TOKENIZER)
             own, others, skipped = splitters(encoding, size)
             anchored_tokens = sum(len(encoding.encode_ordinary(d.markdown)) for d in documents)
             print(f"\n== chunk length {size} tokens (coverage: --chunk-tokens {size} | --chunk-tokens 0)")
@@ -291,7 +285,7 @@ def main() -> None:
                             )
             for reason in skipped:
                 print(f"  skipped: {reason}")
-            figures = efficiency(documents, choice, size)
+            figures = efficiency(documents, cl100k, size)
             ratio = figures["ratio_to_bound"]
             verdict = "met" if ratio is not None and ratio <= BOUND_TARGET else "MISSED"
             print(
