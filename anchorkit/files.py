@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import filecmp
 import os
 import tempfile
 from pathlib import Path
-from typing import Literal
+from types import TracebackType
+from typing import BinaryIO, Literal
 
 from anchorkit.errors import UsageError
 
@@ -60,6 +62,46 @@ def sync_file(path: Path, data: bytes, *, check: bool = False) -> Literal["creat
     if not check:
         write_atomic(path, data)
     return "created" if current is None else "changed"
+
+
+class AtomicStream:
+    """A file written piece by piece (too large to hold in memory) that replaces ``path`` atomically
+    on ``commit()``, unless it holds exactly the bytes ``path`` has (then ``path`` is left untouched).
+    Leaving the ``with`` block without a commit (an error) removes it: ``path`` keeps its old content."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            fd, self.tmp = _create_temporary(path)
+        except FileNotFoundError:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, self.tmp = _create_temporary(path)
+        self.file: BinaryIO = os.fdopen(fd, "wb")
+
+    def write(self, data: bytes) -> None:
+        self.file.write(data)
+
+    def commit(self) -> Literal["created", "changed", "unchanged"]:
+        self.file.close()
+        if not self.path.exists():
+            status: Literal["created", "changed", "unchanged"] = "created"
+        elif filecmp.cmp(self.tmp, self.path, shallow=False):
+            os.unlink(self.tmp)
+            return "unchanged"
+        else:
+            status = "changed"
+        os.replace(self.tmp, self.path)
+        return status
+
+    def __enter__(self) -> AtomicStream:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.file.close()
+        with contextlib.suppress(FileNotFoundError):  # committed
+            os.unlink(self.tmp)
 
 
 def write_if_changed(path: Path, data: bytes) -> bool:

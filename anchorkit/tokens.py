@@ -396,10 +396,17 @@ class TiktokenTokenizer:
         return [(tokens, bare if bare is not None else next(retokenized)) for tokens, bare in pairs]
 
     def _exact_tokens(self, texts: Sequence[str]) -> Iterator[ExactTokens]:
-        """The token offsets of every text (one batched, multi-threaded encode): a running sum of
-        the tokens' byte lengths, in an array (8 bytes a token, where a list would take 36)."""
+        """The token offsets of every text (one batched, multi-threaded encode; one text alone without
+        the threads): a running sum of the tokens' byte lengths, in an array (8 bytes a token, where a
+        list would take 36)."""
         length_of = self._token_bytes.__getitem__
-        for ids in self._encoding.encode_ordinary_batch(list(texts)):
+        # One text is encoded here: starting the batch's thread pool costs as much as encoding a long ticket.
+        encoded = (
+            [self._encoding.encode_ordinary(texts[0])]
+            if len(texts) == 1
+            else self._encoding.encode_ordinary_batch(list(texts))
+        )
+        for ids in encoded:
             yield ExactTokens(array("q", accumulate(map(length_of, ids), initial=0)))
 
 

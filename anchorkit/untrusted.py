@@ -37,6 +37,11 @@ def without_userinfo(url: str) -> str:
     return urlunsplit(parts._replace(netloc=host))
 
 
+def public_url(url: str) -> str:
+    """A base URL as it may be written down: without ``user:password@``, query, fragment or final ``/``."""
+    return urlunsplit(urlsplit(without_userinfo(url))._replace(query="", fragment="")).rstrip("/")
+
+
 def printable(text: str) -> str:
     """``text`` without escape sequences and control characters (tabs and line breaks are kept)."""
     return _UNPRINTABLE.sub("", _ESCAPE_SEQUENCE.sub("", text))

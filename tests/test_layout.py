@@ -15,10 +15,12 @@ ALLOWED = {
     "publish": {"root", "render", "publish"},
     "audit": {"root", "source", "render", "audit"},
     "verify": {"root", "verify"},
-    "sync": {"root", "source", "render", "publish", "sync"},
-    # The Lambda: anchors chunks Bedrock made (verify knows which ticket a chunk names).
-    "bedrock": {"root", "verify", "bedrock"},
-    "cli": {"root", "source", "render", "publish", "audit", "verify", "sync", "cli"},
+    # anchorkit's own chunks: cut from rendered documents (a snapshot's, or a transform folder's).
+    "chunk": {"root", "source", "render", "chunk"},
+    "sync": {"root", "source", "render", "chunk", "publish", "sync"},
+    # The Lambda: anchors chunks Bedrock made (verify knows which ticket a chunk names), or makes them.
+    "bedrock": {"root", "verify", "chunk", "bedrock"},
+    "cli": {"root", "source", "render", "chunk", "publish", "audit", "verify", "sync", "cli"},
 }
 
 

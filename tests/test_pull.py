@@ -109,6 +109,8 @@ def test_first_pull_stores_visible_issues_verbatim_without_private_content(
     live = redmine_admin.get_issue(desk.vpn)
     kept = stored(tmp_path, desk.vpn)
     assert [j["notes"] for j in kept["issue"]["journals"] if j["notes"]] == ["ルーターのファームウェア更新で解消"]
+    # Plus Redmine's note number of each journal, counted with the private one (#2) that is left out.
+    assert [journal.pop("note_number") for journal in kept["issue"]["journals"]] == [1, 3]
     live["issue"]["journals"] = [j for j in live["issue"]["journals"] if not j["private_notes"]]
     assert kept == live
     assert "社外秘" not in snapshot.issue_path(tmp_path, desk.vpn).read_text(encoding="utf-8")

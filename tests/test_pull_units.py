@@ -11,6 +11,7 @@ import pytest
 import requests
 
 from anchorkit.source import snapshot
+from anchorkit.source.privacy import without_private_notes
 from anchorkit.source.pull import (
     PullError,
     PullSettings,
@@ -23,7 +24,6 @@ from anchorkit.source.pull import (
     pull,
     shift_time,
     snapshot_lock,
-    without_private_notes,
 )
 from anchorkit.source.redmine import RetryPolicy, retry_after_s
 

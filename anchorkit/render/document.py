@@ -204,10 +204,7 @@ def render_document(
             anchor,
             anchored(content_markdown(description, fmt, options.link_issues)),
         ]
-    journals = [
-        j for j in sorted(_journals(issue), key=_journal_id) if options.include_private or not j.get("private_notes")
-    ]
-    entries = [entry for entry in (_journal_entry(j, issue, lookups, options) for j in journals) if entry]
+    entries = [_journal_entry(j, issue, lookups, options) for j in history_journals(issue, lookups, options)]
     if entries:
         parts += [f"## {options.label('history')}", anchor]
         for heading, body in entries:
@@ -509,16 +506,31 @@ def _custom_field_name(field_id: str, issue: dict[str, Any], lookups: Lookups) -
     return f"#{field_id}"
 
 
+def history_journals(issue: dict[str, Any], lookups: Lookups, options: RenderOptions) -> list[dict[str, Any]]:
+    """The journals the history shows, in its order (one ``### [date] user`` heading each): private
+    notes only with ``include_private``, and only journals that carry something a reader cares about."""
+    journals = [
+        j for j in sorted(_journals(issue), key=_journal_id) if options.include_private or not j.get("private_notes")
+    ]
+    return [j for j in journals if _notes(j) or any(_changes(j, issue, lookups, options))]
+
+
+def _notes(journal: dict[str, Any]) -> str:
+    notes = journal.get("notes")
+    return notes.strip() if isinstance(notes, str) else ""
+
+
+def _changes(journal: dict[str, Any], issue: dict[str, Any], lookups: Lookups, options: RenderOptions) -> list[str]:
+    details = [d for d in journal.get("details") or [] if isinstance(d, dict)]
+    return [change for change in (_change(d, issue, lookups, options) for d in details) if change]
+
+
 def _journal_entry(
     journal: dict[str, Any], issue: dict[str, Any], lookups: Lookups, options: RenderOptions
-) -> tuple[str, str] | None:
-    """One history entry as (heading, body), or None when the journal carries nothing a reader cares about."""
-    details = [d for d in journal.get("details") or [] if isinstance(d, dict)]
-    changes = [change for change in (_change(d, issue, lookups, options) for d in details) if change]
-    raw_notes = journal.get("notes")
-    notes = raw_notes.strip() if isinstance(raw_notes, str) else ""
-    if not changes and not notes:
-        return None
+) -> tuple[str, str]:
+    """One history entry as (heading, body)."""
+    changes = _changes(journal, issue, lookups, options)
+    notes = _notes(journal)
     user = _name(journal.get("user")) or "?"
     date = _local_date(journal.get("created_on"), options.timezone) or "?"
     body = []

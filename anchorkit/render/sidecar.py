@@ -7,11 +7,19 @@ Dates are numbers (epoch seconds) so that ``greaterThan``/``lessThan`` filters w
 strings for people. Bedrock's limits are enforced here: a ticket that would exceed them loses its
 least important attributes first (custom fields from the last one backwards, then the optional
 built-in ones), deterministically, with a warning.
+
+``url`` is the issue's page on Redmine (when the snapshot knows Redmine's address), and
+``note_numbers`` the Redmine note number of each journal in the document's history, in order, as ranges
+(``"1-3,5,7-12"``: Redmine numbers all of an issue's journals, so the ones a document leaves out,
+private notes say, leave gaps). The chunker (anchorkit/chunk) turns them into links to the note a
+chunk comes from; they are left out when pull could not know the numbers (anchorkit/source/notes.py).
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
 from typing import Any
 
 from anchorkit.anchors import one_line
@@ -31,6 +39,8 @@ SIDECAR_SUFFIX = ".metadata.json"
 # Built-in attributes that may be dropped, most important first (ticket_id is never dropped).
 _OPTIONAL_ORDER = (
     "subject",
+    "url",
+    "note_numbers",
     "project",
     "status",
     "is_closed",
@@ -50,13 +60,39 @@ _OPTIONAL_ORDER = (
 
 
 def build_sidecar(
-    issue: dict[str, Any], lookups: Lookups, schema: str = default("sidecar_schema")
+    issue: dict[str, Any],
+    lookups: Lookups,
+    schema: str = default("sidecar_schema"),
+    *,
+    url: str | None = None,
+    notes: Sequence[int] | None = None,
 ) -> tuple[bytes, list[str]]:
-    """The sidecar's bytes and the warnings about what had to be truncated or dropped."""
+    """The sidecar's bytes and the warnings about what had to be truncated or dropped.
+
+    ``url``: the issue's Redmine URL; ``notes``: the note numbers of the journals the document's
+    history shows, in its order (both left out when None).
+    """
     check_schema(schema)
     ticket = f"#{issue['id']}"
+    noted = format_note_numbers(notes) if notes else None
+    if noted is not None and len(noted) > MAX_STRING_CHARS:  # a list cut short would name wrong notes
+        noted = None
+    data, warnings = encode_sidecar(_attributes(issue, lookups, url, noted), schema, ticket)
+    if notes and noted is None:
+        warnings.insert(0, f"{ticket}: too many journals to list their note numbers in the sidecar")
+    return data, warnings
+
+
+def encode_sidecar(attributes: dict[str, Value], schema: str, ticket: str) -> tuple[bytes, list[str]]:
+    """Attributes as sidecar bytes within Bedrock's limits, and the warnings about what had to go
+    (``ticket``, "#12345", names the ticket in them)."""
+    check_schema(schema)
     warnings: list[str] = []
-    attributes = {key: _fit(key, value, ticket, warnings) for key, value in _attributes(issue, lookups).items()}
+    attributes = {
+        key: _fit(key, value, ticket, warnings)
+        for key, value in attributes.items()
+        if not key.startswith(RESERVED_PREFIX)  # Bedrock's own keys: a file may not set them
+    }
     droppable = [key for key in reversed(list(attributes)) if key.startswith("cf_")]
     droppable += [key for key in reversed(_OPTIONAL_ORDER) if key in attributes]
     while True:
@@ -75,12 +111,14 @@ def check_schema(schema: str) -> None:
         raise ValueError(f"unknown sidecar schema {schema!r} (expected one of {', '.join(SCHEMAS)})")
 
 
-def _attributes(issue: dict[str, Any], lookups: Lookups) -> dict[str, Value]:
+def _attributes(issue: dict[str, Any], lookups: Lookups, url: str | None, notes: str | None) -> dict[str, Value]:
     project = issue.get("project") or {}
     project_entry = lookups.get("projects", {}).get(str(project.get("id")), {})
     candidates: dict[str, Value | None] = {
         "ticket_id": issue["id"],
         "subject": one_line(str(issue.get("subject") or "")),
+        "url": url,
+        "note_numbers": notes,
         "project": project_entry.get("identifier") or _name(project),
         "tracker": _name(issue.get("tracker")),
         "status": _name(issue.get("status")),
@@ -153,3 +191,75 @@ def _is_closed(issue: dict[str, Any], lookups: Lookups) -> bool:
         return status["is_closed"]
     known = lookups.get("statuses", {}).get(str(status.get("id")), {}).get("is_closed")
     return known if isinstance(known, bool) else issue.get("closed_on") is not None
+
+
+def read_sidecar(data: bytes) -> dict[str, Value]:
+    """The attributes of a sidecar of either schema, as plain values (ValueError: not a sidecar)."""
+    try:
+        attributes = json.loads(data)["metadataAttributes"]
+    except (ValueError, TypeError, KeyError):
+        raise ValueError('not a sidecar: expected {"metadataAttributes": {...}}') from None
+    if not isinstance(attributes, dict):
+        raise ValueError("not a sidecar: metadataAttributes is not an object")
+    return {key: _untyped(value) for key, value in attributes.items()}
+
+
+_TYPED_KEYS = {
+    "STRING": "stringValue",
+    "NUMBER": "numberValue",
+    "BOOLEAN": "booleanValue",
+    "STRING_LIST": "stringListValue",
+}
+
+
+def _untyped(value: Any) -> Any:
+    if isinstance(value, dict) and isinstance(value.get("value"), dict):
+        typed = value["value"]
+        return typed.get(_TYPED_KEYS.get(typed.get("type"), ""))
+    return value
+
+
+def format_note_numbers(numbers: Sequence[int]) -> str:
+    """``[1, 2, 3, 5]`` → ``"1-3,5"`` (runs of consecutive numbers as ranges; the order is kept)."""
+    runs: list[list[int]] = []
+    for number in numbers:
+        if runs and number == runs[-1][1] + 1:
+            runs[-1][1] = number
+        else:
+            runs.append([number, number])
+    return ",".join(str(low) if low == high else f"{low}-{high}" for low, high in runs)
+
+
+_NOTE_RUN = re.compile(r"(\d{1,9})(?:-(\d{1,9}))?")
+
+
+def parse_note_numbers(value: Any) -> list[int] | None:
+    """The numbers of ``format_note_numbers``' text (or of a list of numbers); None if it is neither."""
+    if isinstance(value, list):
+        items = [metadata_int(item) for item in value]
+        return [item for item in items if item is not None] if None not in items else None
+    if not isinstance(value, str):
+        return None
+    numbers: list[int] = []
+    for run in value.split(","):
+        match = _NOTE_RUN.fullmatch(run.strip())
+        if match is None:
+            return None
+        low, high = int(match[1]), int(match[2] or match[1])
+        if high < low or high - low > 100_000:
+            return None
+        numbers.extend(range(low, high + 1))
+    return numbers
+
+
+def metadata_int(value: Any) -> int | None:
+    """A whole number as metadata may carry it (``12345``, ``12345.0``, ``"12345"``), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None

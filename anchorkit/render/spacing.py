@@ -261,9 +261,7 @@ def _spaced(stretch: list[str], anchor: str, gap: int, count: TokenCounter) -> l
     spacer = _Spacer(anchor, gap, count)
     spacer.add(stretch[0], count(stretch[0] + "\n"))
     content = stretch[1:]
-    plan = _plan_by_lines(content)
-    if plan is None:
-        plan = _plan(content)
+    plan = cut_plan(content)
     for number, line in enumerate(content):
         kind = plan.get(number)
         if kind is not None and _ATX_HEADING.match(
@@ -284,6 +282,13 @@ def _spaced(stretch: list[str], anchor: str, gap: int, count: TokenCounter) -> l
         else:
             spacer.add(line, count(line + "\n"))
     return spacer.lines()
+
+
+def cut_plan(content: list[str]) -> _Plan:
+    """Where ``content`` may be cut between lines (and which lines are paragraph text, for
+    ``sentence_cuts``): the cheap line scan when it can answer, else the block parser."""
+    plan = _plan_by_lines(content)
+    return _plan(content) if plan is None else plan
 
 
 class _Plan(dict[int, str]):
@@ -497,12 +502,7 @@ def _add_sentences(spacer: _Spacer, line: str, plan: _Plan, content: list[str], 
     if cost <= spacer.gap // 4:
         spacer.add(line, cost)
         return
-    cuts = [m.end() for m in _SENTENCE_END.finditer(line) if m.end() < len(line)]
-    if cuts:
-        prefix, rest = plan.paragraph_prefix(content, number), plan.paragraph_rest(content, number)
-        cuts = [
-            cut for cut in cuts if _safe_cut(prefix + "\n" + line[:cut] if prefix else line[:cut], line[cut:], rest)
-        ]
+    cuts = sentence_cuts(plan, content, number)
     if not cuts:
         spacer.add(line, cost)
         return
@@ -513,3 +513,14 @@ def _add_sentences(spacer: _Spacer, line: str, plan: _Plan, content: list[str], 
         spacer.add(piece, spacer.count(piece), glued=True)
     spacer.point(inside_line=True, blanks=INSIDE_LINE)
     spacer.add(pieces[-1], spacer.count(pieces[-1] + "\n"), glued=True)
+
+
+def sentence_cuts(plan: _Plan, content: list[str], number: int) -> list[int]:
+    """Where the paragraph line ``content[number]`` may be cut inside: after each sentence end that
+    is safe to cut at (``_safe_cut``), as offsets into the line."""
+    line = content[number]
+    cuts = [m.end() for m in _SENTENCE_END.finditer(line) if m.end() < len(line)]
+    if not cuts:
+        return cuts
+    prefix, rest = plan.paragraph_prefix(content, number), plan.paragraph_rest(content, number)
+    return [cut for cut in cuts if _safe_cut(prefix + "\n" + line[:cut] if prefix else line[:cut], line[cut:], rest)]

@@ -12,7 +12,7 @@ import dataclasses
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -22,10 +22,11 @@ from anchorkit import parallel
 from anchorkit.anchors import find_titles
 from anchorkit.errors import UsageError
 from anchorkit.files import sync_file
-from anchorkit.render.document import LABELS, Lookups, RenderOptions, render_document
+from anchorkit.render.document import LABELS, Lookups, RenderOptions, history_journals, render_document
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, build_sidecar, check_schema
 from anchorkit.render.spacing import TokenCounter, approx_tokens_with_margin
 from anchorkit.settings import LAYOUTS, SIDECAR_SCHEMAS, TEXT_FORMATS, default
+from anchorkit.source.notes import note_numbers
 from anchorkit.source.snapshot import (
     SnapshotError,
     iter_issue_paths,
@@ -68,6 +69,8 @@ class TransformOptions:
     # safety margin when asked for.
     tokenizer: str = default("tokenizer")
     tiktoken_file: Path | None = default("tiktoken_file")
+    # The sidecars' ``url`` is this Redmine's page of the issue; None: the snapshot's state.json "redmine_url".
+    redmine_url: str | None = None
 
     @classmethod
     def from_settings(cls, values: Mapping[str, Any]) -> TransformOptions:
@@ -137,6 +140,24 @@ class TransformReport:
     def differs(self) -> bool:
         return bool(self.created or self.changed or self.removed)
 
+    def count(self, outcome: object) -> bool:
+        """Count one ticket's outcome: False for a private issue left out or a failure, True otherwise."""
+        if outcome == PRIVATE:
+            self.private_skipped += 1
+            return False
+        self.tickets += 1
+        if isinstance(outcome, TicketFailure):
+            self.failed.append(outcome)
+            return False
+        return True
+
+    def add(self, relpath: str, status: str) -> None:
+        """Count a file as ``sync_file`` left it: "created", "changed" or "unchanged"."""
+        if status == "unchanged":
+            self.unchanged += 1
+        else:
+            (self.created if status == "created" else self.changed).append(relpath)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "tickets": self.tickets,
@@ -171,8 +192,21 @@ def resolve_render_options(snapshot_dir: Path, options: TransformOptions) -> Ren
     return dataclasses.replace(options.render, text_format=steps)
 
 
+def resolve_redmine_url(snapshot_dir: Path, options: TransformOptions) -> TransformOptions:
+    """The options with the sidecars' Redmine URL settled (given, else the one pull recorded)."""
+    if options.redmine_url is not None or not options.sidecars:
+        return options
+    url = load_state(snapshot_dir).get("redmine_url")
+    return dataclasses.replace(options, redmine_url=url if isinstance(url, str) and url else None)
+
+
+def issue_url(redmine_url: str | None, ticket_id: int) -> str | None:
+    return f"{redmine_url.rstrip('/')}/issues/{ticket_id}" if redmine_url else None
+
+
 def iter_documents(snapshot_dir: Path, options: TransformOptions) -> Iterator[RenderedTicket | TicketFailure]:
     """Render every ticket of the snapshot, one at a time, in ticket-id order."""
+    options = resolve_redmine_url(snapshot_dir, options)
     render_options = resolve_render_options(snapshot_dir, options)
     lookups = load_lookups(snapshot_dir)
     count_tokens = spacing_counter(options)
@@ -214,7 +248,17 @@ def render_ticket(
             return PRIVATE
         _check_sizes(path, issue, options.max_text_bytes)
         markdown = render_document(issue, lookups, render_options, count_tokens)
-        sidecar, warnings = build_sidecar(issue, lookups, options.sidecar_schema) if options.sidecars else (None, [])
+        sidecar, warnings = (
+            build_sidecar(
+                issue,
+                lookups,
+                options.sidecar_schema,
+                url=issue_url(options.redmine_url, ticket_id),
+                notes=note_numbers(history_journals(issue, lookups, render_options)),
+            )
+            if options.sidecars
+            else (None, [])
+        )
     except SnapshotError as exc:
         return TicketFailure(str(path), ticket_id, str(exc))
     except Exception as exc:
@@ -265,6 +309,7 @@ def transform_snapshot(
     if options.sidecars:  # one error for the run, not one failed ticket per ticket
         check_schema(options.sidecar_schema)
     started = time.perf_counter()
+    options = resolve_redmine_url(snapshot_dir, options)
     report = TransformReport()
     expected: set[str] = set()
     keep_ids: set[int] = set()  # failed tickets keep whatever output they had
@@ -279,23 +324,15 @@ def transform_snapshot(
         _transform_batch, iter_issue_paths(snapshot_dir), jobs, initializer=_start_batches, initargs=(settings,)
     )
     for outcome in outcomes:
-        if outcome == PRIVATE:
-            report.private_skipped += 1
-            continue
-        report.tickets += 1
-        if isinstance(outcome, TicketFailure):
-            report.failed.append(outcome)
-            if outcome.ticket_id is not None:
+        if not report.count(outcome):
+            if isinstance(outcome, TicketFailure) and outcome.ticket_id is not None:
                 keep_ids.add(outcome.ticket_id)
             continue
         assert isinstance(outcome, TicketOutputs)
         report.warnings.extend(outcome.warnings)
         for relpath, status in outcome.outputs:
             expected.add(relpath)
-            if status == "unchanged":
-                report.unchanged += 1
-            else:
-                (report.created if status == "created" else report.changed).append(relpath)
+            report.add(relpath, status)
     for relpath in _stale_outputs(out_dir, expected, keep_ids):
         report.removed.append(relpath)
         if not check:
@@ -375,12 +412,14 @@ def _stale_outputs(out_dir: Path, expected: set[str], keep_ids: set[int]) -> lis
             stale.append(relpath)  # left behind by an interrupted run
         elif _OUTPUT_NAME.match(name) and relpath not in expected:
             ticket_id = int(name.split(".")[0])
-            if ticket_id not in keep_ids and _written_by_transform(out_dir / relpath, ticket_id):
+            if ticket_id not in keep_ids and written_for(out_dir / relpath, ticket_id, _is_title_of):
                 stale.append(relpath)
     return stale
 
 
-def _written_by_transform(path: Path, ticket_id: int) -> bool:
+def written_for(path: Path, ticket_id: int, first_line_names: Callable[[str, int], bool]) -> bool:
+    """Whether ``path`` is an output of ours for this ticket: a sidecar holding its id, or a document
+    whose first line ``first_line_names`` the ticket (anything else is a user's file, left alone)."""
     try:
         with path.open("rb") as file:
             head = file.read(_HEAD_BYTES)
@@ -388,7 +427,11 @@ def _written_by_transform(path: Path, ticket_id: int) -> bool:
         return False
     if path.name.endswith(SIDECAR_SUFFIX):
         return _sidecar_ticket_id(head) == ticket_id
-    titles = find_titles(head.split(b"\n", 1)[0].decode("utf-8", "replace"))
+    return first_line_names(head.split(b"\n", 1)[0].decode("utf-8", "replace"), ticket_id)
+
+
+def _is_title_of(line: str, ticket_id: int) -> bool:
+    titles = find_titles(line)
     return bool(titles) and titles[0].ticket_id == ticket_id
 
 

@@ -1,9 +1,10 @@
 """What a snapshot keeps of what is not public, without ``--include-private``: at most a number.
 
-Redmine lists an issue's subtasks with their subjects, private ones included, to any key that sees the
-parent: a subtask that is not public is reduced to ``{"id": N}``. An issue Redmine no longer lists may
-be withdrawn from publication (private now, moved out of the pulled projects): its documents must go
-at once, not as stale documents. Pure functions; :mod:`anchorkit.source.pull` asks Redmine.
+Private notes are left out of the journals. Redmine lists an issue's subtasks with their subjects,
+private ones included, to any key that sees the parent: a subtask that is not public is reduced to
+``{"id": N}``. An issue Redmine no longer lists may be withdrawn from publication (private now, moved
+out of the pulled projects): its documents must go at once, not as stale documents. Pure functions;
+:mod:`anchorkit.source.pull` asks Redmine.
 """
 
 from __future__ import annotations
@@ -83,3 +84,13 @@ def is_withdrawn(summary: dict[str, Any], include_private: bool, pulled_projects
     project_id = project.get("id") if isinstance(project, dict) else None
     private = bool(summary.get("is_private")) and not include_private
     return private or (pulled_projects is not None and project_id not in pulled_projects)
+
+
+def without_private_notes(document: dict[str, Any]) -> dict[str, Any]:
+    """The issue minus journals marked ``private_notes`` (an admin key sees them all, so we filter)."""
+    issue = document["issue"]
+    journals = issue.get("journals")
+    if not isinstance(journals, list) or not any(j.get("private_notes") for j in journals if isinstance(j, dict)):
+        return document
+    public = [j for j in journals if not (isinstance(j, dict) and j.get("private_notes"))]
+    return {**document, "issue": {**issue, "journals": public}}

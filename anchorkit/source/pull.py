@@ -34,7 +34,9 @@ from anchorkit.errors import EXIT_LOCKED, UsageError, url_host
 from anchorkit.files import check_writable_folder
 from anchorkit.settings import TEXT_FORMATS, default
 from anchorkit.source import privacy, snapshot
+from anchorkit.source.notes import NoteNumbering, numbered_if_complete
 from anchorkit.source.redmine import RedirectRefused, RedmineClient, RedmineError, RetryPolicy
+from anchorkit.untrusted import public_url
 
 DEFAULT_TEXT_FORMAT = TEXT_FORMATS[0]  # Redmine's own default, recorded in a new snapshot
 API_KEY_ENV = "REDMINE_API_KEY"
@@ -158,16 +160,6 @@ def snapshot_lock(snapshot_dir: Path) -> Iterator[None]:
             yield
         finally:
             held.discard(folder)
-
-
-def without_private_notes(document: dict[str, Any]) -> dict[str, Any]:
-    """The issue minus journals marked ``private_notes`` (an admin key sees them all, so we filter)."""
-    issue = document["issue"]
-    journals = issue.get("journals")
-    if not isinstance(journals, list) or not any(j.get("private_notes") for j in journals if isinstance(j, dict)):
-        return document
-    public = [j for j in journals if not (isinstance(j, dict) and j.get("private_notes"))]
-    return {**document, "issue": {**issue, "journals": public}}
 
 
 def names_in_issue(issue: dict[str, Any]) -> Names:
@@ -322,8 +314,10 @@ class Puller:
         refetch_all: bool,
         progress: ProgressCallback | None,
         known: Mapping[int, snapshot.StoredStamp] | None = None,
+        numbering: NoteNumbering | None = None,  # None: journals are stored without note numbers
     ) -> None:
         self.client = client
+        self.numbering = numbering
         self.snapshot_dir = snapshot_dir
         self.api_key = api_key
         self.include_private = include_private
@@ -450,8 +444,9 @@ class Puller:
         if issue.get("is_private") and not self.include_private:
             self.forget(issue_id, withdrawn=True)
             return IssueOutcome(issue_id, "private")
+        document = numbered_if_complete(document, self.numbering)  # before private notes go: Redmine counts them
         if not self.include_private:
-            document = without_private_notes(document)
+            document = privacy.without_private_notes(document)
             try:
                 with self.client.stats.purpose("subtasks"):
                     document = privacy.without_private_subtasks(document, self.client.public_issue_ids)
@@ -616,12 +611,12 @@ def pull(
     client = RedmineClient(url, api_key, settings.policy)
     try:
         # Before anything is written: a wrong key must not leave even an empty snapshot behind.
-        check_api_key(client, redact(url_host(url), api_key))
+        numbering = NoteNumbering(client, check_api_key(client, redact(url_host(url), api_key)))
         with prepared_snapshot(snapshot_dir), snapshot_lock(snapshot_dir):
             snapshot.remove_stale_temp_files(snapshot_dir)
             state = snapshot.load_state(snapshot_dir)
             lookups = snapshot.load_lookups(snapshot_dir)
-            report = _run(client, snapshot_dir, api_key, state, lookups, settings, progress, known)
+            report = _run(client, snapshot_dir, api_key, state, lookups, settings, progress, known, numbering)
     finally:
         client.close()
     report.requests = client.stats.requests
@@ -631,13 +626,13 @@ def pull(
     return report
 
 
-def check_api_key(client: RedmineClient, host: str) -> None:
-    """Raise :class:`PullError` unless Redmine knows the key. One request (``/users/current.json``),
+def check_api_key(client: RedmineClient, host: str) -> dict[str, Any]:
+    """The key's user; :class:`PullError` unless Redmine knows the key. One request (``/users/current.json``),
     on every run: Redmine answers an unknown or revoked key as anonymous instead of refusing it, and an
     anonymous run would quietly fetch only the public issues (and a full one remove all the others)."""
     with client.stats.purpose("key check"):
         try:
-            accepted = client.key_is_accepted()
+            user = client.current_user()
         except RedmineError as error:
             if error.status == 403:
                 raise PullError(
@@ -645,11 +640,12 @@ def check_api_key(client: RedmineClient, host: str) -> None:
                     "(Administration > Settings > API)?"
                 ) from None
             raise PullError(f"cannot reach Redmine at {host}: {error}") from None
-    if not accepted:
+    if user is None:
         raise PullError(
             f"Redmine at {host} does not accept the API key (an unknown or revoked key is answered as "
             "anonymous): check REDMINE_API_KEY or the --api-key-file"
         )
+    return user
 
 
 def check_snapshot_folder(snapshot_dir: Path) -> None:
@@ -693,6 +689,7 @@ def _run(
     settings: PullSettings,
     progress: ProgressCallback | None,
     known: Mapping[int, snapshot.StoredStamp] | None,
+    numbering: NoteNumbering | None = None,
 ) -> PullReport:
     cursor = parse_cursor(state.get("cursor"))
     runs_since_full = int(state.get("runs_since_full", 0))
@@ -702,7 +699,7 @@ def _run(
     automatic_full = settings.full_every > 0 and runs_since_full + 1 >= settings.full_every
     is_full = settings.full or cursor is None or privacy_changed or subtasks_unchecked or automatic_full
     refetch = privacy_changed or subtasks_unchecked
-    puller = Puller(client, snapshot_dir, api_key, settings.include_private, refetch, progress, known)
+    puller = Puller(client, snapshot_dir, api_key, settings.include_private, refetch, progress, known, numbering)
     report = puller.report
     if subtasks_unchecked:
         report.warnings.append(privacy.SUBTASKS_UNCHECKED_WARNING)
@@ -749,6 +746,7 @@ def _run(
         new_state["lookups_refreshed_at"] = refreshed_at
         new_state["lookup_projects"] = lookup_projects
     new_state["include_private"] = settings.include_private
+    new_state["redmine_url"] = public_url(client.url)
     if report.listing_complete and not report.failed:
         new_state.update(privacy.SUBTASKS_CHECKED)
     if "text_format" not in state:

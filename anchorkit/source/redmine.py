@@ -350,15 +350,17 @@ class RedmineClient:
         """Which of these issues are public ones the key sees (not a private, deleted or hidden one)."""
         return {issue_id for issue_id, issue in self.visible_issues(issue_ids).items() if not issue.get("is_private")}
 
-    def key_is_accepted(self) -> bool:
-        """False when Redmine treats us as anonymous: it does that for an unknown key instead of refusing it."""
+    def current_user(self) -> dict[str, Any] | None:
+        """The key's user with its memberships; None when Redmine treats us as anonymous (it does that
+        for an unknown key instead of refusing it)."""
         try:
-            self.get_json("/users/current.json")
+            body = self.get_json("/users/current.json", include="memberships")
         except RedmineError as error:
             if error.status == 401:
-                return False
+                return None
             raise
-        return True
+        user = body.get("user")
+        return user if isinstance(user, dict) else {}
 
     def all_of(self, manager_name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         """Every record of a python-redmine resource (it does the paging), as the raw JSON objects."""

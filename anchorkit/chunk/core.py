@@ -1,0 +1,609 @@
+"""A ticket's anchored document → chunks of at most N tokens that each name their ticket. Pure: no I/O.
+
+Every chunk but the first begins with the ticket's full anchor ``> チケット #ID: subject`` and a
+blank line; the first begins with the document's title line. Nothing else in a chunk is an anchor:
+the chunks are cut from the document's content (``anchors.strip_anchors``), so the anchors inside
+the document, which only serve chunkers that cannot be told where to cut, are gone.
+
+Where to cut, best first:
+
+- between sections (basic info, description, history) and between journals: short journals are
+  packed together, and one that fits in a chunk is not split unless packing gains a lot from it;
+- before a heading inside a text, between blocks;
+- between lines where the spacing code may cut (render/spacing.py: list items, lines of a
+  paragraph or a quote, table rows with the header and delimiter rows repeated, code lines with
+  the fence or ``<pre>`` closed and reopened);
+- after a sentence end inside a paragraph line (spacing.sentence_cuts);
+- only as a last resort, between other lines or inside a line longer than a chunk (before a
+  letter or digit, after a space where there is one, so that no half can start a construct that
+  reads as an anchor or a title).
+
+Among the places that keep a chunk within N tokens, the one with the best ``fill - penalty`` is
+taken (a fuller chunk against a worse boundary), so the chunk count stays near the fewest possible
+while most chunks start at a journal or a section. The content is tokenized once and the pieces'
+token counts are read off its token offsets; every chunk is then counted whole before it is
+accepted (a cut inside a token may cost one more), so no chunk is ever over N tokens.
+
+Chunk metadata locate the chunk: ``section``, and for a chunk that starts inside a journal the
+journal's heading date and author and its Redmine note number (``url`` ends in ``#note-n``), taken
+from the document metadata's ``note_numbers`` (the note numbers of the history's journals, in order; see
+render/sidecar.py). Without them the url is the issue's own: a link to the wrong note would be worse.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from itertools import accumulate
+from typing import Any, NamedTuple
+
+from anchorkit.anchors import (
+    ANCHOR_PATTERN,
+    TITLE_PATTERN,
+    anchor_cuts,
+    anchor_line,
+    code_closer,
+    find_anchors,
+    find_titles,
+    shortened,
+    strip_anchors,
+)
+from anchorkit.markdown_blocks import parse_blocks
+from anchorkit.render.sidecar import metadata_int, parse_note_numbers
+from anchorkit.render.spacing import cut_plan, sentence_cuts
+from anchorkit.tokens import Tokenizer
+
+DEFAULT_CHUNK_TOKENS = 300
+# The anchor that heads every chunk may take at most this share of a chunk (a longer subject is cut,
+# ``…`` marking the cut, as the anchors inside documents are).
+MAX_HEADER_SHARE = 4
+# Below this many tokens of content a chunk (after its anchor and overlap) holds too little to be useful.
+MIN_CONTENT_TOKENS = 16
+
+SECTIONS = DETAILS, DESCRIPTION, HISTORY = ("details", "description", "history")  # a chunk's "section"
+
+# Boundary levels, best first, and what a chunk ending there gives up (in fractions of a chunk): on
+# long tickets at 300 tokens, 0.5% of the journals that fit in a chunk are split, for 1.16x the
+# fewest chunks possible (with half these penalties: 3.1%, 1.14x; tests/benchmarks/bench_chunk.py).
+SEGMENT, HEADING, BLOCK, LINE, SENTENCE, FORCED_LINE, FORCED = range(7)
+_PENALTY = {SEGMENT: 0.0, HEADING: 0.1, BLOCK: 0.3, LINE: 0.5, SENTENCE: 0.65}
+# A journal or section that would fit in a chunk is looked into only when the chunk would otherwise
+# be less full than this.
+_REFINE_BELOW = 0.8
+
+_DOCUMENT_HEADING = re.compile(r"^(#{2,3}) [^\n]*\n\n(> [^\n]*)(?=\n\n|\n?\Z)", re.M)
+_JOURNAL_HEADING = re.compile(r"### \[(?P<date>[^\]\n]*)\] (?P<author>[^\n]*)")
+_HEADING_LINE = re.compile(r" {0,3}#{1,6}(?:[ \t]|$)")
+
+
+class ChunkError(ValueError):
+    """A document that cannot be chunked (the message names the ticket and says why)."""
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One chunk: ``text`` = ``header`` + ``reopened`` + the content from ``start`` to ``end`` + ``closed``.
+
+    Offsets are into the ticket's content, the document without its anchors (``anchors.strip_anchors``),
+    which is the same whatever the document's spacing options. ``own_start`` is where the part not
+    already in the previous chunk begins (= ``start`` without overlap): the content from ``own_start``
+    to ``end`` of all chunks, in order, is the whole content.
+    """
+
+    id: str
+    ticket_id: int
+    text: str
+    metadata: dict[str, Any]
+    header: str  # "" for the first chunk (it begins with the title line), else the anchor and a blank line
+    reopened: str  # a code block's opening line, or a table's header and delimiter rows, repeated
+    closed: str  # the line closing a code block that the cut left open
+    start: int
+    own_start: int
+    end: int
+
+
+@dataclass
+class ChunkedTicket:
+    ticket_id: int
+    chunks: list[Chunk]
+    warnings: list[str] = field(default_factory=list)
+
+
+def chunk_id(ticket_id: int, index: int) -> str:
+    """``12345-007``: the same for the same chunk of an unchanged ticket, run after run."""
+    return f"{ticket_id}-{index:03d}"
+
+
+def chunk_document(
+    document: str,
+    metadata: Mapping[str, Any],
+    tokenizer: Tokenizer,
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+    overlap_tokens: int = 0,
+) -> ChunkedTicket:
+    """The chunks of one ticket's anchored Markdown document (``anchorkit transform``'s, any options).
+
+    ``metadata``: the document's metadata attributes, as its sidecar has them or as Bedrock passes
+    the file's metadata: ``ticket_id`` and ``subject`` (else the title line's), ``url`` (the issue's
+    Redmine URL), ``note_numbers`` (the history journals' note numbers, ``"1-3,5"`` or a list), anything
+    else (project, status, dates...) copied to every chunk. ``tokenizer``: what chunks are measured
+    with (``anchorkit.tokens``; cl100k_base for an exact guarantee). ``overlap_tokens``: each chunk
+    but the first also repeats up to that many tokens of the end of the previous one (0: none).
+
+    Raises :class:`ChunkError` for a document without a title line, a title of another ticket than
+    ``metadata`` says, or a chunk size too small for the ticket's anchor.
+    """
+    return _Chunker(document, metadata, tokenizer, chunk_tokens, overlap_tokens).run()
+
+
+class _Segment(NamedTuple):
+    start: int  # content offsets
+    end: int
+    section: str
+    journal: int | None  # index of the journal among the history's headings
+
+
+class _Piece(NamedTuple):
+    """Content that stays in one chunk; the boundary before it, and what a cut there writes."""
+
+    start: int
+    end: int
+    cost: int
+    level: int
+    segment: int
+    whole: bool = False  # a whole segment, not yet looked into
+    reopen: str = ""  # written at the start of a chunk that starts here
+    close: str = ""  # written at the end of a chunk that ends here
+    reopen_cost: int = 0
+    close_cost: int = 0
+
+
+class _Choice(NamedTuple):
+    end: int  # piece index the chunk ends before
+    score: float
+    forced: bool
+
+
+class _TokenPositions:
+    """Token indices at character offsets of a text, from one tokenization of it."""
+
+    def __init__(self, text: str, tokenizer: Tokenizer) -> None:
+        self.length = len(text)
+        self.lines = text.split("\n")
+        self.char_starts = list(accumulate((len(line) + 1 for line in self.lines), initial=0))
+        self.byte_starts = list(accumulate((len(line.encode("utf-8")) + 1 for line in self.lines), initial=0))
+        self.tokens = tokenizer.tokenize_many([text])[0]
+        self.line_tokens = self.tokens.tokens_at(self.byte_starts[: len(self.lines)])
+
+    def at(self, position: int) -> int:
+        """Index of the token that holds the character at ``position`` (the token count at the end)."""
+        if position >= self.length:
+            return self.tokens.token_count
+        line = bisect_right(self.char_starts, position) - 1
+        column = position - self.char_starts[line]
+        if not column:
+            return self.line_tokens[line]
+        return self.tokens.token_at(self.byte_starts[line] + len(self.lines[line][:column].encode("utf-8")))
+
+    def position(self, token: int) -> int:
+        """The character offset where token ``token`` starts (where a character does, inside one)."""
+        if token >= self.tokens.token_count:
+            return self.length
+        byte = self.tokens.byte_offset(token)
+        line = bisect_right(self.byte_starts, byte) - 1
+        within = self.lines[line].encode("utf-8")[: byte - self.byte_starts[line]]
+        return self.char_starts[line] + len(within.decode("utf-8", "ignore"))
+
+    def cost(self, start: int, end: int) -> int:
+        return self.at(end) - self.at(start)
+
+
+class _Chunker:
+    def __init__(
+        self,
+        document: str,
+        metadata: Mapping[str, Any],
+        tokenizer: Tokenizer,
+        chunk_tokens: int,
+        overlap_tokens: int,
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.costs: dict[str, int] = {}
+        self.chunk_tokens = chunk_tokens
+        self.overlap_tokens = overlap_tokens
+        self.warnings: list[str] = []
+        title = TITLE_PATTERN.match(document)
+        if title is None:
+            raise ChunkError("the document does not begin with a title line ('# チケット #ID: subject')")
+        self.ticket_id = int(title["id"])
+        named = metadata_int(metadata.get("ticket_id"))
+        if named is not None and named != self.ticket_id:
+            raise ChunkError(f"ticket #{named}: the document's title line is ticket #{self.ticket_id}'s")
+        what = f"ticket #{self.ticket_id}"
+        if chunk_tokens <= 0 or overlap_tokens < 0:
+            raise ChunkError(f"{what}: chunk tokens must be positive and overlap tokens not negative")
+        subject = metadata.get("subject")
+        if not isinstance(subject, str):
+            subject = (title["subject"] or "").replace("\\#", "#")
+        self.header, self.header_cost = self._header(subject, title["label"])
+        self.limit = chunk_tokens - self.header_cost - overlap_tokens
+        if self.limit < MIN_CONTENT_TOKENS:
+            raise ChunkError(
+                f"{what}: {chunk_tokens} tokens a chunk leave {self.limit} for content after the "
+                f"{self.header_cost}-token anchor{' and the overlap' if overlap_tokens else ''}"
+                f" (at least {MIN_CONTENT_TOKENS} needed)"
+            )
+        self.metadata = {key: value for key, value in metadata.items() if key != "note_numbers"}
+        self.metadata["ticket_id"] = self.ticket_id
+        self.base_url = str(metadata["url"]).split("#", 1)[0] if metadata.get("url") else None
+        self.content = strip_anchors(document)
+        self.segments, self.journals = _segments(document, self.content, self.ticket_id)
+        self.notes = self._note_numbers(metadata.get("note_numbers"))
+        self.positions = _TokenPositions(self.content, tokenizer)
+        self.pieces = [
+            _Piece(segment.start, segment.end, self.positions.cost(segment.start, segment.end), SEGMENT, index, True)
+            for index, segment in enumerate(self.segments)
+        ]
+
+    def count(self, text: str) -> int:
+        """Tokens of a short text that recurs (the header, a fence, a table's head)."""
+        cost = self.costs.get(text)
+        if cost is None:
+            cost = self.costs[text] = self.tokenizer.count(text) if text else 0
+        return cost
+
+    # ------------------------------------------------------------------ header, notes
+
+    def _header(self, subject: str, label: str) -> tuple[str, int]:
+        """The anchor line and blank line that begin every chunk but the first, and their cost."""
+        most = self.chunk_tokens // MAX_HEADER_SHARE
+        header = anchor_line(self.ticket_id, subject, label) + "\n\n"
+        if self.count(header) > most:
+            low, high = 1, len(subject)  # the longest cut subject whose anchor fits
+            while low < high:
+                middle = (low + high + 1) // 2
+                if self.count(anchor_line(self.ticket_id, shortened(subject, middle), label) + "\n\n") <= most:
+                    low = middle
+                else:
+                    high = middle - 1
+            header = anchor_line(self.ticket_id, shortened(subject, low), label) + "\n\n"
+        return header, self.count(header)
+
+    def _note_numbers(self, notes: Any) -> list[int] | None:
+        if notes in (None, "", []):
+            return None
+        numbers = parse_note_numbers(notes)
+        if numbers is None or len(numbers) != len(self.journals):
+            self.warnings.append(
+                f"ticket #{self.ticket_id}: the note numbers ({notes!r}) do not match the "
+                f"{len(self.journals)} journals of the document; links go to the issue, not to notes"
+            )
+            return None
+        return numbers
+
+    # ------------------------------------------------------------------ packing
+
+    def run(self) -> ChunkedTicket:
+        chunks: list[Chunk] = []
+        first = 0  # piece index where the next chunk's own content starts
+        previous_start = 0  # piece index where the previous chunk started
+        while first < len(self.pieces):
+            start = first
+            if chunks and self.overlap_tokens:
+                start, first = self._overlap(previous_start, first)
+            budget = self.chunk_tokens - (self.header_cost if chunks else 0)
+            while True:
+                end = self._end(start, first, budget)
+                if end is None:  # not even the first piece fits: cut it smaller
+                    self._shrink(start, first, budget)
+                    continue
+                chunk = self._chunk(len(chunks), start, first, end)
+                excess = self._tokens(chunk) - self.chunk_tokens
+                if excess <= 0:
+                    break
+                budget -= excess  # a cut inside a token costs more than its offsets say: take less
+            chunks.append(chunk)
+            previous_start, first = start, end
+        return ChunkedTicket(self.ticket_id, chunks, self.warnings)
+
+    def _tokens(self, chunk: Chunk) -> int:
+        """The chunk's exact token count.
+
+        An exact tokenizer's count of a text is the sum of its counts of two parts cut at the start
+        of a line that is not blank: cl100k_base's pre-tokenizer ends a piece at the last line break
+        of a run of white space and never joins a line break with what follows it on the next line
+        (tokens.TiktokenTokenizer.tokenize_pairs relies on it too). A chunk cut there costs its
+        header, repeated lines and content as the content's offsets say; a chunk cut inside a line
+        is counted again.
+        """
+        if self.tokenizer.exact and self._clean(chunk.start) and self._clean(chunk.end):
+            body = self.positions.cost(chunk.start, chunk.end)
+            return self.count(chunk.header) + self.count(chunk.reopened) + body + self.count(chunk.closed)
+        return self.tokenizer.count(chunk.text)
+
+    def _clean(self, offset: int) -> bool:
+        """Whether ``offset`` is the start of a line that is not blank (or an end of the content)."""
+        content = self.content
+        if offset in (0, len(content)):
+            return True
+        if content[offset - 1] != "\n":
+            return False
+        while offset < len(content) and content[offset] in " \t\u3000":
+            offset += 1
+        return offset < len(content) and not content[offset].isspace()
+
+    def _end(self, start: int, first: int, budget: int) -> int | None:
+        """The piece index before which the chunk that begins at piece ``start`` (its own content at
+        ``first``) ends; None when not even piece ``first`` fits in ``budget``."""
+        pieces = self.pieces
+        used = pieces[start].reopen_cost + sum(piece.cost for piece in pieces[start:first])
+        best: _Choice | None = None
+        index = first
+        while index < len(pieces):
+            piece = pieces[index]
+            close_cost = pieces[index + 1].close_cost if index + 1 < len(pieces) else 0
+            if used + piece.cost + close_cost > budget:
+                if piece.whole and (best is None or best.forced or best.score < _REFINE_BELOW):
+                    pieces[index : index + 1] = self._refine(piece)
+                    continue
+                break
+            used += piece.cost
+            index += 1
+            if index == len(pieces):
+                return index
+            level = pieces[index].level
+            choice = _Choice(index, (used + close_cost) / budget - _PENALTY.get(level, 1.0), level >= FORCED_LINE)
+            # Any boundary beats a forced one; among those alike, the best score (the later one on a tie).
+            if (
+                best is None
+                or (best.forced and not choice.forced)
+                or (best.forced == choice.forced and choice.score >= best.score)
+            ):
+                best = choice
+        return None if best is None else best.end
+
+    def _shrink(self, start: int, first: int, budget: int) -> None:
+        """Cut piece ``first`` so that its first part fits in a chunk that begins at piece ``start``."""
+        pieces = self.pieces
+        piece = pieces[first]
+        used = pieces[start].reopen_cost + sum(p.cost for p in pieces[start:first])
+        room = budget - used - (pieces[first + 1].close_cost if first + 1 < len(pieces) else 0)
+        parts = self._force(piece.start, piece.end, room) if room >= 1 else []
+        if len(parts) < 2:
+            raise ChunkError(f"ticket #{self.ticket_id}: cannot fit the text at offset {piece.start} in a chunk")
+        pieces[first : first + 1] = [
+            self._piece(*parts[0], piece.level, piece.segment, piece.reopen, piece.close),
+            *(self._piece(*part, FORCED, piece.segment) for part in parts[1:]),
+        ]
+
+    def _overlap(self, previous_start: int, first: int) -> tuple[int, int]:
+        """Where the chunk whose own content starts at piece ``first`` begins, to repeat up to
+        ``overlap_tokens`` of the end of the previous chunk (which began at piece ``previous_start``);
+        and ``first`` again (looking into the previous chunk's last segment moves it)."""
+        last = self.pieces[first - 1]
+        if last.whole and last.cost > self.overlap_tokens:
+            refined = self._refine(last)
+            self.pieces[first - 1 : first] = refined
+            first += len(refined) - 1
+        start, cost = first, 0
+        while start - 1 > previous_start:
+            piece = self.pieces[start - 1]
+            if piece.level >= FORCED_LINE or cost + piece.cost + piece.reopen_cost > self.overlap_tokens:
+                break
+            start, cost = start - 1, cost + piece.cost
+        return start, first
+
+    def _chunk(self, index: int, start: int, first: int, end: int) -> Chunk:
+        pieces = self.pieces
+        header = self.header if index else ""
+        reopened = pieces[start].reopen if index else ""
+        closed = pieces[end].close if end < len(pieces) else ""
+        begin, own, stop = pieces[start].start, pieces[first].start, pieces[end - 1].end
+        text = header + reopened + self.content[begin:stop] + closed
+        self._check(text, index)
+        segment = self.segments[pieces[start].segment]
+        return Chunk(
+            chunk_id(self.ticket_id, index),
+            self.ticket_id,
+            text,
+            self._chunk_metadata(index, segment, begin, stop),
+            header,
+            reopened,
+            closed,
+            begin,
+            own,
+            stop,
+        )
+
+    def _check(self, text: str, index: int) -> None:
+        """No chunk may name another ticket, nor hold an anchor besides its header (cuts inside a line
+        are placed so that this cannot happen; this makes sure that it did not)."""
+        anchors, titles = find_anchors(text), find_titles(text)
+        expected = (0, 1) if index == 0 else (1, 0)
+        if (len(anchors), len(titles)) != expected or {a.ticket_id for a in anchors + titles} != {self.ticket_id}:
+            raise ChunkError(f"ticket #{self.ticket_id}: chunk {index} would hold another anchor or title line")
+
+    def _chunk_metadata(self, index: int, segment: _Segment, start: int, end: int) -> dict[str, Any]:
+        metadata = dict(self.metadata)
+        url = self.base_url
+        metadata["section"] = segment.section
+        if segment.journal is not None:
+            metadata["journal_date"], metadata["journal_author"] = self.journals[segment.journal]
+            if self.notes is not None:
+                metadata["note"] = self.notes[segment.journal]
+                url = f"{url}#note-{metadata['note']}" if url else None
+        if url:
+            metadata["url"] = url
+        metadata["chunk_index"] = index
+        metadata["char_start"] = start
+        metadata["char_end"] = end
+        return metadata
+
+    # ------------------------------------------------------------------ looking into a segment
+
+    def _piece(self, start: int, end: int, level: int, segment: int, reopen: str = "", close: str = "") -> _Piece:
+        cost = self.positions.cost(start, end)
+        return _Piece(start, end, cost, level, segment, False, reopen, close, self.count(reopen), self.count(close))
+
+    def _refine(self, piece: _Piece) -> list[_Piece]:
+        """A whole segment as the pieces between the places where it may be cut."""
+        text = self.content[piece.start : piece.end]
+        lines = text.split("\n")
+        starts = list(accumulate((len(line) + 1 for line in lines), initial=piece.start))
+        plan = cut_plan(lines)
+        boundaries: dict[int, tuple[int, str, str]] = {0: (piece.level, "", "")}
+        for number in plan:
+            if number == 0 or not lines[number] or _after_heading(lines, number):
+                continue
+            if number in plan.code_openers:
+                opener = plan.code_openers[number]
+                boundaries[number] = (LINE, opener + "\n", (code_closer(opener) or "") + "\n")
+            elif number in plan.table_heads:
+                head = "\n".join(plan.table_heads[number]) + "\n"
+                if self.count(head) <= self.limit // 3:  # else the table's chunks would be mostly its head
+                    boundaries[number] = (LINE, head, "")
+            elif lines[number - 1] == "":
+                boundaries[number] = (HEADING if _HEADING_LINE.match(lines[number]) else BLOCK, "", "")
+            else:
+                boundaries[number] = (LINE, "", "")
+        numbers = sorted(boundaries)
+        pieces: list[_Piece] = []
+        code: dict[int, tuple[str, str]] | None = None
+        for first, stop in zip(numbers, [*numbers[1:], len(lines)], strict=True):
+            level, reopen, close = boundaries[first]
+            new = self._piece(starts[first], min(starts[stop], piece.end), level, piece.segment, reopen, close)
+            # A chunk that ends after this piece closes what the next cut leaves open (a code block).
+            after = self.count(boundaries[stop][2]) if stop in boundaries else 0
+            if new.cost + new.reopen_cost + after <= self.limit:
+                pieces.append(new)
+                continue
+            if code is None:
+                code = _code_lines(lines)
+            pieces.extend(self._split(new, after, lines, starts, range(first, stop), plan, code))
+        return pieces
+
+    def _split(
+        self,
+        piece: _Piece,
+        after: int,
+        lines: list[str],
+        starts: list[int],
+        numbers: range,
+        plan: Any,
+        code: dict[int, tuple[str, str]],
+    ) -> list[_Piece]:
+        """A piece longer than a chunk (``after``: the cost of what closes it), cut after sentence
+        ends, then between lines, then inside lines."""
+        cuts = [(piece.start, piece.level, piece.reopen, piece.close)]
+        for number in numbers:
+            if number > numbers.start and lines[number]:
+                if number in code and number - 1 in code:  # between two code lines
+                    opener, closer = code[number]
+                    cuts.append((starts[number], FORCED_LINE, opener + "\n", closer + "\n"))
+                elif number not in code and number - 1 not in code:  # (not after an opening line, before a closing one)
+                    cuts.append((starts[number], FORCED_LINE, "", ""))
+            if number in plan.paragraph_lines:
+                cuts.extend((starts[number] + cut, SENTENCE, "", "") for cut in sentence_cuts(plan, lines, number))
+        ends = [(start, self.count(close)) for start, _, _, close in cuts[1:]] + [(piece.end, after)]
+        pieces: list[_Piece] = []
+        for (start, level, reopen, close), (end, end_close) in zip(cuts, ends, strict=True):
+            opener, closer = code.get(bisect_right(starts, start) - 1, ("", ""))
+            # A cut inside a code line closes the code after the first part and reopens it before the next.
+            reopened, closed = (opener + "\n", "\n" + closer + "\n") if opener else ("", "")
+            room = self.limit - max(self.count(reopen), self.count(reopened)) - max(self.count(closed), end_close)
+            parts = self._force(start, end, room)
+            pieces.append(self._piece(*parts[0], level, piece.segment, reopen, close))
+            pieces.extend(self._piece(*part, FORCED, piece.segment, reopened, closed) for part in parts[1:])
+        return pieces
+
+    def _force(self, start: int, end: int, room: int) -> list[tuple[int, int]]:
+        """``content[start:end]`` in parts of at most ``room`` tokens (as its offsets say), cut inside
+        lines where it must."""
+        positions = self.positions
+        parts = []
+        while positions.cost(start, end) > room and end - start > 1:
+            limit = min(max(positions.position(positions.at(start) + room), start + 1), end - 1)
+            cut = _cut_before(self.content, start, limit)
+            parts.append((start, cut))
+            start = cut
+        parts.append((start, end))
+        return parts
+
+
+def _cut_before(content: str, start: int, limit: int) -> int:
+    """Where to cut inside a line at or before ``limit``: before a word that follows a space (in the
+    last quarter), else before any letter or digit, else at ``limit``."""
+    floor = start + (limit - start) * 3 // 4
+    for position in range(limit, floor, -1):
+        if content[position].isalnum() and content[position - 1] in " \t":
+            return position
+    for position in range(limit, start, -1):
+        if content[position].isalnum():
+            return position
+    return limit
+
+
+def _after_heading(lines: list[str], number: int) -> bool:
+    """Whether the line before ``lines[number]`` (blank lines aside) is a heading: a chunk must not end with one."""
+    before = number - 1
+    while before > 0 and not lines[before]:
+        before -= 1
+    return bool(_HEADING_LINE.match(lines[before]))
+
+
+def _code_lines(lines: list[str]) -> dict[int, tuple[str, str]]:
+    """Line number → (opening line, closing line) of the fenced or ``<pre>`` code block it is a code line of."""
+    inside: dict[int, tuple[str, str]] = {}
+    for token in parse_blocks("\n".join(lines)):
+        if token.level != 0 or token.map is None or token.type not in ("fence", "html_block"):
+            continue
+        start, end = token.map
+        closer = code_closer(lines[start])
+        if closer is None:
+            continue
+        last = end - 1 if end - 1 > start and lines[end - 1].strip() == closer.strip() else end
+        for number in range(start + 1, last):
+            inside[number] = (lines[start], closer)
+    return inside
+
+
+def _segments(document: str, content: str, ticket_id: int) -> tuple[list[_Segment], list[tuple[str, str]]]:
+    """The content's sections and journals (as offsets), and each journal's heading date and author.
+
+    A section heading (``##``) or journal heading (``###``) is a line of the document followed by a
+    blank line and an anchor of the ticket: content headings are demoted below those levels and
+    content cannot hold a genuine anchor, so nothing else has that shape. A section whose next
+    heading is a journal's is the history; its own heading goes with its first journal.
+    """
+    cuts = anchor_cuts(document)
+    cut_starts = [start for start, _ in cuts]
+    removed = list(accumulate((end - start for start, end in cuts), initial=0))
+    headings = []  # (content offset, "##" or "###", the heading line)
+    for match in _DOCUMENT_HEADING.finditer(document):
+        anchor = ANCHOR_PATTERN.fullmatch(match[2])
+        if anchor is not None and int(anchor["id"]) == ticket_id:
+            offset = match.start()
+            headings.append((offset - removed[bisect_right(cut_starts, offset)], match[1], match[0].split("\n", 1)[0]))
+    bounds: list[tuple[int, str, int | None]] = [(0, DETAILS, None)]
+    journals: list[tuple[str, str]] = []
+    history_start = None
+    details_heading = content.find("\n\n") + 2  # the basic info's heading is the title's next line
+    for index, (offset, level, line) in enumerate(headings):
+        if offset == details_heading:
+            continue
+        if level == "##" and index + 1 < len(headings) and headings[index + 1][1] == "###":
+            history_start = offset
+        elif level == "##":
+            bounds.append((offset, DESCRIPTION, None))
+        else:
+            heading = _JOURNAL_HEADING.fullmatch(line)
+            journals.append((heading["date"], heading["author"]) if heading else ("", line[4:]))
+            bounds.append((offset if history_start is None else history_start, HISTORY, len(journals) - 1))
+            history_start = None
+    ends = [offset for offset, _, _ in bounds[1:]] + [len(content)]
+    segments = [
+        _Segment(start, end, section, journal) for (start, section, journal), end in zip(bounds, ends, strict=True)
+    ]
+    return [segment for segment in segments if segment.end > segment.start], journals
