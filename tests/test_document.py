@@ -14,12 +14,14 @@ from anchorkit.anchors import (
     find_anchors,
     find_titles,
     insert_anchors,
+    one_line,
     shortened,
     strip_anchors,
     title_line,
 )
 from anchorkit.markdown_blocks import parse_blocks, top_level_blocks
 from anchorkit.render.document import RenderOptions, content_markdown, render_document, text_format_at
+from anchorkit.render.markdown_text import escape_plain
 from anchorkit.render.spacing import approximate_tokens, space_anchors
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -356,15 +358,15 @@ def test_any_subject_and_content_keep_the_document_structure(
     options = RenderOptions(text_format=fmt, chunk_tokens=chunk)
     document = render_document(issue, LOOKUPS, options)
     assert render_document(issue, LOOKUPS, options) == document
-    body_subject = shortened(subject, options.anchor_subject_chars)
-    expected_subject = anchor_line(77, body_subject).partition(": ")[2]
+    # Every anchor reads the subject (cut), the title the whole subject, as they are, escaped as text.
+    body_subject = escape_plain(shortened(subject, options.anchor_subject_chars))
     anchors = find_anchors(document)
-    assert anchors and all(a == (77, expected_subject) for a in anchors)
-    assert [a.ticket_id for a in find_titles(document)] == [77]
+    assert anchors and all(a == (77, shortened(subject, options.anchor_subject_chars)) for a in anchors)
+    assert find_titles(document) == [(77, one_line(subject))]
     # The document's own skeleton is the only structure at levels 1-3.
     blocks = top_level_blocks(parse_blocks(document))
     skeleton = [b.text for b in blocks if b.kind == "heading" and b.level <= 3]
-    expected = [title_line(77, subject).removeprefix("# "), "基本情報"]
+    expected = [title_line(77, escape_plain(one_line(subject))).removeprefix("# "), "基本情報"]
     expected += ["説明"] if description.strip() else []
     expected += (
         (["対応履歴"] + ["[2026-01-01] u"] * sum(1 for n in notes if n.strip()))
