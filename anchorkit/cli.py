@@ -61,7 +61,14 @@ from anchorkit.publish.aws import (
     try_start_ingestion,
 )
 from anchorkit.render import transform as transforming
-from anchorkit.render.document import DEFAULT_ANCHOR_SUBJECT_CHARS, DEFAULT_CHUNK_TOKENS, LABELS, RenderOptions
+from anchorkit.render.document import (
+    DEFAULT_ANCHOR_SUBJECT_CHARS,
+    DEFAULT_CHUNK_TOKENS,
+    DEFAULT_SPACING_ANCHORS,
+    LABELS,
+    SPACING_ANCHOR_FORMS,
+    RenderOptions,
+)
 from anchorkit.render.sidecar import SCHEMAS
 from anchorkit.render.textformat import TEXT_FORMATS
 from anchorkit.source import pull as pulling
@@ -395,6 +402,7 @@ def transform_options(
     link_issues: str | None = None,
     tokenizer: str = "auto",
     tiktoken_file: Path | None = None,
+    spacing_anchors: str = DEFAULT_SPACING_ANCHORS,
 ) -> transforming.TransformOptions:
     """Validate the transform flags (exit 2 with a clear message) and build the options."""
     for name, value, allowed in (
@@ -403,6 +411,7 @@ def transform_options(
         ("--sidecar-schema", sidecar_schema, SCHEMAS),
         ("--layout", layout, transforming.LAYOUTS),
         ("--tokenizer", tokenizer, tokenizing.TOKENIZER_CHOICES),
+        ("--spacing-anchors", spacing_anchors, SPACING_ANCHOR_FORMS),
     ):
         if value is not None and value not in allowed:
             raise UsageError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
@@ -416,6 +425,7 @@ def transform_options(
         anchor_basic_info=anchor_basic_info,
         chunk_tokens=chunk_tokens,
         anchor_subject_chars=anchor_subject_chars,
+        spacing_anchors=spacing_anchors,
         timezone=timezone,
         labels={"ticket": label} if label else {},
         link_issues=link_issues.rstrip("/") if link_issues else None,
@@ -437,6 +447,7 @@ Layout = Literal[transforming.LAYOUTS]  # type: ignore[valid-type]
 Lang = Literal[tuple(LABELS)]  # type: ignore[valid-type]
 SidecarSchema = Literal[SCHEMAS]  # type: ignore[valid-type]
 TextFormat = Literal[TEXT_FORMATS]  # type: ignore[valid-type]
+SpacingAnchors = Literal[SPACING_ANCHOR_FORMS]  # type: ignore[valid-type]
 
 
 # Options that `sync` shares with `transform` and `pull`: defined once, so limits and help cannot drift apart
@@ -507,6 +518,12 @@ def transform(
     ),
     chunk_tokens: Annotated[int, ChunkTokensOption] = DEFAULT_CHUNK_TOKENS,
     anchor_subject_chars: Annotated[int, AnchorSubjectCharsOption] = DEFAULT_ANCHOR_SUBJECT_CHARS,
+    spacing_anchors: SpacingAnchors = typer.Option(
+        DEFAULT_SPACING_ANCHORS,
+        "--spacing-anchors",
+        help="The anchors placed for --chunk-tokens: short (> チケット #12345:, about 10 tokens) or full (with the "
+        "subject, like the anchors after headings). The anchors after headings always carry the subject.",
+    ),
     tokenizer: str = typer.Option(
         "auto",
         "--tokenizer",
@@ -577,6 +594,7 @@ def transform(
         link_issues,
         tokenizer,
         tiktoken_file,
+        spacing_anchors,
     )
     if not check:
         check_writable_folder(out, "--out")

@@ -16,6 +16,7 @@ from anchorkit.anchors import (
     TITLE_PATTERN,
     anchor_line,
     find_anchors,
+    id_anchor_line,
     insert_anchors,
     neutralize_forgeries,
     strip_anchors,
@@ -29,6 +30,7 @@ from tests.support import skip_or_fail
 from tests.support.long_tickets import TEXT_FORMAT, long_issue, lookups, write_long_snapshot
 
 ANCHOR = anchor_line(5, "VPN接続が不安定になる")
+SHORT = id_anchor_line(5)  # "> チケット #5:", the default form of spacing anchors
 TITLE = title_line(5, "VPN接続が不安定になる")
 
 
@@ -223,16 +225,17 @@ BLOCKS = st.one_of(
     blocks=st.lists(BLOCKS, min_size=1, max_size=12),
     separators=st.lists(st.sampled_from(["\n\n", "\n\n\n", "\n"]), min_size=12, max_size=12),
     chunk=st.sampled_from([40, 80, 200]),
+    spacing=st.sampled_from([SHORT, ANCHOR]),
 )
 def test_stripping_gives_back_exactly_the_content_and_placing_again_changes_nothing(
-    blocks: list[str], separators: list[str], chunk: int
+    blocks: list[str], separators: list[str], chunk: int, spacing: str
 ) -> None:
     body = content_markdown("".join(block + separator for block, separator in zip(blocks, separators)), "common_mark")
     original = insert_anchors(f"{TITLE}\n\n{body}\n", 5, "VPN接続が不安定になる")  # as render_document has it
     for count in (utf8_bytes, approximate_tokens):
-        document = space_anchors(original, ANCHOR, chunk, count)
+        document = space_anchors(original, spacing, chunk, count)
         assert strip_anchors(document) == strip_anchors(original)
-        assert space_anchors(document, ANCHOR, chunk, count) == document
+        assert space_anchors(document, spacing, chunk, count) == document
         # Every anchor is a standalone top-level quote: never inside code, a table, a list or HTML.
         lines = document.split("\n")
         quotes = {
@@ -240,7 +243,7 @@ def test_stripping_gives_back_exactly_the_content_and_placing_again_changes_noth
             for block in top_level_blocks(parse_blocks(document))
             if block.kind == "blockquote" and block.end - block.start == 1
         }
-        assert {index for index, line in enumerate(lines) if line == ANCHOR} <= quotes
+        assert {index for index, line in enumerate(lines) if line in (ANCHOR, SHORT)} <= quotes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,6 +266,33 @@ def test_every_window_of_a_long_ticket_holds_an_anchor_or_lies_in_a_line_that_ca
                 seed,
                 document.encode()[window : window + chunk].decode(errors="replace"),
             )
+
+
+@pytest.mark.parametrize("chunk", [1024, 1536])
+def test_the_last_window_of_any_fixed_chunker_holds_an_anchor_however_short(chunk: int) -> None:
+    # Its windows end at the document's end wherever the windows before it started: an anchor ends it.
+    for seed in range(4):
+        issue = long_issue(50001 + seed, random.Random(seed), stress=False)
+        document = render_document(
+            issue, lookups(), RenderOptions(chunk_tokens=chunk, text_format=TEXT_FORMAT), utf8_bytes
+        )
+        end_anchor = document.rstrip("\n").rsplit("\n", 1)[1]
+        assert end_anchor == id_anchor_line(issue["id"])
+        data = document.encode("utf-8")
+        for length in range(utf8_bytes(end_anchor + "\n"), chunk + 1):
+            assert find_anchors(data[-length:].decode("utf-8", "ignore")), (seed, length)
+
+
+def test_a_window_after_a_short_anchor_still_holds_the_next_anchor_after_a_heading_whole() -> None:
+    # The stretch before an anchor after a heading leaves room for that (longer) anchor, not the short one's:
+    # sections of a chunk or less (no anchor at their end) whose lines end anywhere between two anchors.
+    for lines in range(1, 30):
+        body = "\n\n".join(f"#### 見出し{n}\n\n" + "\n".join(["文です。"] * lines) for n in range(4))
+        document = space_anchors(
+            insert_anchors(f"{TITLE}\n\n{body}\n", 5, "VPN接続が不安定になる"), SHORT, 200, utf8_bytes
+        )
+        assert windows_without_anchor(document, 200, byte_positions(document)) == [], lines
+        assert strip_anchors(document) == f"{TITLE}\n\n{body}\n"
 
 
 def cl100k_or_skip():  # type: ignore[no-untyped-def]

@@ -152,7 +152,7 @@ DEFAULT_CHUNK_TOKENS = 300
 DEFAULT_ANCHOR_SUBJECT_CHARS = 40
 # Spacing anchors: "short" (``> チケット #12345:``) or "full" (with the subject, as after headings).
 SPACING_ANCHOR_FORMS = ("short", "full")
-DEFAULT_SPACING_ANCHORS = "full"
+DEFAULT_SPACING_ANCHORS = "short"
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,12 @@
 """Spacing anchors: any window of N tokens of a document holds a complete anchor line or the title.
 
 A window of N tokens that starts just after an anchor's first token must still hold the next anchor
-whole, so anchor starts may be at most ``N - A`` tokens apart (A: the anchor's tokens); the title
-counts as the first anchor. The anchors after headings (anchors.insert_anchors) stay where they are;
-this module adds the fewest spacing anchors that keep every stretch between anchor starts within
-that gap, each as late as the gap allows (counted from the last anchor of any kind).
+whole, so anchor starts may be at most ``N - A`` tokens apart (A: the next anchor's tokens); the
+title counts as the first anchor. The anchors after headings (anchors.insert_anchors) stay where
+they are; this module adds the fewest spacing anchors (the line it is given: by default the short
+``> チケット #12345:``, so A is small) that keep every stretch between anchor starts within that gap,
+each as late as the gap allows (counted from the last anchor of any kind). A stretch that ends at an
+anchor after a heading (longer: it carries the subject) must leave room for that anchor.
 
 A stretch longer than the gap is cut at the latest safe point (see anchors.py for how each cut is
 written so that ``anchors.strip_anchors`` undoes it exactly):
@@ -132,6 +134,11 @@ class _Spacer:
             _Point(len(self.out), self.since, written_before, written_after, before_cost, after_cost, inside_line)
         )
 
+    def finish(self, end_gap: int) -> None:
+        """Anchors until the stretch's end is within ``end_gap`` of the last one (as far as points allow)."""
+        while self.since > end_gap and self._place():
+            pass
+
     def _place(self) -> bool:
         """Put an anchor at the latest point that keeps the gap (else the earliest one); False if none."""
         if not self.points:
@@ -172,7 +179,7 @@ def space_anchors(document: str, anchor: str, chunk_tokens: int, count: TokenCou
     ``chunk_tokens`` tokens holds a complete anchor or title line (see the module notes).
 
     ``document`` starts with its title line and already has its anchors after headings; anchors
-    of the same ticket already in it (any subject) count, so the result is a fixed point.
+    of the same ticket already in it (any subject, either form) count, so the result is a fixed point.
     """
     count = _memoized(count)  # half the lines are blank, and the same few lines recur
     anchor_cost = count(anchor + "\n")
@@ -184,12 +191,35 @@ def space_anchors(document: str, anchor: str, chunk_tokens: int, count: TokenCou
     output: list[str] = []
     for start, end in pairwise(bounds):
         stretch = lines[start:end]
+        # Room for the anchor that ends the stretch (the document's end: as for a spacing anchor).
+        end_gap = chunk_tokens - count(lines[end] + "\n") if end < len(lines) else gap
         text = "\n".join(stretch) + "\n"
-        if len(text.encode("utf-8")) <= gap or count(text) <= gap:
+        if len(text.encode("utf-8")) <= min(gap, end_gap) or count(text) <= min(gap, end_gap):
             output.extend(stretch)
         else:
-            output.extend(_spaced(stretch, anchor, gap, count))
-    return "\n".join(output)
+            output.extend(_spaced(stretch, anchor, gap, end_gap, count))
+    return "\n".join(_close_document(output, anchor, prefix, chunk_tokens, anchor_cost, count))
+
+
+def _close_document(
+    lines: list[str], anchor: str, prefix: str, chunk_tokens: int, anchor_cost: int, count: TokenCounter
+) -> list[str]:
+    """The lines with an anchor at the end, unless the document fits in a chunk or ends near an anchor.
+
+    A fixed-size chunker's last window ends at the document's end, wherever the windows before it
+    started, so it may be short and start after the last anchor: the anchor at the end is in it.
+    Decided on the spaced document, so that a second run, which finds it spaced already, decides the same.
+    """
+    if sum(len(line.encode("utf-8")) + 1 for line in lines) <= chunk_tokens:
+        return lines  # one chunk: it holds the title
+    last = next((index for index in range(len(lines) - 1, 0, -1) if lines[index].startswith(prefix)), 0)
+    tail = "\n".join(lines[last + 1 :]).strip("\n")
+    if not tail or len(tail.encode("utf-8")) <= anchor_cost or count(tail) <= anchor_cost:
+        return lines
+    end = len(lines) - 1 if lines[-1] == "" else len(lines)
+    if _ATX_HEADING.match(lines[end - 1] or lines[end - 2]):
+        return lines  # text shaped like a heading (in HTML, say): an anchor after it would read as its own
+    return [*lines[:end], *([anchor] if lines[end - 1] == "" else ["", anchor]), *lines[end:]]
 
 
 def _anchor_indexes(lines: list[str], prefix: str) -> list[int]:
@@ -256,8 +286,9 @@ def _close_sections(
     return lines
 
 
-def _spaced(stretch: list[str], anchor: str, gap: int, count: TokenCounter) -> list[str]:
-    """A stretch (its anchor or title line, then content lines) with spacing anchors."""
+def _spaced(stretch: list[str], anchor: str, gap: int, end_gap: int, count: TokenCounter) -> list[str]:
+    """A stretch (its anchor or title line, then content lines) with spacing anchors; the last of
+    them within ``end_gap`` of the stretch's end."""
     spacer = _Spacer(anchor, gap, count)
     spacer.add(stretch[0], count(stretch[0] + "\n"))
     content = stretch[1:]
@@ -283,6 +314,7 @@ def _spaced(stretch: list[str], anchor: str, gap: int, count: TokenCounter) -> l
             _add_sentences(spacer, line, plan, content, number)
         else:
             spacer.add(line, count(line + "\n"))
+    spacer.finish(end_gap)
     return spacer.lines()
 
 
