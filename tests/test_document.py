@@ -11,9 +11,9 @@ import pytest
 
 from anchorkit.anchors import (
     anchor_line,
-    id_anchor_line,
     find_anchors,
     find_titles,
+    id_anchor_line,
     insert_anchors,
     one_line,
     shortened,
