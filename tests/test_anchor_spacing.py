@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from bisect import bisect_left
@@ -24,7 +25,7 @@ from anchorkit.anchors import (
 )
 from anchorkit.markdown_blocks import parse_blocks, top_level_blocks
 from anchorkit.render.document import RenderOptions, content_markdown, render_document
-from anchorkit.render.spacing import _plan, _plan_by_lines, approximate_tokens, space_anchors
+from anchorkit.render.spacing import LineAdditive, _plan, _plan_by_lines, approximate_tokens, space_anchors
 from anchorkit.tokens import TokenizerUnavailable, byte_offsets, load_cl100k_base
 from tests.support import skip_or_fail
 from tests.support.long_tickets import TEXT_FORMAT, long_issue, lookups, write_long_snapshot
@@ -317,6 +318,40 @@ def test_with_cl100k_every_window_holds_an_anchor_or_lies_in_a_line_that_cannot_
         long_lines = lines_longer_than(document, 300 - 2 * tokenizer.count(anchor + "\n") - 2, positions)
         missing = windows_without_anchor(document, 300, positions)
         assert all(any(start < window + 300 and window < end for start, end in long_lines) for window in missing), seed
+
+
+def test_counting_each_piece_once_places_exactly_what_counting_every_text_whole_places() -> None:
+    # The speed-up (LineAdditive: stretches, sections and tails counted as sums of their pieces) changes
+    # no byte: on the fixtures, on long tickets with every stress shape, at two chunk lengths.
+    tokenizer = cl100k_or_skip()
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures"
+    fixture_lookups = json.loads((fixtures / "lookups.json").read_text(encoding="utf-8"))
+    tickets = [
+        (json.loads(path.read_text(encoding="utf-8"))["issue"], fixture_lookups, "common_mark")
+        for path in sorted((fixtures / "issues").glob("*.json"))
+    ]
+    tickets += [(long_issue(50001 + seed, random.Random(seed)), lookups(), TEXT_FORMAT) for seed in range(6)]
+    for issue, ticket_lookups, text_format in tickets:
+        for chunk in (300, 512):
+            options = RenderOptions(chunk_tokens=chunk, text_format=text_format)
+            whole = render_document(issue, ticket_lookups, options, tokenizer.count)
+            assert render_document(issue, ticket_lookups, options, LineAdditive(tokenizer.count)) == whole, issue["id"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    blocks=st.lists(BLOCKS, min_size=1, max_size=12),
+    separators=st.lists(st.sampled_from(["\n\n", "\n\n\n", "\n"]), min_size=12, max_size=12),
+    chunk=st.sampled_from([40, 80, 200]),
+)
+def test_sums_of_pieces_place_what_whole_counts_place_on_random_documents(
+    blocks: list[str], separators: list[str], chunk: int
+) -> None:
+    body = content_markdown("".join(block + separator for block, separator in zip(blocks, separators)), "common_mark")
+    original = insert_anchors(f"{TITLE}\n\n{body}\n", 5, "VPN接続が不安定になる")
+    for spacing in (SHORT, ANCHOR):
+        expected = space_anchors(original, spacing, chunk, utf8_bytes)
+        assert space_anchors(original, spacing, chunk, LineAdditive(utf8_bytes)) == expected
 
 
 def test_the_long_ticket_snapshot_is_deterministic_and_long(tmp_path: Path) -> None:

@@ -26,6 +26,11 @@ Token counts are an upper bound of the chunker's: each line (or sentence piece) 
 own, which for cl100k_base is never less than counting the lines together, since its pre-tokenizer
 does not join a line break with the next line's first character. Stretches whose UTF-8 size is
 within the gap are not tokenized at all (a cl100k token is at least one byte).
+
+For the same reason the count of a stretch, a section or a tail is the sum of the counts of its
+pieces, cut before every line that starts with a character other than whitespace: with a counter
+marked ``LineAdditive`` (cl100k_base, UTF-8 bytes) each piece is tokenized once and the sums are
+exact; the approximation rounds, so there every text is counted whole.
 """
 
 from __future__ import annotations
@@ -50,6 +55,22 @@ from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks
 from anchorkit.tokens import approx_tokens
 
 TokenCounter = Callable[[str], int]
+
+
+class LineAdditive:
+    """A token counter that adds up at line starts: ``count(a + b) == count(a) + count(b)`` whenever
+    ``a`` ends with a line break and ``b`` starts with a character that is not whitespace.
+
+    True of cl100k_base: its pre-tokenizer ends every pre-token at a line break that such a character
+    follows (no pattern of it looks behind or joins the two), and BPE merges only inside pre-tokens.
+    True of UTF-8 bytes. Not of the approximation, which rounds.
+    """
+
+    def __init__(self, count: TokenCounter) -> None:
+        self.count = count
+
+    def __call__(self, text: str) -> int:
+        return self.count(text)
 
 
 def approximate_tokens(text: str) -> int:
@@ -181,11 +202,13 @@ def space_anchors(document: str, anchor: str, chunk_tokens: int, count: TokenCou
     ``document`` starts with its title line and already has its anchors after headings; anchors
     of the same ticket already in it (any subject, either form) count, so the result is a fixed point.
     """
+    additive = isinstance(count, LineAdditive)
     count = _memoized(count)  # half the lines are blank, and the same few lines recur
     anchor_cost = count(anchor + "\n")
     gap = chunk_tokens - anchor_cost
     prefix = anchor[: anchor.index(":") + 1]  # "> チケット #12345:": an anchor of this ticket
-    lines = _close_sections(document.split("\n"), anchor, prefix, chunk_tokens, anchor_cost, count)
+    pieces = _Pieces(count, additive)
+    lines = _close_sections(document.split("\n"), anchor, prefix, chunk_tokens, anchor_cost, pieces)
     starts = [0, *_anchor_indexes(lines, prefix)]
     bounds = [*starts, len(lines)]
     output: list[str] = []
@@ -194,15 +217,36 @@ def space_anchors(document: str, anchor: str, chunk_tokens: int, count: TokenCou
         # Room for the anchor that ends the stretch (the document's end: as for a spacing anchor).
         end_gap = chunk_tokens - count(lines[end] + "\n") if end < len(lines) else gap
         text = "\n".join(stretch) + "\n"
-        if len(text.encode("utf-8")) <= min(gap, end_gap) or count(text) <= min(gap, end_gap):
+        if len(text.encode("utf-8")) <= min(gap, end_gap) or pieces.count(stretch) <= min(gap, end_gap):
             output.extend(stretch)
         else:
             output.extend(_spaced(stretch, anchor, gap, end_gap, count))
-    return "\n".join(_close_document(output, anchor, prefix, chunk_tokens, anchor_cost, count))
+    return "\n".join(_close_document(output, anchor, prefix, chunk_tokens, anchor_cost, pieces))
+
+
+class _Pieces:
+    """Counts of lines joined (``"\\n".join(lines)``, plus a final line break by default): with a
+    ``LineAdditive`` counter, the sum of the memoised counts of their pieces (see the module notes)."""
+
+    def __init__(self, count: TokenCounter, additive: bool) -> None:
+        self.memoized = count
+        self.additive = additive
+
+    def count(self, lines: Sequence[str], final_line_break: bool = True) -> int:
+        end = "\n" if final_line_break else ""
+        if not self.additive or not lines:
+            return self.memoized("\n".join(lines) + end)
+        starts = [0, *compress(range(1, len(lines)), map(_starts_piece, islice(lines, 1, None)))]
+        whole = sum(self.memoized("\n".join(lines[start:stop]) + "\n") for start, stop in pairwise(starts))
+        return whole + self.memoized("\n".join(lines[starts[-1] :]) + end)
+
+
+def _starts_piece(line: str) -> bool:
+    return line[:1] != "" and not line[0].isspace()
 
 
 def _close_document(
-    lines: list[str], anchor: str, prefix: str, chunk_tokens: int, anchor_cost: int, count: TokenCounter
+    lines: list[str], anchor: str, prefix: str, chunk_tokens: int, anchor_cost: int, pieces: _Pieces
 ) -> list[str]:
     """The lines with an anchor at the end, unless the document fits in a chunk or ends near an anchor.
 
@@ -213,8 +257,7 @@ def _close_document(
     if sum(len(line.encode("utf-8")) + 1 for line in lines) <= chunk_tokens:
         return lines  # one chunk: it holds the title
     last = next((index for index in range(len(lines) - 1, 0, -1) if lines[index].startswith(prefix)), 0)
-    tail = "\n".join(lines[last + 1 :]).strip("\n")
-    if not tail or len(tail.encode("utf-8")) <= anchor_cost or count(tail) <= anchor_cost:
+    if _tail_within(lines[last + 1 :], anchor_cost, pieces):
         return lines
     end = len(lines) - 1 if lines[-1] == "" else len(lines)
     if _ATX_HEADING.match(lines[end - 1] or lines[end - 2]):
@@ -239,8 +282,20 @@ def _memoized(count: TokenCounter) -> TokenCounter:
     return cost
 
 
+def _tail_within(lines: list[str], anchor_cost: int, pieces: _Pieces) -> bool:
+    """Whether the lines, blank lines at both ends left out, cost no more than an anchor."""
+    first = next((index for index, line in enumerate(lines) if line), len(lines))
+    end = next((index + 1 for index in range(len(lines) - 1, first - 1, -1) if lines[index]), first)
+    tail = lines[first:end]
+    return (
+        not tail
+        or len("\n".join(tail).encode("utf-8")) <= anchor_cost
+        or pieces.count(tail, final_line_break=False) <= anchor_cost
+    )
+
+
 def _close_sections(
-    lines: list[str], anchor: str, prefix: str, chunk_tokens: int, anchor_cost: int, count: TokenCounter
+    lines: list[str], anchor: str, prefix: str, chunk_tokens: int, anchor_cost: int, pieces: _Pieces
 ) -> list[str]:
     """The lines with an anchor at the end of every section longer than a chunk (unless one is there).
 
@@ -266,16 +321,16 @@ def _close_sections(
         section = "\n".join(lines[start:stop])
         if len(section.encode("utf-8")) <= chunk_tokens:
             continue
-        tail = "\n".join(lines[last_anchor[start] + 1 : stop]).strip("\n")
-        if not tail or len(tail.encode("utf-8")) <= anchor_cost or count(tail) <= anchor_cost:
+        if _tail_within(lines[last_anchor[start] + 1 : stop], anchor_cost, pieces):
             continue
         # Measured without anchors (and the lines they bring), so that a second run decides the same.
         inside = anchors[bisect_right(anchors, start) : bisect_right(anchors, stop)]
         if inside == [start + 2]:  # only the heading's own anchor ("heading", "", anchor)
-            section = "\n".join(lines[start : inside[0] - 1] + lines[inside[0] + 1 : stop])
-        elif inside:
-            section = strip_anchors(section)
-        if len(section.encode("utf-8")) <= chunk_tokens or count(section) <= chunk_tokens:
+            bare = lines[start : inside[0] - 1] + lines[inside[0] + 1 : stop]
+        else:
+            bare = strip_anchors(section).split("\n") if inside else lines[start:stop]
+        section = "\n".join(bare)
+        if len(section.encode("utf-8")) <= chunk_tokens or pieces.count(bare, final_line_break=False) <= chunk_tokens:
             continue
         if _ATX_HEADING.match(lines[stop - 1] or lines[stop - 2]):
             continue  # text shaped like a heading (in HTML, say): an anchor after it would read as its own

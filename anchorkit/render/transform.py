@@ -23,7 +23,7 @@ from anchorkit.anchors import find_titles
 from anchorkit.files import sync_file
 from anchorkit.render.document import Lookups, RenderOptions, render_document
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, build_sidecar, check_schema
-from anchorkit.render.spacing import TokenCounter, approximate_tokens
+from anchorkit.render.spacing import LineAdditive, TokenCounter, approximate_tokens
 from anchorkit.render.textformat import TEXT_FORMATS
 from anchorkit.source.snapshot import (
     SnapshotError,
@@ -32,7 +32,7 @@ from anchorkit.source.snapshot import (
     load_lookups,
     load_state,
 )
-from anchorkit.tokens import APPROX, TOKENIZER_CHOICES, choose_tokenizer
+from anchorkit.tokens import APPROX, TOKENIZER_CHOICES, TokenizerChoice, choose_tokenizer
 
 LAYOUTS = ("flat", "by-project")
 DEFAULT_MAX_TEXT_BYTES = 1_000_000
@@ -150,7 +150,7 @@ def resolve_tokenizer(options: TransformOptions) -> tuple[str, str | None]:
         raise ValueError(f"unknown tokenizer {options.tokenizer!r} (expected one of {', '.join(TOKENIZER_CHOICES)})")
     choice = choose_tokenizer(options.tokenizer, options.tiktoken_file)
     name = choice.tokenizer.name
-    _counters[(name, options.tiktoken_file)] = approximate_tokens if name == APPROX else choice.tokenizer.count
+    _counters[(name, options.tiktoken_file)] = _counter(choice)
     return name, choice.fallback_reason
 
 
@@ -163,9 +163,14 @@ def token_counter(tokenizer: str, tiktoken_file: Path | None = None) -> TokenCou
     key = (tokenizer, tiktoken_file)
     if key not in _counters:
         _counters[key] = (
-            approximate_tokens if tokenizer == APPROX else choose_tokenizer(tokenizer, tiktoken_file).tokenizer.count
+            approximate_tokens if tokenizer == APPROX else _counter(choose_tokenizer(tokenizer, tiktoken_file))
         )
     return _counters[key]
+
+
+def _counter(choice: TokenizerChoice) -> TokenCounter:
+    # An exact tokenizer's counts add up at line starts: spacing tokenizes each piece of a document once.
+    return LineAdditive(choice.tokenizer.count) if choice.tokenizer.exact else approximate_tokens
 
 
 PRIVATE = "private"  # render_ticket's answer for a private issue left out on purpose
