@@ -217,7 +217,7 @@ def space_anchors(document: str, anchor: str, chunk_tokens: int, count: TokenCou
         # Room for the anchor that ends the stretch (the document's end: as for a spacing anchor).
         end_gap = chunk_tokens - count(lines[end] + "\n") if end < len(lines) else gap
         text = "\n".join(stretch) + "\n"
-        if len(text.encode("utf-8")) <= min(gap, end_gap) or pieces.count(stretch) <= min(gap, end_gap):
+        if len(text.encode("utf-8")) <= min(gap, end_gap) or pieces.within(stretch, min(gap, end_gap)):
             output.extend(stretch)
         else:
             output.extend(_spaced(stretch, anchor, gap, end_gap, count))
@@ -232,13 +232,18 @@ class _Pieces:
         self.memoized = count
         self.additive = additive
 
-    def count(self, lines: Sequence[str], final_line_break: bool = True) -> int:
+    def within(self, lines: Sequence[str], limit: int, final_line_break: bool = True) -> bool:
+        """Whether the lines cost at most ``limit`` tokens (pieces are counted only until they exceed it)."""
         end = "\n" if final_line_break else ""
         if not self.additive or not lines:
-            return self.memoized("\n".join(lines) + end)
+            return self.memoized("\n".join(lines) + end) <= limit
         starts = [0, *compress(range(1, len(lines)), map(_starts_piece, islice(lines, 1, None)))]
-        whole = sum(self.memoized("\n".join(lines[start:stop]) + "\n") for start, stop in pairwise(starts))
-        return whole + self.memoized("\n".join(lines[starts[-1] :]) + end)
+        total = 0
+        for start, stop in pairwise(starts):
+            total += self.memoized("\n".join(lines[start:stop]) + "\n")
+            if total > limit:
+                return False
+        return total + self.memoized("\n".join(lines[starts[-1] :]) + end) <= limit
 
 
 def _starts_piece(line: str) -> bool:
@@ -290,7 +295,7 @@ def _tail_within(lines: list[str], anchor_cost: int, pieces: _Pieces) -> bool:
     return (
         not tail
         or len("\n".join(tail).encode("utf-8")) <= anchor_cost
-        or pieces.count(tail, final_line_break=False) <= anchor_cost
+        or pieces.within(tail, anchor_cost, final_line_break=False)
     )
 
 
@@ -330,7 +335,7 @@ def _close_sections(
         else:
             bare = strip_anchors(section).split("\n") if inside else lines[start:stop]
         section = "\n".join(bare)
-        if len(section.encode("utf-8")) <= chunk_tokens or pieces.count(bare, final_line_break=False) <= chunk_tokens:
+        if len(section.encode("utf-8")) <= chunk_tokens or pieces.within(bare, chunk_tokens, final_line_break=False):
             continue
         if _ATX_HEADING.match(lines[stop - 1] or lines[stop - 2]):
             continue  # text shaped like a heading (in HTML, say): an anchor after it would read as its own
