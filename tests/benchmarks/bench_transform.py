@@ -240,7 +240,7 @@ def measure(snapshot: Path, out: Path, jobs: int = 1, code: str = CHILD, *extra:
 
 
 def main() -> None:
-    sizes = [int(n) for n in os.environ.get("BENCH_TRANSFORM_SIZES", "10000,100000").split(",")]
+    sizes = [int(n) for n in os.environ.get("BENCH_TRANSFORM_SIZES", "10000,100000").split(",") if n]
     results = {}
     # Under the repository by default: on some machines /tmp creates files ten times slower.
     scratch = Path(os.environ.get("BENCH_TMPDIR", Path(__file__).resolve().parents[2] / "build"))
