@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install install-test servers-install demo test bench lint clean
+.PHONY: install install-test servers-install browser-install demo test bench lint checks lambda-zip clean
 
 # The tool and its runtime dependencies only (enough for `make demo`).
 install: $(VENV)/.installed
@@ -25,30 +25,47 @@ $(VENV)/.installed-test: $(VENV)/.installed
 servers-install:
 	bash scripts/redmine-server.sh install
 
+# Debian's Chromium and a Japanese font: the report pages are tested in a real browser (Playwright from .[test]
+# drives /usr/bin/chromium; no browser is downloaded).
+browser-install:
+	bash scripts/apt-install.sh chromium fonts-noto-cjk
+
 demo: install
 	$(BIN)/anchorkit transform fixtures --out out --sidecars
 	@echo
 	@echo "The anchored documents are in out/ (one <id>.md per ticket, with its .md.metadata.json sidecar)."
 	@echo "Next:"
 	@echo "  $(BIN)/anchorkit stats out                                 # what the anchors cost, which chunks keep their ticket ID"
-	@echo "  $(BIN)/anchorkit upload out s3://BUCKET/tickets --dry-run  # what would be published"
+	@echo "  $(BIN)/anchorkit upload out ./published --dry-run          # what would be published (a local folder: nothing needed)"
+	@echo "  $(BIN)/anchorkit upload out s3://BUCKET/tickets --dry-run  # the same against S3 (needs AWS credentials)"
 	@echo "  $(BIN)/anchorkit --help                                    # every command, with examples and exit codes"
 
-# pytest exits 5 when it collected no tests: that is a failure, not a pass.
-test: install-test servers-install
+# Lint, format and types first (their findings fail the run), then the tests. pytest exits 5 when it
+# collected no tests: that is a failure, not a pass.
+test: install-test servers-install browser-install
+	$(MAKE) --no-print-directory checks
 	$(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing the run" >&2; exit 1; fi; exit $$rc
 
-# The benchmarks also compare against other converters (.[bench]) and third-party splitters (.[coverage]).
+# The benchmarks also compare against other converters (.[bench]) and third-party splitters (.[coverage]),
+# and retrieve with BM25 and a small embedding model (.[retrieval]).
 bench: install-test servers-install
-	$(BIN)/pip install --quiet -e '.[test,bench,coverage]'
+	$(BIN)/pip install --quiet -e '.[test,bench,coverage,retrieval]'
 	@set -e; for script in tests/benchmarks/bench_*.py; do \
 		echo "== $$script"; $(BIN)/python $$script; done
 
-# Pyflakes-level checks (unused names, undefined names, syntax errors).
-lint: install-test
-	$(BIN)/pip install --quiet ruff
-	$(BIN)/ruff check --select F,E9 --target-version py310 anchorkit tests
+# The Bedrock custom-transformation Lambda's deployment zip (docs/bedrock-lambda.md): Lambda's python3.12
+# on x86_64 by default; e.g. LAMBDA_ZIP_FLAGS="--architecture arm64 --python-version 3.13" for another runtime.
+lambda-zip: install
+	$(BIN)/python -m anchorkit.bedrock.package --out anchorkit-lambda.zip $(LAMBDA_ZIP_FLAGS)
+
+# ruff's rules and formatter (pyproject.toml) over the code and the tests, mypy over the code.
+lint: install-test checks
+
+checks:
+	$(BIN)/ruff check anchorkit tests
+	$(BIN)/ruff format --check anchorkit tests
+	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) out build *.egg-info .pytest_cache .servers
+	rm -rf $(VENV) out build *.egg-info .pytest_cache .servers anchorkit-lambda.zip

@@ -22,22 +22,14 @@ RAILS_PID_FILE="$STATE_DIR/rails.pid"
 LOG_FILE="$STATE_DIR/server.log"
 READY_TIMEOUT_S="${REDMINE_READY_TIMEOUT:-180}"
 
+APT_INSTALL="$(dirname "$0")/apt-install.sh"
+
 installed() {
-  local pkg
-  for pkg in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || return 1
-  done
+  bash "$APT_INSTALL" --check "${PACKAGES[@]}"
 }
 
 install() {
-  if installed; then
-    echo "redmine: already installed"
-    return 0
-  fi
-  export DEBIAN_FRONTEND=noninteractive
-  # A stale package index makes the first attempt fail; refresh it and try once more.
-  apt-get install -y --no-install-recommends "${PACKAGES[@]}" \
-    || { apt-get update && apt-get install -y --no-install-recommends "${PACKAGES[@]}"; }
+  bash "$APT_INSTALL" "${PACKAGES[@]}"
 }
 
 # SQLite answers "database is locked" at once unless a busy timeout is set; the server, `rails runner`

@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 
 # Real-server fixtures live in tests/support/ (one plugin per server).
-pytest_plugins: list[str] = ["support.s3_server", "support.redmine_server"]
+pytest_plugins: list[str] = ["support.s3_server", "support.redmine_server", "support.browser"]
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
-INTEGRATION_MARKERS = ("redmine", "s3")
+INTEGRATION_MARKERS = ("redmine", "s3", "browser")
 
 
 @pytest.fixture

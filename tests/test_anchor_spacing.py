@@ -25,7 +25,7 @@ from anchorkit.anchors import (
 )
 from anchorkit.markdown_blocks import parse_blocks, top_level_blocks
 from anchorkit.render.document import RenderOptions, content_markdown, render_document
-from anchorkit.render.spacing import LineAdditive, _plan, _plan_by_lines, approximate_tokens, space_anchors
+from anchorkit.render.spacing import LineAdditive, _plan, _plan_by_lines, approx_tokens_with_margin, space_anchors
 from anchorkit.tokens import TokenizerUnavailable, byte_offsets, load_cl100k_base
 from tests.support import skip_or_fail
 from tests.support.long_tickets import TEXT_FORMAT, long_issue, lookups, write_long_snapshot
@@ -233,7 +233,7 @@ def test_stripping_gives_back_exactly_the_content_and_placing_again_changes_noth
 ) -> None:
     body = content_markdown("".join(block + separator for block, separator in zip(blocks, separators)), "common_mark")
     original = insert_anchors(f"{TITLE}\n\n{body}\n", 5, "VPN接続が不安定になる")  # as render_document has it
-    for count in (utf8_bytes, approximate_tokens):
+    for count in (utf8_bytes, approx_tokens_with_margin):
         document = space_anchors(original, spacing, chunk, count)
         assert strip_anchors(document) == strip_anchors(original)
         assert space_anchors(document, spacing, chunk, count) == document

@@ -27,7 +27,7 @@ from anchorkit.anchors import (
     title_line,
 )
 from anchorkit.markdown_blocks import parse_blocks, top_level_blocks
-from anchorkit.render.spacing import approximate_tokens, space_anchors
+from anchorkit.render.spacing import approx_tokens_with_margin, space_anchors
 
 SUBJECT = "VPN接続が不安定になる"
 ANCHOR = "> チケット #12345: VPN接続が不安定になる"
@@ -153,7 +153,7 @@ def test_anchor_follows_every_heading_but_the_title_and_basic_info() -> None:
 
 
 def test_anchors_are_standalone_top_level_quotes_never_inside_code_or_tables() -> None:
-    document = space_anchors(anchored(), ANCHOR, 40, approximate_tokens)  # a spacing anchor wherever one may go
+    document = space_anchors(anchored(), ANCHOR, 40, approx_tokens_with_margin)  # a spacing anchor wherever one may go
     lines = document.split("\n")
     blocks = top_level_blocks(parse_blocks(document))
     anchor_lines = {i for i, line in enumerate(lines) if line == ANCHOR}
@@ -178,7 +178,7 @@ def test_a_stale_anchor_is_brought_up_to_date() -> None:
 def test_strip_anchors_inverts_insertion() -> None:
     canonical = DOCUMENT
     assert strip_anchors(anchored(canonical)) == canonical
-    assert strip_anchors(space_anchors(anchored(canonical), ANCHOR, 40, approximate_tokens)) == canonical
+    assert strip_anchors(space_anchors(anchored(canonical), ANCHOR, 40, approx_tokens_with_margin)) == canonical
     assert find_anchors(strip_anchors(anchored())) == []
 
 

@@ -23,7 +23,7 @@ from anchorkit.anchors import (
 from anchorkit.markdown_blocks import parse_blocks, top_level_blocks
 from anchorkit.render.document import RenderOptions, content_markdown, render_document, text_format_at
 from anchorkit.render.markdown_text import escape_plain
-from anchorkit.render.spacing import approximate_tokens, space_anchors
+from anchorkit.render.spacing import approx_tokens_with_margin, space_anchors
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 LOOKUPS = json.loads((FIXTURES / "lookups.json").read_text(encoding="utf-8"))
@@ -305,13 +305,13 @@ def test_anchoring_a_rendered_document_again_changes_nothing(options: dict[str, 
             if render_options.spacing_anchors == "full"
             else id_anchor_line(issue["id"], render_options.label("ticket"))
         )
-        assert space_anchors(document, anchor, 120, approximate_tokens) == space_anchors(
-            document, anchor, 120, approximate_tokens
+        assert space_anchors(document, anchor, 120, approx_tokens_with_margin) == space_anchors(
+            document, anchor, 120, approx_tokens_with_margin
         )
         if render_options.chunk_tokens:
-            assert space_anchors(document, anchor, render_options.chunk_tokens, approximate_tokens) == document, (
-                path.name
-            )
+            assert (
+                space_anchors(document, anchor, render_options.chunk_tokens, approx_tokens_with_margin) == document
+            ), path.name
 
 
 from hypothesis import given, settings  # noqa: E402
@@ -403,7 +403,7 @@ def test_any_subject_and_content_keep_the_document_structure(
     assert insert_anchors(document, 77, body_subject) == document
     if chunk:
         spacing_anchor = id_anchor_line(77) if spacing == "short" else anchor_line(77, body_subject)
-        assert space_anchors(document, spacing_anchor, chunk, approximate_tokens) == document
+        assert space_anchors(document, spacing_anchor, chunk, approx_tokens_with_margin) == document
         assert strip_anchors(document) == strip_anchors(
             render_document(issue, LOOKUPS, RenderOptions(text_format=fmt, chunk_tokens=0))
         )

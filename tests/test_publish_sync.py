@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from anchorkit import sync as syncing
 from anchorkit.cli import app
-from anchorkit.sync import SyncConfigError
+from anchorkit.settings import SettingError, find_config_file, load_config
 
 runner = CliRunner()
 REQUIRED_FLAGS = {"url": "http://redmine.test", "snapshot": Path("snap"), "out": Path("out"), "dest": "s3://kb-docs/t"}
@@ -30,7 +30,7 @@ def test_flags_beat_the_environment_which_beats_the_config_file_which_beats_defa
     settings = syncing.resolve(
         {**REQUIRED_FLAGS, "threads": 8},
         {"ANCHORKIT_THREADS": "6", "ANCHORKIT_MAX_DELETE": "5%"},
-        syncing.load_config(config_path),
+        load_config(config_path),
         config_path,
     )
     assert settings["threads"] == 8 and settings.sources["threads"] == "flag"
@@ -42,7 +42,7 @@ def test_flags_beat_the_environment_which_beats_the_config_file_which_beats_defa
 
 def test_a_flag_given_as_false_overrides_a_true_in_the_config_file(tmp_path: Path) -> None:
     config_path = write_config(tmp_path, "[upload]\ndelete = true\n")
-    settings = syncing.resolve({**REQUIRED_FLAGS, "delete": False}, {}, syncing.load_config(config_path), config_path)
+    settings = syncing.resolve({**REQUIRED_FLAGS, "delete": False}, {}, load_config(config_path), config_path)
     assert settings["delete"] is False
 
 
@@ -66,7 +66,7 @@ def test_environment_values_are_parsed_to_the_settings_types() -> None:
 
 def test_relative_paths_in_the_config_file_are_relative_to_the_file(tmp_path: Path) -> None:
     config_path = write_config(tmp_path, "snapshot = 'state/snapshot'\n[transform]\nout = 'out'\n")
-    settings = syncing.resolve({"url": "u", "dest": "d"}, {}, syncing.load_config(config_path), config_path)
+    settings = syncing.resolve({"url": "u", "dest": "d"}, {}, load_config(config_path), config_path)
     assert settings["snapshot"] == tmp_path / "state" / "snapshot"
     assert settings["out"] == tmp_path / "out"
 
@@ -83,15 +83,15 @@ def test_relative_paths_in_the_config_file_are_relative_to_the_file(tmp_path: Pa
 )
 def test_bad_config_files_name_the_file_and_the_key(tmp_path: Path, config_text: str, message: str) -> None:
     config_path = write_config(tmp_path, config_text)
-    with pytest.raises(SyncConfigError, match=message) as error:
-        syncing.resolve(REQUIRED_FLAGS, {}, syncing.load_config(config_path), config_path)
+    with pytest.raises(SettingError, match=message) as error:
+        syncing.resolve(REQUIRED_FLAGS, {}, load_config(config_path), config_path)
     assert str(config_path) in str(error.value)
 
 
 def test_bad_environment_values_and_missing_settings_are_explained() -> None:
-    with pytest.raises(SyncConfigError, match="ANCHORKIT_DELETE='maybe': expected true or false"):
+    with pytest.raises(SettingError, match="ANCHORKIT_DELETE='maybe': expected true or false"):
         syncing.resolve(REQUIRED_FLAGS, {"ANCHORKIT_DELETE": "maybe"}, {})
-    with pytest.raises(SyncConfigError, match=r"missing: url \(--url, ANCHORKIT_URL or REDMINE_URL"):
+    with pytest.raises(SettingError, match=r"missing: url \(--url, ANCHORKIT_URL or REDMINE_URL"):
         syncing.resolve({**REQUIRED_FLAGS, "url": None}, {}, {})
 
 
@@ -99,12 +99,12 @@ def test_the_config_file_is_found_by_flag_then_environment_then_working_folder(t
     here = write_config(tmp_path, "")
     elsewhere = tmp_path / "other.toml"
     elsewhere.write_text("")
-    assert syncing.find_config_file(None, {}, tmp_path) == here
-    assert syncing.find_config_file(None, {"ANCHORKIT_CONFIG": str(elsewhere)}, tmp_path) == elsewhere
-    assert syncing.find_config_file(elsewhere, {"ANCHORKIT_CONFIG": str(here)}, tmp_path) == elsewhere
-    assert syncing.find_config_file(None, {}, tmp_path / "empty-folder") is None
-    with pytest.raises(SyncConfigError, match="does not exist"):
-        syncing.find_config_file(tmp_path / "missing.toml", {}, tmp_path)
+    assert find_config_file(None, {}, tmp_path) == here
+    assert find_config_file(None, {"ANCHORKIT_CONFIG": str(elsewhere)}, tmp_path) == elsewhere
+    assert find_config_file(elsewhere, {"ANCHORKIT_CONFIG": str(here)}, tmp_path) == elsewhere
+    assert find_config_file(None, {}, tmp_path / "empty-folder") is None
+    with pytest.raises(SettingError, match="does not exist"):
+        find_config_file(tmp_path / "missing.toml", {}, tmp_path)
 
 
 def test_sync_with_a_bad_setting_is_a_usage_error_before_anything_runs(

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from anchorkit.cli import app
 from anchorkit.source import redmine as redmine_module
 from anchorkit.source import snapshot
-from anchorkit.source.pull import PullReport, pull
+from anchorkit.source.pull import PullReport, PullSettings, pull
 from anchorkit.source.redmine import RedmineClient, RetryPolicy
 
 pytestmark = pytest.mark.redmine
@@ -85,7 +85,8 @@ def desk(redmine_admin: RedmineAdmin, redmine_server: RedmineServer) -> Helpdesk
 
 
 def pull_desk(server_url: str, snap: Path, key: str, desk: Helpdesk, **options: Any) -> PullReport:
-    return pull(server_url, snap, api_key=key, projects=[desk.project["identifier"]], policy=FAST, **options)
+    settings = PullSettings(projects=(desk.project["identifier"],), policy=FAST, **options)
+    return pull(server_url, snap, key, settings)
 
 
 def issue_files(snap: Path) -> dict[str, bytes]:
@@ -171,11 +172,21 @@ def test_a_full_pull_of_one_project_leaves_other_projects_issues_alone(
     key = redmine_server.admin_key
     other_issue = redmine_admin.create_issue(redmine_project["id"], "共有フォルダの容量不足")["id"]
     pull_desk(redmine_server.url, tmp_path, key, desk)
-    pull(redmine_server.url, tmp_path, key, projects=[redmine_project["identifier"]], full=True, policy=FAST)
+    pull(
+        redmine_server.url,
+        tmp_path,
+        key,
+        PullSettings(projects=(redmine_project["identifier"],), full=True, policy=FAST),
+    )
     assert snapshot.stored_issue_ids(tmp_path) == {*desk.public_ids, other_issue}
 
     redmine_admin.delete_issue(other_issue)
-    report = pull(redmine_server.url, tmp_path, key, projects=[redmine_project["identifier"]], full=True, policy=FAST)
+    report = pull(
+        redmine_server.url,
+        tmp_path,
+        key,
+        PullSettings(projects=(redmine_project["identifier"],), full=True, policy=FAST),
+    )
     assert report.removed == 1
     assert snapshot.stored_issue_ids(tmp_path) == set(desk.public_ids)
 
@@ -465,8 +476,10 @@ def test_kill_9_mid_run_then_rerun_converges_without_refetching(
     assert 3 <= len(survivors) < len(ids), "killed mid-run"
     assert not (crashed / "state.json").exists(), "the cursor was not advanced by the killed run"
 
-    resumed = pull(redmine_server.url, crashed, key, projects=[redmine_project["identifier"]], policy=FAST)
-    pull(redmine_server.url, reference, key, projects=[redmine_project["identifier"]], policy=FAST)
+    resumed = pull(
+        redmine_server.url, crashed, key, PullSettings(projects=(redmine_project["identifier"],), policy=FAST)
+    )
+    pull(redmine_server.url, reference, key, PullSettings(projects=(redmine_project["identifier"],), policy=FAST))
 
     assert resumed.ok and resumed.unchanged == len(survivors)
     assert resumed.fetched == len(ids) - len(survivors), "nothing already stored was fetched again"

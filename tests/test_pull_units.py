@@ -13,6 +13,7 @@ import requests
 from anchorkit.source import snapshot
 from anchorkit.source.pull import (
     PullError,
+    PullSettings,
     SnapshotLocked,
     descendants,
     fill_missing,
@@ -94,7 +95,7 @@ def test_pull_refuses_a_missing_key_a_bad_url_or_format_and_a_locked_snapshot(tm
     with pytest.raises(PullError, match="URL must look like"):
         pull("redmine.example.com", tmp_path, api_key="k")
     with pytest.raises(PullError, match="text format"):
-        pull("http://127.0.0.1:9", tmp_path, api_key="k", text_format="markdown")
+        pull("http://127.0.0.1:9", tmp_path, "k", PullSettings(text_format="markdown"))
     taken, release = threading.Event(), threading.Event()
 
     def another_pull() -> None:  # the lock is re-entrant within a thread, not across threads

@@ -390,7 +390,7 @@ def test_output_folder_reading_reports_bad_files_and_goes_on(tmp_path: Path) -> 
         huge.truncate(stats.MAX_DOCUMENT_BYTES + 1)  # sparse: no 50 MB written
     (tmp_path / "notes.md").write_text("not a ticket document", encoding="utf-8")
     items = list(stats.iter_output_folder(tmp_path))
-    assert [type(item).__name__ for item in items] == ["SourceDocument", "OversizedDocument", "InputError"]
+    assert [type(item).__name__ for item in items] == ["SourceDocument", "OversizedDocument", "UnreadableDocument"]
     assert items[2].message.startswith("helpdesk/2.md: not valid UTF-8")  # type: ignore[union-attr]
 
 

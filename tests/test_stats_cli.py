@@ -353,8 +353,11 @@ def test_the_html_page_is_an_audit_record_that_shows_a_failed_gate(out: Path, vo
     assert record["tokenizer"].startswith("cl100k_base (tiktoken): exact")
     assert record["approx vs cl100k_base here"].endswith("per document on average")
     assert record["gates"] == "coverage >= 99.99%: FAILED (exit code 1)"
-    failures = page.read_text(encoding="utf-8").split('<ul class="failures">')[1].split("</ul>")[0]
-    assert all(f"gate failed: {failure}" in failures for failure in report["gates"]["failures"])
+    banner = page.read_text(encoding="utf-8").split('id="verdict">')[1].split("</div></div>")[0]
+    assert "FAILED (exit code 1): coverage &gt;= 99.99%" in banner
+    assert report["gates"]["failures"] and all(
+        f"<li>gate failed: {failure}</li>" in banner for failure in report["gates"]["failures"]
+    )
     efficiency = report["efficiency"]
     [efficiency_row] = parsed.tables["efficiency"][1:]
     assert efficiency_row[:3] == [
@@ -380,9 +383,72 @@ def test_a_passing_run_says_so_on_its_page(out: Path, tmp_path: Path) -> None:
     record = {row[0]: row[1] for row in parsed.tables["record"][1:]}
     assert record["gates"] == "overhead <= 90.0%: passed (exit code 0)"
     assert (
+        '<div class="verdict passed" id="verdict"><div class="headline">Passed (exit code 0): overhead &lt;= 90.0%'
+        in (page.read_text(encoding="utf-8"))
+    )
+    assert (
         record["tokenizer"].startswith("approx: an estimate of cl100k_base counts")
         and "4% per document" in record["tokenizer"]
     )
+
+
+def test_the_page_names_the_input_by_its_absolute_path_and_sizes_in_units(
+    out: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(out.parent)
+    page = tmp_path / "stats.html"
+    code, stdout, _ = run(out.name, "--tokenizer", "approx", "--chunking", "fixed", "--html", str(page), "--json")
+    assert code == 0 and json.loads(stdout)["source"]["path"] == str(out)
+    parsed = _Tables()
+    parsed.feed(page.read_text(encoding="utf-8"))
+    assert {row[0]: row[1] for row in parsed.tables["record"][1:]}["input"].startswith(f"{out} (output)")
+    checks = [row[0] for row in parsed.tables["limits"][1:]]
+    assert "documents over 50 MB (Bedrock's limit per file)" in checks
+    assert "sidecars over 10 KB (Bedrock's limit per metadata file)" in checks
+    assert not [check for check in checks if "_" in check or "mb" in check or "kb" in check]
+    assert '<div class="verdict neutral" id="verdict"><div class="headline">No gate set' in page.read_text("utf-8")
+
+
+def page_and_report(out: Path, tmp_path: Path) -> tuple[int, dict, str]:
+    """(exit code, the JSON report, the page) of one approx run of the fixed chunker over ``out``."""
+    page = tmp_path / "stats.html"
+    code, stdout, _ = run(str(out), "--tokenizer", "approx", "--chunking", "fixed", "--html", str(page), "--json")
+    return code, json.loads(stdout), page.read_text(encoding="utf-8")
+
+
+def test_the_longest_stretch_without_the_id_is_one_figure_explained(out: Path, tmp_path: Path) -> None:
+    code, report, html = page_and_report(out, tmp_path)
+    run_figure = report["overhead"]["longest_anchorless_run"]
+    box = html.split('<div class="run" id="longest-run">')[1].split("</div>")[0]
+    anchored, stripped = run_figure["anchored"], run_figure["stripped"]
+    assert code == 0 and anchored["tokens"] < stripped["tokens"]
+    assert (
+        f"{anchored['tokens']:,} tokens (ticket #{anchored['ticket_id']}) with the anchors; "
+        f"{stripped['tokens']:,} tokens (ticket #{stripped['ticket_id']}) without them." in box
+    )
+    assert "cannot say which ticket it is from" in box
+    # The tables use the same words, no second unexplained "longest run".
+    assert "longest unidentified run" not in html
+
+
+def test_the_chunk_length_table_is_also_a_chart(out: Path, tmp_path: Path) -> None:
+    code, report, html = page_and_report(out, tmp_path)
+    rows = report["chunk_lengths"]["rows"]
+    chart = html.split('id="lengths-chart">')[1].split("</svg>")[0]
+    assert code == 0 and [f"{row['chunk_tokens']:,} tokens" for row in rows] == re.findall(
+        r">([\d,]+ tokens)</text>", chart
+    )
+    # One bar per figure and length, as tall as the figure on the 0-100% axis (160 px).
+    for css, key in (
+        ("anchored", "coverage_percent"),
+        ("overhead", "overhead_percent"),
+        ("bound", "bound_overhead_percent"),
+    ):
+        heights = [
+            float(h)
+            for h in re.findall(rf'<rect class="{css}" x="[\d.]+" y="[\d.]+" width="23" height="([\d.]+)"', chart)
+        ]
+        assert heights == pytest.approx([row[key] * 1.6 for row in rows], abs=0.06)
 
 
 def test_the_coverage_chart_scales_has_a_0_to_100_axis_and_room_for_100_percent(tmp_path: Path) -> None:
@@ -421,3 +487,14 @@ def test_each_row_of_the_table_is_what_chunk_tokens_would_render(long_snapshot: 
     efficiency = default["efficiency"]
     assert efficiency["bound_anchors"] >= len(default["overhead"]["top"]) and efficiency["ratio_to_bound"] > 1
     assert default["efficiency"]["per_ticket_ratio"]["p50"] > 1
+
+
+def test_the_sample_output_in_docs_stats_md_is_what_a_run_prints() -> None:
+    """docs/stats.md shows `anchorkit stats fixtures --tokenizer approx` as it prints (80 columns). If
+    this fails after a change of figures or layout, paste the new output there (with /path/to/anchorkit)."""
+    docs = (REPO / "docs" / "stats.md").read_text(encoding="utf-8")
+    sample = docs.split("80 columns):\n\n```text\n")[1].split("```")[0]
+    code, stdout, _ = run(str(FIXTURES), "--tokenizer", "approx", env={"COLUMNS": "80"})
+    printed = stdout.replace(str(REPO), "/path/to/anchorkit")
+    assert code == 0
+    assert [line.rstrip() for line in printed.splitlines()] == sample.splitlines()

@@ -28,10 +28,10 @@ from test_sync_state import (
 )
 from typer.testing import CliRunner
 
-from anchorkit import cli
 from anchorkit.cli import app
+from anchorkit.cli import output as cli
 from anchorkit.publish.state import S3StateStore
-from anchorkit.publish.upload import S3Location, S3Target
+from anchorkit.publish.upload import PublishSettings, S3Location, S3Target
 from anchorkit.render.transform import TransformOptions
 from anchorkit.source.pull import PullSettings
 from anchorkit.sync import run_sync
@@ -301,6 +301,7 @@ def test_sync_with_the_state_shows_progress_per_stage_on_a_terminal_and_nothing_
         S3Target(client, S3Location(s3_server.bucket, f"{job.docs_prefix}/")),
         TransformOptions(),
         PullSettings(projects=(project["identifier"],)),
+        PublishSettings(delete=True),
         work_dir=tmp_path / "work",
         progress=lambda stage, done, total: seen.append((stage, done, total)),
     )

@@ -30,7 +30,7 @@ from typer.testing import CliRunner
 from anchorkit.cli import app
 from anchorkit.errors import EXIT_LOCKED
 from anchorkit.publish.state import LocalStateStore, S3StateStore, StateConflict
-from anchorkit.publish.upload import LocalDirTarget, S3Location, S3Target
+from anchorkit.publish.upload import LocalDirTarget, PublishSettings, S3Location, S3Target
 from anchorkit.render.document import RenderOptions
 from anchorkit.render.transform import TransformOptions
 from anchorkit.source import pull
@@ -95,7 +95,7 @@ class StatelessRunner:
             options,
             PullSettings(projects=(self.project,), full=full),
             work_dir=self.empty_folder(),
-            force=True,
+            publishing=PublishSettings(delete=True, force=True),
         )
 
     def pull(self, full: bool = False, snapshot_dir: Path | None = None) -> StatePullReport:
@@ -244,7 +244,7 @@ def test_a_local_state_folder_and_a_local_destination_work_the_same_way(
             TransformOptions(sidecars=False),
             PullSettings(projects=(project["identifier"],), full=full),
             work_dir=Path(tempfile.mkdtemp(dir=tmp_path)),
-            force=True,
+            publishing=PublishSettings(delete=True, force=True),
         )
 
     first = sync(full=False)
@@ -691,7 +691,7 @@ def test_pull_with_a_local_state_folder_holds_its_lock_and_feeds_a_local_sync(
         TransformOptions(sidecars=False),
         PullSettings(projects=(project["identifier"],)),
         work_dir=tmp_path / "work",
-        force=True,
+        publishing=PublishSettings(delete=True, force=True),
     )
     assert synced.ok and sorted(synced.uploaded) == sorted([f"{vpn}.md", f"{printer}.md"])
     assert synced.pulls[0].requests_by_purpose.get("issues", 0) == 0  # published from what pull stored
@@ -714,7 +714,7 @@ def test_a_manifest_from_before_stored_versions_is_read_as_storing_the_published
             TransformOptions(),
             arguments,
             work_dir=Path(tempfile.mkdtemp(dir=tmp_path)),
-            force=True,
+            publishing=PublishSettings(delete=True, force=True),
         )
 
     assert sync().ok

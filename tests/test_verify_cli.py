@@ -147,7 +147,7 @@ def test_html_report_is_written(tmp_path: Path) -> None:
     assert code == 0
     html = page.read_text(encoding="utf-8")
     assert html.startswith("<!DOCTYPE html>") and 'href="#ref-1"' in html and 'id="ref-1"' in html
-    assert "phantom source: not retrieved" in html
+    assert "Not a retrieved chunk: the answer cites a source it was not given" in html
 
 
 # --------------------------------------------------------------------------- eval

@@ -21,7 +21,7 @@ from anchorkit.audit.measure import (
     Measured,
     Placement,
 )
-from anchorkit.audit.sources import InputError, OversizedDocument
+from anchorkit.audit.sources import OversizedDocument, UnreadableDocument
 from anchorkit.tokens import (
     APPROX,
     CL100K_BASE,
@@ -69,7 +69,7 @@ class CoverageCounts:
         if tokens > self.longest_run_tokens:
             self.longest_run_tokens, self.longest_run_ticket_id = tokens, ticket_id
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "chunks": self.chunks,
             "identified": self.identified,
@@ -143,7 +143,7 @@ class _PlacementTotals:
         self.identified += placement.identified
         self.gap.add_run(placement.longest_gap, ticket_id)
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         anchor_tokens = self.with_anchors - self.without_anchors
         return {
             "chunk_tokens": self.chunk_tokens,
@@ -184,7 +184,7 @@ class _TicketPlacement:
         """Anchor tokens above the bound (all of them when the bound is 0 anchors)."""
         return self.placement.anchor_tokens - (self.placement.bound_tokens or 0)
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         placement = self.placement
         return {
             "ticket_id": self.ticket_id,
@@ -215,13 +215,13 @@ class StatsCollector:
         self.levels = [_LevelCounts(chunker, level) for chunker in chunkers for level in chunker.levels]
         self.tickets: list[_TicketTokens] = []
         self.findings = {name: _Finding() for name in LIMIT_FINDINGS}
-        self.errors: list[InputError] = []
+        self.errors: list[UnreadableDocument] = []
         self.gap = {"anchored": CoverageCounts(), "stripped": CoverageCounts()}
         self.approx_total = 0
         self.approx_abs_error_percent = 0.0
 
     def add(self, measured: Measured) -> None:
-        if isinstance(measured, InputError):
+        if isinstance(measured, UnreadableDocument):
             self.errors.append(measured)
             return
         if isinstance(measured, OversizedDocument):
@@ -297,8 +297,8 @@ class StatsCollector:
                     "spec": chunking.spec_of(level.chunker),
                     "unit": "characters" if chunking.is_text_chunker(level.chunker) else "tokens",
                     "note": chunking.chunker_note(level.chunker),
-                    "anchored": level.anchored.as_dict(),
-                    "stripped": level.stripped.as_dict(),
+                    "anchored": level.anchored.to_json(),
+                    "stripped": level.stripped.to_json(),
                 }
                 for level in self.levels
             ],
@@ -308,7 +308,7 @@ class StatsCollector:
                 if any(self.lengths.table) and self.source.get("kind") == "snapshot"
                 else "as they are",
                 "overlap_percent": TABLE_OVERLAP_PERCENT,
-                "rows": [totals.as_dict() for totals in self.table],
+                "rows": [totals.to_json() for totals in self.table],
             },
             "limits": {
                 name: {"count": finding.count, "items": finding.items} for name, finding in self.findings.items()
@@ -325,11 +325,11 @@ class StatsCollector:
         ]
         worst = sorted(self.placements, key=lambda ticket: (-ticket.excess_tokens, ticket.ticket_id))[:TOP_TICKETS]
         return {
-            **self.placement.as_dict(),
+            **self.placement.to_json(),
             "per_ticket_ratio": {
                 key: _round(percentile(ratios, p)) for key, p in (("p50", 50), ("p90", 90), ("max", 100))
             },
-            "top": [ticket.as_dict() for ticket in worst if ticket.excess_tokens > 0],
+            "top": [ticket.to_json() for ticket in worst if ticket.excess_tokens > 0],
         }
 
     def _approx_error(self, exact_total: int) -> dict[str, float | None] | None:

@@ -1,26 +1,37 @@
 """The audit report as one self-contained HTML page (inline CSS and SVG; no script, font or image).
 
-Built from the JSON report only, so the page shows exactly the figures ``--json`` prints.
-Every piece of text from the corpus (paths, messages) is escaped.
+Built from the JSON report only, so the page shows exactly the figures ``--json`` prints: first the
+verdict (the gates, passed or failed), the record an auditor files (when, which version, the input
+folder's absolute path, how it was measured), the longest stretch without the ticket ID explained in
+words, then the tables and charts. Every piece of text from the corpus (paths, messages) is escaped.
 """
 
 from __future__ import annotations
 
-from html import escape
 from typing import Any
 
+from anchorkit import pages
+from anchorkit.audit.sources import MAX_DOCUMENT_BYTES
+from anchorkit.pages import escape
+from anchorkit.render.sidecar import MAX_FILE_BYTES as MAX_SIDECAR_BYTES
+
 _CSS = """
-body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 70em; }
-h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
-table { border-collapse: collapse; margin: 0.5em 0; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.note { color: #555; font-size: 0.9em; }
-svg { height: auto; } svg text { font-size: 11px; fill: #222; }
 svg .grid { stroke: #e3e3e3; } svg .axis { stroke: #888; }
-#record td:first-child { font-weight: bold; white-space: nowrap; } .failures { color: #b00020; font-weight: bold; }
 .anchored { fill: #2b7bb9; } .stripped { fill: #c9c9c9; } .bar { fill: #2b7bb9; }
+.overhead { fill: #e08a2c; } .bound { fill: #8a8a8a; }
+.run { border-left: 4px solid #2b7bb9; padding: .3rem .8rem; background: #f2f7fb; }
 """
+LIMIT_LABELS = {
+    "documents_over_50mb": f"documents over {pages.format_bytes(MAX_DOCUMENT_BYTES)} (Bedrock's limit per file)",
+    "sidecars_over_10kb": f"sidecars over {pages.format_bytes(MAX_SIDECAR_BYTES)} (Bedrock's limit per metadata file)",
+    "sidecar_values_too_long": "sidecars with a value too long for Bedrock",
+    "sidecars_invalid": "sidecars that are not a valid metadata file",
+    "documents_without_anchor": "documents without any anchor",
+    "anchors_in_code_blocks": "anchors inside code blocks (must be 0)",
+    "duplicated_anchors": "documents with an anchor repeated back to back",
+    "anchors_of_other_tickets": "documents with an anchor of another ticket",
+}
+"""How each limits check reads on the page, with its limit in the units people write (50 MB, 10 KB)."""
 
 
 def format_percent(value: float | None) -> str:
@@ -39,16 +50,13 @@ def format_count(value: int | float | None) -> str:
 
 
 def render_html(report: dict[str, Any]) -> str:
-    """The page: an audit record that stands alone (when, what, how measured, the verdict, the figures)."""
+    """The page: an audit record that stands alone (the verdict, when, what, how measured, the figures)."""
     overhead = report["overhead"]
     parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        "<title>anchorkit stats</title>",
-        f"<style>{_CSS}</style></head><body>",
         "<h1>anchorkit stats: anchor overhead and chunk coverage</h1>",
+        _verdict(report),
         *_record(report),
+        *_longest_run(overhead["longest_anchorless_run"]),
         "<h2>Token overhead of the anchors</h2>",
         _table(
             ["tokens with anchors", "tokens without anchors", "anchor tokens", "overhead", "p50", "p90", "max"],
@@ -91,8 +99,7 @@ def render_html(report: dict[str, Any]) -> str:
                 "coverage (anchored)",
                 "coverage (without anchors)",
                 "mentioning another ticket (anchored)",
-                "longest unidentified run, tokens (anchored)",
-                "longest unidentified run, tokens (without anchors)",
+                "longest run of chunks without the ID, tokens",
             ],
             [
                 [
@@ -103,26 +110,20 @@ def render_html(report: dict[str, Any]) -> str:
                     _num(format_percent(row["stripped"]["coverage_percent"])),
                     _num(format_percent(row["anchored"]["mentioning_other_percent"])),
                     _num(format_count(row["anchored"]["longest_unidentified_run_tokens"])),
-                    _num(format_count(row["stripped"]["longest_unidentified_run_tokens"])),
                 ]
                 for row in report["chunking"]
             ],
             "coverage",
         ),
+        _paragraph(
+            "Longest run of chunks without the ID: the most tokens covered by consecutive chunks of one document "
+            "none of which names its ticket (0: every chunk does).",
+            "note",
+        ),
     ]
     notes = dict.fromkeys((row["spec"], row["note"]) for row in report["chunking"] if row["note"])
     parts += [_paragraph(f"{spec}: {note}", "note") for spec, note in notes]
-    parts += [
-        "<h2>Limits and anchor hygiene</h2>",
-        _table(
-            ["check", "documents"],
-            [
-                [_cell(name.replace("_", " ")), _num(format_count(finding["count"]))]
-                for name, finding in report["limits"].items()
-            ],
-            "limits",
-        ),
-    ]
+    parts += ["<h2>Limits and anchor hygiene</h2>", *_limits(report["limits"])]
     if report["errors"]:
         parts += [
             "<h2>Errors</h2>",
@@ -130,8 +131,77 @@ def render_html(report: dict[str, Any]) -> str:
             *(f"<li>{escape(error['message'])}</li>" for error in report["errors"]),
             "</ul>",
         ]
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    return pages.page("anchorkit stats", parts, _CSS)
+
+
+def _failed(report: dict[str, Any]) -> bool:
+    return bool(report["gates"]["failures"]) or bool(report["errors"])
+
+
+def _verdict(report: dict[str, Any]) -> str:
+    """Passed or failed, as the exit code says; without a gate, only unreadable documents fail."""
+    gates = report["gates"]
+    failures = [f"gate failed: {failure}" for failure in gates["failures"]]
+    failures += [f"not read: {error['message']}" for error in report["errors"]]
+    thresholds = _thresholds(gates)
+    if _failed(report):
+        return pages.verdict(False, f"FAILED (exit code 1): {'; '.join(thresholds) or 'documents not read'}", failures)
+    if thresholds:
+        return pages.verdict(True, f"Passed (exit code 0): {'; '.join(thresholds)}")
+    return pages.verdict(None, "No gate set (exit code 0): --fail-under-coverage and --fail-over-overhead judge a run")
+
+
+def _thresholds(gates: dict[str, Any]) -> list[str]:
+    thresholds = [
+        f"coverage >= {gates['fail_under_coverage']}%" if gates["fail_under_coverage"] is not None else "",
+        f"overhead <= {gates['fail_over_overhead']}%" if gates["fail_over_overhead"] is not None else "",
+    ]
+    return [item for item in thresholds if item]
+
+
+def _longest_run(run: dict[str, Any]) -> list[str]:
+    """One figure for "how long can a chunk go without its ticket ID", in words."""
+    anchored, stripped = run["anchored"], run["stripped"]
+
+    def where(side: dict[str, Any]) -> str:
+        return f" (ticket #{side['ticket_id']})" if side["ticket_id"] is not None else ""
+
+    return [
+        "<h2>Longest stretch without the ticket ID</h2>",
+        '<div class="run" id="longest-run">'
+        + _paragraph(
+            f"{format_count(anchored['tokens'])} tokens{where(anchored)} with the anchors; "
+            f"{format_count(stripped['tokens'])} tokens{where(stripped)} without them."
+        )
+        + _paragraph(
+            "The most tokens in a row, in any one document, with no line that names its ticket (an anchor or the "
+            "title line). A chunk that lies entirely inside such a stretch cannot say which ticket it is from, "
+            "whatever chunker cut it: the shorter, the better.",
+            "note",
+        )
+        + "</div>",
+    ]
+
+
+def _limits(limits: dict[str, Any]) -> list[str]:
+    rows = [
+        [_cell(LIMIT_LABELS.get(name, name.replace("_", " "))), _num(format_count(finding["count"]))]
+        for name, finding in limits.items()
+    ]
+    listed = [
+        f"<li>{escape(LIMIT_LABELS.get(name, name))}: "
+        + ", ".join(escape(_limit_item(item)) for item in finding["items"])
+        + (" …" if finding["count"] > len(finding["items"]) else "")
+        + "</li>"
+        for name, finding in limits.items()
+        if finding["items"]
+    ]
+    return [_table(["check", "documents"], rows, "limits"), *(["<ul>", *listed, "</ul>"] if listed else [])]
+
+
+def _limit_item(item: dict[str, Any]) -> str:
+    size = f" ({pages.format_bytes(item['bytes'])})" if isinstance(item.get("bytes"), int) else ""
+    return f"{item.get('relpath', '?')}{size}"
 
 
 def _record(report: dict[str, Any]) -> list[str]:
@@ -168,22 +238,10 @@ def _record(report: dict[str, Any]) -> list[str]:
         )
     if tokenizer["fallback_reason"]:
         rows.append(("cl100k_base not available", tokenizer["fallback_reason"]))
-    thresholds = [
-        f"coverage >= {gates['fail_under_coverage']}%" if gates["fail_under_coverage"] is not None else "",
-        f"overhead <= {gates['fail_over_overhead']}%" if gates["fail_over_overhead"] is not None else "",
-    ]
-    thresholds = [item for item in thresholds if item]
-    failed = bool(gates["failures"]) or bool(report["errors"])
-    verdict = "FAILED (exit code 1)" if failed else "passed (exit code 0)"
+    thresholds = _thresholds(gates)
+    verdict = "FAILED (exit code 1)" if _failed(report) else "passed (exit code 0)"
     rows.append(("gates", (", ".join(thresholds) + ": " if thresholds else "none set: ") + verdict))
-    record = [_table(["audit record", ""], [[_cell(name), _cell(value)] for name, value in rows], "record")]
-    if gates["failures"]:
-        record.append(
-            '<ul class="failures">'
-            + "".join(f"<li>gate failed: {escape(failure)}</li>" for failure in gates["failures"])
-            + "</ul>"
-        )
-    return record
+    return [pages.record("audit record", rows)]
 
 
 def _unique_chunkers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -265,9 +323,11 @@ def _lengths(lengths: dict[str, Any]) -> list[str]:
         "<h2>Choosing --chunk-tokens: coverage and cost at other chunk lengths</h2>",
         _paragraph(
             f"Fixed windows of each length sharing {lengths['overlap_percent']}% (Bedrock's fixed-size chunking); "
-            f"documents {lengths['documents']}.",
+            f"documents {lengths['documents']}. The longest stretch without the ID is the figure explained above, "
+            "for documents made for that length.",
             "note",
         ),
+        _lengths_svg(lengths["rows"]),
         _table(
             [
                 "chunk tokens",
@@ -277,7 +337,7 @@ def _lengths(lengths: dict[str, Any]) -> list[str]:
                 "overhead",
                 "bound: overhead",
                 "x bound",
-                "longest run without the ID, tokens",
+                "longest stretch without the ID, tokens",
             ],
             [
                 [
@@ -376,4 +436,53 @@ def _coverage_svg(rows: list[dict[str, Any]]) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="100%" style="max-width: '
         f'{width}px" '
         f'role="img" aria-label="coverage per chunker, 0 to 100%">{"".join(shapes)}</svg>'
+    )
+
+
+def _lengths_svg(rows: list[dict[str, Any]]) -> str:
+    """The chunk-length table as grouped bars on a 0-100% axis: coverage, the anchors' overhead and
+    the lower bound's overhead at each length (the table below has the same figures)."""
+    series = [
+        ("coverage_percent", "anchored", "coverage"),
+        ("overhead_percent", "overhead", "overhead"),
+        ("bound_overhead_percent", "bound", "bound: overhead"),
+    ]
+    left, plot_height, bar, gap = 44, 160, 26, 34
+    top = 34
+    group = bar * len(series) + gap
+    width = left + group * len(rows) + 10
+    height = top + plot_height + 40
+    base = top + plot_height
+    shapes = []
+    for index, (_, css, label) in enumerate(series):
+        key_x = left + index * 130
+        shapes.append(f'<rect class="{css}" x="{key_x}" y="6" width="12" height="12"/>')
+        shapes.append(f'<text x="{key_x + 16}" y="16">{label}</text>')
+    for tick in range(0, 101, 20):
+        y = base - tick * plot_height / 100
+        shapes.append(f'<line class="grid" x1="{left}" y1="{y:.1f}" x2="{width - 10}" y2="{y:.1f}"/>')
+        shapes.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{tick}%</text>')
+    shapes.append(f'<line class="axis" x1="{left}" y1="{base}" x2="{width - 10}" y2="{base}"/>')
+    for column, row in enumerate(rows):
+        x0 = left + column * group + gap / 2
+        for index, (key, css, label) in enumerate(series):
+            value = min(row[key] or 0, 100)
+            h = value * plot_height / 100
+            x = x0 + index * bar
+            shown = escape(format_percent(row[key]))
+            shapes.append(
+                f'<rect class="{css}" x="{x:.1f}" y="{base - h:.1f}" width="{bar - 3}" height="{h:.1f}">'
+                f"<title>{escape(label)} at {row['chunk_tokens']:,} tokens: {shown}</title></rect>"
+                f'<text x="{x + (bar - 3) / 2:.1f}" y="{base - h - 3:.1f}" text-anchor="middle" '
+                f'style="font-size:9px">{"-" if row[key] is None else f"{row[key]:.0f}%"}</text>'
+            )
+        shapes.append(
+            f'<text x="{x0 + bar * len(series) / 2:.1f}" y="{base + 16}" text-anchor="middle">'
+            f"{row['chunk_tokens']:,} tokens</text>"
+        )
+    return (
+        f'<figure><svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="100%" '
+        f'style="max-width: {width}px" role="img" aria-label="coverage and overhead per chunk length" '
+        'id="lengths-chart">'
+        f"{''.join(shapes)}</svg></figure>"
     )

@@ -35,10 +35,10 @@ from anchorkit.audit.chunkers import (
     block_layout,
 )
 from anchorkit.audit.sources import (
-    InputError,
     OversizedDocument,
     SourceDocument,
     SourceItem,
+    UnreadableDocument,
 )
 from anchorkit.markdown_blocks import COMPLEX_LINE
 from anchorkit.render.document import DEFAULT_CHUNK_TOKENS
@@ -49,6 +49,7 @@ from anchorkit.render.sidecar import (
     RESERVED_PREFIX,
     SIDECAR_SUFFIX,
 )
+from anchorkit.settings import default
 from anchorkit.tokens import (
     Cut,
     TokenizedText,
@@ -59,7 +60,7 @@ from anchorkit.tokens import (
     without,
 )
 
-CHUNK_LENGTHS = (256, 300, 512, 1024)  # the rows of the chunk-length table
+CHUNK_LENGTHS = tuple(int(part) for part in default("lengths").split(","))  # the rows of the chunk-length table
 TABLE_OVERLAP_PERCENT = 20  # the table's windows overlap as Bedrock's fixed-size chunks do by default
 
 
@@ -277,7 +278,7 @@ LIMIT_FINDINGS = (
     "duplicated_anchors",
     "anchors_of_other_tickets",
 )
-Measured = DocumentMeasurement | InputError | OversizedDocument
+Measured = DocumentMeasurement | UnreadableDocument | OversizedDocument
 
 
 @dataclass(frozen=True)

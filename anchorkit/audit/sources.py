@@ -30,7 +30,7 @@ class SourceDocument:
 
 
 @dataclass(frozen=True)
-class InputError:
+class UnreadableDocument:
     path: str
     message: str
 
@@ -44,7 +44,7 @@ class OversizedDocument:
     size_bytes: int
 
 
-SourceItem = SourceDocument | InputError | OversizedDocument
+SourceItem = SourceDocument | UnreadableDocument | OversizedDocument
 
 
 # ---------------------------------------------------------------------------------------------
@@ -69,10 +69,10 @@ def iter_output_folder(folder: Path) -> Iterator[SourceItem]:
             markdown = path.read_bytes().decode("utf-8")
             sidecar = sidecar_path.read_bytes() if sidecar_path.is_file() else None
         except UnicodeDecodeError as exc:
-            yield InputError(relpath, f"{relpath}: not valid UTF-8 ({exc.reason} at byte {exc.start})")
+            yield UnreadableDocument(relpath, f"{relpath}: not valid UTF-8 ({exc.reason} at byte {exc.start})")
             continue
         except OSError as exc:
-            yield InputError(relpath, f"{relpath}: cannot read ({exc.strerror or exc})")
+            yield UnreadableDocument(relpath, f"{relpath}: cannot read ({exc.strerror or exc})")
             continue
         yield SourceDocument(ticket_id, relpath, markdown, sidecar)
 
@@ -97,7 +97,7 @@ def iter_snapshot(
                 )
                 yield SourceDocument(result.ticket_id, result.relpath, result.markdown, result.sidecar, renditions)
         else:
-            yield InputError(result.source, result.message)
+            yield UnreadableDocument(result.source, result.message)
 
 
 def with_chunk_tokens(options: TransformOptions, chunk_tokens: int) -> TransformOptions:

@@ -14,26 +14,30 @@ It counts, over every document:
 - Bedrock limits and anchor hygiene (documents > 50 MB, sidecars > 10 KB or with over-long
   values, documents without anchors, anchors inside code blocks, duplicated or foreign anchors).
 
-This module runs the audit (sources → measure → collect) and checks the CI gates.
+This module runs the audit (sources → measure → collect) and checks the CI gates; :func:`run_audit` is
+`anchorkit stats` from its settings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from anchorkit import parallel
-from anchorkit.audit.chunkers import (
-    Chunker,
-)
+from anchorkit import __version__, parallel
+from anchorkit.audit import chunkers as chunking
+from anchorkit.audit.chunkers import Chunker
 from anchorkit.audit.collect import StatsCollector
 from anchorkit.audit.measure import Lengths, Measured, Measurer
-from anchorkit.audit.sources import SourceItem
-from anchorkit.tokens import (
-    Tokenizer,
-    TokenizerChoice,
-)
+from anchorkit.audit.sources import SourceItem, is_snapshot, iter_output_folder, iter_snapshot
+from anchorkit.errors import UsageError
+from anchorkit.render.document import DEFAULT_CHUNK_TOKENS, RenderOptions
+from anchorkit.render.transform import TransformOptions
+from anchorkit.settings import default
+from anchorkit.tokens import CL100K_BASE, TOKENIZER_CHOICES, Tokenizer, TokenizerChoice, choose_tokenizer
 
 # ---------------------------------------------------------------------------------------------
 # Running the audit, and CI gates
@@ -57,7 +61,7 @@ def audit(
     chunkers: Sequence[Chunker],
     source: dict[str, Any],
     gates: Gates = Gates(),
-    jobs: int = 0,
+    jobs: int = default("jobs"),
     lengths: Lengths = Lengths(),
 ) -> dict[str, Any]:
     """The whole audit over documents from ``iter_output_folder`` or ``iter_snapshot``.
@@ -66,6 +70,8 @@ def audit(
     come back in input order). ``jobs`` = 0: one process per CPU core once there is more than one
     batch of ``parallel.DEFAULT_BATCH_SIZE`` documents (a small corpus is not worth starting processes for).
     """
+    # An audit record names its input wherever it is read later: the folder's absolute path.
+    source = {**source, "path": os.path.abspath(source["path"])}
     collector = StatsCollector(choice, chunkers, source, lengths)
     measured = parallel.map_batches(
         _measure_in_worker, items, jobs, initializer=_start_worker, initargs=(choice.tokenizer, chunkers, lengths)
@@ -111,3 +117,67 @@ def gate_failures(report: dict[str, Any], gates: Gates) -> list[str]:
     if gates.max_overhead_percent is not None and overhead is not None and overhead > gates.max_overhead_percent:
         failures.append(f"token overhead {overhead}% is over {gates.max_overhead_percent}%")
     return failures
+
+
+def parse_lengths(text: str) -> tuple[int, ...]:
+    """``--lengths``: ``256,300,512`` (ascending, duplicates dropped) or ``none``."""
+    if text.strip().lower() == "none":
+        return ()
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not parts or not all(part.isdigit() and int(part) > 0 for part in parts):
+        raise UsageError(
+            f"--lengths must be positive token counts separated by commas (e.g. 256,300,512,1024) or none, not {text!r}"
+        )
+    return tuple(sorted({int(part) for part in parts}))
+
+
+def run_audit(path: Path, values: Mapping[str, Any]) -> dict[str, Any]:
+    """`anchorkit stats PATH` from stats' settings: the options checked (a usage error, exit 2, for a bad
+    one), the documents of an output folder or a snapshot rendered in memory, the audit, and the run's
+    date, version and verdict (``ok``)."""
+    if not path.is_dir():
+        raise UsageError(f"{path}: not a folder (expected a transform output folder or a snapshot)")
+    tokenizer, tiktoken_file = values["tokenizer"], values["tiktoken_file"]
+    if tokenizer not in TOKENIZER_CHOICES:
+        raise UsageError(f"--tokenizer must be one of {', '.join(TOKENIZER_CHOICES)}, not {tokenizer!r}")
+    try:
+        specs = values["chunking"]
+        chunkers = [chunking.parse_chunker_spec(spec) for spec in specs] if specs else chunking.default_chunkers()
+        choice = choose_tokenizer(tokenizer, tiktoken_file, allow_download=tokenizer == CL100K_BASE)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    table = parse_lengths(values["lengths"])
+    chunk_tokens = values["chunk_tokens"]
+    given = {name: values[name] for name in ("anchor_basic_info", "anchor_subject_chars") if values[name] is not None}
+    source: dict[str, Any] = {"path": str(path)}
+    items: Iterable[SourceItem]
+    if is_snapshot(path):
+        render = RenderOptions(chunk_tokens=chunk_tokens, **given)
+        # Spacing anchors are counted with the audit's own tokenizer.
+        options = TransformOptions(
+            render=render, sidecars=True, tokenizer=choice.tokenizer.name, tiktoken_file=tiktoken_file
+        )
+        items = iter_snapshot(path, options, [length for length in table if length != chunk_tokens])
+        transform = {
+            "chunk_tokens": chunk_tokens,
+            "anchor_subject_chars": render.anchor_subject_chars,
+            "anchor_basic_info": render.anchor_basic_info,
+        }
+        source |= {"kind": "snapshot", "transform": transform}
+    elif given:
+        raise UsageError(
+            "--anchor-subject-chars and --anchor-basic-info apply to snapshot input only "
+            "(an output folder is already anchored)"
+        )
+    else:
+        items = iter_output_folder(path)
+        source |= {"kind": "output", "transform": None}
+    gates = Gates(values["fail_under_coverage"], values["fail_over_overhead"])
+    lengths = Lengths(chunk_tokens or DEFAULT_CHUNK_TOKENS, table)
+    report = audit(items, choice, chunkers, source, gates, values["jobs"], lengths)
+    report["run"] = {
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "anchorkit_version": __version__,
+    }
+    report["ok"] = not report["errors"] and not report["gates"]["failures"]
+    return report

@@ -13,7 +13,7 @@ import logging
 import threading
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -21,10 +21,11 @@ from typing import Any, Literal, get_args
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, ProfileNotFound
 
 from anchorkit.errors import UsageError, url_host
+from anchorkit.settings import default
 
-DEFAULT_MAX_ATTEMPTS = 5
+DEFAULT_MAX_ATTEMPTS: int = default("max_attempts")
 RetryMode = Literal["standard", "adaptive"]
-DEFAULT_RETRY_MODE: RetryMode = "standard"
+DEFAULT_RETRY_MODE: RetryMode = default("retry_mode")
 RETRY_MODES: tuple[RetryMode, ...] = get_args(RetryMode)
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,9 @@ SseAlgorithm = Literal["AES256", "aws:kms"]
 SSE_ALGORITHMS: tuple[SseAlgorithm, ...] = get_args(SseAlgorithm)
 
 
+AWS_SETTING_NAMES = ("endpoint_url", "region", "profile", "sse", "sse_kms_key_id")
+
+
 @dataclass(frozen=True)
 class AwsSettings:
     endpoint_url: str | None = None
@@ -127,6 +131,12 @@ class AwsSettings:
     # cli's --sse / --sse-kms-key-id: buckets holding tickets often deny a PUT without it.
     sse: SseAlgorithm | None = None
     sse_kms_key_id: str | None = None
+
+    @classmethod
+    def from_settings(cls, values: Mapping[str, Any]) -> AwsSettings:
+        """The settings catalogue's values (the options of the commands that reach AWS) as one object;
+        a setting the command does not have (state show: no --sse) is left out."""
+        return cls(**{name: values.get(name) for name in AWS_SETTING_NAMES})
 
     def encryption_parameters(self) -> dict[str, str]:
         """The PutObject parameters for the encryption asked for (none when none was)."""

@@ -45,12 +45,13 @@ from anchorkit.publish.aws import (
     validate_key,
 )
 from anchorkit.publish.upload import PublishSettings
+from anchorkit.settings import default
 
 MANIFEST_NAME = "manifest.json"
 ISSUES_FOLDER = "issues"
 LEASE_NAME = "lease.json"
 LOCK_NAME = ".sync.lock"
-DEFAULT_LEASE_SECONDS = 3600.0
+DEFAULT_LEASE_SECONDS: float = default("lease_seconds")
 
 
 class StateError(UsageError):

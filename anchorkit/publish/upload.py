@@ -33,11 +33,12 @@ from anchorkit.files import check_writable_folder, write_atomic
 from anchorkit.publish import aws
 from anchorkit.publish.aws import MISSING_CODES, InvalidKey, S3Location, describe_error, error_code, validate_key
 from anchorkit.render.sidecar import SIDECAR_SUFFIX
+from anchorkit.settings import default
 
 # Stored as the user metadata header `x-amz-meta-anchorkit-sha256`.
 CHECKSUM_METADATA_KEY = "anchorkit-sha256"
-DEFAULT_MAX_DELETE = "10%"
-DEFAULT_THREADS = 16
+DEFAULT_MAX_DELETE: str = default("max_delete")
+DEFAULT_THREADS: int = default("threads")
 
 CONTENT_TYPES = {
     SIDECAR_SUFFIX: "application/json",
@@ -525,7 +526,7 @@ class PublishReport:
     def ok(self) -> bool:
         return self.refused is None and not self.failures
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         plan = self.plan
         return {
             "ok": self.ok,
@@ -558,13 +559,33 @@ class PublishReport:
 
 @dataclass(frozen=True)
 class PublishSettings:
-    delete: bool = False
+    """How a run publishes: the delete guard, ``dry_run`` (the one place a run reads it), the S3 client."""
+
+    delete: bool = default("delete")
     max_delete: DeleteLimit = field(default_factory=lambda: parse_max_delete(DEFAULT_MAX_DELETE))
-    force: bool = False
-    dry_run: bool = False
+    force: bool = default("force")
+    dry_run: bool = default("dry_run")
     threads: int = DEFAULT_THREADS
     retry_mode: aws.RetryMode = aws.DEFAULT_RETRY_MODE
     max_attempts: int = aws.DEFAULT_MAX_ATTEMPTS
+
+    @classmethod
+    def from_settings(cls, values: Mapping[str, Any]) -> PublishSettings:
+        """The settings catalogue's values (upload's, sync's or pull's: a setting the command does not have
+        takes its default); PublishError for a bad --max-delete or --retry-mode."""
+
+        def value(name: str) -> Any:
+            return values[name] if name in values else default(name)
+
+        return cls(
+            delete=value("delete"),
+            max_delete=parse_max_delete(value("max_delete")),
+            force=value("force"),
+            dry_run=value("dry_run"),
+            threads=value("threads"),
+            retry_mode=aws.parse_retry_mode(value("retry_mode")),
+            max_attempts=value("max_attempts"),
+        )
 
 
 def publish(
@@ -619,6 +640,52 @@ def open_target(
         max_attempts=publish_settings.max_attempts,
     )
     return S3Target(client, destination), session
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where `upload` and `sync` publish, opened (and checked) before any work is done."""
+
+    target: Target
+    session: Any  # the boto3 session, also used for Bedrock
+    ingestion: tuple[str, str] | None  # (knowledge base id, data source id) of --start-ingestion
+
+
+def open_destination(
+    source: Path, dest: str, settings: PublishSettings, aws_settings: aws.AwsSettings, start_ingestion: str | None
+) -> Destination:
+    """The destination of ``source`` and its --start-ingestion, checked before any work (exit 2)."""
+    destination = aws.parse_location(dest)
+    ingestion = aws.parse_ingestion_target(start_ingestion) if start_ingestion else None
+    if isinstance(destination, Path):
+        check_folders_apart(source, destination)
+    target, session = open_target(destination, aws_settings, settings)
+    return Destination(target, session, ingestion)
+
+
+def upload(
+    source: Path,
+    destination: Destination,
+    settings: PublishSettings,
+    *,
+    on_plan: Callable[[Plan], None] | None = None,
+    on_result: Callable[[OperationResult], None] | None = None,
+) -> PublishReport:
+    """`anchorkit upload` (and the last stage of the ordinary sync): scan ``source``, publish it by content,
+    then start the ingestion asked for once everything succeeded."""
+    local_objects, local_failures = scan_folder(source)
+    report = publish(
+        local_objects,
+        destination.target,
+        settings=settings,
+        local_failures=local_failures,
+        on_plan=on_plan,
+        on_result=on_result,
+    )
+    if destination.ingestion is not None:
+        session = destination.session
+        ingest_after(report, lambda: session.client("bedrock-agent"), *destination.ingestion)
+    return report
 
 
 def check_folders_apart(source: Path, destination: Path) -> None:

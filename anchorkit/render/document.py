@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -38,8 +38,9 @@ from anchorkit.anchors import (
 )
 from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks, top_level_blocks
 from anchorkit.render.markdown_text import escape_plain
-from anchorkit.render.spacing import TokenCounter, approximate_tokens, space_anchors
+from anchorkit.render.spacing import TokenCounter, approx_tokens_with_margin, space_anchors
 from anchorkit.render.textformat import to_markdown
+from anchorkit.settings import default
 
 Lookups = dict[str, dict[str, dict[str, Any]]]
 
@@ -147,31 +148,28 @@ _ATTRIBUTES: dict[str, tuple[str, str | None]] = {
 }
 
 
-# Amazon Bedrock's default fixed-size chunk; docs/anchoring.md has the figures behind these defaults.
-DEFAULT_CHUNK_TOKENS = 300
-DEFAULT_ANCHOR_SUBJECT_CHARS = 40
-# Spacing anchors: "short" (``> チケット #12345:``) or "full" (with the subject, as after headings).
-SPACING_ANCHOR_FORMS = ("short", "full")
-DEFAULT_SPACING_ANCHORS = "short"
+DEFAULT_CHUNK_TOKENS: int = default("chunk_tokens")
+DEFAULT_ANCHOR_SUBJECT_CHARS: int = default("anchor_subject_chars")
 
 
 @dataclass(frozen=True)
 class RenderOptions:
-    lang: str = "ja"
-    include_private: bool = False
+    lang: str = default("lang")
+    include_private: bool = default("include_private")
     # Heading-based chunkers cut the basic info away from the title, so it is anchored by default.
-    anchor_basic_info: bool = True
+    anchor_basic_info: bool = default("anchor_basic_info")
     # Any window of this many tokens holds a complete anchor or the title (spacing.space_anchors);
     # 0: only the anchors after headings. 300 is Amazon Bedrock's default fixed-size chunk.
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS
     # The subject in anchors (not in the title) is cut to this many characters (0: whole).
     anchor_subject_chars: int = DEFAULT_ANCHOR_SUBJECT_CHARS
-    # The anchors spacing places (not those after headings, which always carry the subject).
-    spacing_anchors: str = DEFAULT_SPACING_ANCHORS
+    # The anchors spacing places: "short" (``> チケット #12345:``) or "full" (with the subject, as the
+    # anchors after headings, which always carry it).
+    spacing_anchors: str = default("spacing_anchors")
     # A single format, or [(since ISO timestamp, format), ...]: texts created before the first
     # "since" are Textile (Redmine's historical default), later ones use the last format in force.
     text_format: str | tuple[tuple[str, str], ...] = "textile"
-    timezone: str = "UTC"
+    timezone: str = default("timezone")
     labels: dict[str, str] = field(default_factory=dict)  # overrides of LABELS[lang]
     link_issues: str | None = None  # Redmine base URL: "#123" in ticket text becomes a link
 
@@ -180,7 +178,10 @@ class RenderOptions:
 
 
 def render_document(
-    issue: dict[str, Any], lookups: Lookups, options: RenderOptions, count_tokens: TokenCounter = approximate_tokens
+    issue: dict[str, Any],
+    lookups: Lookups,
+    options: RenderOptions,
+    count_tokens: TokenCounter = approx_tokens_with_margin,
 ) -> str:
     """The anchored Markdown document of one issue (byte-identical for identical input).
 
@@ -374,7 +375,7 @@ def parse_time(value: Any) -> datetime | None:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).astimezone(UTC)
 
 
 def _local_date(timestamp: str | None, tz: str, with_time: bool = False) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 from anchorkit.anchors import one_line
 from anchorkit.render.document import Lookups, parse_time
+from anchorkit.settings import SIDECAR_SCHEMAS, default
 
 Value = str | int | float | bool | list[str]
 
@@ -23,7 +24,7 @@ MAX_FILE_BYTES = 10 * 1024
 MAX_STRING_CHARS = 2048
 MAX_LIST_ITEMS = 10
 RESERVED_PREFIX = "x-amz-bedrock-kb-"
-SCHEMAS = ("simple", "typed")
+SCHEMAS = SIDECAR_SCHEMAS
 # A document's sidecar is the document's path plus this suffix (Bedrock's naming rule).
 SIDECAR_SUFFIX = ".metadata.json"
 
@@ -48,7 +49,9 @@ _OPTIONAL_ORDER = (
 )
 
 
-def build_sidecar(issue: dict[str, Any], lookups: Lookups, schema: str = "simple") -> tuple[bytes, list[str]]:
+def build_sidecar(
+    issue: dict[str, Any], lookups: Lookups, schema: str = default("sidecar_schema")
+) -> tuple[bytes, list[str]]:
     """The sidecar's bytes and the warnings about what had to be truncated or dropped."""
     check_schema(schema)
     ticket = f"#{issue['id']}"

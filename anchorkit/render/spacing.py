@@ -73,7 +73,7 @@ class LineAdditive:
         return self.count(text)
 
 
-def approximate_tokens(text: str) -> int:
+def approx_tokens_with_margin(text: str) -> int:
     """``tokens.approx_tokens`` with a safety margin for its error (docs/anchoring.md has the figures)."""
     return -(-approx_tokens(text) * APPROX_MARGIN_PERCENT // 100)
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 from anchorkit.render.commonmark import common_mark
 from anchorkit.render.markdown_text import CONTROL_CHARS, SHELF_CLOSE, SHELF_OPEN
 from anchorkit.render.textile import TextileConverter, normalize_textile
-
-TEXT_FORMATS = ("textile", "common_mark")
-
+from anchorkit.settings import TEXT_FORMATS
 
 # ---------------------------------------------------------------------------------------------
 # Entry point

@@ -13,18 +13,20 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from anchorkit import parallel
 from anchorkit.anchors import find_titles
+from anchorkit.errors import UsageError
 from anchorkit.files import sync_file
-from anchorkit.render.document import Lookups, RenderOptions, render_document
+from anchorkit.render.document import LABELS, Lookups, RenderOptions, render_document
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, build_sidecar, check_schema
-from anchorkit.render.spacing import LineAdditive, TokenCounter, approximate_tokens
-from anchorkit.render.textformat import TEXT_FORMATS
+from anchorkit.render.spacing import LineAdditive, TokenCounter, approx_tokens_with_margin
+from anchorkit.settings import LAYOUTS, SIDECAR_SCHEMAS, SPACING_ANCHOR_FORMS, TEXT_FORMATS, default
 from anchorkit.source.snapshot import (
     SnapshotError,
     iter_issue_paths,
@@ -34,8 +36,26 @@ from anchorkit.source.snapshot import (
 )
 from anchorkit.tokens import APPROX, TOKENIZER_CHOICES, TokenizerChoice, choose_tokenizer
 
-LAYOUTS = ("flat", "by-project")
-DEFAULT_MAX_TEXT_BYTES = 1_000_000
+DEFAULT_MAX_TEXT_BYTES: int = default("max_text_bytes")
+# The settings that are fields of RenderOptions and of TransformOptions under their own names.
+RENDER_SETTINGS = (
+    "lang",
+    "include_private",
+    "anchor_basic_info",
+    "chunk_tokens",
+    "anchor_subject_chars",
+    "spacing_anchors",
+    "timezone",
+)
+TRANSFORM_SETTINGS = (
+    "sidecars",
+    "sidecar_schema",
+    "layout",
+    "text_format",
+    "max_text_bytes",
+    "tokenizer",
+    "tiktoken_file",
+)
 # Files this stage owns in the output folder (anything else there is left alone).
 _OUTPUT_NAME = re.compile(rf"^\d+\.md(?:{re.escape(SIDECAR_SUFFIX)})?$")
 _TEMP_NAME = re.compile(rf"^\.\d+\.md(?:{re.escape(SIDECAR_SUFFIX)})?\..*\.tmp$")
@@ -45,16 +65,51 @@ _PROJECT_DIR = re.compile(r"[^A-Za-z0-9_-]+")
 @dataclass(frozen=True)
 class TransformOptions:
     render: RenderOptions = field(default_factory=RenderOptions)
-    sidecars: bool = False
-    sidecar_schema: str = "simple"
-    layout: str = "flat"
+    sidecars: bool = default("sidecars")
+    sidecar_schema: str = default("sidecar_schema")
+    layout: str = default("layout")
     # None: use the snapshot's own setting (state.json "text_format"), else this format for all texts.
-    text_format: str | None = None
+    text_format: str | None = default("text_format")
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES
     # How spacing anchors count tokens: auto = cl100k_base when its vocabulary is on this machine
     # (tokens.choose_tokenizer, never a download), else the approximation with a safety margin.
-    tokenizer: str = "auto"
-    tiktoken_file: Path | None = None
+    tokenizer: str = default("tokenizer")
+    tiktoken_file: Path | None = default("tiktoken_file")
+
+    @classmethod
+    def from_settings(cls, values: Mapping[str, Any]) -> TransformOptions:
+        """The options from the settings catalogue's values (transform's or sync's; a setting the command
+        does not have takes its default), checked: a bad value is a usage error (exit 2) naming the option."""
+
+        def value(name: str) -> Any:
+            return values[name] if name in values else default(name)
+
+        for name, allowed in (
+            ("lang", tuple(LABELS)),
+            ("text_format", TEXT_FORMATS),
+            ("sidecar_schema", SIDECAR_SCHEMAS),
+            ("layout", LAYOUTS),
+            ("tokenizer", TOKENIZER_CHOICES),
+            ("spacing_anchors", SPACING_ANCHOR_FORMS),
+        ):
+            if value(name) is not None and value(name) not in allowed:
+                flag = "--" + name.replace("_", "-")
+                raise UsageError(f"{flag} must be one of {', '.join(allowed)}, not {value(name)!r}")
+        try:
+            ZoneInfo(value("timezone"))
+        except (ZoneInfoNotFoundError, ValueError):
+            raise UsageError(
+                f"--timezone: unknown time zone {value('timezone')!r} (use an IANA name such as Asia/Tokyo)"
+            ) from None
+        link_issues = value("link_issues")
+        if link_issues and not re.match(r"https?://[^\s]+$", link_issues):
+            raise UsageError(f"--link-issues must be an http(s) URL, not {link_issues!r}")
+        render = RenderOptions(
+            **{name: value(name) for name in RENDER_SETTINGS},
+            labels={"ticket": value("label")} if value("label") else {},
+            link_issues=link_issues.rstrip("/") if link_issues else None,
+        )
+        return cls(render=render, **{name: value(name) for name in TRANSFORM_SETTINGS})
 
 
 @dataclass
@@ -91,7 +146,7 @@ class TransformReport:
     def differs(self) -> bool:
         return bool(self.created or self.changed or self.removed)
 
-    def as_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "tickets": self.tickets,
             "created": self.created,
@@ -133,7 +188,7 @@ def iter_documents(snapshot_dir: Path, options: TransformOptions) -> Iterator[Re
     count_tokens = (
         token_counter(resolve_tokenizer(options)[0], options.tiktoken_file)
         if render_options.chunk_tokens
-        else approximate_tokens
+        else approx_tokens_with_margin
     )
     for path in iter_issue_paths(snapshot_dir):
         result = render_ticket(path, lookups, render_options, options, count_tokens)
@@ -163,14 +218,14 @@ def token_counter(tokenizer: str, tiktoken_file: Path | None = None) -> TokenCou
     key = (tokenizer, tiktoken_file)
     if key not in _counters:
         _counters[key] = (
-            approximate_tokens if tokenizer == APPROX else _counter(choose_tokenizer(tokenizer, tiktoken_file))
+            approx_tokens_with_margin if tokenizer == APPROX else _counter(choose_tokenizer(tokenizer, tiktoken_file))
         )
     return _counters[key]
 
 
 def _counter(choice: TokenizerChoice) -> TokenCounter:
     # An exact tokenizer's counts add up at line starts: spacing tokenizes each piece of a document once.
-    return LineAdditive(choice.tokenizer.count) if choice.tokenizer.exact else approximate_tokens
+    return LineAdditive(choice.tokenizer.count) if choice.tokenizer.exact else approx_tokens_with_margin
 
 
 PRIVATE = "private"  # render_ticket's answer for a private issue left out on purpose
@@ -181,7 +236,7 @@ def render_ticket(
     lookups: Lookups,
     render_options: RenderOptions,
     options: TransformOptions,
-    count_tokens: TokenCounter = approximate_tokens,
+    count_tokens: TokenCounter = approx_tokens_with_margin,
 ) -> RenderedTicket | TicketFailure | str:
     """One ticket's document and sidecar, its failure, or ``PRIVATE`` for a private issue left out on purpose."""
     ticket_id = int(path.stem) if path.stem.isdigit() else None
@@ -227,7 +282,11 @@ def _relpath(issue: dict[str, Any], lookups: Lookups, layout: str) -> str:
 
 
 def transform_snapshot(
-    snapshot_dir: Path, out_dir: Path, options: TransformOptions, check: bool = False, jobs: int = 0
+    snapshot_dir: Path,
+    out_dir: Path,
+    options: TransformOptions,
+    check: bool = default("check"),
+    jobs: int = default("jobs"),
 ) -> TransformReport:
     """Bring ``out_dir`` up to date with the snapshot (or, with ``check``, only say what would change).
 

@@ -17,30 +17,27 @@ One run:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shutil
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from anchorkit.errors import EXIT_LOCKED, UsageError, url_host
 from anchorkit.files import check_writable_folder
-from anchorkit.render.textformat import TEXT_FORMATS
+from anchorkit.settings import TEXT_FORMATS, default
 from anchorkit.source import snapshot
 from anchorkit.source.redmine import RedmineClient, RedmineError, RetryPolicy
 
-DEFAULT_CONCURRENCY = 4
-DEFAULT_FULL_EVERY = 10
-# Re-list issues updated this long before the cursor: covers commits that land out of order and
-# issues updated while a listing was under way (an incremental listing takes seconds).
-DEFAULT_OVERLAP_S = 120
-DEFAULT_LOOKUPS_MAX_AGE_S = 24 * 3600
-DEFAULT_TEXT_FORMAT = "textile"
+DEFAULT_TEXT_FORMAT = TEXT_FORMATS[0]  # Redmine's own default, recorded in a new snapshot
+API_KEY_ENV = "REDMINE_API_KEY"
 REDMINE_TIME = "%Y-%m-%dT%H:%M:%SZ"
 LOCK_FILE = ".pull.lock"
 
@@ -120,7 +117,7 @@ def redact(text: str, secret: str) -> str:
 
 
 def shift_time(stamp: str, seconds: float) -> str:
-    moment = datetime.strptime(stamp, REDMINE_TIME).replace(tzinfo=timezone.utc) + timedelta(seconds=seconds)
+    moment = datetime.strptime(stamp, REDMINE_TIME).replace(tzinfo=UTC) + timedelta(seconds=seconds)
     return moment.strftime(REDMINE_TIME)
 
 
@@ -465,17 +462,42 @@ class Puller:
 
 @dataclass(frozen=True)
 class PullSettings:
-    """What a run was asked to do (see :func:`pull` for the meaning of each)."""
+    """What a run was asked to do.
+
+    ``projects``: identifiers or ids (subprojects included), empty for every visible project.
+    ``full_every=K`` makes every K-th run a full listing (0: only ``full=True`` and the first run).
+    ``overlap_s``: incremental runs list again the issues updated this long before the cursor (commits
+    that land out of order, issues updated while a listing was under way).
+    ``text_format`` is recorded in a new snapshot's state (default textile), never overwritten.
+    """
 
     projects: tuple[str, ...] = ()
-    full: bool = False
-    concurrency: int = DEFAULT_CONCURRENCY
-    include_private: bool = False
-    full_every: int = DEFAULT_FULL_EVERY
-    overlap_s: float = DEFAULT_OVERLAP_S
-    lookups_max_age_s: float = DEFAULT_LOOKUPS_MAX_AGE_S
-    text_format: str | None = None
+    full: bool = default("full")
+    concurrency: int = default("concurrency")
+    include_private: bool = default("include_private")
+    full_every: int = default("full_every")
+    overlap_s: float = default("overlap")
+    lookups_max_age_s: float = default("lookups_max_age")
+    text_format: str | None = default("text_format")
     policy: RetryPolicy | None = None  # retries and timeouts of the Redmine requests
+
+    @classmethod
+    def from_settings(cls, values: Mapping[str, Any]) -> PullSettings:
+        """The settings catalogue's values (pull's or sync's) as one object; ``project`` may hold
+        comma-separated lists."""
+        return cls(
+            projects=tuple(
+                part.strip() for value in values["project"] or () for part in value.split(",") if part.strip()
+            ),
+            full=values["full"],
+            concurrency=values["concurrency"],
+            include_private=values["include_private"],
+            full_every=values["full_every"],
+            overlap_s=values["overlap"],
+            lookups_max_age_s=values["lookups_max_age"],
+            text_format=values["text_format"],
+            policy=RetryPolicy(attempts=values["retries"], read_timeout_s=values["timeout"]),
+        )
 
     def check(self) -> None:
         if self.concurrency < 1:
@@ -486,42 +508,48 @@ class PullSettings:
             raise PullError(f"text format must be one of {', '.join(TEXT_FORMATS)}, not {self.text_format!r}")
 
 
+def read_api_key(api_key_file: Path | None, environ: Mapping[str, str], warn: Callable[[str], None]) -> str:
+    """The key from ``api_key_file``, else ``$REDMINE_API_KEY``; a usage error (exit 2) when there is none.
+    A key file other users may read is a leaked key on a shared runner: ``warn`` says so (the run goes on)."""
+    if api_key_file is not None:
+        with contextlib.suppress(OSError):  # reading it reports the problem
+            mode = api_key_file.stat().st_mode
+            if mode & (stat.S_IRGRP | stat.S_IROTH):
+                shown = f"mode {stat.S_IMODE(mode):04o}"
+                warn(f"{api_key_file} is readable by other users ({shown}); chmod 600 {api_key_file}")
+        try:
+            key = api_key_file.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as error:
+            raise UsageError(f"{api_key_file}: cannot read the API key file ({type(error).__name__})") from None
+        if not key:
+            raise UsageError(f"{api_key_file}: the API key file is empty")
+        return key
+    key = environ.get(API_KEY_ENV, "").strip()
+    if not key:
+        raise UsageError(NO_API_KEY)
+    return key
+
+
+NO_API_KEY = f"no Redmine API key: set {API_KEY_ENV} or pass --api-key-file"
+
+
 def pull(
     url: str,
     snapshot_dir: Path,
     api_key: str,
-    projects: list[str] | None = None,
-    full: bool = False,
-    concurrency: int = DEFAULT_CONCURRENCY,
-    include_private: bool = False,
-    full_every: int = DEFAULT_FULL_EVERY,
-    overlap_s: float = DEFAULT_OVERLAP_S,
-    lookups_max_age_s: float = DEFAULT_LOOKUPS_MAX_AGE_S,
-    text_format: str | None = None,
-    policy: RetryPolicy | None = None,
+    settings: PullSettings = PullSettings(),
+    *,
     progress: ProgressCallback | None = None,
     known: Mapping[int, snapshot.StoredStamp] | None = None,
 ) -> PullReport:
-    """Bring ``snapshot_dir`` up to date with the Redmine at ``url``; see the module docstring.
+    """Bring ``snapshot_dir`` up to date with the Redmine at ``url`` as ``settings`` ask; see the module docstring.
 
-    ``projects``: identifiers or ids (subprojects included), None for every visible project.
-    ``full_every=K`` makes every K-th run a full listing (0: only ``full=True`` and the first run).
-    ``text_format`` is recorded in a new snapshot's state (default textile), never overwritten.
     ``known``: issues stored outside ``snapshot_dir`` (a sync state) and their stamps; they are fetched
     only when changed, and the ones Redmine no longer shows are listed in ``report.removed_ids``.
     Raises :class:`PullError` for unusable arguments or a locked snapshot; everything that goes wrong
     with Redmine is in the returned report (``report.ok``).
     """
-    settings = PullSettings(
-        tuple(dict.fromkeys(projects or ())),
-        full,
-        concurrency,
-        include_private,
-        full_every,
-        overlap_s,
-        lookups_max_age_s,
-        text_format,
-    )
+    settings = dataclasses.replace(settings, projects=tuple(dict.fromkeys(settings.projects)))
     settings.check()
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -529,13 +557,13 @@ def pull(
         raise PullError("the Redmine URL must look like https://redmine.example.com")
     api_key = api_key.strip()
     if not api_key:
-        raise PullError("no Redmine API key: set REDMINE_API_KEY or use --api-key-file")
+        raise PullError(NO_API_KEY)
     if not api_key.isprintable():
         raise PullError("the Redmine API key contains control characters (is the key file right?)")
 
     started = time.monotonic()
     check_snapshot_folder(snapshot_dir)
-    client = RedmineClient(url, api_key, policy)
+    client = RedmineClient(url, api_key, settings.policy)
     try:
         # Before anything is written: a wrong key must not leave even an empty snapshot behind.
         check_api_key(client, redact(url_host(url), api_key))

@@ -31,6 +31,7 @@ from redminelib import Redmine, exceptions
 from redminelib.engines.sync import SyncEngine
 
 from anchorkit.errors import WorkFailed
+from anchorkit.settings import default
 
 # Statuses worth another try: throttling and server-side trouble that usually passes.
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -45,12 +46,12 @@ Sleeper = Callable[[float], None]
 class RetryPolicy:
     """How long to wait for Redmine and how hard to insist."""
 
-    attempts: int = 5
+    attempts: int = default("retries")
     backoff_base_s: float = 0.5
     backoff_max_s: float = 30.0
     retry_after_max_s: float = 300.0
     connect_timeout_s: float = 10.0
-    read_timeout_s: float = 60.0
+    read_timeout_s: float = default("timeout")
 
     def backoff_s(self, attempt: int) -> float:
         """Full-jitter exponential backoff: spreads the retries of concurrent workers apart."""

@@ -26,12 +26,12 @@ class FolderSyncReport:
     def ok(self) -> bool:
         return self.pull.ok and not self.transform.failed and self.upload.ok
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
             "pull": self.pull.to_json(),
-            "transform": {"out": str(self.out), **self.transform.as_dict()},
-            "upload": self.upload.to_dict(),
+            "transform": {"out": str(self.out), **self.transform.to_json()},
+            "upload": self.upload.to_json(),
         }
 
 
@@ -44,7 +44,7 @@ def sync_folders(
     api_key: str,
     snapshot_dir: Path,
     out_dir: Path,
-    target: publish.Target,
+    destination: publish.Destination,
     options: transform.TransformOptions,
     pull_settings: pull.PullSettings = pull.PullSettings(),
     publish_settings: publish.PublishSettings = publish.PublishSettings(),
@@ -59,19 +59,11 @@ def sync_folders(
         url, api_key, snapshot_dir, pull_settings, full=pull_settings.full, known={}, progress=pulling_stage(progress)
     )
     transformed = transform.transform_snapshot(snapshot_dir, out_dir, options)
-    local_objects, local_failures = publish.scan_folder(out_dir)
     uploading: Callable[[], None] = _nothing
 
     def on_plan(plan: publish.Plan) -> None:
         nonlocal uploading
         uploading = stage_counter(progress, "uploading", len(plan.uploads) + len(plan.deletes))
 
-    uploaded = publish.publish(
-        local_objects,
-        target,
-        settings=publish_settings,
-        local_failures=local_failures,
-        on_plan=on_plan,
-        on_result=lambda _: uploading(),
-    )
+    uploaded = publish.upload(out_dir, destination, publish_settings, on_plan=on_plan, on_result=lambda _: uploading())
     return FolderSyncReport(pulled, transformed, uploaded, out_dir)

@@ -9,6 +9,7 @@ plan). The manifest's meaning is in :mod:`anchorkit.sync.manifest`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -53,6 +54,7 @@ class StatelessSyncReport:
     scope: str | None = None  # the state's scope, described
     dry_run: bool = False
     plan: planning.Plan | None = None
+    ingestion_job: dict[str, str] | None = None  # --start-ingestion's job (anchorkit.sync.runs)
 
     @property
     def ok(self) -> bool:
@@ -63,7 +65,7 @@ class StatelessSyncReport:
             and self.refused is None
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
             "state": self.state,
@@ -84,6 +86,7 @@ class StatelessSyncReport:
             "scope": self.scope,
             "dry_run": self.dry_run,
             "planned": self.plan.summary() if self.plan is not None else None,
+            "ingestion_job": self.ingestion_job,
         }
 
 
@@ -108,7 +111,7 @@ class StatePullReport:
     def ok(self) -> bool:
         return self.pull_report is not None and self.pull_report.ok and not self.failures
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
             "state": self.state,
@@ -197,22 +200,8 @@ def run_pull(
 ) -> pull.PullReport:
     """:func:`anchorkit.source.pull.pull` as ``arguments`` ask (``full`` aside), with the issues the state holds as
     ``known``."""
-    return pull.pull(
-        url,
-        snapshot_dir,
-        api_key,
-        projects=list(arguments.projects),
-        full=full,
-        concurrency=arguments.concurrency,
-        include_private=arguments.include_private,
-        full_every=arguments.full_every,
-        overlap_s=arguments.overlap_s,
-        lookups_max_age_s=arguments.lookups_max_age_s,
-        text_format=arguments.text_format,
-        policy=arguments.policy,
-        progress=progress,
-        known=known,
-    )
+    settings = dataclasses.replace(arguments, full=full)
+    return pull.pull(url, snapshot_dir, api_key, settings, progress=progress, known=known)
 
 
 @contextlib.contextmanager
@@ -239,13 +228,9 @@ def run_sync(
     target: publish.Target,
     options: transform.TransformOptions,
     pull_arguments: pull.PullSettings = pull.PullSettings(),
+    publishing: publish.PublishSettings = publish.PublishSettings(),
     *,
     work_dir: Path,
-    delete: bool = True,
-    max_delete: publish.DeleteLimit | None = None,
-    force: bool = False,
-    threads: int = publish.DEFAULT_THREADS,
-    dry_run: bool = False,
     rescope: bool = False,
     progress: SyncProgress | None = None,
 ) -> StatelessSyncReport:
@@ -253,9 +238,9 @@ def run_sync(
 
     Only what changed is fetched, rendered and uploaded (everything is re-rendered from the stored issue
     JSON when the output fingerprint or the lookups changed), plus what a `pull --state` stored but
-    nothing published yet; documents of issues that are gone are deleted (with ``delete``, within
-    ``max_delete`` unless ``force``). Documents are written first and the state is committed last, so
-    the state never claims an upload that did not happen. With ``dry_run`` the plan is reported
+    nothing published yet; documents of issues that are gone are deleted (with ``publishing.delete``, within
+    its ``max_delete`` unless ``force``). Documents are written first and the state is committed last, so
+    the state never claims an upload that did not happen. With ``publishing.dry_run`` the plan is reported
     (``report.plan``) and nothing is written. A state made for another scope (Redmine, projects,
     privacy, destination) is refused with :class:`ScopeMismatch` unless ``rescope``: then the run lists
     everything and what falls outside the new scope is gone (its documents deleted with ``delete``).
@@ -263,8 +248,9 @@ def run_sync(
     then, unless this run outlived its lease), :class:`state.StateError` / :class:`pull.PullError` for
     unusable input.
     """
+    dry_run, threads = publishing.dry_run, publishing.threads
     report = StatelessSyncReport(store.describe(), target.describe(), dry_run=dry_run)
-    policy = planning.DeletePolicy(delete, max_delete or publish.parse_max_delete(publish.DEFAULT_MAX_DELETE), force)
+    policy = planning.DeletePolicy(publishing.delete, publishing.max_delete, publishing.force)
     with measured_session(report, store, target):
         manifest = read_manifest(store)
         run_scope = Scope.of(url, pull_arguments.projects, pull_arguments.include_private, target.describe())

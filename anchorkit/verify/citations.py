@@ -15,9 +15,12 @@ from collections.abc import (
 from dataclasses import dataclass, field
 from typing import Any
 
+from anchorkit.errors import UsageError
+from anchorkit.settings import ON_EMPTY, ON_INVALID, default
 from anchorkit.verify.ids import (
     MARKER,
     IdChecker,
+    checked_uri_pattern,
     chunk_subjects,
     chunk_ticket_ids,
     citation_markers,
@@ -98,10 +101,31 @@ class VerifyOptions:
     uri_pattern: str | re.Pattern[str] = DEFAULT_URI_PATTERN
     quote_threshold: float = DEFAULT_QUOTE_THRESHOLD
     grounding_threshold: float = DEFAULT_GROUNDING_THRESHOLD
-    on_invalid: OnInvalid = "drop"
-    on_empty: OnEmpty = "pass"
+    on_invalid: OnInvalid = default("on_invalid")
+    on_empty: OnEmpty = default("on_empty")
     min_id_digits: int = DEFAULT_MIN_ID_DIGITS
-    min_score: float | None = None  # every chunk scored below it: as if nothing was retrieved (refuse)
+    min_score: float | None = default("min_score")  # every chunk scored below it: as if nothing was retrieved
+
+    @classmethod
+    def from_settings(cls, values: Mapping[str, Any]) -> VerifyOptions:
+        """verify's or eval's settings, checked up front: a bad pattern or mode is a usage error (exit 2).
+        eval has no --on-invalid: it keeps everything and only reports (``flag``)."""
+        on_invalid = values.get("on_invalid", "flag")
+        for name, value, allowed in (
+            ("on_invalid", on_invalid, ON_INVALID),
+            ("on_empty", values["on_empty"], ON_EMPTY),
+        ):
+            if value not in allowed:
+                raise UsageError(f"--{name.replace('_', '-')} must be {' or '.join(allowed)}")
+        return cls(
+            checked_uri_pattern(values["uri_pattern"]),
+            values["quote_threshold"],
+            values["grounding_threshold"],
+            on_invalid,
+            values["on_empty"],
+            values["min_id_digits"],
+            values["min_score"],
+        )
 
 
 @dataclass
@@ -122,6 +146,7 @@ class VerifyReport:
     dropped_claims: frozenset[int] = frozenset()
     nothing_retrieved: bool = False
     citations: int = 0  # citations of claims (markers included)
+    retrieved: tuple[Chunk, ...] = ()  # every chunk checked against, in order: what ``[n]`` markers count
 
     @property
     def critical(self) -> int:
@@ -134,7 +159,7 @@ class VerifyReport:
     @property
     def grounding_score(self) -> float:
         if self.answer.claims and not self.citations:
-            return 0.0  # seed 000: claims without any citation are not grounded at all
+            return 0.0  # claims without any citation are not grounded at all
         return grounding_score(self.critical, self.warnings, self.units)
 
     def to_json(self) -> dict[str, Any]:
@@ -196,7 +221,7 @@ class _Sources:
         ticket_id = uri_ticket_id(source_id, self.uri_pattern) or parse_ticket_id(source_id)
         if ticket_id is not None and ticket_id in self.by_ticket:
             return self.by_ticket[ticket_id]
-        # A bare number that names nothing else is the chunk's 1-based number in the prompt (seed 004).
+        # A bare number that names nothing else is the chunk's 1-based number in the prompt.
         if source_id.isdigit() and 1 <= int(source_id) <= len(self.ordered):
             return [self.ordered[int(source_id) - 1]]
         return []
@@ -342,6 +367,7 @@ class _Verification:
             dropped_claims=frozenset(dropped),
             nothing_retrieved=self.nothing_retrieved or self.below_min_score,
             citations=self.citations,
+            retrieved=tuple(self.sources.ordered),
         )
 
     def filtered(self, text: str, on_empty: OnEmpty) -> str:
@@ -350,7 +376,7 @@ class _Verification:
         return filter_text(text, self.valid, on_empty=on_empty, min_digits=self.options.min_id_digits)
 
     def refusal(self) -> None:
-        """Seed 004: when nothing (relevant) was retrieved the answer should refuse, not assert."""
+        """When nothing (relevant) was retrieved the answer should refuse, not assert."""
         if not (self.nothing_retrieved or self.below_min_score):
             return
         why = (
@@ -486,7 +512,7 @@ class _Verification:
 
     def result_fields(self, index: int, result: Mapping[str, Any], ticket_id: int | None) -> None:
         """A result's other fields: its URL must name its own ticket, its subject must be that ticket's
-        (not another retrieved ticket's: the mix-up of seed 002), and no other string may name a
+        (not another retrieved ticket's: a model that swapped two tickets' subjects), and no other string may name a
         ticket that was not retrieved."""
         where = {"result": index, "part": "result"}
         for key, value in result.items():

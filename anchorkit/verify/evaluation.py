@@ -5,7 +5,7 @@ A case (one JSON object per line of a ``.jsonl`` file)::
     {"id": "vpn-1", "query": "VPNが切れる", "retrieved": <any retrieval shape>,
      "answer": <any answer shape>, "expected_ids": [12345], "context": "<optional context message>"}
 
-Seed 000's EvalCase is accepted as it is: ``sources`` (its Source list) for ``retrieved`` and
+A cited-answer pipeline's EvalCase is accepted as it is: ``sources`` (its Source list) for ``retrieved`` and
 ``expected_source_ids`` (source ids, e.g. ``"doc_2026_legal_001#sec3"``) beside or instead of the
 expected ticket ids.
 
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from anchorkit.settings import default
 from anchorkit.verify.citations import VerifyOptions, VerifyReport, verify_citations
 from anchorkit.verify.ids import parse_ticket_id
 from anchorkit.verify.model import Answer, Chunk
@@ -140,6 +141,44 @@ class EvalSummary:
         }
 
 
+@dataclass(frozen=True)
+class EvalGates:
+    """What makes an eval fail (exit 1): unreadable case lines always; a mean grounding score under
+    ``min_grounding``; a phantom rate over ``max_phantom_rate``; with ``strict``, any case with a
+    critical finding. No cases at all has no mean: that fails ``min_grounding``."""
+
+    min_grounding: float | None = default("min_grounding")
+    max_phantom_rate: float | None = default("max_phantom_rate")
+    strict: bool = default("strict")
+
+    @property
+    def active(self) -> bool:
+        return self.min_grounding is not None or self.max_phantom_rate is not None or self.strict
+
+    def min_grounding_met(self, summary: EvalSummary) -> bool:
+        return self.min_grounding is None or (summary.mean_grounding or 0.0) >= self.min_grounding
+
+    def max_phantom_rate_met(self, summary: EvalSummary) -> bool:
+        return self.max_phantom_rate is None or (summary.phantom_rate or 0.0) <= self.max_phantom_rate
+
+    def failures(self, summary: EvalSummary) -> list[str]:
+        """Why the eval fails, one sentence per gate (empty: it passes)."""
+        failures: list[str] = []
+        if summary.errors:
+            failures.append(f"{len(summary.errors)} case line(s) could not be read")
+        if not self.min_grounding_met(summary):
+            mean = "none (no cases)" if summary.mean_grounding is None else f"{summary.mean_grounding:.2f}"
+            failures.append(f"mean grounding score {mean} is under --min-grounding {self.min_grounding}")
+        if not self.max_phantom_rate_met(summary):
+            failures.append(
+                f"phantom rate {summary.phantom_rate:.2f} is over --max-phantom-rate {self.max_phantom_rate}"
+            )
+        critical = sum(r.has_phantom for r in summary.results)
+        if self.strict and critical:
+            failures.append(f"--strict: {critical} of {len(summary.results)} cases have a critical finding")
+        return failures
+
+
 def read_case(data: Any, origin: str) -> EvalCase:
     retrieved_key = (
         next((k for k in ("retrieved", "sources") if k in data), None) if isinstance(data, Mapping) else None
@@ -161,9 +200,7 @@ def read_case(data: Any, origin: str) -> EvalCase:
         raise InputError(f'{origin}: "context" must be a string or a list of strings')
     answer = read_answer(data["answer"], f"{origin} answer")
     if retrieved_key is None and not answer.retrieved:
-        raise InputError(
-            f'{origin}: a case needs "retrieved" (or seed 000\'s "sources") unless its answer carries them'
-        )
+        raise InputError(f'{origin}: a case needs "retrieved" (or "sources") unless its answer carries them')
     retrieval = read_retrieval(data[retrieved_key], f"{origin} {retrieved_key}") if retrieved_key else None
     query = data.get("query", "")
     return EvalCase(

@@ -37,6 +37,8 @@ from anchorkit.anchors import (
     identified_ticket_ids,
     one_line,
 )
+from anchorkit.errors import UsageError
+from anchorkit.settings import default
 from anchorkit.verify.model import (
     DEFAULT_MIN_ID_DIGITS,
     DEFAULT_URI_PATTERN,
@@ -66,8 +68,8 @@ MENTION = re.compile(
 # Redmine's issue URL: /issues/<id> at the root or under one sub-URI segment ("/redmine/issues/5");
 # not GitHub's or GitLab's (/owner/repo/issues/5, /group/project/-/issues/5).
 _REDMINE_ISSUE = re.compile(r"\Ahttps?://[^/\s]+(?:/[^/\s]+)?/issues/(\d{1,12})(?!\d)", re.IGNORECASE)
-# Inline citation markers: "[2]", "[1, 3]", "【2】", "[^2]" (seed 004: a 1-based position in the retrieval) and
-# seed 000's "[SRC:id]" (a source id). Not after an ASCII word character: "a[1]" is an index.
+# Inline citation markers: "[2]", "[1, 3]", "【2】", "[^2]" (a 1-based position in the retrieval) and
+# "[SRC:id]" (a source id). Not after an ASCII word character: "a[1]" is an index.
 MARKER = re.compile(
     r"(?=[\[［【])(?<![A-Za-z0-9_])(?:[\[［【]\^?(?P<numbers>\d{1,4}(?:[ \t]*[,，、][ "
     r"\t]*\d{1,4})*)[\]］】]|\[SRC:(?P<src>[^\]\s]+)\])"
@@ -91,6 +93,14 @@ def compile_uri_pattern(pattern: str | re.Pattern[str]) -> re.Pattern[str]:
     if compiled.groups != 1:
         raise ValueError(f"URI pattern {compiled.pattern!r} must have exactly one group (the ticket id)")
     return compiled
+
+
+def checked_uri_pattern(pattern: str) -> re.Pattern[str]:
+    """``--uri-pattern`` compiled; a bad one is a usage error (exit 2), not a traceback."""
+    try:
+        return compile_uri_pattern(pattern)
+    except (re.error, ValueError) as exc:
+        raise UsageError(f"--uri-pattern: {exc}") from None
 
 
 def uri_ticket_id(uri: str | None, uri_pattern: re.Pattern[str]) -> int | None:
@@ -267,8 +277,8 @@ def filter_ids(
     items: Iterable[T],
     valid: set[int] | frozenset[int],
     *,
-    on_invalid: OnInvalid = "drop",
-    on_empty: OnEmpty = "pass",
+    on_invalid: OnInvalid = default("on_invalid"),
+    on_empty: OnEmpty = default("on_empty"),
     id_of: Callable[[T], int | None] = issue_id_of,
 ) -> FilterResult[T]:
     """Drop (``on_invalid="drop"``) or only flag (``"flag"``) items whose ticket id is not valid.
@@ -286,8 +296,8 @@ async def filter_stream(
     items: AsyncIterable[T],
     valid: set[int] | frozenset[int],
     *,
-    on_invalid: OnInvalid = "drop",
-    on_empty: OnEmpty = "pass",
+    on_invalid: OnInvalid = default("on_invalid"),
+    on_empty: OnEmpty = default("on_empty"),
     id_of: Callable[[T], int | None] = issue_id_of,
 ) -> AsyncIterator[Checked[T]]:
     """filter_ids for a streaming backend: yields each item's verdict as soon as the item arrives
@@ -361,7 +371,7 @@ def filter_text(
     text: str,
     valid: Set[int],
     *,
-    on_empty: OnEmpty = "pass",
+    on_empty: OnEmpty = default("on_empty"),
     marker: str = UNVERIFIED_MARKER,
     min_digits: int = DEFAULT_MIN_ID_DIGITS,
 ) -> str:
@@ -379,7 +389,7 @@ async def filter_text_stream(
     deltas: AsyncIterable[str],
     valid: Set[int],
     *,
-    on_empty: OnEmpty = "pass",
+    on_empty: OnEmpty = default("on_empty"),
     marker: str = UNVERIFIED_MARKER,
     min_digits: int = DEFAULT_MIN_ID_DIGITS,
 ) -> AsyncIterator[str]:

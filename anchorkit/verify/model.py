@@ -11,11 +11,13 @@ from collections.abc import (
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-DEFAULT_URI_PATTERN = r"/(\d+)\.md$"
+from anchorkit.settings import default
+
+DEFAULT_URI_PATTERN: str = default("uri_pattern")
 """Source URI → ticket id: ``…/12345.md`` (flat layout) and ``…/<project>/12345.md`` (by-project)."""
-DEFAULT_QUOTE_THRESHOLD = 0.8
+DEFAULT_QUOTE_THRESHOLD: float = default("quote_threshold")
 """A quoted span must match some part of the cited chunk with at least this similarity (0..1)."""
-DEFAULT_GROUNDING_THRESHOLD = 0.3
+DEFAULT_GROUNDING_THRESHOLD: float = default("grounding_threshold")
 """At least this share of a claim's tokens (CJK bigrams / words) must occur in its cited chunks."""
 UNVERIFIED_MARKER = "[unverified]"
 """What a dropped ``#12345`` mention becomes in a filtered text answer."""
@@ -25,7 +27,7 @@ OnEmpty = Literal["pass", "block"]
 Severity = Literal["critical", "warning", "info"]
 T = TypeVar("T")
 
-DEFAULT_MIN_ID_DIGITS = 3
+DEFAULT_MIN_ID_DIGITS: int = default("min_id_digits")
 """A bare ``#n`` (no label, not in a Redmine URL) is a ticket id only with at least this many digits
 (or when ``n`` is a retrieved ticket): ``手順 #2`` is step 2, not ticket #2. Labelled forms
 (``チケット #2``, ``Ticket#2``, ``Redmine #2``) and Redmine issue URLs always are."""
@@ -40,7 +42,9 @@ class Chunk:
 
     ``ticket_id``/``subject``: what the knowledge base stored with the document (the ``ticket_id`` and
     ``subject`` attributes of anchorkit's sidecars), when the retrieval reports them; ``title``: the
-    source's title (seed 000's ``Source.title``); ``score``: the retriever's relevance score.
+    source's title (a cited-answer pipeline's ``Source.title``); ``score``: the retriever's relevance
+    score; ``url``: where a person reads the source (the metadata's ``url``: the Redmine issue, or the
+    note the chunk starts in), which the report pages link to.
     """
 
     id: str
@@ -50,6 +54,7 @@ class Chunk:
     title: str | None = None
     subject: str | None = None
     score: float | None = None
+    url: str | None = None
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ shapes that are accepted. Nothing is silently "unchecked" because its shape was 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -26,11 +27,11 @@ RETRIEVAL_SHAPES = (
     'Bedrock RetrieveAndGenerate response {"output": {"text": …}, "citations": [{"retrievedReferences": [...]}]}',
     'LlamaIndex response {"response": …, "source_nodes": [{"node": {"id_", "text", "metadata"}, "score"}]}',
     'a list of chunks, or {"chunks" | "sources" | "documents" | "context" | "source_documents": [...]}: plain '
-    '{"id", "text", "uri", "ticket_id"}, seed 000 sources {"id", "title", "content", "url", "metadata"}, '
+    '{"id", "text", "uri", "ticket_id"}, cited-answer sources {"id", "title", "content", "url", "metadata"}, '
     'LangChain documents {"page_content", "metadata": {"source", "ticket_id"}}',
 )
 ANSWER_SHAPES = (
-    'structured claims (seed 000 GroundedAnswer, seed 004) {"claims": [{"text": …, "citations": [{"source_id": …, '
+    'structured claims (a grounded answer) {"claims": [{"text": …, "citations": [{"source_id": …, '
     '"quoted_span": …}] | "citation_ids": [...]}], "summary"?: …, "answer"?: …}',
     'LangChain cited answer {"answer": …, "citations": [0, 5] | [{"source_id": 7, "quote": …}]}',
     'a list of ticket results [{"issue_id": 12345, …}] (or {"results": [...]})',
@@ -200,6 +201,7 @@ def read_chunk(item: Any, index: int, where: str, notes: list[str]) -> Chunk | N
         title=_first(item, ("title",)) or _first(metadata, ("title",)),
         subject=_first(item, ("subject",)) or _first(metadata, ("subject",)),
         score=float(score) if score is not None else _first(metadata, ("score",), (int, float)),
+        url=_first(metadata, ("url",)) or _first(item, ("url",)),
     )
 
 
@@ -320,7 +322,7 @@ def _claims(items: list[Any], origin: str) -> list[Claim]:
         if not isinstance(item, Mapping) or not isinstance(item.get("text"), str):
             raise InputError(f'{where} must be an object with a string "text"')
         citations: list[Citation] = []
-        for key in ("citations", "citation_ids"):  # seed 000 / seed 004
+        for key in ("citations", "citation_ids"):  # objects with quoted spans / bare ids
             listed = item.get(key, [])
             if not isinstance(listed, list):
                 raise InputError(f"{where}.{key} must be a list")
@@ -524,3 +526,62 @@ def load_context(path: Path) -> tuple[list[Chunk], list[str]]:
         )
     origin, data = documents[0]
     return ([], [data]) if not origin else read_context(data, origin)
+
+
+# --------------------------------------------------------------------------------------------------
+# The inputs of one `verify` run
+
+
+@dataclass
+class VerifyInputs:
+    chunks: list[Chunk]
+    notes: list[str]
+    answers: list[tuple[str, Answer]]
+    errors: list[str]  # unreadable lines of a JSON Lines answer file
+    context_chunks: list[Chunk]
+    context_texts: list[str]
+
+
+@contextlib.contextmanager
+def input_errors() -> Iterator[None]:
+    """A missing or unreadable input file is a usage error (exit 2) naming it."""
+    try:
+        yield
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        raise UsageError(f"{exc.filename}: {exc.strerror}") from None
+
+
+def read_inputs(retrieval: Path | None, answer: Path | None, contexts: list[Path]) -> VerifyInputs:
+    """All of verify's input files, or a usage error (exit 2) for a missing file, an unreadable file, malformed
+    JSON or an unknown shape. The answer may carry its retrieval (RetrieveAndGenerate, LlamaIndex, LangChain
+    context), and the retrieval its answer: then one file does."""
+    with input_errors():
+        if retrieval is None and answer is None:
+            raise UsageError("give --retrieval, --answer, or both")
+        read = load_retrieval(retrieval) if retrieval is not None and answer is not None else None
+        if answer is None:
+            assert retrieval is not None
+            try:
+                answers, errors = load_answers(retrieval)
+            except InputError:
+                answers, errors = [], []
+            if not answers or any(a.shape not in CARRYING_SHAPES for _, a in answers):
+                raise UsageError(
+                    "--answer is required unless --retrieval holds the answer too (RetrieveAndGenerate, LlamaIndex)"
+                )
+        else:
+            answers, errors = load_answers(answer)
+        if read is None and retrieval is None and any(a.shape not in CARRYING_SHAPES for _, a in answers):
+            raise UsageError(
+                "--retrieval is required unless the answer carries its retrieval "
+                "(RetrieveAndGenerate, LlamaIndex, LangChain context)"
+            )
+        context_chunks: list[Chunk] = []
+        context_texts: list[str] = []
+        for path in contexts:
+            more_chunks, texts = load_context(path)
+            context_chunks += more_chunks
+            context_texts += texts
+    return VerifyInputs(
+        read.chunks if read else [], read.notes if read else [], answers, errors, context_chunks, context_texts
+    )

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from support.redmine_server import RedmineAdmin, running_redmine
 
-from anchorkit.source.pull import pull
+from anchorkit.source.pull import PullSettings, pull
 from anchorkit.source.redmine import PAGE_SIZE
 
 ISSUES = int(os.environ.get("BENCH_PULL_ISSUES", "1000"))
@@ -113,7 +113,7 @@ def main() -> None:
             naive_runs.append(naive_pull(server.url, key, ident))
             snap = Path(scratch) / f"snapshot-{attempt}"
             cpu_started = time.process_time()
-            report = pull(server.url, snap, key, projects=[ident])
+            report = pull(server.url, snap, key, PullSettings(projects=(ident,)))
             full_runs.append((report, (time.process_time() - cpu_started) * 1000 / max(report.fetched, 1)))
         full, cpu_ms_per_ticket = min(full_runs, key=lambda run: run[0].seconds)
         naive_seconds, naive_requests = min(naive_runs)
@@ -131,7 +131,7 @@ def main() -> None:
             f"(runs: {', '.join(f'{t:.1f} s' for t, _ in naive_runs)}); "
             f"ratio naive/anchorkit full pull = {naive_seconds / full.seconds:.2f}"
         )
-        idle = pull(server.url, snap, key, projects=[ident])
+        idle = pull(server.url, snap, key, PullSettings(projects=(ident,)))
         print(f"no-change incremental pull: {idle.requests} requests (target <= 2), {idle.seconds:.2f} s")
 
         changed_ids = random.Random(7).sample(
@@ -139,7 +139,7 @@ def main() -> None:
         )
         for issue_id in changed_ids:
             admin.add_note(issue_id, "再発したため再調査")
-        changed = pull(server.url, snap, key, projects=[ident])
+        changed = pull(server.url, snap, key, PullSettings(projects=(ident,)))
         print(
             f"after {len(changed_ids)} changed: {changed.requests} requests "
             f"({changed.requests_by_purpose}), fetched {changed.fetched} (target: list pages + exactly "

@@ -36,7 +36,7 @@ from support.redmine_server import RedmineAdmin, running_redmine
 from support.s3_server import running_seaweedfs
 
 from anchorkit.publish.state import S3StateStore
-from anchorkit.publish.upload import S3Location, S3Target
+from anchorkit.publish.upload import PublishSettings, S3Location, S3Target
 from anchorkit.render.document import RenderOptions
 from anchorkit.render.transform import TransformOptions
 from anchorkit.source.pull import PullSettings
@@ -100,7 +100,7 @@ def main() -> None:
                 options,
                 PullSettings(projects=(project["identifier"],)),
                 work_dir=Path(scratch) / f"run-{runs}",
-                threads=THREADS,
+                publishing=PublishSettings(delete=True, threads=THREADS),
             )
 
         describe("first sync (empty state)", sync_from_empty_disk())

@@ -1,0 +1,206 @@
+"""What the handler does to a file's chunks: find the ticket, anchor every chunk, or cut the document. Pure.
+
+**The ticket** of a file comes from what the knowledge base stored, never from text that merely looks
+like an anchor: the file's metadata (anchorkit's sidecar: ``ticket_id``, ``subject``, ``url``), else the
+original file's S3 key (``…/12345.md``, the pattern ``verify`` uses), else the genuine anchor and title
+lines of its chunks when they all name one ticket (anchors.py: transform neutralises every look-alike
+in ticket content, so such a line can only be anchorkit's). Metadata and key naming different tickets
+is a conflict: neither is trusted, and the chunks pass through unanchored, as ``inject`` does.
+
+**Inject mode** (chunks as Bedrock cut them): same chunks out as in, in order. A chunk that holds a
+*complete* anchor or title line of its ticket passes byte for byte; every other one gets
+``> チケット #ID: subject`` and a blank line in front. A line is complete when the chunk holds its line
+break, or when it ends the chunk with the ticket's whole subject (or the subject as transform
+shortens it, ``…`` marking the cut): a chunk cut inside an anchor line does not name its ticket.
+Every text chunk of a known ticket gets ``ticket_id``, ``subject`` and ``url`` as chunk-level metadata,
+which Bedrock lets override the file's.
+
+**Chunk mode** (chunking strategy NONE: the file arrives as one item, the whole document) hands the
+document to the ticket-aware chunker (``DocumentChunker``), then checks each chunk like inject mode
+does, so a chunk without its anchor can never reach the index.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal, Protocol
+
+from anchorkit.anchors import ANCHOR_PATTERN, TITLE_PATTERN, anchor_line, neutralize_forgeries, one_line
+from anchorkit.bedrock.batches import Batch, Item, MetadataValue, plain_value
+from anchorkit.bedrock.counts import Counts
+from anchorkit.verify.ids import parse_ticket_id, uri_ticket_id
+
+Source = Literal["metadata", "key", "anchor"]
+Mode = Literal["chunk", "inject"]
+MODES = ("auto", "chunk", "inject")
+
+
+@dataclass(frozen=True)
+class Ticket:
+    ticket_id: int
+    subject: str  # "" when nothing stored or written says it
+    url: str | None
+    source: Source
+
+    def metadata(self) -> dict[str, MetadataValue]:
+        """The chunk-level metadata every chunk of this ticket gets."""
+        metadata: dict[str, MetadataValue] = {"ticket_id": self.ticket_id}
+        if self.subject:
+            metadata["subject"] = self.subject
+        if self.url:
+            metadata["url"] = self.url
+        return metadata
+
+
+class DocumentChunk(Protocol):
+    """One chunk the ticket-aware chunker made: its text (beginning with the ticket's anchor) and metadata."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def metadata(self) -> Mapping[str, MetadataValue]: ...
+
+
+# The ticket-aware chunker (anchorkit.chunk): (the ticket's anchored Markdown document, the ticket's
+# metadata: the file's, with ticket_id/subject/url resolved, N) -> chunks of at most N cl100k tokens,
+# each beginning with the ticket's anchor or title line. ValueError: it cannot chunk this document
+# (that file fails alone).
+DocumentChunker = Callable[[str, Mapping[str, MetadataValue], int], Sequence[DocumentChunk]]
+
+
+@dataclass(frozen=True)
+class Options:
+    label: str
+    chunk_tokens: int
+    uri_pattern: re.Pattern[str]
+    redmine_url: str | None  # builds ``url`` when the metadata has none
+
+
+def stored_ticket(
+    metadata: Mapping[str, Any], source_uri: str | None, options: Options
+) -> tuple[Ticket | None, str | None]:
+    """The ticket the knowledge base stored for a file (None: not known that way), and the conflict,
+    if metadata and file name disagree (then no ticket: neither is trusted, nor the text)."""
+    stored_id = parse_ticket_id(plain_value(metadata.get("ticket_id")))
+    key_id = uri_ticket_id(source_uri, options.uri_pattern)
+    if stored_id is not None and key_id is not None and stored_id != key_id:
+        return None, f"metadata ticket_id #{stored_id} but the file name says #{key_id}"
+    ticket_id = stored_id if stored_id is not None else key_id
+    if ticket_id is None:
+        return None, None
+    subject = plain_value(metadata.get("subject"))
+    source: Source = "metadata" if stored_id is not None else "key"
+    url = _url(ticket_id, metadata, options)
+    return Ticket(ticket_id, one_line(subject) if isinstance(subject, str) else "", url, source), None
+
+
+def needs_text(ticket: Ticket | None) -> bool:
+    """Whether the file's texts must be read first: to find its ticket, or the subject of its anchor."""
+    return ticket is None or not ticket.subject
+
+
+def ticket_from_texts(
+    texts: Iterable[str], stored: Ticket | None, metadata: Mapping[str, Any], options: Options
+) -> Ticket | None:
+    """The stored ticket with the subject its genuine title (or anchor) line gives, or, with no stored
+    ticket, the one ticket all the genuine anchor and title lines name (None: none, or several)."""
+    subjects: dict[int, list[str]] = {}  # titles first: an anchor's subject may be shortened
+    for text in texts:
+        for pattern in (TITLE_PATTERN, ANCHOR_PATTERN):
+            for match in pattern.finditer(text):
+                subjects.setdefault(int(match["id"]), []).append((match["subject"] or "").strip())
+    if stored is not None:
+        found = [subject for subject in subjects.get(stored.ticket_id, []) if subject]
+        return replace(stored, subject=found[0]) if found else stored
+    if len(subjects) != 1:
+        return None
+    ((ticket_id, found),) = subjects.items()
+    return Ticket(ticket_id, next(filter(None, found), ""), _url(ticket_id, metadata, options), "anchor")
+
+
+def _url(ticket_id: int, metadata: Mapping[str, Any], options: Options) -> str | None:
+    url = plain_value(metadata.get("url"))
+    if isinstance(url, str) and url.startswith(("https://", "http://")):
+        return url
+    base = plain_value(metadata.get("redmine_url")) or options.redmine_url
+    return f"{base.rstrip('/')}/issues/{ticket_id}" if isinstance(base, str) and base else None
+
+
+def holds_complete_anchor(text: str, ticket: Ticket) -> bool:
+    """Whether one of the text's lines is a whole anchor or title line of the ticket."""
+    for pattern in (ANCHOR_PATTERN, TITLE_PATTERN):
+        for match in pattern.finditer(text):
+            if int(match["id"]) == ticket.ticket_id and (
+                match.end() < len(text) or _whole_subject((match["subject"] or "").strip(), ticket.subject)
+            ):
+                return True
+    return False
+
+
+def _whole_subject(found: str, subject: str) -> bool:
+    return bool(subject) and (found == subject or (found.endswith("…") and subject.startswith(found[:-1])))
+
+
+def with_anchor(text: str, ticket: Ticket, label: str) -> str:
+    # The subject lands in the chunk as part of an anchor line: whatever in it has the shape of
+    # another anchor is neutralised first (as inject and transform do).
+    subject = neutralize_forgeries(one_line(ticket.subject))
+    return f"{anchor_line(ticket.ticket_id, subject, label)}\n\n{text}"
+
+
+def is_whole_document(batch: Batch, batch_count: int) -> bool:
+    """One batch of one text item that begins with a title line: the whole document (strategy NONE)."""
+    if batch_count != 1 or len(batch.items) != 1:
+        return False
+    text = batch.text(batch.items[0])
+    return text is not None and TITLE_PATTERN.match(text.lstrip("\ufeff")) is not None
+
+
+def inject(batch: Batch, ticket: Ticket | None, options: Options) -> tuple[list[Item], Counts]:
+    """The batch's items with every text chunk of the ticket anchored (same number, same order)."""
+    counts = Counts(chunks_in=len(batch.items), chunks_out=len(batch.items))
+    items = []
+    for item in batch.items:
+        text = batch.text(item)
+        if text is None:
+            counts.not_text += 1
+        elif ticket is None:
+            counts.unknown_ticket += 1
+        else:
+            item = batch.updated(item, _anchored(text, ticket, options, counts), ticket.metadata())
+        items.append(item)
+    return items, counts
+
+
+def chunk(
+    batch: Batch, ticket: Ticket, file_metadata: Mapping[str, Any], chunker: DocumentChunker, options: Options
+) -> tuple[list[Item], Counts]:
+    """The batch's one item, the whole document, cut by the ticket-aware chunker; each chunk checked.
+
+    The chunker gets the file's metadata with the ticket's resolved; each chunk's own metadata (its
+    section, its note's URL) wins over the ticket's.
+    """
+    (item,) = batch.items
+    document = batch.text(item)
+    assert document is not None  # is_whole_document chose this mode
+    plain = {key: plain_value(value) for key, value in file_metadata.items()}
+    chunks = chunker(document, {**plain, **ticket.metadata()}, options.chunk_tokens)
+    counts = Counts(chunks_in=1, chunks_out=len(chunks))
+    items = [
+        batch.made(
+            _anchored(c.text, ticket, options, counts), {**batch.metadata(item), **ticket.metadata(), **c.metadata}
+        )
+        for c in chunks
+    ]
+    return items, counts
+
+
+def _anchored(text: str, ticket: Ticket, options: Options, counts: Counts) -> str:
+    if holds_complete_anchor(text, ticket):
+        counts.already_anchored += 1
+        return text
+    counts.anchored += 1
+    return with_anchor(text, ticket, options.label)

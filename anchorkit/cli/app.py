@@ -1,0 +1,222 @@
+"""The `anchorkit` group: the commands, where their option values come from, and the one place where
+errors become exit codes (:class:`AnchorkitGroup`).
+
+Conventions shared by every command:
+- exit code 0 = everything done, 1 = something failed (listed) or `--check` found differences,
+  2 = usage or setup error, 3 = another run holds the lock (anchorkit.errors); library errors carry
+  their code and are turned into one line on stderr here;
+- every option comes from the command line, else ``ANCHORKIT_<NAME>`` (REDMINE_URL for --url), else
+  anchorkit.toml, else the settings catalogue's default (:mod:`anchorkit.settings`);
+- `--json` prints one JSON object on stdout instead of the human summary;
+- human output goes to stdout through rich, warnings and errors to stderr (:mod:`anchorkit.cli.output`);
+- secrets (API keys, AWS credentials) are never printed.
+
+A command's library modules are imported when it runs, so that ``anchorkit --help`` loads none of them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import typer
+from rich.markup import escape
+
+from anchorkit import __version__
+from anchorkit.cli import output, pull, state, stats, sync, transform, upload, verify
+from anchorkit.cli.options import JSON_OUTPUT, PER_INVOCATION
+from anchorkit.errors import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, AnchorkitError
+from anchorkit.settings import SETTINGS_BY_NAME, SYNC, config_values
+
+# What a problem is called on stderr, by the exit code it ends the run with.
+PROBLEM_KINDS = {EXIT_FAILED: "failed", EXIT_USAGE: "error", EXIT_LOCKED: "stopped"}
+# The help panels of the commands with many options.
+PANELLED_COMMANDS = ("sync", "pull")
+PANELS = {
+    "Redmine (pull)": (
+        "url",
+        "api_key_file",
+        "snapshot",
+        "project",
+        "full",
+        "include_private",
+        "concurrency",
+        "full_every",
+        "overlap",
+        "lookups_max_age",
+        "timeout",
+        "retries",
+    ),
+    "Documents (transform)": (
+        "out",
+        "text_format",
+        "sidecars",
+        "sidecar_schema",
+        "layout",
+        "lang",
+        "label",
+        "anchor_basic_info",
+        "chunk_tokens",
+        "anchor_subject_chars",
+        "spacing_anchors",
+        "timezone",
+        "max_text_bytes",
+    ),
+    "Destination (upload)": (
+        "delete",
+        "max_delete",
+        "force",
+        "dry_run",
+        "threads",
+        "endpoint_url",
+        "region",
+        "profile",
+        "retry_mode",
+        "max_attempts",
+        "sse",
+        "sse_kms_key_id",
+        "start_ingestion",
+    ),
+    "State (runs without a persistent disk)": ("state", "lease_seconds"),
+}
+PANEL_OF = {name: panel for panel, names in PANELS.items() for name in names}
+
+
+def describe_os_error(error: OSError) -> str:
+    """``PATH: reason`` (``PATH -> OTHER: reason`` for a rename), as the shell would say it."""
+    where = " -> ".join(str(name) for name in (error.filename, error.filename2) if name is not None)
+    reason = error.strerror or f"{type(error).__name__}: {error}"
+    return f"{where}: {reason}" if where else reason
+
+
+def s3_error(error: Exception) -> tuple[int, str] | None:
+    """An S3 error of botocore's as (exit code, message); None when it is not one (botocore not loaded:
+    no command that talks to S3 ran)."""
+    if "botocore" not in sys.modules:
+        return None
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from anchorkit.publish.aws import as_setup_error, describe_error
+
+    if not isinstance(error, (BotoCoreError, ClientError)):
+        return None
+    return EXIT_USAGE, str(as_setup_error(error) or f"S3: {describe_error(error)}")
+
+
+class AnchorkitGroup(typer.core.TyperGroup):
+    """The one place where errors become exit codes: an :class:`AnchorkitError` ends the command with
+    its ``exit_code`` and one line on stderr, never a traceback; so do the everyday errors of the layers
+    below (S3 unreachable or misconfigured, a folder that cannot be written), as usage or setup errors."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        apply_option_conventions(self.commands)
+
+    def invoke(self, ctx: Any) -> Any:
+        output.set_verbosity(verbose=False, quiet=False)  # per run: tests invoke many runs in one process
+        try:
+            return super().invoke(ctx)
+        except AnchorkitError as error:
+            code, message = error.exit_code, str(error)
+        except BrokenPipeError:  # `anchorkit ... | head`: the reader has what it wanted
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - Python flushes stdout at exit; it must not fail
+            raise typer.Exit(EXIT_OK) from None
+        except OSError as error:
+            code, message = EXIT_USAGE, describe_os_error(error)
+        except Exception as error:
+            described = s3_error(error)
+            if described is None:
+                raise
+            code, message = described
+        output.print_problem(PROBLEM_KINDS[code], message)
+        if ctx.meta.get(JSON_OUTPUT):  # a script reading stdout gets an answer too
+            output.print_json({"ok": False, "error": message, "exit_code": code})
+        raise typer.Exit(code)
+
+
+def command_names(commands: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Every command by its full name (``state show`` for a command of the ``state`` group)."""
+    named: dict[str, Any] = {}
+    for name, command in commands.items():
+        if hasattr(command, "commands"):  # a group
+            named |= command_names(command.commands, f"{prefix}{name} ")
+        else:
+            named[prefix + name] = command
+    return named
+
+
+def apply_option_conventions(commands: Mapping[str, Any]) -> None:
+    """Every option (and every argument that is a setting: OUT, DEST, SNAPSHOT …) reads its environment
+    variables, and --help says which; sync, which resolves its own, only names them; the options of sync
+    and pull are grouped into panels. Done here once rather than on every declaration."""
+    for command_name, command in command_names(commands).items():
+        for param in command.params:
+            is_option = param.param_type_name == "option"
+            if command_name in PANELLED_COMMANDS and is_option and param.name in PANEL_OF:
+                param.rich_help_panel = PANEL_OF[param.name]
+            setting = SETTINGS_BY_NAME.get(param.name or "")
+            if param.name in PER_INVOCATION or setting is None:
+                continue
+            if command_name == SYNC:
+                shown = escape(f"[env var: {', '.join(setting.env_names)}]")  # help is rich markup
+                param.help = f"{param.help or ''} {shown}".strip()
+            else:
+                param.envvar = list(setting.env_names)
+                param.show_envvar = True
+
+
+EXIT_CODES_HELP = (
+    "Exit codes (every command): 0 done · 1 some work failed (listed; the rest was done, nothing written is "
+    "corrupt) · 2 usage or setup error (bad option or destination, wrong API key, missing bucket, unwritable "
+    "folder: nothing was done) · 3 another run holds the lock (nothing of this run was written)."
+)
+
+app = typer.Typer(
+    name="anchorkit",
+    help="Anchor every chunk of your Redmine tickets to its ticket ID, publish them for RAG, and prove it.\n\n"
+    "Every option comes from the command line, else an ANCHORKIT_<OPTION> variable (REDMINE_URL for --url), "
+    "else anchorkit.toml ($ANCHORKIT_CONFIG, else ./anchorkit.toml); each command's --help names the variables.",
+    epilog=EXIT_CODES_HELP,
+    cls=AnchorkitGroup,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        output.console.print(f"anchorkit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    version: bool = typer.Option(
+        False, "--version", callback=version_callback, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """anchorkit: pull → transform → upload → stats → verify."""
+    command = ctx.invoked_subcommand
+    group = ctx.command
+    if command is None or command == SYNC or not isinstance(group, AnchorkitGroup):
+        return  # sync reads the config file itself (and reports where each value came from)
+    # The config file's values as the commands' defaults (click: flag > envvar > default_map > default).
+    chosen = group.commands[command]
+    if hasattr(chosen, "commands"):  # the state group
+        ctx.default_map = {command: {name: config_values(f"{command} {name}") for name in chosen.commands}}
+    else:
+        ctx.default_map = {command: config_values(command)}
+
+
+app.command("transform")(transform.transform_command)
+app.command("upload")(upload.upload_command)
+app.command("pull")(pull.pull_command)
+app.command("verify")(verify.verify_command)
+app.command("eval")(verify.eval_command)
+app.command("inject")(verify.inject_command)
+app.command("stats")(stats.stats_command)
+app.command("sync")(sync.sync_command)
+app.add_typer(state.state_app, name="state")

@@ -1,0 +1,531 @@
+"""What the commands print: one JSON document on stdout (``--json``), or the human summary through rich on
+stdout, problems (``failed:``, ``warning:`` …) on stderr, progress bars on stderr when it is a terminal.
+
+Only printing lives here: every report is made by the library and handed in whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+if TYPE_CHECKING:  # the library loads with the command that uses it, not at start-up
+    from pathlib import Path
+
+    from anchorkit.publish import upload as publishing
+    from anchorkit.render import transform as transforming
+    from anchorkit.source import pull as pulling
+    from anchorkit.sync import StatelessSyncReport, StatePullReport, StateView, SyncProgress
+    from anchorkit.verify import EvalSummary, VerifyReport
+    from anchorkit.verify.inject import InjectReport
+
+# soft_wrap: never break a long line (paths, keys) in two; scripts grep this output.
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
+
+
+# ------------------------------------------------------------------------------------------------
+# -v / -q: what is retried and why, or nothing but errors
+
+log = logging.getLogger("anchorkit")
+
+
+class ProblemHandler(logging.Handler):
+    """anchorkit's log records (retries: what and why) as ``retry: ...`` lines on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        print_problem("retry", record.getMessage())
+
+
+log.addHandler(ProblemHandler())
+log.propagate = False
+
+
+def set_verbosity(*, verbose: bool, quiet: bool) -> None:
+    """-v: log retries; -q: no summary on stdout and no warnings (see print_problem); errors always."""
+    log.setLevel(logging.INFO if verbose else logging.WARNING)
+    console.quiet = quiet
+
+
+def verbose_callback(value: bool) -> bool:
+    if value:
+        log.setLevel(logging.INFO)
+    return value
+
+
+def quiet_callback(value: bool) -> bool:
+    if value:
+        set_verbosity(verbose=log.level == logging.INFO, quiet=True)
+    return value
+
+
+def print_json(payload: Any) -> None:
+    """Machine-readable output: one JSON document on stdout, keys sorted for stable diffs."""
+    sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2, sort_keys=True) + "\n")
+
+
+_PROBLEM_COLOURS = {
+    "retry": "cyan",
+    "error": "red",
+    "failed": "red",
+    "refused": "red",
+    "gate failed": "red",
+    "warning": "yellow",
+    "stopped": "yellow",
+    "note": "yellow",
+}
+
+
+def print_problem(kind: str, message: str) -> None:
+    """``failed: ...`` and the like on stderr. The message is data (paths, keys, server texts): escaped,
+    so that a ``[...]`` in it is neither taken for markup nor dropped."""
+    if console.quiet and kind in ("warning", "note"):  # -q
+        return
+    colour = _PROBLEM_COLOURS[kind]
+    err_console.print(f"[{colour}]{kind}:[/{colour}] {escape(message)}", highlight=False)
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 request``, ``2 requests``."""
+    return f"{count:,} {noun if count == 1 else nouns or noun + 's'}"
+
+
+def print_ingestion_job(job: dict[str, str] | None) -> None:
+    if job:
+        console.print(f"ingestion job {job['ingestion_job_id']} ({job['status']})", highlight=False, markup=False)
+
+
+def print_transform_report(report: transforming.TransformReport, out: Path, check: bool) -> None:
+    if report.tokenizer_note:
+        print_problem(
+            "note", f"--chunk-tokens counted with approx tokens (and a safety margin): {report.tokenizer_note}"
+        )
+    for warning in report.warnings:
+        print_problem("warning", warning)
+    for failure in report.failed:
+        print_problem("failed", failure.message)
+    if check:
+        for verb, paths in (
+            ("would create", report.created),
+            ("would change", report.changed),
+            ("would remove", report.removed),
+        ):
+            for path in paths:
+                console.print(f"{verb} {out / path}", highlight=False, markup=False)
+        state = "differs from the snapshot" if report.differs else "is up to date"
+        console.print(
+            f"check: {out} {state} ({plural(report.tickets, 'ticket')}, {len(report.failed)} failed)", highlight=False
+        )
+        return
+    console.print(
+        f"transform: {plural(report.tickets, 'ticket')} → {out}: {len(report.created)} created, "
+        f"{len(report.changed)} changed, "
+        f"{report.unchanged} unchanged, {len(report.removed)} removed, {len(report.failed)} failed, "
+        f"{report.private_skipped} private skipped in {report.seconds:.2f} s",
+        highlight=False,
+    )
+
+
+SHOWN_UPLOAD_KEYS = 10  # a first upload plans thousands; deletes are always listed in full
+
+
+UploadProgress = tuple[Callable[["publishing.Plan"], None], Callable[["publishing.OperationResult"], None]]
+
+
+@contextlib.contextmanager
+def upload_progress(show_progress: bool) -> Iterator[UploadProgress]:
+    """A rich progress bar (objects and bytes) on stderr; yields the callbacks `publishing.upload` reports to."""
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} objects"),
+        TextColumn("{task.fields[done_bytes]:,}/{task.fields[total_bytes]:,} bytes"),
+        TimeElapsedColumn(),
+        console=err_console,
+        disable=not (show_progress and err_console.is_terminal),  # no bar characters in CI logs
+        transient=False,
+    )
+    task = progress.add_task("publishing", total=None, done_bytes=0, total_bytes=0)
+    done_bytes = 0
+
+    def on_plan(plan: publishing.Plan) -> None:
+        progress.update(task, total=len(plan.uploads) + len(plan.deletes), total_bytes=plan.upload_bytes)
+
+    def on_result(result: publishing.OperationResult) -> None:
+        nonlocal done_bytes
+        done_bytes += result.bytes
+        progress.update(task, advance=1, done_bytes=done_bytes)
+
+    with progress:
+        yield on_plan, on_result
+
+
+def print_planned_keys(planned_keys: dict[str, list[str]], list_keys: bool, how_to_see_all: str) -> None:
+    """A dry run's keys: every delete (the part to review before it happens), the first uploads or all."""
+    uploads = planned_keys["upload"]
+    shown = uploads if list_keys else uploads[:SHOWN_UPLOAD_KEYS]
+    for key in shown:
+        console.print(f"  upload {key}", highlight=False, markup=False)
+    if len(shown) < len(uploads):
+        console.print(
+            f"  … and {len(uploads) - len(shown)} more uploads ({how_to_see_all})", highlight=False, markup=False
+        )
+    for key in planned_keys["delete"]:
+        console.print(f"  delete {key}", highlight=False, markup=False)
+
+
+def print_publish_report(report: publishing.PublishReport, json_output: bool, list_keys: bool = False) -> None:
+    if json_output:
+        print_json(report.to_json())
+        return
+    summary = report.to_json()
+    planned = summary["planned"]
+    if report.dry_run:
+        console.print(
+            f"plan for {report.destination}: upload {planned['upload']} ({planned['upload_bytes']:,} bytes), "
+            f"skip {planned['skip']}, delete {planned['delete']}"
+            + (f", {planned['stale_kept']} stale kept (no --delete)" if planned["stale_kept"] else ""),
+            highlight=False,
+            markup=False,
+        )
+        print_planned_keys(summary["planned_keys"], list_keys, "--list-keys prints them all")
+    else:
+        console.print(
+            f"{report.destination}: uploaded {summary['uploaded']}, skipped {summary['skipped']}, "
+            f"deleted {summary['deleted']}, failed {summary['failed']}, {summary['bytes']:,} bytes "
+            f"in {summary['seconds']:.1f} s",
+            highlight=False,
+            markup=False,
+        )
+        if planned["stale_kept"]:
+            console.print(
+                f"{plural(planned['stale_kept'], 'stale object')} kept (pass --delete to remove them)", highlight=False
+            )
+    print_ingestion_job(report.ingestion_job)
+    if report.refused:
+        print_problem("refused", report.refused)
+    for failure in report.failures:
+        print_problem("failed", f"{failure.key}: {failure.error}")
+
+
+@contextlib.contextmanager
+def pull_progress_bar(show_progress: bool) -> Iterator[pulling.ProgressCallback]:
+    """A rich progress bar of the issue fetches on stderr; yields the callback pull reports to."""
+    progress = Progress(
+        TextColumn("pulling"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} issues"),
+        TimeElapsedColumn(),
+        console=err_console,
+        disable=not (show_progress and err_console.is_terminal),  # no bar characters in CI logs
+        transient=True,  # the summary follows; a finished bar would only repeat it
+    )
+    task = progress.add_task("pull", total=0)
+
+    def on_progress(done: int, total: int) -> None:
+        progress.update(task, completed=done, total=total)
+
+    with progress:
+        yield on_progress
+
+
+def print_pull_report(report: pulling.PullReport, json_output: bool) -> None:
+    if json_output:
+        print_json(report.to_json())
+        return
+    console.print(
+        f"{'full' if report.full else 'incremental'} pull: listed {report.listed}, fetched {report.fetched}, "
+        f"unchanged {report.unchanged}, removed {report.removed}, private skipped {report.skipped_private}, "
+        f"failed {len(report.failed)}; {plural(report.requests, 'request')} "
+        f"({plural(report.retries, 'retry', 'retries')}) "
+        f"in {report.seconds:.1f} s",
+        highlight=False,
+    )
+    for warning in report.warnings:
+        print_problem("warning", warning)
+    for error in report.errors:
+        print_problem("error", error)
+    for failure in report.failed:
+        print_problem("failed", f"#{failure.issue_id}: {failure.reason}")
+    if report.failed:
+        err_console.print(f"failed issue ids: {' '.join(map(str, report.failed_ids))}", highlight=False)
+
+
+def print_verify_report(report: VerifyReport, origin: str | None = None) -> None:
+    """Human summary: each finding with where it is, the filtered answer, dropped claims marked.
+
+    Untrusted text (answers, chunks) is written as it is, never through rich's markup, and in one
+    write: a huge answer costs what the --json output costs."""
+    lines = [f"== {origin}"] if origin else []
+    lines += [f"{f.severity} {f.kind} ({f.where}): {f.message}" for f in report.findings]
+    filtered = report.filtered_answer
+    for label, key in (("summary", "summary"), ("answer (filtered)", "text")):
+        if filtered[key]:
+            lines += [f"{label}:", filtered[key]]
+    kept = iter(filtered["claims"])
+    for index, claim in enumerate(report.answer.claims):
+        if index in report.dropped_claims:
+            lines.append(f"{index + 1}. [dropped] {claim.text}")
+            continue
+        shown = next(kept)
+        sources = ", ".join(c["source_id"] for c in shown["citations"])
+        lines.append(f"{index + 1}. {shown['text']}" + (f" [{sources}]" if sources else ""))
+        lines += [f"   > {c['quoted_span']}" for c in shown["citations"] if c["quoted_span"]]
+    lines += [json.dumps(result, ensure_ascii=False, sort_keys=True) for result in filtered["results"]]
+    lines.append(
+        f"verify: grounding score {report.grounding_score:.2f}, {report.critical} critical, "
+        f"{report.warnings} warnings, "
+        f"valid ids: {' '.join(f'#{i}' for i in sorted(report.valid_ids)) or 'none'}"
+    )
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def print_eval_summary(summary: EvalSummary) -> None:
+    for error in summary.errors:
+        print_problem("error", error)
+
+    def shown(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.2f}"
+
+    lines = []
+    for result in summary.results:
+        kinds = ", ".join(sorted({f.kind for f in result.report.findings})) or "no findings"
+        cited = " ".join(f"#{i}" for i in sorted(result.report.cited_ids)) or "-"
+        lines.append(f"{result.case.case_id}: grounding {result.report.grounding_score:.2f}, cited {cited}: {kinds}")
+    lines.append(
+        f"eval: {len(summary.results)} cases, {len(summary.errors)} unreadable; "
+        f"mean grounding {shown(summary.mean_grounding)}, "
+        f"phantom rate {shown(summary.phantom_rate)}, source recall {shown(summary.source_recall)} by ticket, "
+        f"{shown(summary.source_id_recall)} by source id, citation precision {shown(summary.citation_precision)}"
+    )
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def inject_summary(report: InjectReport) -> str:
+    lines = [f"{o.status} [{o.position}] {o.chunk_id}: {o.message}" for o in report.outcomes if o.message]
+    lines += [f"note: {note}" for note in report.notes]
+    counts = report.to_json()["counts"]
+    lines.append(
+        f"inject: {len(report.outcomes)} chunks ({report.shape}): {counts['anchored']} anchored, "
+        f"{counts['already_anchored']} already anchored, "
+        f"{counts['unknown_ticket']} unknown ticket, {counts['conflict']} metadata/URI conflicts"
+    )
+    return "\n".join(lines)
+
+
+def print_stats_report(report: dict[str, Any]) -> None:
+    from anchorkit.audit.html import format_percent
+
+    tokenizer = report["tokenizer"]
+    if tokenizer["fallback_reason"]:
+        print_problem("note", f"using approx tokens: {tokenizer['fallback_reason']}")
+    for error in report["errors"]:
+        print_problem("error", error["message"])
+    overhead, source = report["overhead"], report["source"]
+    per_ticket = overhead["per_ticket_percent"]
+    console.print(
+        f"stats: {source['documents']} documents ({source['kind']} {source['path']}), tokenizer {tokenizer['name']}",
+        highlight=False,
+        markup=False,
+    )
+    console.print(
+        f"overhead: {overhead['anchor_tokens']:,} anchor tokens on {overhead['tokens_without_anchors']:,} = "
+        f"{format_percent(overhead['percent'])}; per ticket p50 {format_percent(per_ticket['p50'])}, "
+        f"p90 {format_percent(per_ticket['p90'])}, max {format_percent(per_ticket['max'])}",
+        highlight=False,
+    )
+    table = Table(title="chunks that identify their own ticket", box=box.SIMPLE)
+    longest_name = max((len(f"{row['chunker']}/{row['level']}") for row in report["chunking"]), default=7)
+    table.add_column("chunker", no_wrap=True, min_width=longest_name)
+    # Short headers keep the table within 80 columns; the README explains each one.
+    for header in ("chunks", "anchored", "no anchors", "mentions", "max run"):
+        table.add_column(header, justify="right", no_wrap=True, min_width=len(header))
+    for row in report["chunking"]:
+        anchored, stripped = row["anchored"], row["stripped"]
+        table.add_row(
+            f"{row['chunker']}/{row['level']}",
+            f"{anchored['chunks']:,}",
+            format_percent(anchored["coverage_percent"]),
+            format_percent(stripped["coverage_percent"]),
+            format_percent(anchored["mentioning_other_percent"]),
+            f"{anchored['longest_unidentified_run_tokens']:,}",
+        )
+    console.print(table)
+    print_efficiency(report["efficiency"])
+    print_length_table(report["chunk_lengths"])
+    problems = {name: finding["count"] for name, finding in report["limits"].items() if finding["count"]}
+    console.print(
+        "limits: "
+        + (", ".join(f"{name.replace('_', ' ')} {count}" for name, count in problems.items()) or "all within limits"),
+        highlight=False,
+    )
+    if not source["documents"] and not report["gates"]["failures"]:
+        print_problem("note", f"no documents found in {source['path']}")
+    for failure in report["gates"]["failures"]:
+        print_problem("gate failed", failure)
+
+
+def print_efficiency(efficiency: dict[str, Any]) -> None:
+    from anchorkit.audit.html import format_percent, format_ratio
+
+    ratios = efficiency["per_ticket_ratio"]
+    too_long = efficiency["documents_anchor_too_long"]
+    console.print(
+        f"efficiency at {efficiency['chunk_tokens']:,}-token chunks: {efficiency['anchor_tokens']:,} anchor tokens "
+        f"in {efficiency['anchors']:,} anchors ({format_percent(efficiency['overhead_percent'])}); "
+        f"lower bound {efficiency['bound_tokens']:,} tokens in {efficiency['bound_anchors']:,} anchors "
+        f"({format_percent(efficiency['bound_overhead_percent'])}) = {format_ratio(efficiency['ratio_to_bound'])} "
+        f"the bound; per ticket p50 {format_ratio(ratios['p50'])}, p90 {format_ratio(ratios['p90'])}, "
+        f"max {format_ratio(ratios['max'])}"
+        + (f"; {too_long:,} documents whose anchor is too long for the window" if too_long else ""),
+        highlight=False,
+        markup=False,
+    )
+
+
+def print_length_table(lengths: dict[str, Any]) -> None:
+    from anchorkit.audit.html import format_percent, format_ratio
+
+    if not lengths["rows"]:
+        return
+    table = Table(
+        title=f"chunk lengths: fixed windows sharing {lengths['overlap_percent']}%, documents {lengths['documents']}",
+        box=box.SIMPLE,
+    )
+    for header in ("chunk tokens", "coverage", "overhead", "bound", "x bound", "max run"):
+        table.add_column(header, justify="right", no_wrap=True, min_width=len(header))
+    for row in lengths["rows"]:
+        table.add_row(
+            f"{row['chunk_tokens']:,}",
+            format_percent(row["coverage_percent"]),
+            format_percent(row["overhead_percent"]),
+            format_percent(row["bound_overhead_percent"]),
+            format_ratio(row["ratio_to_bound"]),
+            f"{row['longest_anchorless_run']['tokens']:,}",
+        )
+    console.print(table)
+
+
+@contextlib.contextmanager
+def sync_progress(show: bool) -> Iterator[SyncProgress]:
+    """One rich progress bar per stage of `sync --state` (pulling, rendering, uploading) on stderr; only
+    on a terminal, so CI logs get the summary alone."""
+    progress = Progress(
+        TextColumn("{task.description:<9}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=err_console,
+        disable=not show,
+        transient=True,
+    )
+    tasks: dict[str, Any] = {}
+
+    def on_progress(stage: str, done: int, total: int) -> None:
+        if stage not in tasks:
+            tasks[stage] = progress.add_task(stage, total=total)
+        progress.update(tasks[stage], completed=done, total=total)
+
+    with progress:
+        yield on_progress
+
+
+def print_stateless_sync_report(report: StatelessSyncReport, json_output: bool) -> None:
+    if json_output:
+        print_json(report.to_json())
+        return
+    for pull_report in report.pulls:
+        print_pull_report(pull_report, json_output=False)
+    if report.dry_run and report.plan is not None:
+        print_sync_plan(report)
+    else:
+        regenerated = " (all: output fingerprint changed)" if report.regenerated_all else ""
+        console.print(
+            f"{report.destination}: rendered {report.rendered}{regenerated}, "
+            f"uploaded {len(report.uploaded)}, deleted {len(report.deleted)}, failed {len(report.failures)}; "
+            f"state {report.state}: {'committed' if report.state_written else 'unchanged'} "
+            f"({plural(report.tickets, 'ticket')}) "
+            f"in {report.seconds:.1f} s",
+            highlight=False,
+            markup=False,
+        )
+    print_ingestion_job(report.ingestion_job)
+    if report.refused:
+        print_problem("refused", report.refused)
+    for ticket in report.transform_failures:
+        print_problem("failed", ticket.message)
+    for failure in report.failures:
+        print_problem("failed", f"{failure.key}: {failure.error}")
+
+
+def print_sync_plan(report: StatelessSyncReport) -> None:
+    """`sync --state --dry-run`: what the run would write, nothing of which was."""
+    assert report.plan is not None
+    planned = report.plan.summary()
+    cursor = planned["cursor"]
+    console.print(
+        f"plan for {report.destination} (dry run, nothing written): rendered {report.rendered}"
+        f"{' (all: output fingerprint changed)' if report.regenerated_all else ''}, upload {planned['upload']} "
+        f"({planned['upload_bytes']:,} bytes), delete {planned['delete']}"
+        + (f", {planned['gone_kept']} of gone issues kept (no --delete)" if planned["gone_kept"] else "")
+        + f"; state {report.state}: store {planned['store_issues']} raw issues, drop {planned['drop_issues']}, "
+        f"cursor {cursor['from'] or '(none)'} -> {cursor['to'] or '(none)'}, "
+        f"{'would be committed' if planned['state_rewritten'] else 'unchanged'}",
+        highlight=False,
+        markup=False,
+    )
+    print_planned_keys(planned["planned_keys"], False, "--json lists them all")
+
+
+def print_state_pull_report(report: StatePullReport, json_output: bool) -> None:
+    if json_output:
+        print_json(report.to_json())
+        return
+    if report.pull_report is not None:
+        print_pull_report(report.pull_report, json_output=False)
+    console.print(
+        f"state {report.state}: restored {report.restored} issues into {report.snapshot}, stored "
+        f"{report.state_issues_written}, dropped {report.state_issues_deleted}; "
+        f"{'committed' if report.state_written else 'unchanged'} ({report.tickets} tickets) in {report.seconds:.1f} s",
+        highlight=False,
+        markup=False,
+    )
+    for failure in report.failures:
+        print_problem("failed", f"{failure.key}: {failure.error}")
+
+
+def print_state_view(view: StateView) -> None:
+    """`state show` for a person: scope, cursor, ticket counts, and the lease."""
+    manifest, lease = view.manifest, view.lease
+    counts = manifest.counts()
+    lines = [
+        f"state {view.state}" + ("" if view.exists else " (empty: no run committed yet)"),
+        f"scope: {manifest.scope.describe() if manifest.scope else '(not recorded: the next sync --state records it)'}",
+        f"cursor: {manifest.cursor or '(none)'}",
+        f"tickets: {counts['tickets']} ({counts['published']} published, {counts['unpublished']} not yet published, "
+        f"{counts['gone']} gone with documents left; {counts['objects']} objects)",
+    ]
+    if lease is None:
+        lines.append("lease: free")
+    else:
+        described = lease.to_json(view.now)
+        expiry = f", expires {described['expires_at']}" if described["expires_at"] else ""
+        lines.append(
+            f"lease: {described['status']}, held by {lease.holder} since {described['taken_at'] or '?'}{expiry}"
+        )
+    for line in lines:
+        console.print(line, highlight=False, markup=False)
+
+
+def print_warning(message: str) -> None:
+    print_problem("warning", message)

@@ -1,0 +1,143 @@
+"""`anchorkit stats`: what the anchors cost in tokens, and how many chunks keep their ticket ID (anchorkit.audit)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from anchorkit.cli import output
+from anchorkit.cli.options import GROUP, JOBS, TOKENIZER, QuietFlag, Values, VerboseFlag, with_options
+from anchorkit.settings import STATS, default
+
+# The names --chunking accepts (anchorkit.audit.chunkers.CHUNKERS; a test keeps the two the same).
+CHUNKER_NAMES = ("fixed", "hierarchical", "semantic", "heading", "langchain-recursive", "langchain-markdown")
+CHUNK_TOKENS: int = default("chunk_tokens")
+
+
+@with_options(STATS, tokenizer=TOKENIZER, jobs=JOBS)
+def stats_command(
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="A transform output folder (<id>.md documents, flat or in project folders, with optional "
+            ".md.metadata.json sidecars) or a snapshot folder (has issues/; transformed in memory, with sidecars).",
+        ),
+    ],
+    tokenizer: Values = GROUP,
+    chunking: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--chunking",
+            help="A chunker to measure, repeatable: NAME or NAME:key=value,... with NAME in "
+            f"{', '.join(CHUNKER_NAMES)} (e.g. fixed:max_tokens=512,overlap=10). Default: fixed, hierarchical, "
+            "semantic, heading with Bedrock's defaults, plus the LangChain splitters when installed.",
+        ),
+    ] = None,
+    chunk_tokens: Annotated[
+        int,
+        typer.Option(
+            "--chunk-tokens",
+            min=0,
+            help="Snapshot input: transform with this --chunk-tokens (0: structural anchors only; see transform). "
+            "Either input: the chunk length the anchors' cost is compared with the lower bound for "
+            f"(an output folder: the --chunk-tokens it was made with; 0 compares with {CHUNK_TOKENS}).",
+        ),
+    ] = default("chunk_tokens", STATS),
+    lengths: Annotated[
+        str,
+        typer.Option(
+            "--lengths",
+            help="The chunk lengths of the choice table, comma-separated (snapshot input: rendered at each one); "
+            "'none' for no table.",
+        ),
+    ] = default("lengths", STATS),
+    anchor_subject_chars: Annotated[
+        int | None,
+        typer.Option(
+            "--anchor-subject-chars",
+            min=0,
+            help="Snapshot input only: transform with this --anchor-subject-chars "
+            f"(default: transform's, {default('anchor_subject_chars')}).",
+        ),
+    ] = default("anchor_subject_chars", STATS),
+    anchor_basic_info: Annotated[
+        bool | None,
+        typer.Option(
+            "--anchor-basic-info/--no-anchor-basic-info",
+            help="Snapshot input only: transform with or without --anchor-basic-info (default: transform's).",
+        ),
+    ] = default("anchor_basic_info", STATS),
+    json_output: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the report as one JSON object (schema anchorkit-stats, version 2; see docs/stats.md).",
+        ),
+    ] = False,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            help="Also write the audit page to this file: self-contained HTML (inline SVG charts) with the date, "
+            "version, options, tokenizer and gate verdict.",
+        ),
+    ] = default("html", STATS),
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
+    fail_under_coverage: Annotated[
+        float | None,
+        typer.Option(
+            "--fail-under-coverage",
+            min=0,
+            max=100,
+            help="Exit 1 if any chunker's coverage of the anchored documents is under P percent.",
+        ),
+    ] = default("fail_under_coverage", STATS),
+    fail_over_overhead: Annotated[
+        float | None,
+        typer.Option(
+            "--fail-over-overhead", min=0, help="Exit 1 if the anchors add more than P percent tokens in total."
+        ),
+    ] = default("fail_over_overhead", STATS),
+    jobs: Values = GROUP,
+) -> None:
+    """Audit anchored documents: token overhead of the anchors, and chunk coverage with and without them.
+
+    Every document is measured as it is and with its anchors removed; every chunker cuts both, and
+    coverage is the share of chunks whose text names their own ticket (an anchor or the title line).
+    The anchors' cost is shown beside the lower bound (the fewest anchor tokens that put a whole anchor
+    in every window of --chunk-tokens), and a table gives coverage and cost at other chunk lengths.
+    Exit code 1 if a document could not be read or a --fail-* gate failed (a gate over no documents fails).
+
+    Example:
+
+        anchorkit stats snapshot --chunk-tokens 512 --html stats.html --fail-under-coverage 99
+    """
+    from anchorkit.audit.html import render_html
+    from anchorkit.audit.stats import run_audit
+    from anchorkit.cli.verify import write_file
+
+    values = (
+        tokenizer
+        | jobs
+        | {
+            "chunking": chunking or [],
+            "chunk_tokens": chunk_tokens,
+            "lengths": lengths,
+            "anchor_subject_chars": anchor_subject_chars,
+            "anchor_basic_info": anchor_basic_info,
+            "fail_under_coverage": fail_under_coverage,
+            "fail_over_overhead": fail_over_overhead,
+        }
+    )
+    report = run_audit(path, values)
+    if html is not None:
+        write_file(html, render_html(report), "--html")
+    if json_output:
+        output.print_json(report)
+    else:
+        output.print_stats_report(report)
+    if not report["ok"]:
+        raise typer.Exit(1)

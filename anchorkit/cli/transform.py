@@ -1,0 +1,92 @@
+"""`anchorkit transform`: snapshot → anchored Markdown (+ sidecars) (anchorkit.render.transform)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from anchorkit.cli import output
+from anchorkit.cli.options import (
+    DOCUMENTS,
+    GROUP,
+    JOBS,
+    TOKENIZER,
+    JsonFlag,
+    QuietFlag,
+    TextFormat,
+    Values,
+    VerboseFlag,
+)
+from anchorkit.cli.options import with_options as options_of
+from anchorkit.settings import TRANSFORM, default
+
+
+@options_of(TRANSFORM, documents=DOCUMENTS, tokenizer=TOKENIZER, jobs=JOBS)
+def transform_command(
+    snapshot: Annotated[
+        Path, typer.Argument(help="Snapshot folder (issues/<id>.json, lookups.json, state.json), e.g. fixtures.")
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder for <id>.md documents (created if missing).")],
+    documents: Values = GROUP,
+    include_private: Annotated[
+        bool, typer.Option("--include-private", help="Include private issues and private notes (left out by default).")
+    ] = default("include_private"),
+    tokenizer: Values = GROUP,
+    text_format: Annotated[
+        TextFormat | None,
+        typer.Option(
+            "--text-format",
+            help="Redmine text format of all texts: textile or common_mark. "
+            "Default: the snapshot's setting (state.json text_format), else textile.",
+        ),
+    ] = default("text_format"),
+    link_issues: Annotated[
+        str | None,
+        typer.Option(
+            "--link-issues",
+            metavar="URL",
+            help="Redmine base URL: turn #123 in ticket text into links to URL/issues/123 "
+            "(kept as plain text by default).",
+        ),
+    ] = default("link_issues"),
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Write nothing; exit 1 listing what would be created, changed or removed, 0 if OUT is up to date.",
+        ),
+    ] = default("check"),
+    jobs: Values = GROUP,
+    json_output: JsonFlag = False,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
+) -> None:
+    """Turn a snapshot into one anchored Markdown document per ticket (and optional sidecars).
+
+    Every section and every journal entry carries the anchor line `> チケット #ID: subject`, and more
+    anchors are placed so that any window of --chunk-tokens tokens holds one: any chunk of that
+    length names its ticket, wherever the chunker cuts. Output is deterministic: unchanged files are not
+    rewritten, outputs of tickets no longer in the snapshot are removed, bad tickets are reported
+    (file and reason) while the others are still done; exit code 1 if any ticket failed.
+
+    Example:
+
+        anchorkit transform snap --out out --sidecars --lang en --timezone Asia/Tokyo
+    """
+    from anchorkit.files import check_writable_folder
+    from anchorkit.render.transform import TransformOptions, transform_snapshot
+
+    values = {**documents, **tokenizer, "include_private": include_private, "text_format": text_format}
+    options = TransformOptions.from_settings(values | {"link_issues": link_issues})
+    if not check:
+        check_writable_folder(out, "--out")
+    report = transform_snapshot(snapshot, out, options, check=check, jobs=jobs["jobs"])
+    if json_output:
+        ok = not report.failed and not (check and report.differs)
+        output.print_json({"ok": ok, "check": check, "out": str(out), **report.to_json()})
+    else:
+        output.print_transform_report(report, out, check)
+    if report.failed or (check and report.differs):
+        raise typer.Exit(1)

@@ -1,0 +1,60 @@
+"""`anchorkit upload`: publish OUT to s3://bucket/prefix or a folder, by content (anchorkit.publish)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from anchorkit.cli import output
+from anchorkit.cli.options import (
+    AWS,
+    ENCRYPTION,
+    GROUP,
+    INGESTION,
+    PUBLISHING,
+    S3_CLIENT,
+    JsonFlag,
+    QuietFlag,
+    Values,
+    VerboseFlag,
+    with_options,
+)
+from anchorkit.errors import UsageError
+from anchorkit.settings import UPLOAD, default
+
+
+@with_options(UPLOAD, publishing=PUBLISHING, destination=S3_CLIENT + AWS + ENCRYPTION + INGESTION)
+def upload_command(
+    out: Annotated[Path, typer.Argument(help="Folder to publish (transform's output: documents and sidecars).")],
+    dest: Annotated[str, typer.Argument(help="s3://bucket/prefix, or a local folder.")],
+    publishing: Values = GROUP,
+    list_keys: Annotated[
+        bool, typer.Option("--list-keys", help="With --dry-run: print every key to upload, not only the first ones.")
+    ] = default("list_keys"),
+    destination: Values = GROUP,
+    json_output: JsonFlag = False,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
+) -> None:
+    """Publish OUT to S3 (or a folder) by content: only new/changed objects are uploaded.
+
+    Example:
+
+        anchorkit upload out s3://kb-docs/tickets --delete --dry-run
+        anchorkit upload out s3://kb-docs/tickets --delete --sse aws:kms --start-ingestion KB12345678:DS12345678
+    """
+    from anchorkit.publish import upload as publish
+    from anchorkit.publish.aws import AwsSettings
+
+    if not out.is_dir():
+        raise UsageError(f"{out} is not a folder")
+    values = publishing | destination
+    settings = publish.PublishSettings.from_settings(values)
+    opened = publish.open_destination(out, dest, settings, AwsSettings.from_settings(values), values["start_ingestion"])
+    with output.upload_progress(not json_output and not settings.dry_run) as (on_plan, on_result):
+        report = publish.upload(out, opened, settings, on_plan=on_plan, on_result=on_result)
+    output.print_publish_report(report, json_output, list_keys)
+    if not report.ok:
+        raise typer.Exit(1)

@@ -1,0 +1,254 @@
+"""`anchorkit verify`, `eval` and `inject`: only ticket ids and citations that come from what was retrieved,
+and anchors added to retrieved chunks at query time (anchorkit.verify)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from anchorkit.cli import output
+from anchorkit.cli.options import CHECKS, GROUP, JsonFlag, OnInvalid, QuietFlag, Values, VerboseFlag, with_options
+from anchorkit.errors import UsageError
+from anchorkit.settings import EVAL, VERIFY, default
+
+
+def write_file(path: Path, text: str, option: str) -> None:
+    """A file the command was asked to write (--html, --out), atomically; an unwritable path is a usage error
+    (exit 2), not a traceback."""
+    from anchorkit.files import write_atomic
+
+    try:
+        write_atomic(path, text.encode("utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: {exc.strerror or exc}") from None
+
+
+@with_options(VERIFY, checks=CHECKS)
+def verify_command(
+    retrieval: Annotated[
+        Path | None,
+        typer.Option(
+            "--retrieval",
+            "-r",
+            help="What was retrieved (docs/verify.md has the shapes): Bedrock Retrieve or RetrieveAndGenerate, "
+            "LlamaIndex, a list of chunks (plain, seed 000 sources, LangChain documents). Not needed when the answer "
+            "carries its retrieval.",
+        ),
+    ] = default("retrieval"),
+    answer: Annotated[
+        Path | None,
+        typer.Option(
+            "--answer",
+            "-a",
+            help="The answer, '-' for stdin: JSON of any answer shape (claims, cited answer, results, "
+            "RetrieveAndGenerate, LlamaIndex…) whatever the file's suffix, JSON Lines of many answers, or plain text. "
+            "Default: the --retrieval file (a RetrieveAndGenerate or LlamaIndex response holds the answer too).",
+        ),
+    ] = default("answer"),
+    context: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--context",
+            help="Later turns: the context message sent to the model (text: its genuine anchors count, also "
+            "indented, flattened or JSON-escaped), Bedrock Converse messages (user/system text), or an earlier "
+            "retrieval (any retrieval shape, an injected one too). Its ticket ids are valid too. Repeatable.",
+        ),
+    ] = None,
+    checks: Values = GROUP,
+    on_invalid: Annotated[
+        OnInvalid,
+        typer.Option(
+            "--on-invalid",
+            help="drop: remove phantom ids, citations and results from the filtered answer; "
+            "flag: keep everything, only report.",
+        ),
+    ] = default("on_invalid"),
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            help="Also write the answer as a self-contained HTML page with numbered, flagged citations "
+            "(one answer only).",
+        ),
+    ] = default("html"),
+    json_output: Annotated[
+        bool,
+        typer.Option("--json", help="Print the report as one JSON object (JSON Lines answers: one object a line)."),
+    ] = False,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
+) -> None:
+    """Check an answer against the chunks retrieved for it; print the filtered answer and the findings.
+
+    Findings: phantom ticket ids and sources, answers that should have refused (critical), quote drift,
+    weak grounding, wrong tickets, mismatched URLs and subjects (warnings).
+
+    Exit 0 (findings are reported, not fatal), 1 with --strict when something critical was found or when
+    a line of a JSON Lines answer file could not be read, 2 for a usage error or input that cannot be read
+    (missing file, malformed JSON, unknown shape).
+
+    Example:
+
+        anchorkit verify --retrieval retrieval.json --answer answer.json --strict --html answer.html
+    """
+    from anchorkit.verify.citations import VerifyOptions, verify_citations
+    from anchorkit.verify.html import render_report
+    from anchorkit.verify.ids import valid_ids
+    from anchorkit.verify.shapes import read_inputs
+
+    options = VerifyOptions.from_settings(checks | {"on_invalid": on_invalid})
+    inputs = read_inputs(retrieval, answer, context or [])
+    if html is not None and len(inputs.answers) != 1:
+        raise UsageError("--html takes a file of one answer")
+    extra_valid = valid_ids(inputs.context_chunks, options.uri_pattern)
+    several = len(inputs.answers) > 1 or bool(inputs.errors)
+    critical = False
+    for origin, parsed_answer in inputs.answers:
+        report = verify_citations(
+            parsed_answer,
+            inputs.chunks,
+            context=inputs.context_texts,
+            extra_valid_ids=extra_valid,
+            options=options,
+            notes=inputs.notes,
+        )
+        critical = critical or report.critical > 0
+        if html is not None:
+            write_file(html, render_report(report), "--html")
+        if json_output and several:  # JSON Lines: one compact object per answer
+            line = json.dumps({"origin": origin, **report.to_json()}, ensure_ascii=False, sort_keys=True)
+            sys.stdout.write(line + "\n")
+        elif json_output:
+            output.print_json(report.to_json())
+        else:
+            output.print_verify_report(report, origin if several else None)
+    for error in inputs.errors:
+        output.print_problem("error", error)
+    if inputs.errors or (checks["strict"] and critical):
+        raise typer.Exit(1)
+
+
+@with_options(EVAL, checks=CHECKS)
+def eval_command(
+    cases_file: Annotated[
+        Path,
+        typer.Argument(
+            help="JSONL file, one case a line: {id?, query, retrieved | sources, answer, expected_ids?, "
+            "expected_source_ids?, context?} (retrieved and answer in any shape verify accepts; seed 000's EvalCase "
+            "fields are accepted)."
+        ),
+    ],
+    checks: Values = GROUP,
+    min_grounding: Annotated[
+        float | None,
+        typer.Option("--min-grounding", min=0.0, max=1.0, help="Exit 1 if the mean grounding score is below this."),
+    ] = default("min_grounding"),
+    max_phantom_rate: Annotated[
+        float | None,
+        typer.Option("--max-phantom-rate", min=0.0, max=1.0, help="Exit 1 if the phantom rate is above this."),
+    ] = default("max_phantom_rate"),
+    json_output: JsonFlag = False,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
+) -> None:
+    """Verify every case of an eval set (JSONL): grounding, phantom rate, recall by ticket and by source id, precision.
+
+    Per-case findings are listed too.
+
+    Exit 1 if a case could not be read (the others are still evaluated), with --strict if any case has a
+    critical finding, or if --min-grounding / --max-phantom-rate are not met; 2 for a usage error.
+
+    Example:
+
+        anchorkit eval cases.jsonl --min-grounding 0.8 --max-phantom-rate 0 --json
+    """
+    from anchorkit.verify.citations import VerifyOptions
+    from anchorkit.verify.evaluation import EvalGates, evaluate, load_cases
+    from anchorkit.verify.shapes import input_errors
+
+    options = VerifyOptions.from_settings(checks)
+    with input_errors():
+        cases, errors = load_cases(cases_file)
+    summary = evaluate(cases, errors, options)
+    failed_gates = EvalGates(min_grounding, max_phantom_rate, checks["strict"]).failures(summary)
+    if json_output:
+        output.print_json({"ok": not failed_gates, **summary.to_json()})
+    else:
+        output.print_eval_summary(summary)
+    if failed_gates:
+        raise typer.Exit(1)
+
+
+def inject_command(
+    retrieval: Annotated[
+        Path,
+        typer.Argument(
+            help="The retrieval, '-' for stdin: any shape verify reads (Bedrock Retrieve or RetrieveAndGenerate, "
+            "LlamaIndex, a list of chunks)."
+        ),
+    ],
+    inject_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Write the anchored retrieval here (atomically) instead of stdout; the summary then goes to stdout.",
+        ),
+    ] = default("inject_out"),
+    uri_pattern: Annotated[
+        str,
+        typer.Option(
+            "--uri-pattern",
+            help="Regular expression with one group that takes the ticket id out of a chunk's source URI "
+            "(flat …/12345.md and by-project …/<project>/12345.md both match the default).",
+        ),
+    ] = default("uri_pattern"),
+    label: Annotated[
+        str | None,
+        typer.Option("--label", help="Ticket label in the anchor lines (as transform's --label; default チケット)."),
+    ] = default("label"),
+    inject_strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict", help="Exit 1 if a chunk got no anchor: its ticket is unknown, or its metadata and URI disagree."
+        ),
+    ] = default("inject_strict"),
+    json_output: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="The summary as one JSON object (per chunk: status, ticket, where the ticket came from)."
+        ),
+    ] = False,
+) -> None:
+    """Prepend '> チケット #ID: subject' to each retrieved chunk (query-time anchoring); write the same shape back.
+
+    The ticket comes from the chunk's ticket_id metadata, else its source URI, else a genuine anchor in it;
+    the subject from the metadata, else the anchor, else the title. A chunk already starting with its
+    anchor is left as it is; so is a chunk whose ticket is unknown or whose metadata and URI disagree
+    (reported). Without --out the retrieval goes to stdout and the summary to stderr.
+
+    Exit 0 done, 1 with --strict when a chunk got no anchor, 2 for a usage error or unusable input.
+    """
+    from anchorkit.anchors import DEFAULT_LABEL
+    from anchorkit.verify.ids import checked_uri_pattern
+    from anchorkit.verify.inject import anchor_chunks
+    from anchorkit.verify.shapes import input_errors, load_retrieval_json
+
+    pattern = checked_uri_pattern(uri_pattern)
+    with input_errors():
+        report = anchor_chunks(
+            load_retrieval_json(retrieval), str(retrieval), uri_pattern=pattern, label=label or DEFAULT_LABEL
+        )
+    body = json.dumps(report.retrieval, ensure_ascii=False, indent=2) + "\n"
+    if inject_out is None:
+        sys.stdout.write(body)
+    else:
+        write_file(inject_out, body, "--out")
+    summary = json.dumps(report.to_json(), ensure_ascii=False) if json_output else output.inject_summary(report)
+    (sys.stdout if inject_out is not None else sys.stderr).write(summary + "\n")
+    if inject_strict and (report.count("unknown_ticket") or report.count("conflict")):
+        raise typer.Exit(1)

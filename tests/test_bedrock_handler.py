@@ -1,0 +1,419 @@
+"""The Bedrock custom-transformation handler against a real S3 (SeaweedFS): events and batch files as
+Bedrock writes them, chunks as Bedrock's native strategies cut anchorkit's documents."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.bedrock import (
+    NATIVE_CHUNKERS,
+    chunk_list_batch,
+    cl100k,
+    documented_batch,
+    event,
+    in_batches,
+    native_chunks,
+    put_file,
+    rendered,
+    sidecar_attributes,
+)
+from support.long_tickets import write_long_snapshot
+from support.s3_server import S3Server
+
+from anchorkit import tokens
+from anchorkit.anchors import anchor_line, neutralize_forgeries
+from anchorkit.bedrock import handler
+from anchorkit.bedrock.audit import count_batches, read_audit_lines
+from anchorkit.bedrock.batches import read_batch
+from anchorkit.bedrock.runner import ConfigurationError, FailedFiles, S3Store, Settings, _s3_client, run
+from anchorkit.render.transform import RenderedTicket
+
+pytestmark = pytest.mark.s3
+
+REDMINE = "https://redmine.example.co.jp"
+BATCH_SIZE = 25  # chunks per batch file: long tickets span several
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> tokens.TiktokenTokenizer:
+    return cl100k()
+
+
+@pytest.fixture(scope="module")
+def corpora(
+    tokenizer: tokens.TiktokenTokenizer, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, list[RenderedTicket]]:
+    long_snapshot = tmp_path_factory.mktemp("long-tickets")
+    write_long_snapshot(long_snapshot, 4)
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    # "long-structural": the same tickets transformed with --chunk-tokens 0 (anchors after headings only),
+    # whose windows often lack an anchor: the handler's own anchors are exercised there.
+    return {
+        "fixtures": rendered(fixtures),
+        "long": rendered(long_snapshot),
+        "long-structural": rendered(long_snapshot, 0),
+    }
+
+
+def settings(**changes: Any) -> Settings:
+    environment = {"ANCHORKIT_REDMINE_URL": REDMINE, **changes}
+    return Settings.from_environment(environment)
+
+
+@dataclass
+class Intermediate:
+    """The knowledge base's intermediate bucket, under this test's prefix."""
+
+    client: Any
+    bucket: str
+    prefix: str
+
+    def put(
+        self, name: str, batches: list[Any], metadata: dict[str, Any] | None = None, source_uri: str | None = None
+    ) -> dict[str, Any]:
+        return put_file(self.client, self.bucket, self.prefix, name, batches, metadata, source_uri)
+
+    def run(self, files: list[Any], chunker: Any = None, version: str = "1.0", **environment: str) -> dict[str, Any]:
+        return run(event(self.bucket, files, version), settings(**environment), S3Store(self.client), chunker)
+
+    def raw(self, key: str) -> bytes:
+        body: bytes = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        return body
+
+    def batches(self, output: dict[str, Any]) -> list[bytes]:
+        return [self.raw(batch["key"]) for batch in output["contentBatches"]]
+
+    def chunks(self, output: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """(text, chunk metadata) of every item of the output file's batches, in order."""
+        batches = map(read_batch, self.batches(output))
+        return [(batch.text(item) or "", batch.metadata(item)) for batch in batches for item in batch.items]
+
+
+@pytest.fixture
+def kb(s3_server: S3Server, s3_prefix: str) -> Intermediate:
+    return Intermediate(s3_server.client(), s3_server.bucket, s3_prefix)
+
+
+@pytest.fixture
+def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    caplog.set_level(logging.INFO, logger="anchorkit.bedrock")
+    return caplog
+
+
+def genuine_lines(document: str, ticket_id: int) -> set[str]:
+    """The document's own anchor and title lines of the ticket: what a chunk must hold one of, whole."""
+    shape = re.compile(rf"[>#] [^#\\\n]{{1,40}}? #{ticket_id}:(?: .*)?")
+    return {line for line in document.split("\n") if shape.fullmatch(line)}
+
+
+def names_ticket(chunk: str, lines: set[str]) -> bool:
+    return any(line in lines for line in chunk.split("\n"))
+
+
+def audit_of(logs: pytest.LogCaptureFixture) -> Any:
+    counts, found = read_audit_lines(record.getMessage() for record in logs.records)
+    assert found == 1
+    return counts
+
+
+def messages(logs: pytest.LogCaptureFixture, level: int) -> list[str]:
+    return [record.getMessage() for record in logs.records if record.levelno == level]
+
+
+# The three ways a file's ticket is stored: the sidecar with the url the chunk layout's sidecars carry,
+# today's sidecar (url built from ANCHORKIT_REDMINE_URL), and no sidecar at all (the key names the ticket).
+def file_metadata(ticket: RenderedTicket, way: int) -> dict[str, Any]:
+    if way == 0:
+        return {**sidecar_attributes(ticket), "url": f"{REDMINE}/issues/{ticket.ticket_id}"}
+    return sidecar_attributes(ticket) if way == 1 else {}
+
+
+@pytest.mark.parametrize("corpus", ["fixtures", "long", "long-structural"])
+@pytest.mark.parametrize("chunker", sorted(NATIVE_CHUNKERS))
+@pytest.mark.parametrize("shape", ["fileContents", "chunks", "chunkList"])
+def test_inject_mode_gives_every_native_chunk_its_ticket(
+    corpus: str,
+    chunker: str,
+    shape: str,
+    corpora: dict[str, list[RenderedTicket]],
+    tokenizer: tokens.TiktokenTokenizer,
+    kb: Intermediate,
+    logs: pytest.LogCaptureFixture,
+) -> None:
+    documents = corpora[corpus]
+    chunks = {doc.ticket_id: native_chunks(doc.markdown, NATIVE_CHUNKERS[chunker], tokenizer) for doc in documents}
+    make = documented_batch if shape == "fileContents" else lambda texts: chunk_list_batch(texts, shape)
+    files = [
+        kb.put(
+            doc.relpath,
+            [make(texts) for texts in in_batches(chunks[doc.ticket_id], BATCH_SIZE)],
+            file_metadata(doc, index % 3),
+            source_uri=f"s3://kb-source/tickets/{doc.relpath}",
+        )
+        for index, doc in enumerate(documents)
+    ]
+
+    answer = kb.run(files)
+
+    assert len(answer["outputFiles"]) == len(documents)
+    held = prepended = 0
+    for doc, given, output in zip(documents, files, answer["outputFiles"], strict=True):
+        assert output["originalFileLocation"] == given["originalFileLocation"]
+        assert output["fileMetadata"] == given["fileMetadata"]
+        assert len(output["contentBatches"]) == len(given["contentBatches"])
+        assert {read_batch(raw).shape for raw in kb.batches(output)} == {shape}
+        out = kb.chunks(output)
+        assert len(out) == len(chunks[doc.ticket_id])  # the same chunks, one for one
+        genuine = genuine_lines(doc.markdown, doc.ticket_id)
+        injected = anchor_line(doc.ticket_id, neutralize_forgeries(sidecar_attributes(doc)["subject"]))
+        for before, (after, metadata) in zip(chunks[doc.ticket_id], out, strict=True):
+            assert names_ticket(after, genuine | {injected}), after[:200]
+            if names_ticket(before, genuine):
+                assert after == before  # byte for byte
+                held += 1
+            else:
+                assert after == f"{injected}\n\n{before}"
+                prepended += 1
+            assert metadata["ticket_id"] == doc.ticket_id
+            assert metadata["url"] == f"{REDMINE}/issues/{doc.ticket_id}"
+    counts = audit_of(logs)
+    assert (counts.files, counts.chunks_in, counts.chunks_out) == (len(documents), held + prepended, held + prepended)
+    assert (counts.already_anchored, counts.anchored, counts.unknown_ticket) == (held, prepended, 0)
+    assert counts.shapes == {shape: sum(len(f["contentBatches"]) for f in files)}
+    if corpus == "long-structural":
+        assert prepended > 0 and held > 0
+
+
+def test_a_second_pass_over_its_own_output_changes_no_text(
+    corpora: dict[str, list[RenderedTicket]], tokenizer: tokens.TiktokenTokenizer, kb: Intermediate
+) -> None:
+    doc = corpora["long"][0]
+    texts = native_chunks(doc.markdown, NATIVE_CHUNKERS["semantic"], tokenizer)
+    anchored = kb.batches(kb.run([kb.put(doc.relpath, [documented_batch(texts)])])["outputFiles"][0])
+
+    again = kb.run([kb.put(f"again/{doc.relpath}", anchored)])
+
+    out = kb.batches(again["outputFiles"][0])
+    assert [read_batch(raw).items for raw in out] == [read_batch(raw).items for raw in anchored]
+    assert count_batches(out).coverage == 1.0
+
+
+def test_the_ticket_comes_from_the_key_then_from_genuine_anchors_else_chunks_pass_through_counted(
+    corpora: dict[str, list[RenderedTicket]], kb: Intermediate, logs: pytest.LogCaptureFixture
+) -> None:
+    doc = corpora["fixtures"][0]
+    title, rest = doc.markdown.split("\n", 1)
+    subject = title.split(": ", 1)[1]
+    plain_text = "ログを確認しました。"
+    files = [
+        kb.put("a", [documented_batch([title, plain_text])], source_uri="s3://kb/x/readme.md"),
+        kb.put("b", [documented_batch(["社内規程の改定について", "第2条"])], source_uri="s3://kb/x/notes.md"),
+        kb.put("c", [documented_batch([rest])], {"ticket_id": 7}, source_uri=f"s3://kb/x/{doc.ticket_id}.md"),
+    ]
+
+    found, unknown, conflict = map(kb.chunks, kb.run(files)["outputFiles"])
+
+    ticket = {"ticket_id": doc.ticket_id, "subject": subject, "url": f"{REDMINE}/issues/{doc.ticket_id}"}
+    assert found == [(title, ticket), (f"{anchor_line(doc.ticket_id, subject)}\n\n{plain_text}", ticket)]
+    assert unknown == [("社内規程の改定について", {}), ("第2条", {})]
+    assert conflict == [(rest, {})]
+    counts = audit_of(logs)
+    assert (counts.unknown_ticket, counts.already_anchored, counts.anchored) == (3, 1, 1)
+    warnings = messages(logs, logging.WARNING)
+    assert any("s3://kb/x/notes.md: ticket unknown" in m and "2 chunks passed through" in m for m in warnings)
+    assert any(f"metadata ticket_id #7 but the file name says #{doc.ticket_id}" in m for m in warnings)
+
+
+def test_a_bad_batch_or_entry_fails_its_file_only_and_the_file_keeps_its_original_batches(
+    corpora: dict[str, list[RenderedTicket]], kb: Intermediate, logs: pytest.LogCaptureFixture
+) -> None:
+    doc = corpora["fixtures"][1]
+    good = kb.put("good.md", [documented_batch(doc.markdown.split("\n\n"))], {"ticket_id": doc.ticket_id})
+    broken = {
+        "not-json": b'{"fileContents": [',
+        "third-shape": {"documents": [{"text": doc.markdown}]},
+        "future-version": {**chunk_list_batch(["x"]), "version": "2.0"},
+        "body-not-text": {"fileContents": [{"contentBody": 12, "contentType": "TEXT"}]},
+    }
+    bad = [kb.put(name, [documented_batch(["ok"]), batch], {"ticket_id": 1}) for name, batch in broken.items()]
+    missing = kb.put("gone", [documented_batch(["x"])], {"ticket_id": 1})
+    missing["contentBatches"][0]["key"] += ".deleted"
+    no_batches = {"originalFileLocation": {"type": "S3", "s3_location": {"uri": "s3://kb/9.md"}}, "fileMetadata": {}}
+    files = [good, *bad, missing, no_batches]
+
+    answer = kb.run(files)
+
+    assert answer["outputFiles"][1:] == files[1:]  # exactly as they came: Bedrock ingests their batches untouched
+    assert answer["outputFiles"][0]["contentBatches"] != good["contentBatches"]
+    assert count_batches(kb.batches(answer["outputFiles"][0])).coverage == 1.0
+    errors = messages(logs, logging.ERROR)
+    expected = {
+        "not-json": "not JSON (Expecting value at line 1 column 19)",
+        "third-shape": "no fileContents, chunks or chunkList (keys: documents): not a batch shape anchorkit knows",
+        "future-version": "chunks batch of version '2.0' (anchorkit reads '1.0')",
+        "body-not-text": "fileContents[0]: a TEXT item without a string contentBody",
+    }
+    for name, message in expected.items():
+        assert any(f"s3://tickets/{name} failed" in e and f"{name}/batch_2.json: {message}" in e for e in errors), name
+    assert any("s3://tickets/gone failed" in e and "NoSuchKey" in e for e in errors)
+    assert any("s3://kb/9.md failed" in e and "no contentBatches list" in e for e in errors)
+    counts = audit_of(logs)
+    assert (counts.files, counts.failed_files, counts.inject_files) == (7, 6, 1)
+
+
+def test_strict_mode_fails_the_invocation_after_the_other_files_are_written(kb: Intermediate) -> None:
+    good = kb.put("1.md", [documented_batch(["本文"])], {"ticket_id": 1, "subject": "件名"})
+    bad = kb.put("2.md", [b"[]"], {"ticket_id": 2})
+
+    with pytest.raises(FailedFiles, match=r"1 of 2 files failed: s3://tickets/2\.md"):
+        kb.run([good, bad], ANCHORKIT_BEDROCK_STRICT="true")
+
+    written = json.loads(kb.raw(good["contentBatches"][0]["key"].replace("batch_1", "anchorkit/batch_1")))
+    assert written["fileContents"][0]["contentBody"] == "> チケット #1: 件名\n\n本文"
+
+
+def test_an_event_of_another_version_is_answered_unchanged(kb: Intermediate, logs: pytest.LogCaptureFixture) -> None:
+    files = [kb.put("1.md", [documented_batch(["本文"])], {"ticket_id": 1})]
+
+    answer = kb.run(files, version="2.0")
+
+    assert answer == {"outputFiles": files}
+    assert any("event version '2.0' (anchorkit reads '1.0')" in m for m in messages(logs, logging.ERROR))
+
+
+def test_the_response_has_the_documented_shape(kb: Intermediate) -> None:
+    key = f"{kb.prefix}/aws/bedrock/knowledge_base/KB/DS/JOB/file_1.json"
+    kb.client.put_object(Bucket=kb.bucket, Key=key, Body=json.dumps(documented_batch(["本文"], {"key1": "value1"})))
+    # AWS's "Custom Lambda transformation input format", its placeholders filled in.
+    documented_event = {
+        "version": "1.0",
+        "knowledgeBaseId": "KB",
+        "dataSourceId": "DS",
+        "ingestionJobId": "JOB",
+        "bucketName": kb.bucket,
+        "priorTask": "CHUNKING",
+        "inputFiles": [
+            {
+                "originalFileLocation": {"type": "S3", "s3_location": {"uri": "s3://kb-source/tickets/12301.md"}},
+                "fileMetadata": {"key1": "value1", "key2": "value2"},
+                "contentBatches": [{"key": key}],
+            }
+        ],
+    }
+
+    answer = run(documented_event, settings(), S3Store(kb.client))
+
+    # "Custom Lambda transformation output format": exactly these keys, at every level.
+    assert answer == {
+        "outputFiles": [
+            {
+                "originalFileLocation": {"type": "S3", "s3_location": {"uri": "s3://kb-source/tickets/12301.md"}},
+                "fileMetadata": {"key1": "value1", "key2": "value2"},
+                "contentBatches": [{"key": key.replace("file_1.json", "anchorkit/file_1.json")}],
+            }
+        ]
+    }
+    # "File format for objects referenced in fileContents", the item's own metadata kept.
+    assert json.loads(kb.batches(answer["outputFiles"][0])[0]) == {
+        "fileContents": [
+            {
+                "contentBody": "> チケット #12301:\n\n本文",
+                "contentType": "TEXT",
+                "contentMetadata": {"key1": "value1", "ticket_id": 12301, "url": f"{REDMINE}/issues/12301"},
+            }
+        ]
+    }
+
+
+def test_the_lambda_entry_point_reads_its_settings_and_s3_from_the_environment(
+    corpora: dict[str, list[RenderedTicket]],
+    s3_server: S3Server,
+    kb: Intermediate,
+    monkeypatch: pytest.MonkeyPatch,
+    aws_environment: None,
+) -> None:
+    doc = corpora["fixtures"][2]
+    paragraphs = doc.markdown.split("\n\n")
+    plain = next(n for n, paragraph in enumerate(paragraphs) if not paragraph.startswith(("#", ">")))
+    files = [kb.put(doc.relpath, [documented_batch(paragraphs)])]
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_server.endpoint_url)
+    monkeypatch.setenv("ANCHORKIT_BEDROCK_MODE", "inject")
+    monkeypatch.setenv("ANCHORKIT_LABEL", "Ticket")
+    _s3_client.cache_clear()
+    try:
+        answer = handler(event(kb.bucket, files), None)
+    finally:
+        _s3_client.cache_clear()
+    out = kb.chunks(answer["outputFiles"][0])
+    assert out[0][0] == paragraphs[0]  # the title: already anchored
+    subject = paragraphs[0].split(": ", 1)[1]
+    assert out[plain][0] == f"> Ticket #{doc.ticket_id}: {subject}\n\n{paragraphs[plain]}"  # the label configured
+    monkeypatch.setenv("ANCHORKIT_BEDROCK_MODE", "guess")
+    with pytest.raises(ConfigurationError, match="ANCHORKIT_BEDROCK_MODE='guess': expected one of auto, chunk, inject"):
+        handler(event(kb.bucket, files), None)
+
+
+def test_a_whole_document_goes_to_the_chunker_in_auto_mode_and_its_chunks_are_written_in_the_shape_received(
+    corpora: dict[str, list[RenderedTicket]], kb: Intermediate, logs: pytest.LogCaptureFixture
+) -> None:
+    """The chunk-mode plumbing, with a stand-in for the ticket-aware chunker (anchorkit.chunk)."""
+    doc = corpora["fixtures"][3]
+    calls = []
+
+    def halves(document: str, ticket: Any, max_tokens: int) -> list[Any]:
+        calls.append((document, dict(ticket), max_tokens))
+        middle = document.index("\n## ")
+        anchor = anchor_line(ticket["ticket_id"], ticket["subject"])
+        return [
+            _Chunk(document[:middle], {"section": "basic"}),
+            _Chunk(f"{anchor}\n\n{document[middle:]}", {"section": "rest", "url": "u#note-1"}),
+        ]
+
+    whole = kb.put(doc.relpath, [chunk_list_batch([doc.markdown], "chunkList")], sidecar_attributes(doc))
+
+    answer = kb.run([whole], chunker=halves, ANCHORKIT_CHUNK_TOKENS="512")
+
+    assert calls == [(doc.markdown, {**sidecar_attributes(doc), "url": f"{REDMINE}/issues/{doc.ticket_id}"}, 512)]
+    (raw,) = kb.batches(answer["outputFiles"][0])
+    out = read_batch(raw)
+    assert out.shape == "chunkList"
+    assert [out.metadata(item)["section"] for item in out.items] == ["basic", "rest"]
+    assert [out.metadata(item)["url"] for item in out.items] == [f"{REDMINE}/issues/{doc.ticket_id}", "u#note-1"]
+    counts = audit_of(logs)
+    assert (counts.chunk_files, counts.chunks_in, counts.chunks_out, counts.already_anchored) == (1, 1, 2, 2)
+
+    logs.clear()
+    kb.run([whole])  # no chunker in this build: anchors injected
+    assert audit_of(logs).inject_files == 1
+    assert any(
+        "a whole document, but this build has no ticket-aware chunker" in m for m in messages(logs, logging.INFO)
+    )
+    with pytest.raises(ConfigurationError, match="this build has no ticket-aware chunker"):
+        kb.run([whole], ANCHORKIT_BEDROCK_MODE="chunk")
+
+
+def test_a_document_the_chunker_refuses_fails_alone(
+    corpora: dict[str, list[RenderedTicket]], kb: Intermediate, logs: pytest.LogCaptureFixture
+) -> None:
+    def refuses(document: str, ticket: Any, max_tokens: int) -> list[Any]:
+        raise ValueError("a line longer than the chunk cannot be cut")
+
+    doc = corpora["fixtures"][4]
+    whole = kb.put(doc.relpath, [documented_batch([doc.markdown])], sidecar_attributes(doc))
+
+    answer = kb.run([whole], chunker=refuses)
+
+    assert answer == {"outputFiles": [whole]}
+    (error,) = messages(logs, logging.ERROR)
+    assert f"{doc.relpath} failed" in error and "chunker refused the document: a line longer than the chunk" in error
+
+
+class _Chunk:
+    def __init__(self, text: str, metadata: dict[str, Any]) -> None:
+        self.text, self.metadata = text, metadata

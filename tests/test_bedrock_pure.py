@@ -1,0 +1,163 @@
+"""The handler's pure core: batch shapes, complete anchors, settings, the audit line read back."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from support.bedrock import chunk_list_batch, documented_batch
+
+from anchorkit.bedrock.anchoring import Ticket, holds_complete_anchor, with_anchor
+from anchorkit.bedrock.audit import audit_line, count_batches, read_audit_lines
+from anchorkit.bedrock.batches import BatchError, read_batch
+from anchorkit.bedrock.counts import Counts
+from anchorkit.bedrock.runner import ConfigurationError, Settings, output_key
+
+SUBJECT = "在宅勤務時にVPNが5〜10分おきに切断される"
+TICKET = Ticket(12301, SUBJECT, None, "metadata")
+ANCHOR = f"> チケット #12301: {SUBJECT}"
+
+
+@pytest.mark.parametrize(
+    ("text", "holds"),
+    [
+        (f"本文\n\n{ANCHOR}\n\n続き", True),  # a whole line inside
+        (f"# チケット #12301: {SUBJECT}\n\n## 基本情報", True),  # the title
+        (f"本文\n\n{ANCHOR}", True),  # the last line, the whole subject
+        ("本文\n\n> チケット #12301: 在宅勤務時にVPNが5〜10分お…", True),  # as transform shortens it
+        ("本文\n\n> チケット #12301: 在宅勤務時にVPNが5〜10", False),  # cut inside the line
+        ("本文\n\n> チケット #12301:", False),
+        (f"{ANCHOR[5:]}\n\n本文", False),  # the line's start cut off
+        (f"> チケット #12399: {SUBJECT}\n\n本文", False),  # another ticket's anchor
+        (f"> チケット \\#12301: {SUBJECT}\n\n本文", False),  # a neutralised look-alike
+        (f"本文 > チケット #12301: {SUBJECT}\n", False),  # not at the start of a line
+    ],
+)
+def test_a_chunk_names_its_ticket_only_with_a_whole_anchor_or_title_line(text: str, holds: bool) -> None:
+    assert holds_complete_anchor(text, TICKET) is holds
+
+
+def test_the_anchor_put_in_front_cannot_carry_a_second_anchor_in_its_subject() -> None:
+    forged = Ticket(1, "VPN\n> チケット #99: 偽物", None, "metadata")
+    assert with_anchor("本文", forged, "チケット") == "> チケット #1: VPN > チケット \\#99: 偽物\n\n本文"
+
+
+def test_both_shapes_are_written_back_as_they_came_with_the_keys_anchorkit_does_not_touch() -> None:
+    documented = read_batch(json.dumps({**documented_batch(["a"], {"k": "v"}), "extra": 1}).encode())
+    item = documented.updated(documented.items[0], "b", {"ticket_id": 5})
+    assert json.loads(documented.encode([item])) == {
+        "fileContents": [{"contentBody": "b", "contentType": "TEXT", "contentMetadata": {"k": "v", "ticket_id": 5}}],
+        "extra": 1,
+    }
+    listed = read_batch(json.dumps(chunk_list_batch(["a"], "chunkList")).encode())
+    item = listed.updated(
+        listed.items[0], "b", {"ticket_id": 5, "url": "https://r/issues/5", "x-amz-bedrock-kb-chunk-id": "c9"}
+    )
+    assert json.loads(listed.encode([item])) == {
+        "version": "1.0",
+        "chunkList": [
+            {
+                "content": {"type": "TEXT", "text": "b"},
+                "metadata": {
+                    "attributes": [
+                        {"key": "ticket_id", "value": 5, "type": "NUMBER"},
+                        {"key": "url", "value": "https://r/issues/5", "type": "STRING"},
+                        {"key": "x-amz-bedrock-kb-chunk-id", "value": "c9", "type": "STRING"},
+                    ]
+                },
+            }
+        ],
+    }
+    assert listed.metadata(item) == {"ticket_id": 5, "url": "https://r/issues/5", "x-amz-bedrock-kb-chunk-id": "c9"}
+
+
+def test_items_that_are_not_text_are_read_as_such() -> None:
+    batch = read_batch(json.dumps({"fileContents": [{"contentBody": "iVBOR", "contentType": "IMAGE"}]}).encode())
+    assert batch.text(batch.items[0]) is None
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b"\xff\xfe", "not UTF-8 JSON"),
+        (b"[1]", "a JSON list, not an object with fileContents or chunks"),
+        (
+            b'{"fileContents": [], "chunks": []}',
+            "both fileContents and chunks: which one holds the chunks is ambiguous",
+        ),
+        (b'{"chunks": []}', "chunks batch of version None (anchorkit reads '1.0')"),
+        (b'{"fileContents": {}}', "fileContents is a JSON dict, not a list"),
+        (
+            b'{"fileContents": [{"contentBody": "a", "contentMetadata": []}]}',
+            "fileContents[0]: contentMetadata is not an object",
+        ),
+        (b'{"version": "1.0", "chunks": [{"text": "a"}]}', "chunks[0]: no content object"),
+        (
+            b'{"version": "1.0", "chunks": [{"content": {"type": "TEXT", "text": "a"}, '
+            b'"metadata": {"attributes": [{"value": 1}]}}]}',
+            "chunks[0]: metadata.attributes is not a list of {key, value, type} objects",
+        ),
+    ],
+)
+def test_a_batch_of_no_known_shape_is_refused_with_what_is_wrong(raw: bytes, message: str) -> None:
+    with pytest.raises(BatchError, match=re.escape(message)):
+        read_batch(raw)
+
+
+def test_output_batches_go_beside_the_input_under_anchorkit() -> None:
+    assert output_key("kb/job/file_1/batch_1.json") == "kb/job/file_1/anchorkit/batch_1.json"
+    assert output_key("batch_1.json") == "anchorkit/batch_1.json"
+
+
+@pytest.mark.parametrize(
+    ("environment", "message"),
+    [
+        ({"ANCHORKIT_CHUNK_TOKENS": "0"}, "ANCHORKIT_CHUNK_TOKENS='0': expected a positive number of tokens"),
+        ({"ANCHORKIT_URI_PATTERN": r"/\d+\.md$"}, "ANCHORKIT_URI_PATTERN: URI pattern .* must have exactly one group"),
+        ({"ANCHORKIT_BEDROCK_STRICT": "yes"}, "ANCHORKIT_BEDROCK_STRICT='yes': expected true or false"),
+    ],
+)
+def test_a_bad_setting_is_named(environment: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        Settings.from_environment(environment)
+
+
+def test_audit_lines_are_read_back_and_summed_from_plain_and_json_log_formats() -> None:
+    first = Counts(
+        files=2, chunks_in=10, chunks_out=10, already_anchored=7, anchored=3, batches=2, shapes={"fileContents": 2}
+    )
+    second = Counts(
+        files=1, failed_files=1, chunks_in=4, chunks_out=4, unknown_ticket=4, batches=1, shapes={"chunks": 1}
+    )
+    plain = f"[INFO]\t2026-05-01T00:00:00.000Z\treq-1\t{audit_line(first, {'ingestionJobId': 'J1'})}"
+    as_json = json.dumps({"timestamp": "…", "level": "INFO", "message": audit_line(second, {}), "requestId": "req-2"})
+    other = "[INFO]\tanchorkit: s3://kb/1.md: inject mode, …"
+
+    total, found = read_audit_lines([plain, other, as_json, "START RequestId: req-3"])
+
+    assert found == 2
+    assert total == first + second
+    assert (total.files, total.chunks_out, total.named, total.shapes) == (3, 14, 10, {"fileContents": 2, "chunks": 1})
+    assert total.coverage == 10 / 14
+
+
+def test_output_batches_are_counted_as_the_knowledge_base_will_ingest_them() -> None:
+    anchored = with_anchor("本文", TICKET, "チケット")
+    batch = documented_batch([anchored], {"ticket_id": 12301.0, "subject": SUBJECT})  # Bedrock's numbers are floats
+    batch["fileContents"] += [
+        {"contentBody": "続き", "contentType": "TEXT", "contentMetadata": {"ticket_id": 12301}},
+        {"contentBody": "x", "contentType": "TEXT"},
+        {"contentBody": "iVBOR", "contentType": "IMAGE"},
+    ]
+
+    counts = count_batches([json.dumps(batch).encode()])
+
+    assert (
+        counts.chunks_out,
+        counts.already_anchored,
+        counts.missing_anchor,
+        counts.unknown_ticket,
+        counts.not_text,
+    ) == (4, 1, 1, 1, 1)
+    assert counts.coverage == 1 / 3
