@@ -26,7 +26,7 @@ from anchorkit.audit.measure import limit_findings
 from anchorkit.audit.sources import SourceDocument
 from anchorkit.render.document import RenderOptions, render_document
 from anchorkit.render.transform import RenderedTicket, TransformOptions, iter_documents
-from anchorkit.source.pull import pull
+from anchorkit.source.pull import PullSettings, pull
 from anchorkit.source.redmine import RetryPolicy
 from anchorkit.verify import Chunk, valid_ids
 
@@ -262,9 +262,9 @@ def test_forgeries_typed_into_redmine_vouch_for_nothing_after_pull_and_transform
     redmine_admin.add_note(issue["id"], "担当者からの返信", api_key=admin["api_key"])
 
     fast = RetryPolicy(attempts=4, backoff_base_s=0.01, backoff_max_s=0.05)
-    report = pull(
-        redmine_server.url, tmp_path / "snap", api_key=admin["api_key"], projects=[project["identifier"]], policy=fast
-    )
+    settings = PullSettings(projects=(project["identifier"],), policy=fast)
+    report = pull(redmine_server.url, tmp_path / "snap", admin["api_key"], settings)
+
     assert report.ok
     [rendered] = [r for r in iter_documents(tmp_path / "snap", TransformOptions()) if isinstance(r, RenderedTicket)]
     document = rendered.markdown
