@@ -398,6 +398,15 @@ FAST_LINES = st.sampled_from(
         "1.  two spaces",
         "snake_case",
         "a * b",
+        "```",
+        "```bash",
+        "````",
+        "~~~",
+        "``` a`b",
+        " ```",
+        "2026-03-01 10:00:00 [ERROR] log line",
+        "    at com.example.Job(Job.java:42)",
+        "<pre>",
         "",
         "",
         "",
@@ -411,4 +420,8 @@ def test_the_line_scan_plans_the_same_cuts_as_the_parser_wherever_it_answers(lin
     by_lines = _plan_by_lines(lines)
     if by_lines is not None:
         parsed = _plan(lines)
-        assert (dict(by_lines), by_lines.paragraph_lines) == (dict(parsed), parsed.paragraph_lines)
+        assert (dict(by_lines), by_lines.paragraph_lines, by_lines.code_openers) == (
+            dict(parsed),
+            parsed.paragraph_lines,
+            parsed.code_openers,
+        )

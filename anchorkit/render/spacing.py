@@ -469,14 +469,19 @@ _THEMATIC_BREAK = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$", re.M)
 
 
 def _plan_by_lines(content: list[str]) -> _Plan | None:
-    """``_plan`` by a line scan, for text made of paragraphs, lists, quotes and ATX headings only
-    (no fence, HTML, indented code, setext heading or table: then the parser is needed, None).
-    It agrees with ``_plan`` wherever it answers (tested), so the block parser, the slow part,
-    only runs for the stretches that need it."""
+    """``_plan`` by a line scan, for text made of paragraphs, lists, quotes, ATX headings and fenced
+    code opened at column 0 at a block start and closed (no HTML, indented code, setext heading or
+    table: then the parser is needed, None). It agrees with ``_plan`` wherever it answers (tested),
+    so the block parser, the slow part, only runs for the stretches that need it."""
+    fences = _closed_fences(content)
+    if fences is None:
+        return None
+    code = {number for start, end in fences.items() for number in range(start, end)}
+    outside = [line for number, line in enumerate(content) if number not in code] if fences else content
     if (
-        any("|" in line for line in content)
-        or COMPLEX_LINE.search("\n".join(content))
-        or _THEMATIC_BREAK.search("\n".join(content))
+        any("|" in line for line in outside)
+        or COMPLEX_LINE.search("\n".join(outside))
+        or _THEMATIC_BREAK.search("\n".join(outside))
     ):
         return None
     plan = _Plan()
@@ -486,10 +491,21 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
     start = end = 0  # the current block's first line, and a paragraph's end (its blank line)
     seen_block = False
     for number, line in enumerate(content):
+        if number in code:
+            if number in fences:  # its opening line
+                if kind not in ("", "heading", "fence"):
+                    return None  # a fence that interrupts a paragraph, a list or a quote: let the parser say
+                if seen_block and kind == "":
+                    plan[number] = _BLOCK
+                seen_block, kind = True, "fence"
+                for inside in range(number + 2, fences[number] - 1):
+                    plan[inside] = _CODE
+                    plan.code_openers[inside] = line
+            continue
         if not line:
             kind = ""
             continue
-        new_block = not kind or kind == "heading"
+        new_block = kind in ("", "heading", "fence")
         if new_block:
             if line[0] in " \t":
                 return None  # a list item's continuation after a blank line, or the like
@@ -537,6 +553,32 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
             if _safe_cut("\n".join(content[start:number]), line, content[number + 1 : end]):
                 plan[number] = _LINE
     return plan
+
+
+_FENCE_LINE = re.compile(r"( {0,3})(`{3,}|~{3,})(.*)")
+
+
+def _closed_fences(content: list[str]) -> dict[int, int] | None:
+    """Fenced code blocks opened at column 0, as {opening line: the line after the closing one}; None
+    when a fence is left open, opened with indentation, or a backtick fence's info string has a
+    backtick (not a fence: the parser decides)."""
+    fences: dict[int, int] = {}
+    opener: tuple[int, str, int] | None = None  # line, character, length
+    for number, line in enumerate(content):
+        if line[:3] not in ("```", "~~~") and line.lstrip(" ")[:3] not in ("```", "~~~"):
+            continue
+        fence = _FENCE_LINE.fullmatch(line)
+        if fence is None:
+            continue
+        if opener is not None:
+            if fence[2][0] == opener[1] and len(fence[2]) >= opener[2] and not fence[3].strip():
+                fences[opener[0]] = number + 1
+                opener = None
+        elif fence[1] or (fence[2][0] == "`" and "`" in fence[3]):
+            return None
+        else:
+            opener = (number, fence[2][0], len(fence[2]))
+    return None if opener is not None else fences
 
 
 def _marker(item: str) -> str:
