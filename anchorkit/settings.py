@@ -153,7 +153,8 @@ SETTINGS: tuple[Setting, ...] = (
     _s("start_ingestion", str, None, UPLOAD, SYNC),
     # State (runs without a persistent disk)
     _s("state", str, None, PULL, SYNC, STATE_SHOW, STATE_BREAK_LEASE),
-    _s("lease_seconds", float, 3600, PULL, SYNC, min=1),
+    # Short, because a live run renews its lease every third of it: a dead run holds the state this long.
+    _s("lease_seconds", float, 300, PULL, SYNC, min=1),
     _s("holder", str, None, STATE_BREAK_LEASE),
     # stats
     _s("chunking", list, [], STATS),
@@ -224,6 +225,8 @@ def load_config(path: Path) -> dict[str, Any]:
         document = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise SettingError(f"{path}: cannot read the config file: {error}") from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise SettingError(f"{path}: cannot read the config file: nested too deeply") from None
     flat: dict[str, Any] = {}
     for key, value in document.items():
         entries = list(value.items()) if key in CONFIG_TABLES and isinstance(value, dict) else [(key, value)]

@@ -133,8 +133,8 @@ def test_filter_stream_yields_valid_items_as_they_arrive() -> None:
 
 
 def test_mentions_are_hash_numbers_with_or_without_the_label() -> None:
-    text = "チケット #12345 と ＃12352、#12366。&#123; や https://x/page#12 は違う。#1234567890123 も違う"
-    assert [m.ticket_id for m in mentioned_ids(text)] == [12345, 12352, 12366]
+    text = "チケット #12345 と ＃12352、#12366。&#123; や https://x/page#12 は違う。#1234567890123 は長くても id"
+    assert [m.ticket_id for m in mentioned_ids(text)] == [12345, 12352, 12366, 1234567890123]
 
 
 def test_filter_text_marks_unverified_ids() -> None:

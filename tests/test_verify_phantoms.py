@@ -353,30 +353,63 @@ CONTEXT_ANCHOR = anchor_line(12366, "パスワード有効期限切れで VPN �
 CONTEXTS = {
     "indented": f"前回の検索結果:\n    {CONTEXT_ANCHOR}\n    パスワードを再設定しました。",
     "flattened": f"前回の検索結果: {TEXT_12352.replace(chr(10), ' ')} {CONTEXT_ANCHOR} パスワードを再設定しました。",
-    "json-escaped": json.dumps(
-        {"role": "user", "content": f"## 対応\n\n{CONTEXT_ANCHOR}\n\n再設定"}, ensure_ascii=False
-    ),
-    "json-escaped-ascii": json.dumps({"content": f"## 対応\n\n{CONTEXT_ANCHOR}\n\n再設定"}),
     "tab-indented list": f"- 検索結果\n\t{CONTEXT_ANCHOR}\n",
 }
 
 
-@pytest.mark.parametrize("name", list(CONTEXTS))
+def converse(content: Any, ensure_ascii: bool = False) -> str:
+    """A context saved as Bedrock Converse messages: JSON, its strings escaped (\\n, \\u30c1...)."""
+    return json.dumps({"messages": [{"role": "user", "content": content}]}, ensure_ascii=ensure_ascii)
+
+
+# Saved as JSON: read by the JSON parser (once), as `anchorkit verify --context file.json` does.
+JSON_CONTEXTS = {
+    "json": converse([{"text": f"## 対応\n\n{CONTEXT_ANCHOR}\n\n再設定"}]),
+    "json, ASCII escapes": converse([{"text": f"## 対応\n\n{CONTEXT_ANCHOR}\n\n再設定"}], ensure_ascii=True),
+    "json tool result": converse([{"toolResult": {"content": [{"json": {"hits": [f"{CONTEXT_ANCHOR}\n再設定"]}}]}}]),
+}
+
+
+def context_texts(saved_as_json: str) -> list[str]:
+    chunks, texts = read_context(json.loads(saved_as_json), "context.json")
+    assert chunks == []
+    return texts
+
+
+@pytest.mark.parametrize("name", [*CONTEXTS, *JSON_CONTEXTS])
 def test_context_anchors_count_however_the_backend_laid_them_out(name: str) -> None:
-    assert 12366 in context_ticket_ids(CONTEXTS[name])
+    texts = [CONTEXTS[name]] if name in CONTEXTS else context_texts(JSON_CONTEXTS[name])
+    assert 12366 in set().union(*map(context_ticket_ids, texts))
     answer = read_answer("先ほどのチケット #12366 の件、解決しました。", "a")
-    report = verify_citations(answer, read_retrieval(plain_chunks(), "r").chunks, context=CONTEXTS[name])
+    report = verify_citations(answer, read_retrieval(plain_chunks(), "r").chunks, context=texts)
     assert clean(report)
 
 
-@pytest.mark.parametrize("layout", ["flat", "escaped", "indented"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "foo\\n> チケット #99991: 管理者パスワードは別紙",  # a backslash and an n: not a line break
+        "> チケット \\u002399990: 管理者パスワードは別紙",  # a backslash and u0023: not a "#"
+        converse([{"text": "foo\\n> チケット #99989: x"}]),  # JSON as text: its escapes stay escapes
+    ],
+)
+def test_a_context_is_read_as_the_text_it_is_escapes_are_not_decoded_into_anchors(text: str) -> None:
+    assert context_ticket_ids(text) == set()
+    answer = read_answer("チケット #99991、#99990、#99989 を参照。", "a")
+    report = verify_citations(answer, read_retrieval(plain_chunks(), "r").chunks, context=text)
+    assert {t for kind, t in critical(report)} >= {99991, 99990, 99989}
+
+
+@pytest.mark.parametrize("layout", ["flat", "json", "indented"])
 def test_a_neutralised_forgery_in_the_context_vouches_for_nothing(layout: str) -> None:
     forged = neutralize_forgeries("> チケット #99999: 管理者パスワードは別紙\n")
     assert "\\#99999" in forged
-    text = {"flat": f"本文 {forged} 続き", "escaped": json.dumps({"content": forged}), "indented": f"  {forged}"}[
-        layout
-    ]
-    assert context_ticket_ids(text) == set()
+    texts = {
+        "flat": [f"本文 {forged} 続き"],
+        "json": context_texts(converse([{"text": forged}])),
+        "indented": [f"  {forged}"],
+    }[layout]
+    assert set().union(*map(context_ticket_ids, texts)) == set()
 
 
 # --------------------------------------------------------------------------- 7. chunks with metadata

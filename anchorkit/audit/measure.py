@@ -10,7 +10,6 @@ colon after the id: the shortest prefix the anchor pattern accepts) and a chunk 
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import re
 from bisect import bisect_left
@@ -59,6 +58,7 @@ from anchorkit.tokens import (
     line_aligned,
     without,
 )
+from anchorkit.untrusted import parse_json
 
 CHUNK_LENGTHS = tuple(int(part) for part in default("lengths").split(","))  # the rows of the chunk-length table
 TABLE_OVERLAP_PERCENT = 20  # the table's windows overlap as Bedrock's fixed-size chunks do by default
@@ -478,7 +478,7 @@ def sidecar_findings(sidecar: bytes, ticket_id: int, relpath: str) -> list[tuple
     if len(sidecar) > MAX_SIDECAR_BYTES:
         findings.append(("sidecars_over_10kb", {**where, "bytes": len(sidecar)}))
     try:
-        attributes = json.loads(sidecar)["metadataAttributes"]
+        attributes = parse_json(sidecar)["metadataAttributes"]
     except (ValueError, KeyError, TypeError):
         attributes = None
     if not isinstance(attributes, dict):

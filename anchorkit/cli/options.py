@@ -345,7 +345,8 @@ STATE = (
         "lease_seconds",
         ("--lease-seconds",),
         float,
-        "With an S3 --state: how long a run's write lease lasts before another run may take it.",
+        "With an S3 --state: how long a run's write lease lasts unless renewed (a live run renews it every "
+        "third of that): how long a run that died keeps others out.",
     ),
 )
 TOKENIZER = (

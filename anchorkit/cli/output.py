@@ -19,6 +19,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from anchorkit.untrusted import printable  # small: safe to load at start-up
+
 if TYPE_CHECKING:  # the library loads with the command that uses it, not at start-up
     from pathlib import Path
 
@@ -92,7 +94,7 @@ def print_problem(kind: str, message: str) -> None:
     if console.quiet and kind in ("warning", "note"):  # -q
         return
     colour = _PROBLEM_COLOURS[kind]
-    err_console.print(f"[{colour}]{kind}:[/{colour}] {escape(message)}", highlight=False)
+    err_console.print(f"[{colour}]{kind}:[/{colour}] {escape(printable(message))}", highlight=False)
 
 
 def plural(count: int, noun: str, nouns: str | None = None) -> str:
@@ -264,8 +266,9 @@ def print_pull_report(report: pulling.PullReport, json_output: bool) -> None:
 def print_verify_report(report: VerifyReport, origin: str | None = None) -> None:
     """Human summary: each finding with where it is, the filtered answer, dropped claims marked.
 
-    Untrusted text (answers, chunks) is written as it is, never through rich's markup, and in one
-    write: a huge answer costs what the --json output costs."""
+    Untrusted text (answers, chunks) is written without its control characters (no escape sequence of
+    an answer reaches the terminal), never through rich's markup, and in one write: a huge answer costs
+    what the --json output costs."""
     lines = [f"== {origin}"] if origin else []
     lines += [f"{f.severity} {f.kind} ({f.where}): {f.message}" for f in report.findings]
     filtered = report.filtered_answer
@@ -287,7 +290,7 @@ def print_verify_report(report: VerifyReport, origin: str | None = None) -> None
         f"{report.warnings} warnings, "
         f"valid ids: {' '.join(f'#{i}' for i in sorted(report.valid_ids)) or 'none'}"
     )
-    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.write(printable("\n".join(lines) + "\n"))
 
 
 def print_eval_summary(summary: EvalSummary) -> None:
@@ -308,7 +311,7 @@ def print_eval_summary(summary: EvalSummary) -> None:
         f"phantom rate {shown(summary.phantom_rate)}, source recall {shown(summary.source_recall)} by ticket, "
         f"{shown(summary.source_id_recall)} by source id, citation precision {shown(summary.citation_precision)}"
     )
-    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.write(printable("\n".join(lines) + "\n"))
 
 
 def inject_summary(report: InjectReport) -> str:

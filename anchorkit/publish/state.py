@@ -7,7 +7,8 @@ Layout (the same under a local folder and under an S3 prefix):
   every object uploaded for it. Rewritten only when something in it changed.
 - ``issues/<id>.json``: the raw issue JSON of every ticket (as pull stored it, private content only
   with ``--include-private``), read only when the fingerprint changed and everything is regenerated.
-- ``lease.json`` (S3 only): who is writing right now, and until when.
+- ``lease.json`` (S3 only): who is writing right now, and until when. A run renews it every third of
+  its length while it lives, so the lease of a run that died runs out within ``--lease-seconds``.
 
 Concurrency. A local state is held under an OS file lock for the whole run. On S3 a run reads the
 manifest and its ETag, works out what to do, and only when it has something to write it takes the
@@ -23,6 +24,7 @@ import contextlib
 import json
 import os
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from anchorkit.errors import LockHeld, UsageError
 from anchorkit.files import write_atomic
@@ -46,6 +48,7 @@ from anchorkit.publish.aws import (
 )
 from anchorkit.publish.upload import PublishSettings
 from anchorkit.settings import default
+from anchorkit.untrusted import parse_json
 
 MANIFEST_NAME = "manifest.json"
 ISSUES_FOLDER = "issues"
@@ -73,8 +76,8 @@ def encode_manifest(manifest: dict[str, Any]) -> bytes:
 
 def decode_manifest(data: bytes, where: str) -> dict[str, Any]:
     try:
-        manifest = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        manifest = parse_json(data.decode("utf-8"))
+    except ValueError as error:  # not UTF-8, malformed, or nested too deeply
         raise StateError(f"{where}: the state manifest is not valid JSON ({error})") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("tickets", {}), dict):
         raise StateError(f"{where}: the state manifest is not an object with a 'tickets' table")
@@ -190,7 +193,7 @@ class LocalStateStore:
 
     def _lock_holder(self) -> str | None:
         try:
-            return str(json.loads((self.root / LOCK_NAME).read_text(encoding="utf-8"))["holder"])
+            return str(parse_json((self.root / LOCK_NAME).read_text(encoding="utf-8"))["holder"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -206,9 +209,10 @@ class LocalStateStore:
                 fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
             except BlockingIOError:
                 try:
-                    held = json.loads(path.read_text(encoding="utf-8"))
+                    held = parse_json(path.read_text(encoding="utf-8"))
                 except ValueError:
                     held = {}
+                held = held if isinstance(held, dict) else {}
                 holder = str(held.get("holder", "?"))
                 return LeaseStatus(holder, held.get("taken_at"), None, alive=True)  # the lock dies with its process
             fcntl.flock(handle, fcntl.LOCK_UN)
@@ -259,6 +263,9 @@ class S3StateStore:
         self.owner = run_holder()
         self.manifest_etag: str | None = None  # None: there was no manifest when the run started
         self.lease: Lease | None = None
+        self._lease_lock = threading.Lock()  # the renewing thread and the run take turns with the lease
+        self._stop_renewing = threading.Event()
+        self._renewer: threading.Thread | None = None
 
     def describe(self) -> str:
         return str(self.location)
@@ -309,18 +316,20 @@ class S3StateStore:
         return Lease(str(response["ETag"]), expires_at)
 
     def begin_writes(self) -> None:
-        """Take the lease, then make sure nobody committed since this run read the manifest."""
+        """Take the lease (and keep renewing it while the run lives), then make sure nobody committed
+        since this run read the manifest."""
         if self.lease is not None:  # renew our own, unless it expired and another run took it
-            try:
-                self.lease = self._put_lease(IfMatch=self.lease.etag)
-            except ClientError as error:
-                if error_code(error) in PRECONDITION_CODES:
-                    self.lease = None
-                    raise StateConflict(
-                        f"{self.location}: this run's lease expired and another sync took it; the state was not "
-                        "committed (raise --lease-seconds above the longest run)"
-                    ) from None
-                raise
+            with self._lease_lock:
+                try:
+                    self.lease = self._put_lease(IfMatch=self.lease.etag)
+                except ClientError as error:
+                    if error_code(error) in PRECONDITION_CODES:
+                        self.lease = None
+                        raise StateConflict(
+                            f"{self.location}: this run's lease expired (it could not be renewed for "
+                            f"{self.lease_seconds:g} s) and another sync took it; the state was not committed"
+                        ) from None
+                    raise
             return
         try:
             self.lease = self._put_lease(IfNoneMatch="*")
@@ -328,12 +337,40 @@ class S3StateStore:
             if error_code(error) not in PRECONDITION_CODES:
                 raise
             self.lease = self._take_over_expired_lease()
+        self._start_renewing()
         if self._manifest_moved():
             self._end_writes()
             raise StateConflict(
                 f"{self.location}: another sync committed the state while this run was working; "
                 "this run stopped without writing (the next run picks up from the new state)"
             )
+
+    def _start_renewing(self) -> None:
+        self._stop_renewing.clear()
+        self._renewer = threading.Thread(target=self._renew_until_stopped, name="lease-renewal", daemon=True)
+        self._renewer.start()
+
+    def _renew_until_stopped(self) -> None:
+        """Renew the lease every third of its length. A failed renewal is tried again at the next tick
+        (the lease outlasts two of them); a lease another run took over is left to it, and the run
+        learns it when it renews before its commit."""
+        while not self._stop_renewing.wait(self.lease_seconds / 3):
+            with self._lease_lock:
+                if self.lease is None:
+                    return
+                try:
+                    self.lease = self._put_lease(IfMatch=self.lease.etag)
+                except ClientError as error:
+                    if error_code(error) in PRECONDITION_CODES:
+                        return
+                except BotoCoreError:
+                    pass  # the endpoint did not answer this time
+
+    def _stop_renewal(self) -> None:
+        self._stop_renewing.set()
+        if self._renewer is not None:
+            self._renewer.join()
+            self._renewer = None
 
     def _manifest_moved(self) -> bool:
         """True when the manifest is no longer the one this run read (or appeared since)."""
@@ -352,7 +389,7 @@ class S3StateStore:
             return None
         data, etag = found
         try:
-            held = json.loads(data)
+            held = parse_json(data)
             expires_at, owner = float(held["expires_at"]), str(held.get("owner", "?"))
             taken_at = float(held["taken_at"]) if "taken_at" in held else None
         except (ValueError, KeyError, TypeError):
@@ -404,8 +441,9 @@ class S3StateStore:
         if not lease.expired(time.time()):
             raise StateConflict(
                 f"{self.location}: another sync ({lease.holder}) is writing (lease until "
-                f"{iso_time(lease.expires_at)}); "
-                "this run stopped without writing (a run that was killed: see `anchorkit state show`)"
+                f"{iso_time(lease.expires_at)}); this run stopped without writing. If that run is dead (killed, "
+                f"its runner lost), `anchorkit state show {self.location}` says so and `anchorkit state break-lease "
+                f"{self.location} --holder {lease.holder}` frees the state now; else its lease runs out by itself"
             )
         try:
             return self._put_lease(IfMatch=etag)
@@ -417,7 +455,8 @@ class S3StateStore:
             raise
 
     def _end_writes(self) -> None:
-        """Release this run's lease, if it holds one."""
+        """Stop renewing, and release this run's lease if it holds one."""
+        self._stop_renewal()
         if self.lease is None:
             return
         lease, self.lease = self.lease, None

@@ -20,7 +20,7 @@ import base64
 import hashlib
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -265,6 +265,9 @@ class Plan:
     skips: list[LocalObject] = field(default_factory=list)
     # Remote objects with no local counterpart; deleted only with `delete=True`.
     stale: list[RemoteObject] = field(default_factory=list)
+    # Remote objects of tickets withdrawn from publication (private now, moved out of the projects):
+    # deleted with or without `delete`, and not counted by the delete guard.
+    withdrawn: list[RemoteObject] = field(default_factory=list)
     delete: bool = False
     remote_count: int = 0
     # Problems found while planning (unreadable local files, remote keys that cannot be handled).
@@ -272,7 +275,7 @@ class Plan:
 
     @property
     def deletes(self) -> list[RemoteObject]:
-        return self.stale if self.delete else []
+        return self.withdrawn + (self.stale if self.delete else [])
 
     @property
     def upload_bytes(self) -> int:
@@ -291,10 +294,12 @@ def diff(
     *,
     delete: bool,
     protected_keys: Iterable[str] = (),
+    withdrawn_ids: Collection[int] = (),
 ) -> Plan:
     """Pure comparison. `stored_sha256` holds the metadata checksum of every ambiguous remote object.
 
-    `protected_keys` (local files that could not be read) are never planned for deletion.
+    `protected_keys` (local files that could not be read) are never planned for deletion; the remote
+    documents (and sidecars) of `withdrawn_ids` always are.
     """
     remote = {obj.key: obj for obj in remote_objects}
     plan = Plan(delete=delete, remote_count=len(remote))
@@ -317,8 +322,14 @@ def diff(
             if delete:
                 plan.failures.append(Failure(key, f"not deleted: {error}"))
             continue
-        plan.stale.append(obj)
+        (plan.withdrawn if ticket_of_key(key) in withdrawn_ids else plan.stale).append(obj)
     return plan
+
+
+def ticket_of_key(key: str) -> int | None:
+    """The ticket a document or sidecar key is of (``12345.md``, ``ops/12345.md.metadata.json``)."""
+    stem = document_key_of(key).rpartition("/")[2].removesuffix(".md")
+    return int(stem) if stem.isdigit() and stem.isascii() and len(stem) <= 12 else None
 
 
 def stored_sha256_or_none(target: Target, key: str) -> str | None:
@@ -336,6 +347,7 @@ def build_plan(
     delete: bool,
     threads: int = DEFAULT_THREADS,
     local_failures: Iterable[Failure] = (),
+    withdrawn_ids: Collection[int] = (),
 ) -> Plan:
     """List the destination, fetch stored checksums where the ETag cannot decide, and diff."""
     local_failures = list(local_failures)
@@ -349,7 +361,12 @@ def build_plan(
         with ThreadPoolExecutor(max_workers=threads) as pool:
             stored = dict(zip(ambiguous, pool.map(lambda key: stored_sha256_or_none(target, key), ambiguous)))
     plan = diff(
-        local_objects, remote, stored, delete=delete, protected_keys=(failure.key for failure in local_failures)
+        local_objects,
+        remote,
+        stored,
+        delete=delete,
+        protected_keys=(failure.key for failure in local_failures),
+        withdrawn_ids=withdrawn_ids,
     )
     plan.failures[:0] = local_failures
     return plan
@@ -391,8 +408,8 @@ def parse_max_delete(text: str) -> DeleteLimit:
 
 
 def delete_refusal(plan: Plan, limit: DeleteLimit, force: bool) -> str | None:
-    """Why the planned deletes must not happen, or None when they may."""
-    count = len(plan.deletes)
+    """Why the planned deletes must not happen, or None when they may (withdrawn tickets' always may)."""
+    count = len(plan.stale) if plan.delete else 0
     if force or count == 0 or count <= limit.allowed(plan.remote_count):
         return None
     # Worded for upload and both syncs alike: a stateless sync has no local folder to point at.
@@ -596,14 +613,22 @@ def publish(
     local_failures: Iterable[Failure] = (),
     on_plan: Callable[[Plan], None] | None = None,
     on_result: Callable[[OperationResult], None] | None = None,
+    withdrawn_ids: Collection[int] = (),
 ) -> PublishReport:
-    """Plan, check the delete guard, then (unless dry-run or refused) apply. Never raises per object."""
+    """Plan, check the delete guard, then (unless dry-run or refused) apply. Never raises per object.
+    The documents of ``withdrawn_ids`` (tickets pull found private now) are deleted even without
+    ``settings.delete``."""
     started = time.monotonic()
     client = target.client if isinstance(target, S3Target) else None
     with aws.counting_requests(client) as requests:
         try:
             plan = build_plan(
-                local_objects, target, delete=settings.delete, threads=settings.threads, local_failures=local_failures
+                local_objects,
+                target,
+                delete=settings.delete,
+                threads=settings.threads,
+                local_failures=local_failures,
+                withdrawn_ids=withdrawn_ids,
             )
             listed = True
         except (OSError, BotoCoreError, ClientError) as error:
@@ -670,9 +695,11 @@ def upload(
     *,
     on_plan: Callable[[Plan], None] | None = None,
     on_result: Callable[[OperationResult], None] | None = None,
+    withdrawn_ids: Collection[int] = (),
 ) -> PublishReport:
     """`anchorkit upload` (and the last stage of the ordinary sync): scan ``source``, publish it by content,
-    then start the ingestion asked for once everything succeeded."""
+    then start the ingestion asked for once everything succeeded. The documents of ``withdrawn_ids``
+    (tickets the sync's pull found private now) are deleted even without ``settings.delete``."""
     local_objects, local_failures = scan_folder(source)
     report = publish(
         local_objects,
@@ -681,6 +708,7 @@ def upload(
         local_failures=local_failures,
         on_plan=on_plan,
         on_result=on_result,
+        withdrawn_ids=withdrawn_ids,
     )
     if destination.ingestion is not None:
         session = destination.session

@@ -9,7 +9,6 @@ outputs a failed ticket had before are kept.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import time
@@ -35,6 +34,7 @@ from anchorkit.source.snapshot import (
     load_state,
 )
 from anchorkit.tokens import APPROX, TOKENIZER_CHOICES, TokenizerChoice, choose_tokenizer
+from anchorkit.untrusted import parse_json
 
 DEFAULT_MAX_TEXT_BYTES: int = default("max_text_bytes")
 # The settings that are fields of RenderOptions and of TransformOptions under their own names.
@@ -375,14 +375,24 @@ def _transform_batch(paths: list[Path]) -> list[TicketOutputs | TicketFailure | 
         if not isinstance(result, RenderedTicket):
             outcomes.append(result)
             continue
-        files = [(result.relpath, result.markdown.encode("utf-8"))]
-        if result.sidecar is not None:
-            files.insert(0, (result.relpath + SIDECAR_SUFFIX, result.sidecar))  # metadata before its document
-        outputs = [
-            (relpath, sync_file(settings.out_dir / relpath, data, check=settings.check)) for relpath, data in files
-        ]
-        outcomes.append(TicketOutputs(outputs, result.warnings))
+        outcomes.append(_write_outputs(path, result, settings))
     return outcomes
+
+
+def _write_outputs(source: Path, result: RenderedTicket, settings: _BatchSettings) -> TicketOutputs | TicketFailure:
+    """Write one ticket's files. A write that fails (a full disk, a quota) fails this ticket alone, named
+    by its file; the write is atomic, so the file is its old self or absent, never half written."""
+    files = [(result.relpath, result.markdown.encode("utf-8"))]
+    if result.sidecar is not None:
+        files.insert(0, (result.relpath + SIDECAR_SUFFIX, result.sidecar))  # metadata before its document
+    outputs: list[tuple[str, Literal["created", "changed", "unchanged"]]] = []
+    for relpath, data in files:
+        target = settings.out_dir / relpath
+        try:
+            outputs.append((relpath, sync_file(target, data, check=settings.check)))
+        except OSError as error:
+            return TicketFailure(str(source), result.ticket_id, f"{target}: cannot write ({error.strerror or error})")
+    return TicketOutputs(outputs, result.warnings)
 
 
 def _stale_outputs(out_dir: Path, expected: set[str], keep_ids: set[int]) -> list[str]:
@@ -420,7 +430,7 @@ def _written_by_transform(path: Path, ticket_id: int) -> bool:
 def _sidecar_ticket_id(data: bytes) -> Any:
     """The ticket id a sidecar (simple or typed schema) describes, or None."""
     try:
-        value = json.loads(data)["metadataAttributes"]["ticket_id"]
+        value = parse_json(data)["metadataAttributes"]["ticket_id"]
         return value["value"]["numberValue"] if isinstance(value, dict) else value
     except (ValueError, TypeError, KeyError):
         return None

@@ -33,8 +33,8 @@ from urllib.parse import urlsplit
 from anchorkit.errors import EXIT_LOCKED, UsageError, url_host
 from anchorkit.files import check_writable_folder
 from anchorkit.settings import TEXT_FORMATS, default
-from anchorkit.source import snapshot
-from anchorkit.source.redmine import RedmineClient, RedmineError, RetryPolicy
+from anchorkit.source import privacy, snapshot
+from anchorkit.source.redmine import RedirectRefused, RedmineClient, RedmineError, RetryPolicy
 
 DEFAULT_TEXT_FORMAT = TEXT_FORMATS[0]  # Redmine's own default, recorded in a new snapshot
 API_KEY_ENV = "REDMINE_API_KEY"
@@ -67,6 +67,7 @@ class PullReport:
     fetched: int = 0
     unchanged: int = 0
     removed_ids: list[int] = field(default_factory=list)  # stored issues dropped (deleted, hidden, private)
+    withdrawn_ids: list[int] = field(default_factory=list)  # of those, the private or moved ones (privacy.py)
     written_ids: list[int] = field(default_factory=list)  # issue files (re)written: new bytes on disk
     skipped_private: int = 0
     failed: list[PullFailure] = field(default_factory=list)
@@ -274,11 +275,12 @@ class LookupFetcher:
         except RedmineError as error:
             (self.forbidden if error.status in (403, 404) else self.failed).add(name)
             return
-        rows = tables.setdefault(name, {})
-        for record in records:
-            shaped = row(record)
-            if shaped is not None:
-                rows[str(record["id"])] = shaped
+        try:
+            shaped_rows = {str(record["id"]): shaped for record in records if (shaped := row(record)) is not None}
+        except (KeyError, TypeError):  # records without an id or a name: not the table we asked for
+            self.failed.add(name)
+            return
+        tables.setdefault(name, {}).update(shaped_rows)
 
 
 def descendants(projects: dict[str, dict[str, Any]], roots: set[int]) -> set[int]:
@@ -334,6 +336,9 @@ class Puller:
         self.listed_projects: set[int] = set()
         self.listed_updated_on: dict[int, str] = {}
         self.futures: list[Future[IssueOutcome]] = []
+        self.submitted: set[int] = set()  # issues this run fetches
+        # Parents fetched again for a subtask private now, with its updated_on (a failure holds the cursor there).
+        self.rechecks: dict[int, str] = {}
         self.lock = threading.Lock()
         self.done = 0
 
@@ -370,13 +375,20 @@ class Puller:
             self.listed_projects.add(summary["project"]["id"])
         if summary.get("is_private") and not self.include_private:
             self.report.skipped_private += 1
-            self.forget(issue_id)
+            self.forget(issue_id, withdrawn=True)
+            self.recheck_parent(executor, summary)
+            return
+        if issue_id in self.submitted:  # already fetched again as the parent of a private subtask
             return
         if issue_id in self.stored_ids and not self.refetch_all:
             stamp = self.stamp_of(issue_id)
             if stamp is not None and stamp.updated_on == updated_on:
                 self.report.unchanged += 1
                 return
+        self.submit(executor, issue_id)
+
+    def submit(self, executor: ThreadPoolExecutor, issue_id: int) -> None:
+        self.submitted.add(issue_id)
         future = executor.submit(self.fetch_and_store, issue_id)
         with self.lock:
             self.futures.append(future)
@@ -384,15 +396,31 @@ class Puller:
         if self.progress:
             self.progress(self.done, len(self.futures))
 
+    def recheck_parent(self, executor: ThreadPoolExecutor, summary: dict[str, Any]) -> None:
+        """A private issue's stored parent may still show its subject (it was public when the parent was
+        stored, and a subtask's change leaves the parent's ``updated_on`` alone): fetch that parent again."""
+        parent = summary.get("parent")
+        parent_id = parent.get("id") if isinstance(parent, dict) else None
+        if not isinstance(parent_id, int) or parent_id not in self.stored_ids or parent_id in self.submitted:
+            return
+        path = snapshot.issue_path(self.snapshot_dir, parent_id)
+        with contextlib.suppress(snapshot.SnapshotError):  # unreadable: fetched again anyway
+            if path.exists() and not privacy.shows_subtask(snapshot.read_json(path), int(summary["id"])):
+                return
+        self.rechecks[parent_id] = str(summary.get("updated_on") or "")
+        self.submit(executor, parent_id)
+
     def stamp_of(self, issue_id: int) -> snapshot.StoredStamp | None:
         """The stored copy's stamp: the file when present, else what the caller said it has stored."""
         return snapshot.stored_stamp(self.snapshot_dir, issue_id) or self.known.get(issue_id)
 
-    def forget(self, issue_id: int) -> None:
-        """Drop a stored issue (file and all); if it was stored, its id is reported as removed."""
+    def forget(self, issue_id: int, withdrawn: bool = False) -> None:
+        """Drop a stored issue (file and all); if it was stored, its id is reported as removed (and withdrawn)."""
         if snapshot.remove_issue(self.snapshot_dir, issue_id) or issue_id in self.known:
             with self.lock:
                 self.report.removed_ids.append(issue_id)
+                if withdrawn:
+                    self.report.withdrawn_ids.append(issue_id)
 
     def tick(self, _: Future[IssueOutcome]) -> None:
         with self.lock:
@@ -408,20 +436,27 @@ class Puller:
             with self.client.stats.purpose("issues"):
                 document = self.client.issue(issue_id)
         except RedmineError as error:
-            if error.status in (403, 404):  # deleted or hidden since it was listed
-                self.forget(issue_id)
+            if error.status in (403, 404):  # hidden (403: it exists, not for this key) or deleted since listed
+                self.forget(issue_id, withdrawn=error.status == 403)
                 return IssueOutcome(issue_id, "gone")
             return IssueOutcome(issue_id, "failed", reason=redact(str(error), self.api_key))
+        except RedirectRefused:
+            raise  # the whole run stops: no other request may follow the redirect either
         except Exception as error:
             return IssueOutcome(issue_id, "failed", reason=redact(f"{type(error).__name__}: {error}", self.api_key))
         issue = document.get("issue")
         if not isinstance(issue, dict) or issue.get("id") != issue_id:
             return IssueOutcome(issue_id, "failed", reason=f"GET /issues/{issue_id}.json: unexpected response shape")
         if issue.get("is_private") and not self.include_private:
-            self.forget(issue_id)
+            self.forget(issue_id, withdrawn=True)
             return IssueOutcome(issue_id, "private")
         if not self.include_private:
             document = without_private_notes(document)
+            try:
+                with self.client.stats.purpose("subtasks"):
+                    document = privacy.without_private_subtasks(document, self.client.public_issue_ids)
+            except RedmineError as error:
+                return IssueOutcome(issue_id, "failed", reason=redact(f"checking its subtasks: {error}", self.api_key))
         try:
             written = snapshot.write_issue(self.snapshot_dir, document)
         except OSError as error:
@@ -437,7 +472,8 @@ class Puller:
             outcome = future.result()
             if outcome.status == "failed":
                 self.report.failed.append(PullFailure(outcome.issue_id, outcome.reason))
-                failed_stamps.append(self.listed_updated_on[outcome.issue_id])
+                stamp = self.listed_updated_on.get(outcome.issue_id) or self.rechecks.get(outcome.issue_id)
+                failed_stamps.append(stamp or "")
                 continue
             if outcome.status in ("written", "unchanged"):
                 self.report.fetched += 1
@@ -451,13 +487,27 @@ class Puller:
 
     # -- deletions -------------------------------------------------------------------------------
 
-    def remove_unlisted(self, in_scope: Callable[[int], bool]) -> None:
-        """After a complete full listing: stored issues Redmine no longer shows us were deleted or hidden."""
+    def remove_unlisted(self, in_scope: Callable[[int], bool], pulled_projects: set[int] | None) -> None:
+        """After a complete full listing: stored issues Redmine no longer lists were deleted or hidden, or
+        are withdrawn (privacy.is_withdrawn), as a listing of just their ids tells; one still in scope and
+        public (changed while the listing ran) is kept for the next run."""
         unlisted = [i for i in sorted(self.stored_ids.difference(self.listed_updated_on)) if in_scope(i)]
         # The key was confirmed when the run started (check_api_key): an anonymous listing, which would
         # see little, cannot get here.
+        try:
+            with self.client.stats.purpose("removals"):
+                visible = self.client.visible_issues(unlisted)
+        except RedmineError as error:  # then all of them are removed as deleted ones
+            visible = {}
+            self.report.warnings.append(
+                redact(f"could not tell deleted issues from withdrawn ones: {error}", self.api_key)
+            )
         for issue_id in unlisted:
-            self.forget(issue_id)
+            summary = visible.get(issue_id)
+            if summary is None:
+                self.forget(issue_id)
+            elif privacy.is_withdrawn(summary, self.include_private, pulled_projects):
+                self.forget(issue_id, withdrawn=True)
 
 
 @dataclass(frozen=True)
@@ -648,10 +698,14 @@ def _run(
     runs_since_full = int(state.get("runs_since_full", 0))
     # Switching --include-private either way changes what every stored issue must contain.
     privacy_changed = "include_private" in state and bool(state["include_private"]) != settings.include_private
+    subtasks_unchecked = cursor is not None and not settings.include_private and not privacy.subtasks_checked(state)
     automatic_full = settings.full_every > 0 and runs_since_full + 1 >= settings.full_every
-    is_full = settings.full or cursor is None or privacy_changed or automatic_full
-    puller = Puller(client, snapshot_dir, api_key, settings.include_private, privacy_changed, progress, known)
+    is_full = settings.full or cursor is None or privacy_changed or subtasks_unchecked or automatic_full
+    refetch = privacy_changed or subtasks_unchecked
+    puller = Puller(client, snapshot_dir, api_key, settings.include_private, refetch, progress, known)
     report = puller.report
+    if subtasks_unchecked:
+        report.warnings.append(privacy.SUBTASKS_UNCHECKED_WARNING)
     report.full = is_full
     scopes: list[str | None] = list(settings.projects) or [None]
     updated_since = None if is_full or cursor is None else shift_time(cursor, -settings.overlap_s)
@@ -695,6 +749,8 @@ def _run(
         new_state["lookups_refreshed_at"] = refreshed_at
         new_state["lookup_projects"] = lookup_projects
     new_state["include_private"] = settings.include_private
+    if report.listing_complete and not report.failed:
+        new_state.update(privacy.SUBTASKS_CHECKED)
     if "text_format" not in state:
         new_state["text_format"] = settings.text_format or DEFAULT_TEXT_FORMAT
     elif settings.text_format is not None and state["text_format"] != settings.text_format:
@@ -728,7 +784,7 @@ def next_cursor(cursor: str | None, listed: list[str], failed: list[str]) -> str
 def _remove_unlisted_in_scope(puller: Puller, lookups: Names, projects: tuple[str, ...]) -> None:
     """With --project, only issues of the pulled projects (and their subprojects) may be removed."""
     if not projects:
-        puller.remove_unlisted(lambda issue_id: True)
+        puller.remove_unlisted(lambda issue_id: True, None)
         return
     project_table = lookups.get("projects", {})
     roots = resolve_projects(project_table, list(projects))
@@ -741,4 +797,4 @@ def _remove_unlisted_in_scope(puller: Puller, lookups: Names, projects: tuple[st
         stamp = puller.stamp_of(issue_id)
         return stamp is not None and stamp.project_id in scope_ids
 
-    puller.remove_unlisted(in_scope)
+    puller.remove_unlisted(in_scope, scope_ids)

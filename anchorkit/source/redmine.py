@@ -6,8 +6,10 @@ timeout to every request and retries connection errors, timeouts, 5xx and 429 wi
 (honouring ``Retry-After``). It also gives each worker thread its own session, since a
 ``requests.Session`` is not guaranteed to be thread-safe.
 
-The API key travels only in the ``X-Redmine-API-Key`` header; error messages name the method, the path
-and the failure, never the key or the full URL (which could carry ``user:password@``).
+The API key travels only in the ``X-Redmine-API-Key`` header, and only to the configured server: a
+redirect to another host is refused (:class:`RedirectRefused`), since requests strips ``Authorization``
+on such a redirect but not a custom header. Error messages name the method, the path and the failure,
+never the key or the full URL (which could carry ``user:password@``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -30,13 +32,14 @@ import requests
 from redminelib import Redmine, exceptions
 from redminelib.engines.sync import SyncEngine
 
-from anchorkit.errors import WorkFailed
+from anchorkit.errors import UsageError, WorkFailed, url_host
 from anchorkit.settings import default
 
 # Statuses worth another try: throttling and server-side trouble that usually passes.
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 TRANSPORT_ERRORS = (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)
 PAGE_SIZE = 100  # Redmine's maximum `limit`
+MAX_REDIRECTS = 5
 log = logging.getLogger(__name__)
 
 Sleeper = Callable[[float], None]
@@ -88,6 +91,28 @@ class RequestStats:
             self.by_purpose[getattr(self._local, "purpose", "other")] += 1
 
 
+class RedirectRefused(UsageError):
+    """Redmine answered with a redirect to another server: the API key is not sent there (exit 2)."""
+
+    def __init__(self, from_url: str, to_url: str) -> None:
+        origin, target = url_host(from_url), url_host(to_url)
+        super().__init__(
+            f"Redmine at {origin} redirected {urlsplit(from_url).path} to another host, {target}: refused, the API "
+            f"key is only sent to {origin} (if Redmine has moved there, give that address as --url)"
+        )
+
+
+class SameServerSession(requests.Session):
+    """A session that follows a redirect only within the server it was asked for (a path, or http to
+    https on the standard ports: requests' own rule for keeping ``Authorization``), never to another."""
+
+    def rebuild_auth(self, prepared_request: requests.PreparedRequest, response: requests.Response) -> None:
+        original = response.request.url or ""
+        if self.should_strip_auth(original, prepared_request.url or ""):
+            raise RedirectRefused(original, prepared_request.url or "")
+        super().rebuild_auth(prepared_request, response)
+
+
 class RedmineError(WorkFailed):
     """A request that failed for good. The message never contains the API key or the full URL."""
 
@@ -137,6 +162,14 @@ class ResilientEngine(SyncEngine):
         self._sessions_lock = threading.Lock()
         super().__init__(**options)
 
+    @staticmethod
+    def create_session(**params: Any) -> requests.Session:
+        session = SameServerSession()
+        session.max_redirects = MAX_REDIRECTS
+        for name, value in params.items():
+            setattr(session, name, value)
+        return session
+
     @property
     def session(self) -> requests.Session:
         session = getattr(self._local, "session", None)
@@ -179,6 +212,8 @@ class ResilientEngine(SyncEngine):
             self.stats.count(retry=attempt > 0)
             try:
                 response = self.session.request(method, url, timeout=timeout, **kwargs)
+            except requests.TooManyRedirects:
+                raise RedmineError(method, path, f"more than {MAX_REDIRECTS} redirects") from None
             except TRANSPORT_ERRORS as error:
                 reason = f"{type(error).__name__} ({transport_cause(error)})"
                 if last_try:
@@ -295,6 +330,26 @@ class RedmineClient:
         """``{"issue": {...}}`` with journals, attachments, relations and children, as Redmine returns it."""
         return self.get_json(f"/issues/{issue_id}.json", include="journals,attachments,relations,children")
 
+    def visible_issues(self, issue_ids: Iterable[int]) -> dict[int, dict[str, Any]]:
+        """The listing summaries (project, ``is_private``...) of those of these issues the key sees; a
+        deleted or hidden one is absent. One request per page of ids."""
+        wanted = sorted(set(issue_ids))
+        visible: dict[int, dict[str, Any]] = {}
+        for start in range(0, len(wanted), PAGE_SIZE):
+            page = wanted[start : start + PAGE_SIZE]
+            body = self.get_json(
+                "/issues.json", issue_id=",".join(map(str, page)), status_id="*", limit=PAGE_SIZE, offset=0
+            )
+            issues = body.get("issues")
+            for issue in issues if isinstance(issues, list) else []:
+                if isinstance(issue, dict) and isinstance(issue.get("id"), int):
+                    visible[issue["id"]] = issue
+        return visible
+
+    def public_issue_ids(self, issue_ids: Iterable[int]) -> set[int]:
+        """Which of these issues are public ones the key sees (not a private, deleted or hidden one)."""
+        return {issue_id for issue_id, issue in self.visible_issues(issue_ids).items() if not issue.get("is_private")}
+
     def key_is_accepted(self) -> bool:
         """False when Redmine treats us as anonymous: it does that for an unknown key instead of refusing it."""
         try:
@@ -309,4 +364,7 @@ class RedmineClient:
         """Every record of a python-redmine resource (it does the paging), as the raw JSON objects."""
         manager = getattr(self.redmine, manager_name)
         with translated_errors("get", manager_name):
-            return [record.raw() for record in (manager.filter(**params) if params else manager.all())]
+            try:
+                return [record.raw() for record in (manager.filter(**params) if params else manager.all())]
+            except (KeyError, TypeError, AttributeError):  # python-redmine reading a body of another shape
+                raise RedmineError("get", manager_name, "unexpected response shape") from None

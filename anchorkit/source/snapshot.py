@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from anchorkit.errors import UsageError
 from anchorkit.files import write_if_changed
+from anchorkit.untrusted import JSONTooDeep, parse_json
 
 ISSUES_DIR = "issues"
 LOOKUPS_FILE = "lookups.json"
@@ -52,11 +53,11 @@ def read_json(path: Path) -> Any:
     except UnicodeDecodeError as exc:
         raise SnapshotError(f"{path}: invalid UTF-8 at byte {exc.start}") from None
     try:
-        return json.loads(text)
+        return parse_json(text)
     except json.JSONDecodeError as exc:
         raise SnapshotError(f"{path}: malformed JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
-    except RecursionError:  # e.g. 100,000 "[": the parser gives up before it finds anything malformed
-        raise SnapshotError(f"{path}: JSON nested too deeply") from None
+    except JSONTooDeep as exc:  # e.g. 100,000 "[": the parser gives up before it finds anything malformed
+        raise SnapshotError(f"{path}: {exc}") from None
 
 
 def load_issue(path: Path) -> dict[str, Any]:

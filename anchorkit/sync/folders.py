@@ -65,5 +65,12 @@ def sync_folders(
         nonlocal uploading
         uploading = stage_counter(progress, "uploading", len(plan.uploads) + len(plan.deletes))
 
-    uploaded = publish.upload(out_dir, destination, publish_settings, on_plan=on_plan, on_result=lambda _: uploading())
+    uploaded = publish.upload(
+        out_dir,
+        destination,
+        publish_settings,
+        on_plan=on_plan,
+        on_result=lambda _: uploading(),
+        withdrawn_ids=set(pulled.withdrawn_ids),
+    )
     return FolderSyncReport(pulled, transformed, uploaded, out_dir)

@@ -18,6 +18,7 @@ from typing import Any
 
 from anchorkit.errors import UsageError
 from anchorkit.source import snapshot
+from anchorkit.untrusted import without_userinfo
 
 MANIFEST_FORMAT = 1
 
@@ -47,7 +48,9 @@ class Scope:
     def of(
         cls, redmine: str, projects: tuple[str, ...] | list[str], include_private: bool, destination: str | None = None
     ) -> Scope:
-        return cls(redmine.rstrip("/"), tuple(sorted(set(projects))), include_private, destination)
+        """The scope of a run. The Redmine is recorded without ``user:password@`` (a URL may carry them
+        for a proxy in front of Redmine): the state, its messages and ``state show`` never hold a secret."""
+        return cls(without_userinfo(redmine).rstrip("/"), tuple(sorted(set(projects))), include_private, destination)
 
     def describe(self) -> str:
         projects = "projects " + ", ".join(self.projects) if self.projects else "every project"
@@ -90,7 +93,9 @@ class TicketEntry:
     """One ticket in the state: what is stored, what is published, and the objects published for it.
 
     A ``gone`` entry is an issue Redmine no longer shows whose documents are still published (deleted
-    by the next `sync --state --delete`); only its ``objects`` matter.
+    by the next `sync --state --delete`); only its ``objects`` matter, and ``withdrawn``: Redmine said
+    it is private now or in a project outside the scope, so the next `sync --state` deletes its
+    documents with or without ``--delete``.
     """
 
     updated_on: str | None = None  # the published version (None: not all its documents are written)
@@ -98,6 +103,7 @@ class TicketEntry:
     project_id: int | None = None
     objects: dict[str, str] = field(default_factory=dict)  # key -> SHA-256 of what was uploaded
     gone: bool = False
+    withdrawn: bool = False
 
     @property
     def unpublished(self) -> bool:
@@ -108,7 +114,7 @@ class TicketEntry:
     def from_json(cls, raw: dict[str, Any]) -> TicketEntry:
         objects = dict(raw.get("objects", {}))
         if raw.get("gone"):
-            return cls(objects=objects, gone=True)
+            return cls(objects=objects, gone=True, withdrawn=bool(raw.get("withdrawn")))
         return cls(
             updated_on=raw.get("updated_on"),
             # Manifests written before "stored" existed held the raw JSON of exactly the published version.
@@ -119,7 +125,7 @@ class TicketEntry:
 
     def to_json(self) -> dict[str, Any]:
         if self.gone:
-            return {"gone": True, "objects": dict(self.objects)}
+            return {"gone": True, "objects": dict(self.objects), **({"withdrawn": True} if self.withdrawn else {})}
         return {
             "updated_on": self.updated_on,
             "project_id": self.project_id,
@@ -189,9 +195,10 @@ class Manifest:
                 source_lookups=raw.get("source_lookups"),
                 fingerprint=raw.get("fingerprint"),
                 tickets={int(key): TicketEntry.from_json(entry) for key, entry in tickets.items()},
+                # Scope.of: a state written before userinfo was stripped loses it at its next commit.
                 scope=None
                 if scope is None
-                else Scope(
+                else Scope.of(
                     str(scope["redmine"]),
                     tuple(scope.get("projects", ())),
                     bool(scope.get("include_private")),

@@ -106,6 +106,7 @@ class Listing:
 
     fetched: frozenset[int] = frozenset()  # issues pull wrote into the work snapshot (new raw JSON)
     removed: frozenset[int] = frozenset()  # issues Redmine no longer shows (or outside a narrowed scope)
+    withdrawn: frozenset[int] = frozenset()  # of those, the ones private now or moved out of the projects
     missing: frozenset[int] = frozenset()  # neither in the state nor given by Redmine: redone later
     pull_state: dict[str, Any] = field(default_factory=dict)  # pull's state.json after the run
     lookups: dict[str, Any] = field(default_factory=dict)
@@ -138,8 +139,9 @@ class Plan:
     listing: Listing
     local: Local
     uploads: dict[str, bytes]  # key -> bytes of documents whose SHA-256 differs from the state's
-    deletes: list[str]  # document keys dropped by a rendering, or of gone issues (with --delete)
+    deletes: list[str]  # document keys dropped by a rendering, or of gone issues (withdrawn ones always)
     gone: frozenset[int]  # issues whose documents are (or stay) to be deleted
+    withdrawn: frozenset[int]  # gone issues that are private now or moved out: deleted with or without --delete
     raw_writes: list[int]  # fetched issues whose raw JSON goes into the state
     raw_deletes: list[int]  # raw copies of issues that went away, dropped with or without --delete
     refused: str | None  # the delete guard's refusal: nothing is written then
@@ -172,10 +174,13 @@ class Plan:
         return self.manifest_after(dict.fromkeys(self.deletes), set())
 
     def documents(self) -> publish.Plan:
-        """The document writes as a publish plan (its deletes are keys the state knows, not listed ones)."""
+        """The document writes as a publish plan (its deletes are keys the state knows, not listed ones;
+        those of withdrawn tickets are outside the delete guard, like upload's)."""
+        withdrawn = {key for issue_id in self.withdrawn for key in self.before.tickets[issue_id].objects}
         return publish.Plan(
             uploads=publish.objects_from_bytes(self.uploads),
-            stale=[publish.RemoteObject(key, 0, "") for key in self.deletes],
+            stale=[publish.RemoteObject(key, 0, "") for key in self.deletes if key not in withdrawn],
+            withdrawn=[publish.RemoteObject(key, 0, "") for key in self.deletes if key in withdrawn],
             delete=True,
             remote_count=self.before.published_count(),
         )
@@ -228,7 +233,7 @@ class Plan:
                 k: sha for k, sha in before[issue_id].objects.items() if outcome.get(k, "not deleted") is not None
             }
             if remaining:
-                tickets[issue_id] = TicketEntry(objects=remaining, gone=True)
+                tickets[issue_id] = TicketEntry(objects=remaining, gone=True, withdrawn=issue_id in self.withdrawn)
             else:
                 tickets.pop(issue_id, None)
         # No source_lookups: the raw issues' lookups are now the published ones.
@@ -262,14 +267,16 @@ def plan(manifest: Manifest, listing: Listing, local: Local, policy: DeletePolic
     known = set(manifest.tickets)
     # An issue that came back is published again; one removed now or earlier has its documents deleted.
     gone = ({i for i, e in manifest.tickets.items() if e.gone} | (set(listing.removed) & known)) - rendered_ids
+    # A ticket that is private now (or moved out of the projects) is not a stale document: it goes at once.
+    withdrawn = {i for i in gone if manifest.tickets[i].withdrawn or i in listing.withdrawn}
     uploads: dict[str, bytes] = {}
     deletes: list[str] = []
     for rendered in local.rendered:
         previous = manifest.tickets.get(rendered.ticket_id, TicketEntry())
         uploads.update({k: data for k, data in rendered.objects.items() if previous.objects.get(k) != sha256_of(data)})
         deletes += dropped_keys(rendered, previous)
-    if policy.delete:
-        deletes += [key for issue_id in sorted(gone) for key in manifest.tickets[issue_id].objects]
+    deleted = sorted(gone if policy.delete else withdrawn)
+    deletes += [key for issue_id in deleted for key in manifest.tickets[issue_id].objects]
     stored = {issue_id for issue_id, entry in manifest.tickets.items() if not entry.gone}
     drafted = Plan(
         before=manifest,
@@ -279,6 +286,7 @@ def plan(manifest: Manifest, listing: Listing, local: Local, policy: DeletePolic
         uploads=uploads,
         deletes=deletes,
         gone=frozenset(gone),
+        withdrawn=frozenset(withdrawn),
         raw_writes=sorted(i for i in listing.fetched if i in rendered_ids),
         # The raw copy of an issue that went away (deleted, hidden, now private) goes with it, --delete or not.
         raw_deletes=sorted((set(listing.removed) & stored) - rendered_ids),
@@ -301,6 +309,7 @@ class PullPlan:
     raw_deletes: list[int]  # issues pull removed that the state holds
     pull_state: dict[str, Any]
     lookups: dict[str, Any]
+    withdrawn: frozenset[int] = frozenset()  # of the removed ones, those private now or moved out
 
     @property
     def raw_writes(self) -> list[int]:
@@ -329,8 +338,8 @@ class PullPlan:
             tickets[issue_id] = replace(published, gone=False, project_id=stamp.project_id, stored=stamp.updated_on)
         for issue_id in self.raw_deletes:
             objects = self.before.tickets[issue_id].objects
-            if objects:  # sync --state deletes them (with --delete)
-                tickets[issue_id] = TicketEntry(objects=objects, gone=True)
+            if objects:  # sync --state deletes them (with --delete, or withdrawn)
+                tickets[issue_id] = TicketEntry(objects=objects, gone=True, withdrawn=issue_id in self.withdrawn)
             else:
                 tickets.pop(issue_id)
         return replace(
@@ -349,5 +358,9 @@ def plan_pull(
     removed: set[int],
     pull_state: dict[str, Any],
     lookups: dict[str, Any],
+    withdrawn: set[int] | frozenset[int] = frozenset(),
 ) -> PullPlan:
-    return PullPlan(manifest, scope, fetched, sorted(removed & set(manifest.stamps())), pull_state, lookups)
+    removed_here = sorted(removed & set(manifest.stamps()))
+    return PullPlan(
+        manifest, scope, fetched, removed_here, pull_state, lookups, frozenset(withdrawn) & set(removed_here)
+    )

@@ -8,7 +8,6 @@ the same run as the command line.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from anchorkit.sync.folders import FolderSyncReport, sync_folders
 from anchorkit.sync.manifest import Manifest
 from anchorkit.sync.options import SyncSettings
 from anchorkit.sync.progress import SyncProgress
+from anchorkit.sync.scratch import scratch_folder
 from anchorkit.sync.stateless import StatelessSyncReport, StatePullReport, pull_with_state, run_sync
 
 Warn = Callable[[str], None]  # a warning the run goes on after (a key file others may read)
@@ -76,7 +76,7 @@ def sync_with_state(
     )
     ingestion = parse_ingestion_target(settings.start_ingestion) if settings.start_ingestion else None
     api_key = pulling.read_api_key(settings.api_key_file, os.environ, warn)
-    with tempfile.TemporaryDirectory(prefix="anchorkit-sync-") as scratch:
+    with scratch_folder() as scratch:
         report = run_sync(
             settings.url,
             api_key,
@@ -85,7 +85,7 @@ def sync_with_state(
             settings.transform,
             settings.pull,
             settings.publish,
-            work_dir=settings.snapshot or Path(scratch) / "snapshot",
+            work_dir=settings.snapshot or scratch / "snapshot",
             rescope=rescope,
             progress=progress,
         )

@@ -76,6 +76,8 @@ class StatelessSyncReport:
             "transform_failures": [asdict(failure) for failure in self.transform_failures],
             "uploaded": len(self.uploaded),
             "deleted": len(self.deleted),
+            # Tickets private now or moved out of the projects: their documents go with or without --delete.
+            "withdrawn": sorted(self.plan.withdrawn) if self.plan is not None else [],
             "failures": [{"key": failure.key, "error": failure.error} for failure in self.failures],
             "refused": self.refused,
             "state_issues_written": self.state_issues_written,
@@ -317,6 +319,7 @@ def _plan_sync(
     seed_snapshot(work_dir, manifest)
     fetched: set[int] = set()  # issues pull wrote into the work snapshot: their raw JSON is new
     removed: set[int] = set()
+    withdrawn: set[int] = set()
     on_pull = pulling_stage(progress)
 
     def pull_once(full: bool, known: dict[int, snapshot.StoredStamp]) -> None:
@@ -324,6 +327,7 @@ def _plan_sync(
         report.pulls.append(pulled)
         fetched.update(pulled.written_ids)
         removed.update(pulled.removed_ids)
+        withdrawn.update(pulled.withdrawn_ids)
 
     pull_once(arguments.full or rescoping, planning.unknown_stamps(stamps, set(stamps)) if refetch else stamps)
     if rescoping:
@@ -350,6 +354,7 @@ def _plan_sync(
     listing = planning.Listing(
         fetched=frozenset(fetched),
         removed=frozenset(removed),
+        withdrawn=frozenset(withdrawn),
         missing=frozenset(
             attempted - snapshot.stored_issue_ids(work_dir) - removed
         ),  # neither in the state nor fetched
@@ -511,4 +516,5 @@ def _plan_pull(
         removed,
         snapshot.load_state(snapshot_dir),
         snapshot.load_lookups(snapshot_dir),
+        set(pulled.withdrawn_ids),
     )

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from anchorkit.settings import default
+from anchorkit.untrusted import JSONTooDeep, parse_json
 from anchorkit.verify.citations import VerifyOptions, VerifyReport, verify_citations
 from anchorkit.verify.ids import parse_ticket_id
 from anchorkit.verify.model import Answer, Chunk
@@ -224,11 +225,11 @@ def parse_cases(lines: Iterable[str], origin: str) -> tuple[list[EvalCase], list
             continue
         where = f"{origin}:{number}"
         try:
-            cases.append(read_case(json.loads(line), where))
+            cases.append(read_case(parse_json(line), where))
         except json.JSONDecodeError as error:
             errors.append(f"{where}: malformed JSON: {error.msg} at column {error.colno}")
-        except RecursionError:
-            errors.append(f"{where}: JSON nested too deeply")
+        except JSONTooDeep as error:
+            errors.append(f"{where}: {error}")
         except InputError as error:
             errors.append(str(error))
     return cases, errors

@@ -13,7 +13,6 @@ kept, dropped or flagged by whether they are valid; inline citation markers (``[
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from collections.abc import (
@@ -54,7 +53,8 @@ from anchorkit.verify.model import (
 _LABEL_WORDS = rf"{re.escape(DEFAULT_LABEL)}(?:番号)?|課題|(?i:ticket|issue|redmine|bug|feature|support)"
 # A ticket number: digits, or digits in groups of three ("#12,300" is ticket 12300, not 12).
 # Not a ticket: the start of a date, a time or a version ("#2024-03-14", "#12:30", "ticket 2024年", "#3.2").
-_NUMBER = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d{1,12}(?!\d))(?![-./:：]\d|[年月日時分秒])"
+# Any length: a 13-digit id no ticket has is named all the same, and must be flagged (ticket_number).
+_NUMBER = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+(?!\d))(?![-./:：]\d|[年月日時分秒])"
 _URL = r"(?i:https?)://[^\s<>\"'`\]\)）」』】]+"
 # One scan finds the three ways an answer names a ticket. URLs come first: a fragment ("page#12")
 # or a path inside one is not a mention, a Redmine issue URL ("…/issues/12345#note-3") is.
@@ -67,7 +67,7 @@ MENTION = re.compile(
 )
 # Redmine's issue URL: /issues/<id> at the root or under one sub-URI segment ("/redmine/issues/5");
 # not GitHub's or GitLab's (/owner/repo/issues/5, /group/project/-/issues/5).
-_REDMINE_ISSUE = re.compile(r"\Ahttps?://[^/\s]+(?:/[^/\s]+)?/issues/(\d{1,12})(?!\d)", re.IGNORECASE)
+_REDMINE_ISSUE = re.compile(r"\Ahttps?://[^/\s]+(?:/[^/\s]+)?/issues/(\d+)", re.IGNORECASE)
 # Inline citation markers: "[2]", "[1, 3]", "【2】", "[^2]" (a 1-based position in the retrieval) and
 # "[SRC:id]" (a source id). Not after an ASCII word character: "a[1]" is an index.
 MARKER = re.compile(
@@ -82,6 +82,17 @@ _TRAILING_PARTIAL_MENTION = re.compile(
 )
 # How much already emitted text a streaming filter looks back at (labels and look-behinds before a cut).
 _STREAM_LOOKBACK = 48
+
+
+# Python converts at most 4,300 digits to an int (sys.int_info.default_max_str_digits).
+_MAX_NUMBER_DIGITS = 4000
+
+
+def ticket_number(digits: str) -> int:
+    """The id ``digits`` (ASCII digits) name. No ticket's id is longer than a few digits, so a longer
+    number can only be a phantom; one of more than 4,000 digits is taken by its first 4,000 (still no
+    ticket's) rather than crash the conversion."""
+    return int(digits[:_MAX_NUMBER_DIGITS])
 
 
 # --------------------------------------------------------------------------- valid ids
@@ -109,10 +120,10 @@ def uri_ticket_id(uri: str | None, uri_pattern: re.Pattern[str]) -> int | None:
     if not uri:
         return None
     match = uri_pattern.search(uri)
-    if match is not None and match.group(1) and match.group(1).isdigit():
-        return int(match.group(1))
+    if match is not None and match.group(1) and match.group(1).isdigit() and match.group(1).isascii():
+        return ticket_number(match.group(1))
     issue = _REDMINE_ISSUE.match(uri)
-    return int(issue.group(1)) if issue else None
+    return ticket_number(issue.group(1)) if issue else None
 
 
 def chunk_ticket_ids(chunk: Chunk, uri_pattern: re.Pattern[str]) -> frozenset[int]:
@@ -140,8 +151,6 @@ def chunk_subjects(chunk: Chunk, ticket_ids: Iterable[int]) -> set[str]:
     return subjects | {a.subject for a in anchors if a.ticket_id in wanted and a.subject}
 
 
-# JSON string escapes (a context message saved inside JSON: "\\n> チケット #1: …", "\\u30c1…").
-_JSON_ESCAPE = re.compile(r'\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt])')
 # Whitespace (line breaks, indentation) before a blockquote marker: where a flattened or indented
 # context had its anchor lines.
 _BEFORE_QUOTE = re.compile(r"\s+(?=> \S)")
@@ -149,13 +158,13 @@ _BEFORE_QUOTE = re.compile(r"\s+(?=> \S)")
 
 def context_ticket_ids(text: str) -> set[int]:
     """The ids a later turn's context message vouches for: its genuine anchors and title lines, also
-    when the backend indented them, flattened them onto one line or JSON-escaped the message.
+    when the backend indented them or flattened them onto one line.
 
-    Escapes are decoded and each ``> `` after whitespace is put at the start of its own line; a
-    neutralised forgery (``> チケット \\#99: …``) keeps its backslash through both, so it stays no anchor.
+    The text is read as the text it is: escapes are never decoded (``foo\\n> チケット #1: …`` or
+    ``\\u0023`` in a text are no anchor; a context saved as JSON is decoded once, by the JSON parser that
+    reads the file). Each ``> `` after whitespace is put at the start of its own line; a neutralised
+    forgery (``> チケット \\#99: …``) keeps its backslash, so it stays no anchor.
     """
-    if "\\" in text:
-        text = _JSON_ESCAPE.sub(lambda m: json.loads(f'"{m[0]}"'), text)
     # Lines that are anchors or titles already count as they are; only the rest is unflattened, so
     # "> チケット #99: …" inside an anchor's subject never becomes an anchor of its own.
     rest = TITLE_PATTERN.sub("", ANCHOR_PATTERN.sub("", text))
@@ -198,8 +207,8 @@ def parse_ticket_id(value: object) -> int | None:
     if isinstance(value, str):
         # NFKC: "１２３４５" and "＃１２３４５" are read like the same ids written in a text.
         digits = unicodedata.normalize("NFKC", value).strip().removeprefix("#")
-        if digits.isdigit() and digits.isascii() and len(digits) <= 12:
-            return int(digits) or None
+        if digits.isdigit() and digits.isascii():
+            return ticket_number(digits) or None
     return None
 
 
@@ -324,11 +333,11 @@ def iter_mentions(text: str, min_digits: int, known: Set[int], offset: int = 0) 
         if match["url"] is not None:
             issue = _REDMINE_ISSUE.match(match["url"])
             if issue and match.start() >= offset:
-                yield Mention(int(issue[1]), match.start(), match.end())
+                yield Mention(ticket_number(issue[1]), match.start(), match.end())
             continue
         group = "lid" if match["lid"] is not None else "bid"
         digits = match[group].replace(",", "")
-        ticket_id = int(digits)
+        ticket_id = ticket_number(digits)
         # Labelled with "#" always counts; labelled without it or bare only when long enough (or known).
         counts = match["lhash"] is not None or len(digits) >= min_digits or (group == "bid" and ticket_id in known)
         if group == "bid":

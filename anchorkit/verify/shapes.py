@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from anchorkit.errors import UsageError
+from anchorkit.untrusted import JSONTooDeep, parse_json
 from anchorkit.verify.ids import parse_ticket_id
 from anchorkit.verify.model import Answer, Chunk, Citation, Claim
 
@@ -74,6 +75,10 @@ _FENCE = re.compile(r"\A\s*```[A-Za-z]*[ \t]*\n(?P<body>.*?)\n\s*```\s*\Z", re.S
 
 class InputError(UsageError):
     """Input that cannot be used (exit 2); the message names where it came from and what is wrong."""
+
+
+class NestedTooDeeply(InputError):
+    """JSON nested beyond what anchorkit reads (untrusted.MAX_JSON_DEPTH)."""
 
 
 @dataclass(frozen=True)
@@ -241,8 +246,8 @@ def _embedded_json(text: str) -> Any:
     if not body.startswith(("{", "[")):
         return None
     try:
-        return json.loads(body)
-    except (json.JSONDecodeError, RecursionError):
+        return parse_json(body)
+    except ValueError:
         return None
 
 
@@ -408,10 +413,8 @@ def read_context(data: Any, origin: str) -> tuple[list[Chunk], list[str]]:
         texts = [s for block in (system if isinstance(system, list) else [system]) for s in _strings(block)]
         for message in messages:
             if message.get("role") in ("user", "system"):  # the assistant's own words vouch for nothing
-                texts += [
-                    json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v
-                    for v in _strings_or_json(message.get("content"))
-                ]
+                # A tool result's JSON counts by its strings, as decoded: never by escapes re-encoded.
+                texts += [text for value in _strings_or_json(message.get("content")) for text in _strings(value)]
         return [], texts
     if _chunk_list(data, origin) is None:
         raise _unknown_shape(origin, "context", CONTEXT_SHAPES)
@@ -451,11 +454,11 @@ def _name(path: Path) -> str:
 
 def _parse(text: str, origin: str) -> Any:
     try:
-        return json.loads(text)
+        return parse_json(text)
     except json.JSONDecodeError as error:
         raise InputError(f"{origin}: malformed JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
-    except RecursionError:
-        raise InputError(f"{origin}: JSON nested too deeply") from None
+    except JSONTooDeep as error:
+        raise NestedTooDeeply(f"{origin}: {error}") from None
 
 
 def _json_documents(path: Path, what: str, shapes: tuple[str, ...]) -> tuple[list[tuple[str, Any]], list[str]]:
@@ -470,6 +473,8 @@ def _json_documents(path: Path, what: str, shapes: tuple[str, ...]) -> tuple[lis
     if suffix != ".jsonl":
         try:
             return [(name, _parse(text, name))], []
+        except NestedTooDeeply:
+            raise  # whatever the suffix: it is JSON, and the accepted shapes would not help
         except InputError as error:
             if suffix == ".json":
                 raise InputError(f"{error}; {_accepted(what, shapes)}") from None

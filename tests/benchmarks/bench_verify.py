@@ -10,12 +10,19 @@ machine shared with other jobs the wall time mostly measures the neighbours) and
 text mode within 2x of --json, measured side by side on the eval set and on one huge answer
 (150,000 ticket mentions, a third of them phantom).
 
+Inline markers (issue 20): one answer of 25,000, 50,000 and 100,000 sentences each ending in an `[n]`
+marker, in process. Linear: doubling the markers at most 2.5x the CPU time (quadratic: 4x; before
+the fix 3,000 markers took 6 s and 12,000 over 60 s), and the 100,000 markers within 3x of the floor,
+measuring each marker's sentence against the chunk it cites and nothing else (the work no verify can
+skip).
+
     python tests/benchmarks/bench_verify.py
     BENCH_VERIFY_ANSWERS=10000 python tests/benchmarks/bench_verify.py
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -32,8 +39,12 @@ sys.path.insert(0, str(REPO))
 from anchorkit.render.transform import RenderedTicket, TransformOptions, iter_documents  # noqa: E402
 from anchorkit.verify.citations import verify_citations  # noqa: E402
 from anchorkit.verify.model import Answer, Chunk, Citation, Claim  # noqa: E402
+from anchorkit.verify.similarity import MatchText, claim_overlap  # noqa: E402
 
 TARGET_S = 2.0
+MARKER_COUNTS = (25_000, 50_000, 100_000)
+MARKER_DOUBLING_TARGET = 2.5
+MARKER_FLOOR_TARGET = 3.0
 TEXT_VS_JSON_TARGET = 2.0
 HUGE_MENTIONS = 150_000
 CHUNK_BYTES = 2048
@@ -148,10 +159,56 @@ def huge_answer(pool: list[Chunk]) -> tuple[list[dict[str, str | None]], str]:
     return retrieved, " ".join(words)
 
 
+def marker_answer(pool: list[Chunk], markers: int) -> tuple[Answer, list[Chunk], list[tuple[str, Chunk]]]:
+    """One answer of ``markers`` sentences, each a phrase of a retrieved chunk ending in an ``[n]`` marker
+    citing one of 5 chunks; and each sentence with the chunk it cites (for the floor)."""
+    rng = random.Random(6)
+    retrieved = pool[:CHUNKS_PER_ANSWER]
+    no_markers = str.maketrans("", "", "[]【】。.!?")
+    phrases = [
+        "".join(chunk.text[start : start + 30].split()).translate(no_markers)
+        for chunk in retrieved
+        for start in range(0, len(chunk.text) - 40, 40)
+    ]
+    cited = [(rng.choice(phrases), n % CHUNKS_PER_ANSWER) for n in range(markers)]
+    text = "".join(f"{phrase}[{index + 1}]。" for phrase, index in cited)
+    return Answer("text", text=text), retrieved, [(phrase, retrieved[index]) for phrase, index in cited]
+
+
+def bench_markers(pool: list[Chunk]) -> None:
+    """verify of one answer with many `[n]` markers: linear in them, near the floor (measuring each
+    marker's sentence against its chunk, the work no verify can skip)."""
+    seconds: dict[int, float] = {}
+    for count in MARKER_COUNTS:
+        answer, chunks, _ = marker_answer(pool, count)
+        started = time.process_time()
+        verify_citations(answer, chunks)
+        seconds[count] = time.process_time() - started
+    largest = MARKER_COUNTS[-1]
+    _, chunks, sentences = marker_answer(pool, largest)
+    started = time.process_time()
+    prepared = {chunk.id: MatchText.of(chunk.text) for chunk in chunks}
+    for sentence, chunk in sentences:
+        claim_overlap(sentence, [prepared[chunk.id]])
+    floor = time.process_time() - started
+    doubling = max(seconds[b] / seconds[a] for a, b in itertools.pairwise(MARKER_COUNTS))
+    verdict = (
+        "ok" if doubling <= MARKER_DOUBLING_TARGET and seconds[largest] <= MARKER_FLOOR_TARGET * floor else "MISSED"
+    )
+    print(
+        "verify, one answer with inline markers: "
+        + ", ".join(f"{count:,} markers {seconds[count]:.2f} s CPU" for count in MARKER_COUNTS)
+        + f"; doubling the markers costs at most {doubling:.2f}x (target <= {MARKER_DOUBLING_TARGET}x, quadratic 4x); "
+        f"{largest:,} markers {seconds[largest] / floor:.2f}x the floor ({floor:.2f} s: each sentence measured "
+        f"against its chunk, nothing else; target <= {MARKER_FLOOR_TARGET:.0f}x): {verdict}"
+    )
+
+
 def main() -> None:
     answers_count = int(os.environ.get("BENCH_VERIFY_ANSWERS", "1000"))
     rng = random.Random(4)
     pool = fixture_chunks()
+    bench_markers(pool)
     workload = [synthetic_answer(rng, pool, n) for n in range(answers_count)]
     started, started_cpu = time.perf_counter(), time.process_time()
     reports = [verify_citations(answer, chunks) for answer, chunks in workload]

@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable
 from enum import Enum
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Self
 from urllib.parse import urlsplit
 
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "upgrade"}
@@ -36,6 +37,7 @@ class Fault(Enum):
     RESET = "reset"  # TCP RST instead of a response
     TRUNCATE = "truncate"  # status and headers, then half the body, then RST
     SLOW = "slow"  # forwarded, but only after `slow_s` (to let a test kill the client mid-run)
+    REDIRECT = "redirect"  # 302 to `redirect(path)` (another host, or another path of this proxy)
 
 
 Decide = Callable[[str, str, int], Fault]  # (method, path?query, times seen before) -> fault
@@ -45,7 +47,7 @@ def no_faults(method: str, path: str, seen: int) -> Fault:
     return Fault.NONE
 
 
-FAILURES = tuple(f for f in Fault if f not in (Fault.NONE, Fault.SLOW))
+FAILURES = tuple(f for f in Fault if f not in (Fault.NONE, Fault.SLOW, Fault.REDIRECT))
 
 
 def fail_fraction(fraction: float, faults: tuple[Fault, ...] = FAILURES) -> Decide:
@@ -71,39 +73,20 @@ def on_path(fault: Fault, contains: str, first_attempts: int | None = None) -> D
     return decide
 
 
-class FaultProxy:
-    def __init__(
-        self,
-        upstream: str,
-        decide: Decide = no_faults,
-        stall_s: float = 3.0,
-        slow_s: float = 0.3,
-        retry_after: str = "1",
-    ) -> None:
-        parts = urlsplit(upstream)
-        self.upstream_host = parts.hostname or "127.0.0.1"
-        self.upstream_port = parts.port or 80
-        self.decide = decide
-        self.stall_s = stall_s
-        self.slow_s = slow_s
-        self.retry_after = retry_after
-        self.seen: Counter[str] = Counter()
-        self.faults: Counter[Fault] = Counter()
-        self.lock = threading.Lock()
+class BackgroundServer:
+    """An HTTP server on 127.0.0.1 (a free port) serving from a thread while in its ``with`` block."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler], name: str) -> None:
         self.stopping = threading.Event()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, name="faultproxy", daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, name=name, daemon=True)
 
     @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+    def port(self) -> int:
+        return int(self.server.server_address[1])
 
-    @property
-    def faults_injected(self) -> int:
-        return sum(n for fault, n in self.faults.items() if fault in FAILURES)
-
-    def __enter__(self) -> FaultProxy:
+    def __enter__(self) -> Self:
         self.thread.start()
         return self
 
@@ -112,6 +95,38 @@ class FaultProxy:
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout=5)
+
+
+class FaultProxy(BackgroundServer):
+    def __init__(
+        self,
+        upstream: str,
+        decide: Decide = no_faults,
+        stall_s: float = 3.0,
+        slow_s: float = 0.3,
+        retry_after: str = "1",
+        redirect: Callable[[str], str] | None = None,
+    ) -> None:
+        parts = urlsplit(upstream)
+        self.upstream_host = parts.hostname or "127.0.0.1"
+        self.upstream_port = parts.port or 80
+        self.decide = decide
+        self.stall_s = stall_s
+        self.slow_s = slow_s
+        self.retry_after = retry_after
+        self.redirect = redirect
+        self.seen: Counter[str] = Counter()
+        self.faults: Counter[Fault] = Counter()
+        self.lock = threading.Lock()
+        super().__init__(self._handler_class(), "faultproxy")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def faults_injected(self) -> int:
+        return sum(n for fault, n in self.faults.items() if fault in FAILURES)
 
     def choose(self, method: str, path: str) -> Fault:
         with self.lock:
@@ -171,6 +186,8 @@ class FaultProxy:
                 if fault is Fault.TOO_MANY_REQUESTS:
                     headers = [("Content-Type", "text/plain"), ("Retry-After", proxy.retry_after)]
                     return self.reply(429, headers, b"slow down")
+                if fault is Fault.REDIRECT and proxy.redirect is not None:
+                    return self.reply(302, [("Location", proxy.redirect(self.path))], b"")
                 if fault is Fault.SLOW:
                     proxy.stopping.wait(proxy.slow_s)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
@@ -188,3 +205,33 @@ class FaultProxy:
             do_GET = do_POST = do_PUT = do_DELETE = handle_any
 
         return Handler
+
+
+class HeaderRecorder(BackgroundServer):
+    """A server that only records what it is sent (path and headers) and answers ``{}``: the other host
+    a hostile or misconfigured Redmine redirects to. It is reached as ``localhost`` (another host name
+    than the proxy's 127.0.0.1) on its own port."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, dict[str, str]]] = []
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                recorder.requests.append((self.path, dict(self.headers.items())))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+        super().__init__(Handler, "recorder")
+
+    @property
+    def url(self) -> str:
+        return f"http://localhost:{self.port}"

@@ -1,0 +1,80 @@
+"""Text from outside (a URL someone typed, an answer a model wrote) made safe to store or to show.
+
+- :func:`without_userinfo`: a URL as anchorkit records and prints it, without ``user:password@``
+  (requests still uses the credentials of the URL it was given; nothing else ever sees them).
+- :func:`printable`: a text as a terminal may print it, without the control characters with which an
+  answer could move the cursor, recolour, retitle or rewrite the operator's terminal (ANSI CSI and OSC
+  sequences start with ESC; C1 controls such as U+009B act alone on some terminals).
+- :func:`parse_json`: JSON whose nesting cannot crash what reads it afterwards: Python's parser gives
+  up on 100,000 nested brackets with a RecursionError, and a value a few hundred levels deep still
+  parses but breaks the recursive code that copies or writes it (deepcopy, pickle, indented dumps).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+# C0 controls but tab and line feed, DEL, C1 controls; and the bidirectional overrides and isolates,
+# which make a terminal show text in another order than it is (the "Trojan Source" trick).
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# A whole escape sequence where one is recognisable (CSI "ESC [ ... final", OSC "ESC ] ... BEL|ST", and
+# their one-byte C1 forms), so
+# that its parameters do not stay behind as visible garbage once the ESC is gone.
+_ESCAPE_SEQUENCE = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?|\x1b[@-_]"
+)
+
+
+def without_userinfo(url: str) -> str:
+    """``url`` without the ``user:password@`` of its authority (unchanged when it has none)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=host))
+
+
+def printable(text: str) -> str:
+    """``text`` without escape sequences and control characters (tabs and line breaks are kept)."""
+    return _UNPRINTABLE.sub("", _ESCAPE_SEQUENCE.sub("", text))
+
+
+# Far deeper than any file anchorkit reads (a Redmine issue, a manifest, a retrieval: about 10 levels),
+# far shallower than what recursive code copes with (Python's limit is 1,000 frames).
+MAX_JSON_DEPTH = 200
+
+
+class JSONTooDeep(ValueError):
+    """JSON nested deeper than :data:`MAX_JSON_DEPTH`: refused like malformed JSON (a ValueError too)."""
+
+    def __init__(self) -> None:
+        super().__init__(f"JSON nested too deeply (more than {MAX_JSON_DEPTH} levels)")
+
+
+def parse_json(data: str | bytes) -> Any:
+    """``json.loads``, raising :class:`JSONTooDeep` (a ValueError, like ``json.JSONDecodeError``) for
+    nesting beyond :data:`MAX_JSON_DEPTH`."""
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise JSONTooDeep from None
+    if nesting_exceeds(value, MAX_JSON_DEPTH):
+        raise JSONTooDeep
+    return value
+
+
+def nesting_exceeds(value: Any, limit: int) -> bool:
+    """Whether lists and objects are nested more than ``limit`` levels deep (walked without recursion)."""
+    pending = [(value, 1)]
+    while pending:
+        node, depth = pending.pop()
+        if not isinstance(node, (dict, list)):
+            continue
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        pending.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False

@@ -1,0 +1,170 @@
+"""What pull must never leak, against the real Redmine (a proxy in front of it for what Redmine itself
+will not do, such as redirecting to another host): the API key, a private ticket's subject, the
+password of a URL.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.faultproxy import Fault, FaultProxy, HeaderRecorder, on_path
+from support.redmine_server import RedmineAdmin, RedmineServer
+from typer.testing import CliRunner
+
+from anchorkit.cli import app
+from anchorkit.render.transform import TransformOptions, transform_snapshot
+from anchorkit.source import snapshot
+from anchorkit.source.pull import PullSettings, pull
+from anchorkit.source.redmine import RetryPolicy
+
+pytestmark = pytest.mark.redmine
+
+FAST = RetryPolicy(attempts=3, backoff_base_s=0.01, backoff_max_s=0.05, connect_timeout_s=2, read_timeout_s=10)
+
+
+def pulling(project: dict[str, Any], **options: Any) -> PullSettings:
+    return PullSettings(projects=(project["identifier"],), policy=FAST, **options)
+
+
+def run_pull(url: str, snap: Path, key: str, project: dict[str, Any], *extra: str) -> Any:
+    return CliRunner().invoke(
+        app,
+        ["pull", "--url", url, "--snapshot", str(snap), "--project", project["identifier"], "--retries", "1", *extra],
+        env={"REDMINE_API_KEY": key},
+    )
+
+
+@pytest.mark.parametrize("redirected", ["/users/current.json", "/issues.json", "/issue_statuses.json"])
+def test_a_redirect_to_another_host_is_refused_before_the_api_key_goes_there(
+    tmp_path: Path,
+    redmine_server: RedmineServer,
+    redmine_admin: RedmineAdmin,
+    redmine_project: dict[str, Any],
+    redirected: str,
+) -> None:
+    redmine_admin.create_issue(redmine_project["id"], "VPN接続が不安定になる")
+    key = redmine_server.admin_key
+    with (
+        HeaderRecorder() as elsewhere,
+        FaultProxy(
+            redmine_server.url, decide=on_path(Fault.REDIRECT, redirected), redirect=lambda path: elsewhere.url + path
+        ) as proxy,
+    ):
+        result = run_pull(proxy.url, tmp_path / "snap", key, redmine_project)
+
+    reached = [path for path, _headers in elsewhere.requests]  # (the headers would print the key)
+    assert reached == [], "nothing at all, and above all not the key, reached the other host"
+    assert result.exit_code == 2
+    proxy_host = proxy.url.removeprefix("http://")
+    assert result.stderr == (
+        f"error: Redmine at {proxy_host} redirected {redirected} to another host, "
+        f"{elsewhere.url.removeprefix('http://')}: refused, the API key is only sent to {proxy_host} "
+        "(if Redmine has moved there, give that address as --url)\n"
+    )
+    assert "Traceback" not in result.output and key not in result.output
+
+
+def test_a_redirect_within_the_same_server_is_followed(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, redmine_project: dict[str, Any]
+) -> None:
+    issue = redmine_admin.create_issue(redmine_project["id"], "プリンタで印刷できない")
+    # Redmine moved from /old/ to the root of the same server: every request is redirected there once.
+    moved = on_path(Fault.REDIRECT, "/old/")
+    with FaultProxy(redmine_server.url, decide=moved, redirect=lambda path: path.removeprefix("/old")) as proxy:
+        report = pull(proxy.url + "/old", tmp_path, redmine_server.admin_key, pulling(redmine_project))
+        redirected = proxy.faults[Fault.REDIRECT]
+
+    assert report.ok and snapshot.stored_issue_ids(tmp_path) == {issue["id"]}
+    assert redirected >= 3, "the key check, the listing and the issue were all redirected, and followed"
+    assert (
+        json.loads(snapshot.issue_path(tmp_path, issue["id"]).read_text())["issue"]["subject"]
+        == "プリンタで印刷できない"
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Item 2: a private subtask contributes its number, never its subject
+
+
+def test_a_private_subtasks_subject_reaches_neither_the_snapshot_nor_the_document(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, redmine_project: dict[str, Any]
+) -> None:
+    project_id = redmine_project["id"]
+    parent = redmine_admin.create_issue(project_id, "新入社員のPC準備")["id"]
+    secret = redmine_admin.create_issue(
+        project_id, "人事異動: 山田さんの退職手続き", is_private=True, parent_issue_id=parent
+    )
+    public = redmine_admin.create_issue(project_id, "プリンタ交換", parent_issue_id=parent)
+    later = redmine_admin.create_issue(project_id, "来期の組織変更案", parent_issue_id=parent)
+    member = redmine_admin.create_user()
+    redmine_admin.add_member(project_id, member["id"], [redmine_server.reader_role_id])
+    snap, out = tmp_path / "snap", tmp_path / "out"
+
+    for key in (redmine_server.admin_key, member["api_key"]):  # Redmine shows the subject to both
+        report = pull(redmine_server.url, snap, key, pulling(redmine_project, full=True))
+        assert report.ok
+        children = stored_children(snap, parent)
+        assert {"id": secret["id"]} in children and "人事異動" not in json.dumps(children, ensure_ascii=False)
+        assert {c["id"]: c.get("subject") for c in children}[public["id"]] == "プリンタ交換"
+    document = transformed(snap, out, parent)
+    assert f"- 子チケット: #{secret['id']}, #{public['id']} プリンタ交換, #{later['id']} 来期の組織変更案" in document
+    assert "人事異動" not in document
+
+    # A subtask made private after its parent was stored: the parent's updated_on does not change,
+    # yet the next incremental pull takes the subject out of it.
+    redmine_admin.update_issue(later["id"], is_private=True)
+    report = pull(redmine_server.url, snap, redmine_server.admin_key, pulling(redmine_project))
+    assert report.ok and not report.full and parent in report.written_ids
+    assert {"id": later["id"]} in stored_children(snap, parent)
+    assert "来期の組織変更案" not in transformed(snap, out, parent)
+
+
+def test_a_snapshot_stored_before_subtasks_were_checked_is_fetched_again_once(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, redmine_project: dict[str, Any]
+) -> None:
+    parent = redmine_admin.create_issue(redmine_project["id"], "新入社員のPC準備")["id"]
+    secret = redmine_admin.create_issue(
+        redmine_project["id"], "人事異動: 山田さんの退職手続き", is_private=True, parent_issue_id=parent
+    )
+    key, settings = redmine_server.admin_key, pulling(redmine_project)
+    pull(redmine_server.url, tmp_path, key, settings)
+    # What an earlier anchorkit stored: the subtask's subject, and no mark that subtasks were checked.
+    document = json.loads(snapshot.issue_path(tmp_path, parent).read_text())
+    document["issue"]["children"] = [{"id": secret["id"], "subject": "人事異動: 山田さんの退職手続き"}]
+    snapshot.issue_path(tmp_path, parent).write_text(json.dumps(document, ensure_ascii=False))
+    state = snapshot.load_state(tmp_path)
+    del state["private_subtasks_checked"]
+    snapshot.write_state(tmp_path, state)
+
+    upgraded = pull(redmine_server.url, tmp_path, key, settings)
+    assert upgraded.ok and upgraded.written_ids == [parent]
+    assert any("fetched again, once" in warning for warning in upgraded.warnings)
+    assert stored_children(tmp_path, parent) == [{"id": secret["id"]}]
+    settled = pull(redmine_server.url, tmp_path, key, settings)
+    assert settled.ok and settled.fetched == 0 and settled.warnings == []
+
+
+def stored_children(snap: Path, issue_id: int) -> list[dict[str, Any]]:
+    return list(json.loads(snapshot.issue_path(snap, issue_id).read_text())["issue"].get("children", []))
+
+
+def transformed(snap: Path, out: Path, issue_id: int) -> str:
+    report = transform_snapshot(snap, out, TransformOptions())
+    assert not report.failed
+    return (out / f"{issue_id}.md").read_text(encoding="utf-8")
+
+
+def test_a_lookup_answered_with_another_body_is_a_warning_not_a_traceback(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, redmine_project: dict[str, Any]
+) -> None:
+    redmine_admin.create_issue(redmine_project["id"], "VPN接続が不安定になる")
+    # Within the server, so followed: but what comes back is a user, not the statuses.
+    elsewhere = on_path(Fault.REDIRECT, "/issue_statuses.json")
+    with FaultProxy(redmine_server.url, decide=elsewhere, redirect=lambda _: "/users/current.json") as proxy:
+        result = run_pull(proxy.url, tmp_path, redmine_server.admin_key, redmine_project, "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["warnings"] == ["lookups: could not read statuses; kept the previous names"]
