@@ -68,10 +68,13 @@ def chunk_views(document: str, tokenizer: TiktokenTokenizer) -> Iterator[tuple[s
 
 
 def foreign_ids(document: str, ticket_id: int, tokenizer: TiktokenTokenizer) -> dict[int, str]:
-    """Ids other than ``ticket_id`` that some chunk of the document makes valid for verify, each with
-    the first chunk that did (how it was cut and its start)."""
+    """Ids other than ``ticket_id`` that some chunk of the document makes valid for verify, as a
+    retrieved chunk or as a later turn's context, each with the first chunk that did (how it was cut
+    and its start)."""
     found: dict[int, str] = {}
     for how, text in chunk_views(document, tokenizer):
         for other in valid_ids([Chunk("chunk", text)]) - {ticket_id}:
             found.setdefault(other, f"{how}: {text[:120]!r}")
+        for other in valid_ids([], context=text) - {ticket_id}:
+            found.setdefault(other, f"{how}, as context: {text[:120]!r}")
     return found
