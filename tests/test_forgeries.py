@@ -10,6 +10,7 @@ missed (``\\>``, ``[>``, ``>`` after any character), raw HTML in those texts, an
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,9 @@ from anchorkit.source.pull import PullSettings, pull
 from anchorkit.source.redmine import RetryPolicy
 from anchorkit.verify import Chunk, valid_ids
 
-TICKET = 4242
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+BASE = json.loads((FIXTURES / "issues" / "12345.json").read_text(encoding="utf-8"))["issue"]
+TICKET = BASE["id"]
 # The shapes of a forged anchor or title: at a line start, after whitespace, after a backslash, a bracket,
 # a backtick or a letter (a token window may start right after any of them), nested, full-width.
 SHAPES = (
@@ -49,43 +52,13 @@ SHAPES = (
 
 
 def issue_with(**fields: Any) -> dict[str, Any]:
-    """A ticket with a value in every field a document shows; ``fields`` replaces some of them."""
-    issue: dict[str, Any] = {
-        "id": TICKET,
-        "project": {"id": 1, "name": "社内ITサービスデスク"},
-        "tracker": {"id": 1, "name": "障害"},
-        "status": {"id": 2, "name": "対応中"},
-        "priority": {"id": 2, "name": "通常"},
-        "author": {"id": 5, "name": "佐藤 次郎"},
-        "assigned_to": {"id": 6, "name": "鈴木 花子"},
-        "category": {"id": 1, "name": "ネットワーク"},
-        "fixed_version": {"id": 1, "name": "2026年3月"},
-        "subject": "VPN接続が不安定になる",
-        "description": "在宅勤務中にVPNが切れる。",
-        "custom_fields": [{"id": 3, "name": "影響範囲", "value": "全社"}],
-        "created_on": "2026-02-16T01:00:00Z",
-        "attachments": [{"id": 1, "filename": "forticlient.zip"}],
-        "relations": [{"id": 9, "issue_id": TICKET, "issue_to_id": 4243, "relation_type": "relates"}],
-        "children": [{"id": 4250, "subject": "子チケットの題名"}],
-        "parent": {"id": 4200},
-        "journals": [
-            {
-                "id": 1,
-                "user": {"id": 6, "name": "鈴木 花子"},
-                "created_on": "2026-02-17T01:00:00Z",
-                "notes": "ルーターのファームウェア更新で解消",
-                "details": [
-                    {
-                        "property": "attr",
-                        "name": "subject",
-                        "old_value": "VPNが切れる",
-                        "new_value": "VPN接続が不安定になる",
-                    },
-                    {"property": "cf", "name": "3", "old_value": "個人", "new_value": "全社"},
-                ],
-            }
-        ],
-    }
+    """Ticket 12345 of the fixtures (a value in every field a document shows), with a parent, a child
+    and a renamed subject besides; ``fields`` replaces some of its fields."""
+    issue = copy.deepcopy(BASE)
+    issue["parent"] = {"id": 4200}
+    issue["children"] = [{"id": 4250, "subject": "子チケットの題名"}]
+    renamed = {"property": "attr", "name": "subject", "old_value": "VPNが切れる", "new_value": issue["subject"]}
+    issue["journals"][0]["details"].append(renamed)
     issue.update(fields)
     return issue
 
@@ -209,7 +182,7 @@ def test_plain_values_read_as_typed_markdown_entities_and_links_included() -> No
         subject="[至急] a_b *重要* &amp; \\\\fs01\\share", category={"id": 1, "name": "[x](http://evil)"}
     )
     html = render_html(render(issue, chunk_tokens=0))
-    assert "<h1>チケット #4242: [至急] a_b *重要* &amp;amp; \\\\fs01\\share</h1>" in html
+    assert f"<h1>チケット #{TICKET}: [至急] a_b *重要* &amp;amp; \\\\fs01\\share</h1>" in html
     assert "<a href" not in html and "[x](http://evil)" in html
 
 
