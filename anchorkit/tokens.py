@@ -14,10 +14,12 @@ positions, and the audit asks which chunk holds which anchor line. So a tokenize
 into a ``TokenizedText``: the number of tokens and the mapping between token indices and UTF-8
 byte offsets. Chunks are then plain token index ranges and nothing is decoded.
 
-- ``cl100k_base`` (tiktoken): exact. Its vocabulary is loaded without network from, in order,
-  the file named by ``ANCHORKIT_TIKTOKEN_FILE`` (or the ``vocabulary_file`` argument), then
-  tiktoken's own cache (``TIKTOKEN_CACHE_DIR``, ``DATA_GYM_CACHE_DIR`` or the default cache);
-  only then tiktoken may try to download it.
+- ``cl100k_base`` (tiktoken): exact. Its vocabulary ships inside the package
+  (``anchorkit/data/cl100k_base.tiktoken.gz``, the file tiktoken itself downloads; origin and
+  licence in ``anchorkit/data/NOTICE.md``), so counts never depend on the network, on tiktoken's
+  cache or on any file of the machine: the same input gives the same documents everywhere. A
+  vocabulary file named by ``ANCHORKIT_TIKTOKEN_FILE`` (or the ``vocabulary_file`` argument) is
+  used instead when given; it must be that same vocabulary (sha256-checked), so it never changes a count.
 - ``approx``: ``approx_tokens`` paragraph by paragraph, token positions interpolated inside one.
 """
 
@@ -27,12 +29,12 @@ import base64
 import hashlib
 import os
 import string
-import tempfile
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, chain
+from functools import lru_cache
+from itertools import accumulate
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -43,10 +45,12 @@ if TYPE_CHECKING:
 
 CL100K_BASE = "cl100k_base"
 APPROX = "approx"
-TOKENIZER_CHOICES = ("auto", CL100K_BASE, APPROX)
+TOKENIZER_CHOICES = (CL100K_BASE, APPROX)
+# The sha256 tiktoken expects of cl100k_base.tiktoken (tiktoken_ext/openai_public.py).
 CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
-CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
 VOCABULARY_FILE_ENV = "ANCHORKIT_TIKTOKEN_FILE"
+_SHIPPED_VOCABULARY = "data/cl100k_base.tiktoken.gz"
+_GZIP_MAGIC = b"\x1f\x8b"
 # Pre-tokenisation regex and special tokens of cl100k_base, as tiktoken_ext.openai_public defines them.
 _CL100K_PAT_STR = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
@@ -116,6 +120,74 @@ class ExactTokens:
     def tokens_at(self, byte_offsets: Sequence[int]) -> list[int]:
         offsets, last = self.offsets, len(self.offsets) - 2
         return [min(bisect_right(offsets, offset) - 1, last) for offset in byte_offsets]
+
+
+class TokensWithout:
+    """The tokens of a text with whole-token ranges taken out, read through the text's own tokens
+    (no second array of offsets: the audit's stripped documents are most of the text again).
+
+    ``kept`` are the token ranges [start, end) of ``whole`` that remain, ascending and not empty; the
+    last one ends at ``whole``'s end. Within a kept range every token keeps its length, so a
+    position here is the position there shifted by what was taken out before it.
+    """
+
+    def __init__(self, whole: ExactTokens, kept: Sequence[tuple[int, int]]) -> None:
+        self.whole = whole
+        offsets = whole.offsets
+        self._starts_there = [start for start, _ in kept]  # token index in ``whole`` of each range's start
+        self._ends_there = [end for _, end in kept]
+        self._starts_here: list[int] = []  # and here
+        self._bytes_there = [offsets[start] for start in self._starts_there]
+        self._bytes_here: list[int] = []
+        tokens = size = 0
+        for start, end in kept:
+            self._starts_here.append(tokens)
+            self._bytes_here.append(size)
+            tokens += end - start
+            size += offsets[end] - offsets[start]
+        self.token_count = tokens
+
+    def byte_offset(self, token_index: int) -> int:
+        piece = max(bisect_right(self._starts_here, token_index) - 1, 0)
+        there = self.whole.offsets[token_index - self._starts_here[piece] + self._starts_there[piece]]
+        return there - self._bytes_there[piece] + self._bytes_here[piece]
+
+    def token_at(self, byte_offset: int) -> int:
+        return self.tokens_at([byte_offset])[0]
+
+    def tokens_at(self, byte_offsets: Sequence[int]) -> list[int]:
+        offsets, last = self.whole.offsets, self.token_count - 1
+        starts_here, starts_there, bytes_here, bytes_there = (
+            self._starts_here,
+            self._starts_there,
+            self._bytes_here,
+            self._bytes_there,
+        )
+        result = []
+        for offset in byte_offsets:
+            piece = max(bisect_right(bytes_here, offset) - 1, 0)
+            token = bisect_right(offsets, offset - bytes_here[piece] + bytes_there[piece]) - 1
+            result.append(min(token - starts_there[piece] + starts_here[piece], last))
+        return result
+
+    @property
+    def cut_bytes(self) -> list[tuple[int, int]]:
+        """The byte ranges of ``whole`` taken out, ascending."""
+        offsets = self.whole.offsets
+        ends = [0, *(offsets[end] for end in self._ends_there)]
+        return [(end, start) for end, start in zip(ends, self._bytes_there) if start > end]
+
+    def kept_spans(self, spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Token spans [first, last] of ``whole`` that lie in the kept ranges, as token spans here
+        (a span starting in a range taken out is dropped)."""
+        starts_there, ends_there, starts_here = self._starts_there, self._ends_there, self._starts_here
+        kept = []
+        for first, last in spans:
+            piece = bisect_right(starts_there, first) - 1
+            if piece >= 0 and first < ends_there[piece]:
+                shift = starts_here[piece] - starts_there[piece]
+                kept.append((first + shift, last + shift))
+        return kept
 
 
 @dataclass(frozen=True)
@@ -283,7 +355,7 @@ class TiktokenTokenizer:
         self._token_bytes = token_bytes
 
     def tokenize_many(self, texts: Sequence[str]) -> list[TokenizedText]:
-        return [self._offsets([lengths]) for lengths in self._token_lengths(texts)]
+        return list(self._exact_tokens(texts))
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
         return [len(ids) for ids in self._encoding.encode_ordinary_batch(list(texts))]
@@ -302,15 +374,18 @@ class TiktokenTokenizer:
         texts are encoded a second time without their cuts.
         """
         pairs: list[tuple[TokenizedText, TokenizedText | None]] = []
-        for text, text_cuts, lengths in zip(texts, cuts, self._token_lengths(texts)):
-            tokens = self._offsets([lengths])
+        for text, text_cuts, tokens in zip(texts, cuts, self._exact_tokens(texts)):
+            if not text_cuts:
+                pairs.append((tokens, tokens))
+                continue
             bounds = byte_offsets(text, [offset for cut in text_cuts for offset in cut])
             token_bounds = [bisect_left(tokens.offsets, bound) for bound in bounds]
             if all(_is_line_cut(text, start, end) for start, end in text_cuts) and all(
                 tokens.offsets[token] == bound for token, bound in zip(token_bounds, bounds)
             ):
-                kept = [0, *token_bounds, len(lengths)]
-                pairs.append((tokens, self._offsets([lengths[start:end] for start, end in zip(kept[::2], kept[1::2])])))
+                kept = [0, *token_bounds, tokens.token_count]
+                ranges = [(start, end) for start, end in zip(kept[::2], kept[1::2]) if end > start]
+                pairs.append((tokens, TokensWithout(tokens, ranges)))
             else:
                 pairs.append((tokens, None))
         retokenized = iter(
@@ -320,15 +395,12 @@ class TiktokenTokenizer:
         )
         return [(tokens, bare if bare is not None else next(retokenized)) for tokens, bare in pairs]
 
-    def _token_lengths(self, texts: Sequence[str]) -> list[list[int]]:
-        """Byte length of every token of every text (one batched, multi-threaded encode)."""
+    def _exact_tokens(self, texts: Sequence[str]) -> Iterator[ExactTokens]:
+        """The token offsets of every text (one batched, multi-threaded encode): a running sum of
+        the tokens' byte lengths, in an array (8 bytes a token, where a list would take 36)."""
         length_of = self._token_bytes.__getitem__
-        return [list(map(length_of, ids)) for ids in self._encoding.encode_ordinary_batch(list(texts))]
-
-    @staticmethod
-    def _offsets(parts: Sequence[list[int]]) -> ExactTokens:
-        # array: compact, and much faster to fill than a list of Python ints.
-        return ExactTokens(array("q", accumulate(chain.from_iterable(parts), initial=0)))
+        for ids in self._encoding.encode_ordinary_batch(list(texts)):
+            yield ExactTokens(array("q", accumulate(map(length_of, ids), initial=0)))
 
 
 def _is_line_cut(text: str, start: int, end: int) -> bool:
@@ -342,52 +414,61 @@ def _is_line_cut(text: str, start: int, end: int) -> bool:
 
 
 class TokenizerUnavailable(UsageError):
-    """The requested tokenizer cannot be loaded here; the message says why."""
+    """The requested tokenizer cannot be loaded here (exit 2); the one-line message says why."""
 
 
-@dataclass(frozen=True)
-class TokenizerChoice:
-    tokenizer: Tokenizer
-    # Why ``auto`` fell back to the approximation (None when it did not).
-    fallback_reason: str | None = None
+def choose_tokenizer(name: str = CL100K_BASE, vocabulary_file: Path | None = None) -> Tokenizer:
+    """The tokenizer named ``name`` (one of ``TOKENIZER_CHOICES``): what transform and stats both count with.
 
-
-def load_cl100k_base(vocabulary_file: Path | None = None, allow_download: bool = True) -> TiktokenTokenizer:
-    """cl100k_base from a local vocabulary file when there is one, else through tiktoken.
-
-    The file must have the sha256 tiktoken expects, so a corrupt or different vocabulary can never
-    produce silently different counts.
+    ``vocabulary_file`` (else ``$ANCHORKIT_TIKTOKEN_FILE``) replaces the shipped cl100k_base
+    vocabulary; TokenizerUnavailable when it cannot be read or is not cl100k_base's, never a silent
+    fallback.
     """
+    if name == APPROX:
+        return ApproxTokenizer()
+    if name != CL100K_BASE:
+        raise ValueError(f"unknown tokenizer {name!r} (expected one of {', '.join(TOKENIZER_CHOICES)})")
+    return load_cl100k_base(vocabulary_file or _env_vocabulary_file())
+
+
+def load_cl100k_base(vocabulary_file: Path | None = None) -> TiktokenTokenizer:
+    """cl100k_base from the vocabulary shipped with anchorkit, or from ``vocabulary_file`` (plain or gzipped).
+
+    The vocabulary must have the sha256 tiktoken expects, so a corrupt or different file can never
+    produce different counts. It is parsed here rather than by ``tiktoken.load``, which would look
+    for it in tiktoken's cache or on the network. Loaded once per process and file.
+    """
+    return _load_cl100k_base(vocabulary_file)
+
+
+@lru_cache(maxsize=2)
+def _load_cl100k_base(vocabulary_file: Path | None) -> TiktokenTokenizer:
+    import gzip
+    from importlib import resources
+
     try:
         import tiktoken
-        from tiktoken.load import load_tiktoken_bpe
     except ImportError:
         raise TokenizerUnavailable("tiktoken is not installed (pip install tiktoken)") from None
 
-    path = vocabulary_file or _env_vocabulary_file()
-    if path is not None:
-        if not path.is_file():
-            raise TokenizerUnavailable(f"cl100k_base vocabulary file not found: {path}")
-        data = path.read_bytes()
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != CL100K_SHA256:
-            raise TokenizerUnavailable(f"{path}: sha256 {digest} is not cl100k_base's ({CL100K_SHA256})")
-        # Parsed here, as load_tiktoken_bpe does, rather than through it: it would read and hash the
-        # file again and copy it into tiktoken's cache (failing when that cache is not writable).
-        ranks = {
-            base64.b64decode(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)
-        }
-    elif allow_download or _in_tiktoken_cache():
-        try:
-            ranks = load_tiktoken_bpe(CL100K_URL, expected_hash=CL100K_SHA256)
-        except Exception as exc:
-            raise TokenizerUnavailable(
-                f"cannot load cl100k_base through tiktoken ({type(exc).__name__}: {exc})"
-            ) from None
+    if vocabulary_file is None:
+        where = f"anchorkit's own cl100k_base vocabulary ({_SHIPPED_VOCABULARY})"
+        reader = resources.files("anchorkit").joinpath(_SHIPPED_VOCABULARY).read_bytes
     else:
-        raise TokenizerUnavailable(
-            f"no cl100k_base vocabulary in tiktoken's cache and {VOCABULARY_FILE_ENV} is not set"
-        )
+        where = f"cl100k_base vocabulary file {vocabulary_file}"
+        reader = vocabulary_file.read_bytes
+    try:
+        data = reader()
+        if data.startswith(_GZIP_MAGIC):
+            data = gzip.decompress(data)
+    except OSError as exc:  # gzip.BadGzipFile is one
+        raise TokenizerUnavailable(f"{where}: cannot read ({exc.strerror or exc})") from None
+    except EOFError:
+        raise TokenizerUnavailable(f"{where}: cannot read (truncated gzip data)") from None
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != CL100K_SHA256:
+        raise TokenizerUnavailable(f"{where}: sha256 {digest} is not cl100k_base's ({CL100K_SHA256})")
+    ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)}
     encoding = tiktoken.Encoding(
         CL100K_BASE, pat_str=_CL100K_PAT_STR, mergeable_ranks=ranks, special_tokens=_CL100K_SPECIAL_TOKENS
     )
@@ -397,35 +478,3 @@ def load_cl100k_base(vocabulary_file: Path | None = None, allow_download: bool =
 def _env_vocabulary_file() -> Path | None:
     value = os.environ.get(VOCABULARY_FILE_ENV)
     return Path(value) if value else None
-
-
-def _in_tiktoken_cache() -> bool:
-    """Whether tiktoken would find cl100k_base in its cache (the same lookup tiktoken does)."""
-    if "TIKTOKEN_CACHE_DIR" in os.environ:
-        cache_dir = os.environ["TIKTOKEN_CACHE_DIR"]
-    elif "DATA_GYM_CACHE_DIR" in os.environ:
-        cache_dir = os.environ["DATA_GYM_CACHE_DIR"]
-    else:
-        cache_dir = os.path.join(tempfile.gettempdir(), "data-gym-cache")
-    if not cache_dir:
-        return False
-    return (Path(cache_dir) / hashlib.sha1(CL100K_URL.encode()).hexdigest()).is_file()
-
-
-def choose_tokenizer(
-    name: str = "auto", vocabulary_file: Path | None = None, allow_download: bool = False
-) -> TokenizerChoice:
-    """The tokenizer asked for; ``auto`` = cl100k_base if it can be loaded, else the approximation.
-
-    ``allow_download`` is off by default: an audit must not hang on a network it does not have.
-    """
-    if name == APPROX:
-        return TokenizerChoice(ApproxTokenizer())
-    if name == CL100K_BASE:
-        return TokenizerChoice(load_cl100k_base(vocabulary_file, allow_download))
-    if name != "auto":
-        raise ValueError(f"unknown tokenizer {name!r} (expected one of {', '.join(TOKENIZER_CHOICES)})")
-    try:
-        return TokenizerChoice(load_cl100k_base(vocabulary_file, allow_download))
-    except TokenizerUnavailable as exc:
-        return TokenizerChoice(ApproxTokenizer(), fallback_reason=str(exc))

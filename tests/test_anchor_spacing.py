@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 from bisect import bisect_left
 from pathlib import Path
@@ -26,8 +25,7 @@ from anchorkit.anchors import (
 from anchorkit.markdown_blocks import parse_blocks, top_level_blocks
 from anchorkit.render.document import RenderOptions, content_markdown, render_document
 from anchorkit.render.spacing import LineAdditive, _plan, _plan_by_lines, approx_tokens_with_margin, space_anchors
-from anchorkit.tokens import TokenizerUnavailable, byte_offsets, load_cl100k_base
-from tests.support import skip_or_fail
+from anchorkit.tokens import byte_offsets, load_cl100k_base
 from tests.support.long_tickets import TEXT_FORMAT, long_issue, lookups, write_long_snapshot
 
 ANCHOR = anchor_line(5, "VPN接続が不安定になる")
@@ -296,19 +294,8 @@ def test_a_window_after_a_short_anchor_still_holds_the_next_anchor_after_a_headi
         assert strip_anchors(document) == f"{TITLE}\n\n{body}\n"
 
 
-def cl100k_or_skip():  # type: ignore[no-untyped-def]
-    """cl100k_base from $ANCHORKIT_TIKTOKEN_FILE, ../shared/data beside the checkout or tiktoken's cache."""
-    beside = Path(__file__).resolve().parents[2] / "shared" / "data" / "cl100k_base.tiktoken"
-    try:
-        return load_cl100k_base(
-            None if os.environ.get("ANCHORKIT_TIKTOKEN_FILE") or not beside.is_file() else beside, allow_download=False
-        )
-    except TokenizerUnavailable as exc:
-        skip_or_fail(f"cl100k_base vocabulary: {exc}")
-
-
 def test_with_cl100k_every_window_holds_an_anchor_or_lies_in_a_line_that_cannot_be_cut() -> None:
-    tokenizer = cl100k_or_skip()
+    tokenizer = load_cl100k_base()
     for seed in range(3):
         issue = long_issue(50001 + seed, random.Random(seed))
         document = render_document(issue, lookups(), RenderOptions(text_format=TEXT_FORMAT), tokenizer.count)
@@ -323,7 +310,7 @@ def test_with_cl100k_every_window_holds_an_anchor_or_lies_in_a_line_that_cannot_
 def test_counting_each_piece_once_places_exactly_what_counting_every_text_whole_places() -> None:
     # The speed-up (LineAdditive: stretches, sections and tails counted as sums of their pieces) changes
     # no byte: on the fixtures, on long tickets with every stress shape, at two chunk lengths.
-    tokenizer = cl100k_or_skip()
+    tokenizer = load_cl100k_base()
     fixtures = Path(__file__).resolve().parent.parent / "fixtures"
     fixture_lookups = json.loads((fixtures / "lookups.json").read_text(encoding="utf-8"))
     tickets = [

@@ -219,7 +219,8 @@ def test_every_json_report_carries_ok_and_no_progress_bar_reaches_a_log(tmp_path
 
 
 def test_the_cli_imports_without_tiktoken_rapidfuzz_or_boto3_loaded(tmp_path: Path) -> None:
-    """The heavy parts load with the commands that use them; a machine without them can still run the rest."""
+    """The heavy parts load with the commands that use them; a machine without them can still run the rest
+    (transform counts with tiktoken unless asked for the approximation)."""
     script = (
         "import sys\n"
         "class Missing:\n"
@@ -229,7 +230,7 @@ def test_the_cli_imports_without_tiktoken_rapidfuzz_or_boto3_loaded(tmp_path: Pa
         "sys.meta_path.insert(0, Missing())\n"
         "from anchorkit.cli import app\n"
         "print(sorted(m for m in ('tiktoken', 'rapidfuzz', 'boto3') if m in sys.modules))\n"
-        "sys.argv = ['anchorkit', 'transform', sys.argv[1], '--out', sys.argv[2], '-q']\n"
+        "sys.argv = ['anchorkit', 'transform', sys.argv[1], '--out', sys.argv[2], '--tokenizer', 'approx', '-q']\n"
         "app()\n"
     )
     done = subprocess.run(

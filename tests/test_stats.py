@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import json
 import random
+import re
+from array import array
+from itertools import accumulate
 from pathlib import Path
 
 import pytest
-from support import skip_or_fail
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from support.corpus import generated_document
 from support.long_tickets import write_long_snapshot
 
@@ -17,20 +22,18 @@ from anchorkit import parallel, tokens
 from anchorkit.anchors import anchor_cuts, anchor_line, identified_ticket_ids, insert_anchors, strip_anchors, title_line
 from anchorkit.audit import chunkers as chunking
 from anchorkit.audit import measure
-from anchorkit.markdown_blocks import parse_blocks
+from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks
+from anchorkit.render.document import RenderOptions
 from anchorkit.render.transform import TransformOptions
 
 REPO = Path(__file__).resolve().parent.parent
-# The cl100k_base vocabulary shipped beside the repository (tests and CI), see DESIGN.md.
-VOCABULARY = REPO.parent / "shared" / "data" / "cl100k_base.tiktoken"
+SHIPPED_VOCABULARY = REPO / "anchorkit" / "data" / "cl100k_base.tiktoken.gz"
 SOURCE = {"path": "test", "kind": "output"}
 
 
 @pytest.fixture(scope="module")
 def cl100k() -> tokens.TiktokenTokenizer:
-    if not VOCABULARY.is_file():
-        skip_or_fail(f"cl100k_base vocabulary not found at {VOCABULARY}")
-    return tokens.load_cl100k_base(VOCABULARY)
+    return tokens.load_cl100k_base()  # the vocabulary shipped with anchorkit
 
 
 @pytest.fixture(scope="module")
@@ -63,46 +66,80 @@ def versions(
 # --- tokenizers -------------------------------------------------------------------------------
 
 
-def test_cl100k_base_loads_offline_from_the_vocabulary_file(cl100k: tokens.TiktokenTokenizer) -> None:
+def test_cl100k_base_loads_from_the_vocabulary_shipped_in_the_package(cl100k: tokens.TiktokenTokenizer) -> None:
     # Known cl100k_base encoding of "hello world": [15339, 1917].
     assert cl100k.count_many(["hello world", ""]) == [2, 0]
     [tokenized] = cl100k.tokenize_many(["VPN接続"])
     assert tokenized.byte_offset(tokenized.token_count) == len("VPN接続".encode())
+    assert cl100k._encoding.n_vocab == 100277
 
 
-def test_the_vocabulary_file_loads_when_tiktokens_cache_is_not_writable(
+def test_a_copy_of_the_vocabulary_plain_or_gzipped_counts_the_same(tmp_path: Path) -> None:
+    plain = tmp_path / "cl100k_base.tiktoken"
+    plain.write_bytes(gzip.decompress(SHIPPED_VOCABULARY.read_bytes()))
+    text = "VPN接続が 10 分ごとに切断されます (error 809)。"
+    counts = {tokens.load_cl100k_base(path).count(text) for path in (plain, SHIPPED_VOCABULARY)}
+    assert counts == {tokens.load_cl100k_base().count(text)}
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b"aGVsbG8= 0\n", "sha256"),  # readable, but not cl100k_base's
+        (gzip.compress(b"aGVsbG8= 0\n"), "sha256"),
+        (gzip.compress(b"aGVsbG8= 0\n")[:20], "cannot read (truncated gzip data)"),
+        (b"\x1f\x8bnot gzip at all", "cannot read (Unknown compression method)"),
+        (None, "cannot read (No such file or directory)"),
+    ],
+)
+def test_a_vocabulary_file_that_is_not_cl100k_bases_is_refused_naming_the_file(
+    tmp_path: Path, content: bytes | None, problem: str
+) -> None:
+    given = tmp_path / "given.tiktoken"
+    if content is not None:
+        given.write_bytes(content)
+    with pytest.raises(tokens.TokenizerUnavailable, match=re.escape(problem)) as raised:
+        tokens.load_cl100k_base(given)
+    assert str(raised.value).startswith(f"cl100k_base vocabulary file {given}: ") and "\n" not in str(raised.value)
+
+
+def test_the_vocabulary_named_by_the_environment_is_checked_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if not VOCABULARY.is_file():
-        skip_or_fail(f"cl100k_base vocabulary not found at {VOCABULARY}")
-    not_a_directory = tmp_path / "cache"
-    not_a_directory.write_text("a file where the cache directory should be")
-    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(not_a_directory))
-    assert tokens.load_cl100k_base(VOCABULARY).count_many(["hello world"]) == [2]
-    assert not_a_directory.read_text() == "a file where the cache directory should be"
+    corrupt = tmp_path / "cl100k_base.tiktoken"
+    corrupt.write_bytes(gzip.decompress(SHIPPED_VOCABULARY.read_bytes())[:1000])
+    monkeypatch.setenv(tokens.VOCABULARY_FILE_ENV, str(corrupt))
+    with pytest.raises(tokens.TokenizerUnavailable, match="is not cl100k_base's"):
+        tokens.choose_tokenizer(tokens.CL100K_BASE)
+    assert tokens.choose_tokenizer(tokens.APPROX).name == "approx"  # an explicit choice needs no vocabulary
 
 
-def test_a_vocabulary_file_with_the_wrong_hash_is_refused(tmp_path: Path) -> None:
-    wrong = tmp_path / "cl100k_base.tiktoken"
-    wrong.write_bytes(b"aGVsbG8= 0\n")
-    with pytest.raises(tokens.TokenizerUnavailable, match="sha256"):
-        tokens.load_cl100k_base(wrong)
+def test_one_tokenizer_is_loaded_once_per_process() -> None:
+    assert tokens.choose_tokenizer() is tokens.choose_tokenizer(tokens.CL100K_BASE) is tokens.load_cl100k_base()
+    assert tokens.choose_tokenizer().exact and not tokens.choose_tokenizer(tokens.APPROX).exact
+    with pytest.raises(ValueError, match="unknown tokenizer 'auto'"):
+        tokens.choose_tokenizer("auto")
 
 
-def test_auto_falls_back_to_approx_and_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(tokens.VOCABULARY_FILE_ENV, raising=False)
-    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))  # an empty cache
-    choice = tokens.choose_tokenizer("auto")
-    assert choice.tokenizer.name == "approx" and not choice.tokenizer.exact
-    assert "cache" in (choice.fallback_reason or "")
-
-
-def test_auto_uses_the_vocabulary_named_by_the_environment(
-    monkeypatch: pytest.MonkeyPatch, cl100k: tokens.TiktokenTokenizer
-) -> None:
-    monkeypatch.setenv(tokens.VOCABULARY_FILE_ENV, str(VOCABULARY))
-    choice = tokens.choose_tokenizer("auto")
-    assert choice.tokenizer.name == "cl100k_base" and choice.fallback_reason is None
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(1, 6), min_size=1, max_size=40),
+    st.lists(st.integers(0, 39), max_size=8, unique=True),
+)
+def test_tokens_without_cuts_read_through_the_whole_are_the_kept_tokens(lengths: list[int], cuts: list[int]) -> None:
+    whole = tokens.ExactTokens(array("q", accumulate(lengths, initial=0)))
+    bounds = sorted(cut for cut in cuts if cut < len(lengths))[: len(cuts) // 2 * 2]
+    kept = [0, *bounds, len(lengths)]
+    ranges = [(start, end) for start, end in zip(kept[::2], kept[1::2]) if end > start]
+    assume(ranges and ranges[-1][1] == len(lengths))
+    view = tokens.TokensWithout(whole, ranges)
+    copied = tokens.ExactTokens(list(accumulate((lengths[i] for a, b in ranges for i in range(a, b)), initial=0)))
+    assert view.token_count == copied.token_count
+    assert [view.byte_offset(i) for i in range(view.token_count + 1)] == list(copied.offsets)
+    probes = list(range(copied.offsets[-1] + 3))
+    assert view.tokens_at(probes) == copied.tokens_at(probes) == [view.token_at(offset) for offset in probes]
+    removed = [(end, start) for (_, end), (start, _) in zip([(0, 0), *ranges], ranges) if start > end]
+    assert view.cut_bytes == [(whole.offsets[start], whole.offsets[end]) for start, end in removed]
 
 
 def test_approx_tokens_is_calibrated_against_cl100k_on_the_fixtures(
@@ -159,6 +196,41 @@ def test_the_stripped_layout_borrowed_from_the_anchored_one_is_the_stripped_text
             signature - {"\n"} for signature in fresh.signatures
         ]
         assert stripped.layout.heading_bytes == fresh.heading_bytes
+        # The neighbours' similarities, most of them the anchored layout's, are those of its signatures.
+        assert stripped.layout.similarities == chunking.neighbour_similarities(stripped.layout.signatures)
+
+
+@pytest.fixture(scope="module")
+def long_documents(tmp_path_factory: pytest.TempPathFactory) -> list[stats.SourceDocument]:
+    """Long tickets with the anchors after headings only: all of them whole lines between blocks
+    (spacing anchors inside lists and tables are cut with the blank line before them, and such a
+    document is tokenized a second time without its anchors instead)."""
+    snapshot = tmp_path_factory.mktemp("long")
+    write_long_snapshot(snapshot, 6, seed=5)
+    options = TransformOptions(render=RenderOptions(chunk_tokens=0))
+    return [item for item in stats.iter_snapshot(snapshot, options) if isinstance(item, stats.SourceDocument)]
+
+
+@pytest.mark.parametrize("source", ["fixtures", "generated", "long"])
+def test_the_stripped_versions_spans_moved_from_the_anchored_ones_are_its_own(
+    source: str,
+    cl100k: tokens.TiktokenTokenizer,
+    fixture_documents: list[stats.SourceDocument],
+    long_documents: list[stats.SourceDocument],
+) -> None:
+    """What names the ticket and what mentions others, moved from the anchored version, is what
+    the stripped text itself gives."""
+    documents = {"fixtures": fixture_documents, "generated": generated_documents(), "long": long_documents}[source]
+    moved = 0
+    for document in documents:
+        cuts = tokens.line_aligned(document.markdown, anchor_cuts(document.markdown))
+        text = tokens.without(document.markdown, cuts)
+        [pair] = cl100k.tokenize_pairs([document.markdown], [cuts])
+        _, stripped = stats.Measurer(cl100k, []).versions(document, text, cuts, pair)
+        own = stats.DocumentVersion(text, document.ticket_id, pair[1])
+        assert (stripped.identifying, stripped.mentions) == (own.identifying, own.mentions), document.relpath
+        moved += isinstance(stripped, measure.StrippedVersion)
+    assert moved >= 0.2 * len(documents)
 
 
 # --- chunkers ---------------------------------------------------------------------------------
@@ -192,9 +264,30 @@ def test_semantic_chunks_respect_the_maximum_and_cover_the_document(cl100k: toke
     assert all(previous[1] == current[0] for previous, current in itertools.pairwise(chunks))  # buffer 0: no overlap
 
 
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="。！？\n.!? \u3000\xa0\taあ", max_size=30))
+def test_sentences_end_after_full_stops_and_line_breaks(text: str) -> None:
+    sentences = chunking.TextLayout(text).sentences
+    assert "".join(sentences) == text and all(sentences)
+
+    def ends_before(i: int) -> bool:  # a sentence ends just before character i
+        japanese = text[i - 1] in "。！？\n" and text[i] not in "。！？\n"
+        latin = i >= 2 and text[i - 2] in ".!?" and text[i - 1] == " " and not text[i].isspace()
+        return japanese or latin
+
+    assert set(accumulate(map(len, sentences[:-1]))) == {i for i in range(1, len(text)) if ends_before(i)}
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["\n", " ", "    ", "\t", "```", "~~~", "<", "=", "-", "#", "a", "あ"]), max_size=12))
+def test_complex_lines_are_found_as_the_markdown_scan_finds_them(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    assert chunking.has_complex_lines(text) == (COMPLEX_LINE.search(text) is not None)
+
+
 def test_semantic_stand_in_breaks_where_the_wording_changes() -> None:
     sentences = ["VPNの接続が切れる。"] * 30 + ["Printer toner is empty. "] + ["VPNの接続が切れる。"] * 30
-    breaks = chunking.SemanticChunker()._breakpoints([set(sentence) for sentence in sentences])
+    breaks = chunking.SemanticChunker()._breakpoints(chunking.TextLayout("".join(sentences)))
     assert breaks == {30, 31}
 
 
@@ -277,7 +370,7 @@ def test_chunks_mentioning_another_ticket_are_counted() -> None:
 @pytest.mark.parametrize("tokenizer_name", ["cl100k_base", "approx"])
 def test_anchors_raise_coverage_under_every_chunker(tokenizer_name: str, cl100k: tokens.TiktokenTokenizer) -> None:
     tokenizer = cl100k if tokenizer_name == "cl100k_base" else tokens.ApproxTokenizer()
-    report = stats.audit(generated_documents(), tokens.TokenizerChoice(tokenizer), chunking.default_chunkers(), SOURCE)
+    report = stats.audit(generated_documents(), tokenizer, chunking.default_chunkers(), SOURCE)
     assert report["tokenizer"]["name"] == tokenizer_name
     rows = {(row["chunker"], row["level"]): row for row in report["chunking"]}
     assert {
@@ -308,7 +401,7 @@ def test_anchors_raise_coverage_under_every_chunker(tokenizer_name: str, cl100k:
 def test_langchain_splitters_are_measured_when_installed() -> None:
     pytest.importorskip("langchain_text_splitters")  # an optional extra: absent means "not measured", by design
     chunkers = [chunking.parse_chunker_spec("langchain-recursive"), chunking.parse_chunker_spec("langchain-markdown")]
-    report = stats.audit(generated_documents(), tokens.TokenizerChoice(tokens.ApproxTokenizer()), chunkers, SOURCE)
+    report = stats.audit(generated_documents(), tokens.ApproxTokenizer(), chunkers, SOURCE)
     recursive, markdown = report["chunking"]
     assert recursive["unit"] == markdown["unit"] == "characters"
     assert recursive["anchored"]["coverage_percent"] > recursive["stripped"]["coverage_percent"]
@@ -318,11 +411,10 @@ def test_langchain_splitters_are_measured_when_installed() -> None:
 
 def test_jobs_give_the_same_report(cl100k: tokens.TiktokenTokenizer) -> None:
     documents = generated_documents(parallel.DEFAULT_BATCH_SIZE + 20)
-    choice = tokens.TokenizerChoice(cl100k)
     chunkers = chunking.default_chunkers()
-    single = stats.audit(documents, choice, chunkers, SOURCE, jobs=1)
-    assert stats.audit(documents, choice, chunkers, SOURCE, jobs=2) == single
-    assert stats.audit(documents, choice, chunkers, SOURCE) == single  # jobs=0: a pool per core past one batch
+    single = stats.audit(documents, cl100k, chunkers, SOURCE, jobs=1)
+    assert stats.audit(documents, cl100k, chunkers, SOURCE, jobs=2) == single
+    assert stats.audit(documents, cl100k, chunkers, SOURCE) == single  # jobs=0: a pool per core past one batch
 
 
 # --- limits audit ------------------------------------------------------------------------------
@@ -355,7 +447,7 @@ def test_limits_audit_finds_each_kind_of_problem() -> None:
         stats.OversizedDocument(8, "8.md", 60 * 1024 * 1024),
         document(9, f"{title_line(9, 's')}\n\n## 基本情報\n\n- ステータス: 新規\n"),
     ]
-    report = stats.audit(items, tokens.TokenizerChoice(tokens.ApproxTokenizer()), [chunking.FixedSizeChunker()], SOURCE)
+    report = stats.audit(items, tokens.ApproxTokenizer(), [chunking.FixedSizeChunker()], SOURCE)
     limits = report["limits"]
     found = {name: [item["ticket_id"] for item in finding["items"]] for name, finding in limits.items()}
     assert found == {
@@ -375,9 +467,7 @@ def test_limits_audit_finds_each_kind_of_problem() -> None:
 
 
 def test_fixture_documents_are_within_every_limit(fixture_documents: list[stats.SourceDocument]) -> None:
-    report = stats.audit(
-        fixture_documents, tokens.TokenizerChoice(tokens.ApproxTokenizer()), [chunking.FixedSizeChunker()], SOURCE
-    )
+    report = stats.audit(fixture_documents, tokens.ApproxTokenizer(), [chunking.FixedSizeChunker()], SOURCE)
     assert {name: finding["count"] for name, finding in report["limits"].items() if finding["count"]} == {}
 
 

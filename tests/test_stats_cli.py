@@ -9,7 +9,6 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from support import skip_or_fail
 from support.corpus import generated_document
 from support.long_tickets import write_long_snapshot
 from typer.testing import CliRunner
@@ -23,7 +22,6 @@ from anchorkit.render.transform import TransformOptions, transform_snapshot
 from anchorkit.tokens import VOCABULARY_FILE_ENV
 
 REPO = Path(__file__).resolve().parent.parent
-VOCABULARY = REPO.parent / "shared" / "data" / "cl100k_base.tiktoken"
 FIXTURES = REPO / "fixtures"
 runner = CliRunner()
 
@@ -34,39 +32,29 @@ def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
 
 
 @pytest.fixture(scope="module")
-def vocabulary() -> Path:
-    if not VOCABULARY.is_file():
-        skip_or_fail(f"cl100k_base vocabulary not found at {VOCABULARY}")
-    return VOCABULARY
-
-
-@pytest.fixture(scope="module")
-def out(tmp_path_factory: pytest.TempPathFactory, vocabulary: Path) -> Path:
+def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The fixtures, transformed with sidecars: what `anchorkit transform fixtures --sidecars` writes
     (spacing anchors counted with cl100k_base, as stats counts)."""
     folder = tmp_path_factory.mktemp("out")
-    report = transform_snapshot(
-        FIXTURES, folder, TransformOptions(sidecars=True, tokenizer="cl100k_base", tiktoken_file=vocabulary)
-    )
+    report = transform_snapshot(FIXTURES, folder, TransformOptions(sidecars=True))
     assert not report.failed
     return folder
 
 
 @pytest.fixture(scope="module")
-def report(out: Path, vocabulary: Path) -> dict:
-    code, stdout, _ = run(str(out), "--tokenizer", "cl100k_base", "--tiktoken-file", str(vocabulary), "--json")
+def report(out: Path) -> dict:
+    code, stdout, _ = run(str(out), "--json")  # cl100k_base, the default
     assert code == 0
     return json.loads(stdout)
 
 
 def test_json_report_follows_the_published_schema(report: dict) -> None:
     jsonschema.validate(report, REPORT_SCHEMA)
-    assert report["schema"] == "anchorkit-stats" and report["version"] == 2
+    assert report["schema"] == "anchorkit-stats" and report["version"] == 3
     assert report["tokenizer"] == {
         "name": "cl100k_base",
         "exact": True,
         "note": report["tokenizer"]["note"],
-        "fallback_reason": None,
         "approx_error_percent": report["tokenizer"]["approx_error_percent"],
     }
     assert report["tokenizer"]["note"].startswith("cl100k_base (tiktoken): exact")
@@ -92,18 +80,16 @@ def test_fixture_figures_show_what_anchors_do(report: dict) -> None:
     assert all(finding["count"] == 0 for finding in report["limits"].values())
 
 
-def test_snapshot_input_is_transformed_in_memory_with_the_same_figures(
-    out: Path, report: dict, vocabulary: Path
-) -> None:
-    code, stdout, _ = run(str(FIXTURES), "--tiktoken-file", str(vocabulary), "--json")
+def test_snapshot_input_is_transformed_in_memory_with_the_same_figures(out: Path, report: dict) -> None:
+    code, stdout, _ = run(str(FIXTURES), "--json")
     from_snapshot = json.loads(stdout)
     assert code == 0 and from_snapshot["source"]["kind"] == "snapshot"
     for key in ("tokenizer", "overhead", "chunking", "efficiency", "limits"):
         assert from_snapshot[key] == report[key]
 
 
-def test_chunk_tokens_renders_a_snapshot_for_that_chunk_length(vocabulary: Path) -> None:
-    arguments = ["--tiktoken-file", str(vocabulary), "--chunking", "fixed:max_tokens=512,overlap=20", "--json"]
+def test_chunk_tokens_renders_a_snapshot_for_that_chunk_length() -> None:
+    arguments = ["--chunking", "fixed:max_tokens=512,overlap=20", "--json"]
     structural = json.loads(run(str(FIXTURES), "--chunk-tokens", "0", *arguments)[1])
     spaced = json.loads(run(str(FIXTURES), "--chunk-tokens", "512", *arguments)[1])
     assert spaced["source"]["transform"] == {"chunk_tokens": 512, "anchor_subject_chars": 40, "anchor_basic_info": True}
@@ -123,8 +109,8 @@ def test_chunk_tokens_renders_a_snapshot_for_that_chunk_length(vocabulary: Path)
     assert row_512["anchor_tokens"] == spaced["efficiency"]["anchor_tokens"]
 
 
-def test_anchor_basic_info_lifts_heading_chunk_coverage(vocabulary: Path) -> None:
-    arguments = ["--tiktoken-file", str(vocabulary), "--chunking", "heading", "--chunk-tokens", "0", "--json"]
+def test_anchor_basic_info_lifts_heading_chunk_coverage() -> None:
+    arguments = ["--chunking", "heading", "--chunk-tokens", "0", "--json"]
     plain = json.loads(run(str(FIXTURES), "--no-anchor-basic-info", *arguments)[1])
     anchored = json.loads(run(str(FIXTURES), *arguments)[1])  # transform's default: anchored
     assert (
@@ -167,9 +153,9 @@ class _Tables(HTMLParser):
             self._cell.append(data)
 
 
-def test_html_report_is_self_contained_and_shows_the_json_figures(out: Path, vocabulary: Path, tmp_path: Path) -> None:
+def test_html_report_is_self_contained_and_shows_the_json_figures(out: Path, tmp_path: Path) -> None:
     page = tmp_path / "stats.html"
-    code, stdout, _ = run(str(out), "--tiktoken-file", str(vocabulary), "--json", "--html", str(page))
+    code, stdout, _ = run(str(out), "--json", "--html", str(page))
     report = json.loads(stdout)
     html = page.read_text(encoding="utf-8")
     parsed = _Tables()
@@ -245,7 +231,7 @@ def test_unreadable_documents_are_named_and_fail_the_run_after_the_others(tmp_pa
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["--tokenizer", "bpe"], "--tokenizer must be one of auto, cl100k_base, approx"),
+        (["--tokenizer", "bpe"], "--tokenizer must be one of cl100k_base, approx"),
         (["--chunking", "sliding"], "unknown chunker 'sliding'"),
         (["--anchor-subject-chars", "20"], "snapshot input only"),
         (["--anchor-basic-info"], "snapshot input only"),
@@ -261,19 +247,14 @@ def test_a_missing_folder_is_a_usage_error(tmp_path: Path) -> None:
     assert code == 2 and "not a folder" in stderr
 
 
-def test_without_a_vocabulary_auto_falls_back_to_approx_and_says_so(out: Path, tmp_path: Path) -> None:
-    env = {"TIKTOKEN_CACHE_DIR": str(tmp_path), VOCABULARY_FILE_ENV: ""}
-    code, stdout, stderr = run(str(out), "--chunking", "fixed", env=env)
-    assert code == 0 and "tokenizer approx" in stdout and "using approx tokens" in stderr
-    code, stdout, _ = run(str(out), "--chunking", "fixed", "--json", env=env)
-    assert json.loads(stdout)["tokenizer"]["fallback_reason"]
-
-
-def test_asking_for_cl100k_with_a_bad_vocabulary_file_is_a_usage_error(out: Path, tmp_path: Path) -> None:
+def test_a_bad_vocabulary_file_is_a_usage_error_never_a_fallback(out: Path, tmp_path: Path) -> None:
     bad = tmp_path / "cl100k_base.tiktoken"
     bad.write_text("not a vocabulary\n", encoding="utf-8")
-    code, _, stderr = run(str(out), "--tokenizer", "cl100k_base", "--tiktoken-file", str(bad))
-    assert code == 2 and "is not cl100k_base's" in stderr
+    code, stdout, stderr = run(str(out), "--tiktoken-file", str(bad), "--json")
+    assert code == 2 and stdout == ""
+    assert stderr.startswith(f"error: cl100k_base vocabulary file {bad}: sha256 ") and "is not cl100k_base's" in stderr
+    code, stdout, stderr = run(str(out), "--chunking", "fixed", env={VOCABULARY_FILE_ENV: str(bad)})
+    assert code == 2 and str(bad) in stderr
 
 
 def test_human_summary_lists_every_chunker(out: Path) -> None:
@@ -336,11 +317,9 @@ def test_bad_lengths_are_a_usage_error(out: Path) -> None:
     assert code == 2 and "--lengths must be positive token counts" in stderr
 
 
-def test_the_html_page_is_an_audit_record_that_shows_a_failed_gate(out: Path, vocabulary: Path, tmp_path: Path) -> None:
+def test_the_html_page_is_an_audit_record_that_shows_a_failed_gate(out: Path, tmp_path: Path) -> None:
     page = tmp_path / "stats.html"
-    code, stdout, _ = run(
-        str(out), "--tiktoken-file", str(vocabulary), "--json", "--html", str(page), "--fail-under-coverage", "99.99"
-    )
+    code, stdout, _ = run(str(out), "--json", "--html", str(page), "--fail-under-coverage", "99.99")
     report = json.loads(stdout)
     parsed = _Tables()
     parsed.feed(page.read_text(encoding="utf-8"))

@@ -47,15 +47,20 @@ from anchorkit.tokens import TokenizedText, byte_offsets
 Span = tuple[int, int]  # token indices [start, end)
 
 # Where sentences end, for the semantic stand-in: after Japanese full stops and line breaks, and
-# after a Latin full stop followed by a space.
-_SENTENCE_END = re.compile(r"(?<=[。！？\n])(?=[^。！？\n])|(?<=[.!?] )(?=\S)")
-_ATX_HEADING_LINE = re.compile(r"^#{1,6}(?:[ \t]|$)", re.M)
+# after a Latin full stop followed by a space. The end is captured (split keeps it) rather than
+# looked behind for: the scan then stops only at those characters.
+_SENTENCE_END = re.compile(r"([。！？\n](?=[^。！？\n])|[.!?] (?=\S))")
+# A line starting with 1-6 "#" and a space, a tab or its end; the first "#" is looked for first and
+# the line start checked after it (a "^" is tried at every position).
+_ATX_HEADING_LINE = re.compile(r"#(?<![^\n]#)#{0,5}(?:[ \t]|$)", re.M)
 
 
 def windows(start: int, end: int, size: int, overlap: int) -> list[Span]:
     """Consecutive ``size``-token windows over [start, end), each sharing ``overlap`` with the previous."""
     if end <= start:
         return []
+    if end - start <= size:
+        return [(start, end)]  # most sections and short documents: one window
     step = max(size - overlap, 1)
     spans = []
     position = start
@@ -79,7 +84,9 @@ class TextLayout:
 
     @cached_property
     def sentences(self) -> list[str]:
-        return [sentence for sentence in _SENTENCE_END.split(self.text) if sentence]
+        parts = _SENTENCE_END.split(self.text)  # text, end, text, end, ..., text
+        sentences = list(map(str.__add__, parts[0:-1:2], parts[1::2]))
+        return [*sentences, parts[-1]] if parts[-1] else sentences
 
     @cached_property
     def sentence_bytes(self) -> list[int]:
@@ -89,6 +96,11 @@ class TextLayout:
     def signatures(self) -> list[set[str]]:
         """Each sentence's character set: the semantic stand-in's lexical fingerprint."""
         return list(map(set, self.sentences))
+
+    @cached_property
+    def similarities(self) -> list[float]:
+        """Jaccard similarity of each sentence's signature with the next one's."""
+        return neighbour_similarities(self.signatures)
 
     @cached_property
     def heading_bytes(self) -> list[int]:
@@ -106,38 +118,79 @@ class _DerivedLayout(TextLayout):
         self._cuts = byte_cuts
 
     @cached_property
-    def _sentences_kept(self) -> list[tuple[int, int]]:
-        """(index in the source, byte offset here) of every source sentence outside the cuts."""
-        return _moved(self._source.sentence_bytes, self._cuts)
+    def _sentence_runs(self) -> list[tuple[int, int, int]]:
+        return _kept_runs(self._source.sentence_bytes, self._cuts)
 
     @cached_property
     def sentences(self) -> list[str]:
-        return [self._source.sentences[index] for index, _ in self._sentences_kept]
+        return _kept(self._source.sentences, self._sentence_runs)
 
     @cached_property
     def sentence_bytes(self) -> list[int]:
-        return [offset for _, offset in self._sentences_kept]
+        return _moved(self._source.sentence_bytes, self._sentence_runs)
 
     @cached_property
     def signatures(self) -> list[set[str]]:
-        return [self._source.signatures[index] for index, _ in self._sentences_kept]
+        return _kept(self._source.signatures, self._sentence_runs)
+
+    @cached_property
+    def similarities(self) -> list[float]:
+        # Sentences next to each other in the source keep their similarity: only the pairs that a
+        # cut brought together are new.
+        similarities, signatures = self._source.similarities, self._source.signatures
+        kept: list[float] = []
+        previous = None  # the last kept sentence so far (index in the source)
+        for first, last, _ in self._sentence_runs:
+            if previous is not None:
+                before, after = signatures[previous], signatures[first]
+                shared = len(before & after)
+                kept.append(shared / (len(before) + len(after) - shared))  # as neighbour_similarities does
+            kept += similarities[first : last - 1]
+            previous = last - 1
+        return kept
 
     @cached_property
     def heading_bytes(self) -> list[int]:
-        return [offset for _, offset in _moved(self._source.heading_bytes, self._cuts)]
+        headings = self._source.heading_bytes
+        return _moved(headings, _kept_runs(headings, self._cuts))
 
 
-def _moved(offsets: Sequence[int], cuts: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
-    """(index, offset after the cuts) of each ascending offset not inside one of the ascending cuts."""
-    # Between two cuts every offset moves by the same amount: whole slices at a time, found by bisection.
-    kept: list[tuple[int, int]] = []
+def _kept_runs(offsets: Sequence[int], cuts: Sequence[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """The ascending offsets outside the ascending cuts, as runs of indices [first, last) (not empty)
+    with the bytes cut before them: between two cuts every offset moves by the same amount."""
+    runs = []
     first = removed = 0
     for start, end in [*cuts, (len(offsets) and offsets[-1] + 1, 0)]:
         last = bisect_left(offsets, start, first)
-        kept += zip(range(first, last), map(sub, offsets[first:last], repeat(removed)))
+        if last > first:
+            runs.append((first, last, removed))
         first = bisect_left(offsets, end, last)
         removed += end - start
+    return runs
+
+
+def _kept(items: list[Any], runs: Sequence[tuple[int, int, int]]) -> list[Any]:
+    """The items at the indices of the runs of ``_kept_runs`` (whole slices at a time)."""
+    kept = []
+    for first, last, _ in runs:
+        kept += items[first:last]
     return kept
+
+
+def _moved(offsets: Sequence[int], runs: Sequence[tuple[int, int, int]]) -> list[int]:
+    """The offsets in the runs of ``_kept_runs``, moved back by the bytes cut before them."""
+    moved: list[int] = []
+    for first, last, removed in runs:
+        moved += map(sub, offsets[first:last], repeat(removed))
+    return moved
+
+
+def neighbour_similarities(signatures: Sequence[set[str]]) -> list[float]:
+    """Jaccard similarity of each signature with the next (map() keeps the work in C)."""
+    sizes = list(map(len, signatures))
+    shared = list(map(len, map(set.intersection, signatures, signatures[1:])))
+    either = map(sub, map(add, sizes, sizes[1:]), shared)  # |a | b| = |a| + |b| - |a & b|
+    return list(map(truediv, shared, either))
 
 
 @dataclass(frozen=True)
@@ -184,7 +237,7 @@ class SemanticChunker:
         starts = layout.sentence_bytes
         if len(starts) < 2:
             return [windows(0, tokens.token_count, self.max_tokens, 0)]
-        breaks = sorted(self._breakpoints(layout.signatures))
+        breaks = sorted(self._breakpoints(layout))
         group_sentences = [0, *breaks, len(starts)]
         group_tokens = [0, *tokens.tokens_at([starts[index] for index in breaks]), tokens.token_count]
         chunks: list[Span] = []
@@ -207,20 +260,22 @@ class SemanticChunker:
                 chunks.append((chunk_start, group_end))
         return [chunks]
 
-    def _breakpoints(self, signatures: list[set[str]]) -> set[int]:
+    def _breakpoints(self, layout: TextLayout) -> set[int]:
         """Indices i where a new chunk starts at sentence i (distance to i-1 above the percentile)."""
+        signatures = layout.signatures
         if len(signatures) < 3:
             return set()
         if self.buffer:
-            signatures = [
-                set().union(*signatures[max(i - self.buffer, 0) : i + self.buffer + 1]) for i in range(len(signatures))
-            ]
+            similarities = neighbour_similarities(
+                [
+                    set().union(*signatures[max(i - self.buffer, 0) : i + self.buffer + 1])
+                    for i in range(len(signatures))
+                ]
+            )
+        else:
+            similarities = layout.similarities
         # distance = 1 - similarity, so "distance above its p-th percentile" is "similarity below
-        # its (100-p)-th percentile". map() keeps the per-sentence work in C.
-        sizes = list(map(len, signatures))
-        shared = list(map(len, map(set.intersection, signatures, signatures[1:])))
-        either = map(sub, map(add, sizes, sizes[1:]), shared)  # |a | b| = |a| + |b| - |a & b|
-        similarities = list(map(truediv, shared, either))
+        # its (100-p)-th percentile".
         threshold = percentile(similarities, 100 - self.breakpoint)
         if threshold is None:
             return set()  # one sentence: nothing to split
@@ -252,9 +307,21 @@ class HeadingChunker:
         return [[span for start, end in pairwise(starts) for span in windows(start, end, self.max_tokens, overlap)]]
 
 
+# COMPLEX_LINE looked for after a line break (of a text given one in front) rather than at "^": the
+# scan then stops only at line breaks.
+_COMPLEX_AFTER_BREAK = re.compile("\n" + COMPLEX_LINE.pattern.removeprefix("^"), re.M)
+
+
+@lru_cache(maxsize=4)
+def has_complex_lines(text: str) -> bool:
+    """Whether a line of the text matches ``COMPLEX_LINE`` (cached: the heading chunker and the
+    audit's anchors-in-code check both ask of each document)."""
+    return _COMPLEX_AFTER_BREAK.search("\n" + text) is not None
+
+
 def heading_offsets(text: str) -> list[int]:
     """Character offsets of the heading lines of a Markdown text (ATX and setext, any nesting)."""
-    if not COMPLEX_LINE.search(text):
+    if not has_complex_lines(text):
         # No fences, indented code, HTML blocks or setext underlines: every line starting with
         # "#" + space is a heading, and the block parser is not needed (it is the slow part).
         return [m.start() for m in _ATX_HEADING_LINE.finditer(text)]

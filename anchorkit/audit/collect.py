@@ -26,11 +26,10 @@ from anchorkit.tokens import (
     APPROX,
     CL100K_BASE,
     Tokenizer,
-    TokenizerChoice,
 )
 
 SCHEMA_NAME = "anchorkit-stats"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 HISTOGRAM_BIN_PERCENT = 2
@@ -203,14 +202,13 @@ class StatsCollector:
     """Adds up document measurements (in input order), then makes the report."""
 
     def __init__(
-        self, choice: TokenizerChoice, chunkers: Sequence[Chunker], source: dict[str, Any], lengths: Lengths = Lengths()
+        self, tokenizer: Tokenizer, chunkers: Sequence[Chunker], source: dict[str, Any], lengths: Lengths = Lengths()
     ) -> None:
-        self.tokenizer: Tokenizer = choice.tokenizer
+        self.tokenizer = tokenizer
         self.lengths = lengths
         self.placement = _PlacementTotals(lengths.chunk_tokens)
         self.table = [_PlacementTotals(length) for length in lengths.table]
         self.placements: list[_TicketPlacement] = []
-        self.fallback_reason = choice.fallback_reason
         self.source = source
         self.levels = [_LevelCounts(chunker, level) for chunker in chunkers for level in chunker.levels]
         self.tickets: list[_TicketTokens] = []
@@ -263,7 +261,6 @@ class StatsCollector:
                 "name": self.tokenizer.name,
                 "exact": self.tokenizer.exact,
                 "note": TOKENIZER_NOTES[self.tokenizer.name],
-                "fallback_reason": self.fallback_reason,
                 "approx_error_percent": self._approx_error(with_anchors),
             },
             "overhead": {

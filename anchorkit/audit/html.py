@@ -236,8 +236,6 @@ def _record(report: dict[str, Any]) -> list[str]:
                 f"{error['total']:+.2f}% in total, {error['mean_absolute']:.2f}% per document on average",
             )
         )
-    if tokenizer["fallback_reason"]:
-        rows.append(("cl100k_base not available", tokenizer["fallback_reason"]))
     thresholds = _thresholds(gates)
     verdict = "FAILED (exit code 1)" if _failed(report) else "passed (exit code 0)"
     rows.append(("gates", (", ".join(thresholds) + ": " if thresholds else "none set: ") + verdict))

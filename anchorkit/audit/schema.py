@@ -97,7 +97,6 @@ REPORT_SCHEMA: dict[str, Any] = {
                     "name": {"enum": [CL100K_BASE, APPROX]},
                     "exact": {"type": "boolean"},
                     "note": {"type": "string"},
-                    "fallback_reason": {"type": ["string", "null"]},
                     "approx_error_percent": {
                         "oneOf": [
                             {"type": "null"},

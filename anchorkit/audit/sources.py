@@ -53,21 +53,19 @@ SourceItem = SourceDocument | UnreadableDocument | OversizedDocument
 
 def iter_output_folder(folder: Path) -> Iterator[SourceItem]:
     """``<id>.md`` documents (flat or one project folder deep) and their sidecars, in path order."""
-    paths = sorted(
-        (path for path in [*folder.glob("*.md"), *folder.glob("*/*.md")] if _TICKET_DOCUMENT.match(path.name)),
-        key=lambda path: path.relative_to(folder).as_posix(),
+    found = [*folder.glob("*.md"), *folder.glob("*/*.md")]
+    documents = sorted(
+        (path.relative_to(folder).as_posix(), path) for path in found if _TICKET_DOCUMENT.match(path.name)
     )
-    for path in paths:
-        relpath = path.relative_to(folder).as_posix()
-        ticket_id = int(_TICKET_DOCUMENT.match(path.name)[1])  # type: ignore[index]
-        sidecar_path = path.with_name(path.name + SIDECAR_SUFFIX)
+    for relpath, path in documents:
+        ticket_id = int(path.name[: -len(".md")])
         try:
             size = path.stat().st_size
             if size > MAX_DOCUMENT_BYTES:
                 yield OversizedDocument(ticket_id, relpath, size)
                 continue
             markdown = path.read_bytes().decode("utf-8")
-            sidecar = sidecar_path.read_bytes() if sidecar_path.is_file() else None
+            sidecar = _read_if_there(path.with_name(path.name + SIDECAR_SUFFIX))
         except UnicodeDecodeError as exc:
             yield UnreadableDocument(relpath, f"{relpath}: not valid UTF-8 ({exc.reason} at byte {exc.start})")
             continue
@@ -75,6 +73,14 @@ def iter_output_folder(folder: Path) -> Iterator[SourceItem]:
             yield UnreadableDocument(relpath, f"{relpath}: cannot read ({exc.strerror or exc})")
             continue
         yield SourceDocument(ticket_id, relpath, markdown, sidecar)
+
+
+def _read_if_there(path: Path) -> bytes | None:
+    """The file's bytes; None when there is no such file (one system call fewer than asking first)."""
+    try:
+        return path.read_bytes()
+    except (FileNotFoundError, IsADirectoryError):
+        return None
 
 
 def iter_snapshot(

@@ -37,7 +37,7 @@ from anchorkit.errors import UsageError
 from anchorkit.render.document import DEFAULT_CHUNK_TOKENS, RenderOptions
 from anchorkit.render.transform import TransformOptions
 from anchorkit.settings import default
-from anchorkit.tokens import CL100K_BASE, TOKENIZER_CHOICES, Tokenizer, TokenizerChoice, choose_tokenizer
+from anchorkit.tokens import TOKENIZER_CHOICES, Tokenizer, choose_tokenizer
 
 # ---------------------------------------------------------------------------------------------
 # Running the audit, and CI gates
@@ -57,7 +57,7 @@ class Gates:
 
 def audit(
     items: Iterable[SourceItem],
-    choice: TokenizerChoice,
+    tokenizer: Tokenizer,
     chunkers: Sequence[Chunker],
     source: dict[str, Any],
     gates: Gates = Gates(),
@@ -72,9 +72,9 @@ def audit(
     """
     # An audit record names its input wherever it is read later: the folder's absolute path.
     source = {**source, "path": os.path.abspath(source["path"])}
-    collector = StatsCollector(choice, chunkers, source, lengths)
+    collector = StatsCollector(tokenizer, chunkers, source, lengths)
     measured = parallel.map_batches(
-        _measure_in_worker, items, jobs, initializer=_start_worker, initargs=(choice.tokenizer, chunkers, lengths)
+        _measure_in_worker, items, jobs, initializer=_start_worker, initargs=(tokenizer, chunkers, lengths)
     )
     for item in measured:
         collector.add(item)
@@ -137,15 +137,15 @@ def run_audit(path: Path, values: Mapping[str, Any]) -> dict[str, Any]:
     date, version and verdict (``ok``)."""
     if not path.is_dir():
         raise UsageError(f"{path}: not a folder (expected a transform output folder or a snapshot)")
-    tokenizer, tiktoken_file = values["tokenizer"], values["tiktoken_file"]
-    if tokenizer not in TOKENIZER_CHOICES:
-        raise UsageError(f"--tokenizer must be one of {', '.join(TOKENIZER_CHOICES)}, not {tokenizer!r}")
+    tiktoken_file = values["tiktoken_file"]
+    if values["tokenizer"] not in TOKENIZER_CHOICES:
+        raise UsageError(f"--tokenizer must be one of {', '.join(TOKENIZER_CHOICES)}, not {values['tokenizer']!r}")
     try:
         specs = values["chunking"]
         chunkers = [chunking.parse_chunker_spec(spec) for spec in specs] if specs else chunking.default_chunkers()
-        choice = choose_tokenizer(tokenizer, tiktoken_file, allow_download=tokenizer == CL100K_BASE)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    tokenizer = choose_tokenizer(values["tokenizer"], tiktoken_file)  # TokenizerUnavailable: exit 2
     table = parse_lengths(values["lengths"])
     chunk_tokens = values["chunk_tokens"]
     given = {name: values[name] for name in ("anchor_basic_info", "anchor_subject_chars") if values[name] is not None}
@@ -154,9 +154,7 @@ def run_audit(path: Path, values: Mapping[str, Any]) -> dict[str, Any]:
     if is_snapshot(path):
         render = RenderOptions(chunk_tokens=chunk_tokens, **given)
         # Spacing anchors are counted with the audit's own tokenizer.
-        options = TransformOptions(
-            render=render, sidecars=True, tokenizer=choice.tokenizer.name, tiktoken_file=tiktoken_file
-        )
+        options = TransformOptions(render=render, sidecars=True, tokenizer=tokenizer.name, tiktoken_file=tiktoken_file)
         items = iter_snapshot(path, options, [length for length in table if length != chunk_tokens])
         transform = {
             "chunk_tokens": chunk_tokens,
@@ -174,7 +172,7 @@ def run_audit(path: Path, values: Mapping[str, Any]) -> dict[str, Any]:
         source |= {"kind": "output", "transform": None}
     gates = Gates(values["fail_under_coverage"], values["fail_over_overhead"])
     lengths = Lengths(chunk_tokens or DEFAULT_CHUNK_TOKENS, table)
-    report = audit(items, choice, chunkers, source, gates, values["jobs"], lengths)
+    report = audit(items, tokenizer, chunkers, source, gates, values["jobs"], lengths)
     report["run"] = {
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "anchorkit_version": __version__,

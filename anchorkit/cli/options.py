@@ -354,23 +354,19 @@ TOKENIZER = (
         "tokenizer",
         ("--tokenizer",),
         str,  # checked by the stage, whose message names the choices
-        "How --chunk-tokens counts: auto: cl100k_base if its vocabulary is on this machine (never downloaded), "
-        "else approx (the estimate with a safety margin); cl100k_base: exact (exit 2 if its vocabulary is missing).",
+        "How --chunk-tokens counts: cl100k_base (default): exactly, with the vocabulary shipped with anchorkit "
+        "(the same documents on every machine); approx: the estimate with a safety margin.",
         {
-            settings.STATS: "auto: cl100k_base if its vocabulary can be loaded without network, else approx; "
-            "cl100k_base: exact (may download the vocabulary; exit 2 if impossible); approx: the cheap estimate."
+            settings.STATS: "cl100k_base (default): exact, with the vocabulary shipped with anchorkit; "
+            "approx: the cheap estimate."
         },
     ),
     Opt(
         "tiktoken_file",
         ("--tiktoken-file",),
         Path,
-        "cl100k_base.tiktoken vocabulary file (sha256-checked). Default: $ANCHORKIT_TIKTOKEN_FILE, then "
-        "tiktoken's cache.",
-        {
-            settings.STATS: "cl100k_base.tiktoken vocabulary file (sha256-checked). Default: "
-            "$ANCHORKIT_TIKTOKEN_FILE, then tiktoken's cache (TIKTOKEN_CACHE_DIR)."
-        },
+        "Read cl100k_base from this .tiktoken file (plain or gzipped) instead of the copy shipped with anchorkit; "
+        "it must be the same vocabulary (sha256-checked, exit 2 otherwise). Default: $ANCHORKIT_TIKTOKEN_FILE.",
     ),
 )
 JOBS = (

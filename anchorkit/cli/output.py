@@ -108,10 +108,6 @@ def print_ingestion_job(job: dict[str, str] | None) -> None:
 
 
 def print_transform_report(report: transforming.TransformReport, out: Path, check: bool) -> None:
-    if report.tokenizer_note:
-        print_problem(
-            "note", f"--chunk-tokens counted with approx tokens (and a safety margin): {report.tokenizer_note}"
-        )
     for warning in report.warnings:
         print_problem("warning", warning)
     for failure in report.failed:
@@ -330,8 +326,6 @@ def print_stats_report(report: dict[str, Any]) -> None:
     from anchorkit.audit.html import format_percent
 
     tokenizer = report["tokenizer"]
-    if tokenizer["fallback_reason"]:
-        print_problem("note", f"using approx tokens: {tokenizer['fallback_reason']}")
     for error in report["errors"]:
         print_problem("error", error["message"])
     overhead, source = report["overhead"], report["source"]

@@ -73,7 +73,7 @@ def stats_command(
         bool,
         typer.Option(
             "--json",
-            help="Print the report as one JSON object (schema anchorkit-stats, version 2; see docs/stats.md).",
+            help="Print the report as one JSON object (schema anchorkit-stats, version 3; see docs/stats.md).",
         ),
     ] = False,
     html: Annotated[

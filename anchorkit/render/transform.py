@@ -33,7 +33,7 @@ from anchorkit.source.snapshot import (
     load_lookups,
     load_state,
 )
-from anchorkit.tokens import APPROX, TOKENIZER_CHOICES, TokenizerChoice, choose_tokenizer
+from anchorkit.tokens import TOKENIZER_CHOICES, choose_tokenizer
 from anchorkit.untrusted import parse_json
 
 DEFAULT_MAX_TEXT_BYTES: int = default("max_text_bytes")
@@ -71,8 +71,9 @@ class TransformOptions:
     # None: use the snapshot's own setting (state.json "text_format"), else this format for all texts.
     text_format: str | None = default("text_format")
     max_text_bytes: int = DEFAULT_MAX_TEXT_BYTES
-    # How spacing anchors count tokens: auto = cl100k_base when its vocabulary is on this machine
-    # (tokens.choose_tokenizer, never a download), else the approximation with a safety margin.
+    # How spacing anchors count tokens (tokens.choose_tokenizer): cl100k_base exactly, from the
+    # vocabulary shipped with anchorkit (the same on every machine), or the approximation with a
+    # safety margin when asked for.
     tokenizer: str = default("tokenizer")
     tiktoken_file: Path | None = default("tiktoken_file")
 
@@ -139,7 +140,6 @@ class TransformReport:
     warnings: list[str] = field(default_factory=list)
     private_skipped: int = 0  # private tickets left out (no --include-private)
     tokenizer: str | None = None  # what spacing anchors were counted with (None: --chunk-tokens 0)
-    tokenizer_note: str | None = None  # why auto fell back to the approximation
     seconds: float = 0.0
 
     @property
@@ -157,7 +157,6 @@ class TransformReport:
             "warnings": self.warnings,
             "private_skipped": self.private_skipped,
             "tokenizer": self.tokenizer,
-            "tokenizer_note": self.tokenizer_note,
             "seconds": round(self.seconds, 3),
         }
 
@@ -185,47 +184,25 @@ def iter_documents(snapshot_dir: Path, options: TransformOptions) -> Iterator[Re
     """Render every ticket of the snapshot, one at a time, in ticket-id order."""
     render_options = resolve_render_options(snapshot_dir, options)
     lookups = load_lookups(snapshot_dir)
-    count_tokens = (
-        token_counter(resolve_tokenizer(options)[0], options.tiktoken_file)
-        if render_options.chunk_tokens
-        else approx_tokens_with_margin
-    )
+    count_tokens = spacing_counter(options)
     for path in iter_issue_paths(snapshot_dir):
         result = render_ticket(path, lookups, render_options, options, count_tokens)
         if isinstance(result, (RenderedTicket, TicketFailure)):
             yield result
 
 
-def resolve_tokenizer(options: TransformOptions) -> tuple[str, str | None]:
-    """The tokenizer spacing anchors are counted with (``auto`` settled) and why auto fell back.
+def spacing_counter(options: TransformOptions) -> TokenCounter:
+    """How spacing anchors count tokens: cl100k_base exactly, or the approximation with its margin
+    (``--chunk-tokens 0`` places none: then no vocabulary is loaded).
 
-    ValueError / tokens.TokenizerUnavailable for an unknown name or a vocabulary that cannot be loaded.
+    ValueError / tokens.TokenizerUnavailable for an unknown name or a vocabulary file that cannot be
+    loaded. The tokenizer is loaded once per process (tokens.choose_tokenizer).
     """
-    if options.tokenizer not in TOKENIZER_CHOICES:
-        raise ValueError(f"unknown tokenizer {options.tokenizer!r} (expected one of {', '.join(TOKENIZER_CHOICES)})")
-    choice = choose_tokenizer(options.tokenizer, options.tiktoken_file)
-    name = choice.tokenizer.name
-    _counters[(name, options.tiktoken_file)] = _counter(choice)
-    return name, choice.fallback_reason
-
-
-# Loaded once per process: a vocabulary takes a second to load.
-_counters: dict[tuple[str, Path | None], TokenCounter] = {}
-
-
-def token_counter(tokenizer: str, tiktoken_file: Path | None = None) -> TokenCounter:
-    """How spacing anchors count tokens: cl100k_base exactly, or the approximation with its margin."""
-    key = (tokenizer, tiktoken_file)
-    if key not in _counters:
-        _counters[key] = (
-            approx_tokens_with_margin if tokenizer == APPROX else _counter(choose_tokenizer(tokenizer, tiktoken_file))
-        )
-    return _counters[key]
-
-
-def _counter(choice: TokenizerChoice) -> TokenCounter:
+    if not options.render.chunk_tokens:
+        return approx_tokens_with_margin
+    tokenizer = choose_tokenizer(options.tokenizer, options.tiktoken_file)
     # An exact tokenizer's counts add up at line starts: spacing tokenizes each piece of a document once.
-    return LineAdditive(choice.tokenizer.count) if choice.tokenizer.exact else approx_tokens_with_margin
+    return LineAdditive(tokenizer.count) if tokenizer.exact else approx_tokens_with_margin
 
 
 PRIVATE = "private"  # render_ticket's answer for a private issue left out on purpose
@@ -304,11 +281,10 @@ def transform_snapshot(
     # Settled here, not in the workers: a bad state.json or lookups.json must stop the run with its
     # error, and a worker whose initializer fails would only be replaced by another one, forever.
     render_options = resolve_render_options(snapshot_dir, options)
+    spacing_counter(options)  # a vocabulary that cannot be loaded stops the run here, with its error
     if render_options.chunk_tokens:
-        report.tokenizer, report.tokenizer_note = resolve_tokenizer(options)
-    settings = _BatchSettings(
-        load_lookups(snapshot_dir), render_options, options, out_dir, check, report.tokenizer or APPROX
-    )
+        report.tokenizer = options.tokenizer
+    settings = _BatchSettings(load_lookups(snapshot_dir), render_options, options, out_dir, check)
     outcomes = parallel.map_batches(
         _transform_batch, iter_issue_paths(snapshot_dir), jobs, initializer=_start_batches, initargs=(settings,)
     )
@@ -353,7 +329,6 @@ class _BatchSettings:
     options: TransformOptions
     out_dir: Path
     check: bool
-    tokenizer: str  # the tokenizer ``auto`` settled on, loaded once per process (token_counter)
 
 
 _batch_settings: _BatchSettings | None = None
@@ -368,7 +343,7 @@ def _transform_batch(paths: list[Path]) -> list[TicketOutputs | TicketFailure | 
     """Render and write a batch of tickets (in a worker process, or in this one with one job)."""
     settings = _batch_settings
     assert settings is not None, "_start_batches was not called"
-    count_tokens = token_counter(settings.tokenizer, settings.options.tiktoken_file)
+    count_tokens = spacing_counter(settings.options)
     outcomes: list[TicketOutputs | TicketFailure | str] = []
     for path in paths:
         result = render_ticket(path, settings.lookups, settings.render_options, settings.options, count_tokens)

@@ -1,8 +1,8 @@
 """Benchmark: does every chunk name its ticket, on long tickets, under the chunkers people use, and at what cost?
 
     python tests/benchmarks/bench_coverage.py      # BENCH_COVERAGE_TICKETS (default 200), seed BENCH_COVERAGE_SEED,
-                                                   # BENCH_COVERAGE_PLACEMENT=approx: anchors placed without the
-                                                   # vocabulary
+                                                   # BENCH_COVERAGE_PLACEMENT=approx: anchors placed counting
+                                                   # approx tokens (--tokenizer approx)
 
 Generates two snapshots of long tickets (``tests/support/long_tickets.py``: pasted logs, tables, long
 lists and paragraphs, many custom fields, 30+ journals, long subjects, Textile and CommonMark): one
@@ -55,14 +55,13 @@ from anchorkit.render.document import RenderOptions  # noqa: E402
 from anchorkit.render.transform import RenderedTicket, TransformOptions, iter_documents  # noqa: E402
 
 TICKETS = int(os.environ.get("BENCH_COVERAGE_TICKETS", "200"))
-# How transform counts tokens when it places anchors: cl100k_base (the vocabulary is here), or
-# approx to see the placement a machine without the vocabulary makes (the approximation's margin).
+# How transform counts tokens when it places anchors: cl100k_base (the default), or approx to see
+# the placement --tokenizer approx makes (the approximation's margin).
 PLACEMENT_TOKENIZER = os.environ.get("BENCH_COVERAGE_PLACEMENT", tokens.CL100K_BASE)
 SEED = int(os.environ.get("BENCH_COVERAGE_SEED", "0"))
 CHUNK_LENGTHS = (300, 512)
 REFERENCE = 0  # structural anchors only, for comparison
 EXAMPLES = 3
-SHARED_VOCABULARY = REPO.parent / "shared" / "data" / "cl100k_base.tiktoken"
 
 Splitter = Callable[[str], list[str]]
 
@@ -86,12 +85,8 @@ def identifies(chunk: str, document: Document) -> bool:
     return any(line.strip() in document.genuine for line in chunk.split("\n"))
 
 
-def render(
-    snapshot: Path, chunk_tokens: int, tokenizer: str, vocabulary: Path, **render_options: Any
-) -> list[Document]:
-    options = TransformOptions(
-        render=RenderOptions(chunk_tokens=chunk_tokens, **render_options), tokenizer=tokenizer, tiktoken_file=vocabulary
-    )
+def render(snapshot: Path, chunk_tokens: int, tokenizer: str, **render_options: Any) -> list[Document]:
+    options = TransformOptions(render=RenderOptions(chunk_tokens=chunk_tokens, **render_options), tokenizer=tokenizer)
     rendered = [result for result in iter_documents(snapshot, options) if isinstance(result, RenderedTicket)]
     return [
         Document(result.ticket_id, result.markdown, genuine_lines(result.markdown, result.ticket_id))
@@ -262,11 +257,7 @@ def overhead_percent(documents: list[Document], encoding) -> float:  # type: ign
 
 
 def main() -> None:
-    vocabulary = Path(os.environ.get(tokens.VOCABULARY_FILE_ENV) or SHARED_VOCABULARY)
-    if not vocabulary.is_file():
-        sys.exit(f"bench_coverage needs the cl100k_base vocabulary ({vocabulary}; set {tokens.VOCABULARY_FILE_ENV})")
-    choice = tokens.choose_tokenizer(tokens.CL100K_BASE, vocabulary)
-    encoding = choice.tokenizer._encoding  # type: ignore[attr-defined]  # the same cl100k the audit counts with
+    encoding = tokens.load_cl100k_base()._encoding  # the same cl100k the audit counts with
     coverage: dict[tuple[str, int, str, str], Coverage] = {}  # (corpus, N, column, chunker)
     overhead: dict[tuple[str, int, str], float] = {}
     chunker_names: dict[int, list[str]] = {}
@@ -276,7 +267,7 @@ def main() -> None:
         for corpus, stress in CORPORA:
             snapshot = Path(tmp) / corpus.replace(" ", "-")
             write_long_snapshot(snapshot, TICKETS, SEED, stress=stress)
-            structural = render(snapshot, REFERENCE, PLACEMENT_TOKENIZER, vocabulary)
+            structural = render(snapshot, REFERENCE, PLACEMENT_TOKENIZER)
             print(
                 f"{corpus}: {len(structural)} long tickets (seed {SEED}), "
                 f"{sum(len(encoding.encode_ordinary(d.markdown)) for d in structural) // len(structural):,} "
@@ -287,8 +278,7 @@ def main() -> None:
                 skipped.update(missing)
                 chunker_names[size] = [*own, *others]
                 columns = [
-                    (column, render(snapshot, size, PLACEMENT_TOKENIZER, vocabulary, **fields))
-                    for column, fields in VARIANTS
+                    (column, render(snapshot, size, PLACEMENT_TOKENIZER, **fields)) for column, fields in VARIANTS
                 ]
                 columns.append(("`--chunk-tokens 0`", structural))
                 for column, documents in columns:

@@ -7,12 +7,11 @@ shaped like transform's output) with sidecars into a temporary output folder, th
 with the four Bedrock-like chunkers (fixed, hierarchical, semantic, heading) and the chunk-length
 table (256, 300, 512, 1,024), as ``anchorkit stats`` does by default:
 
-- with cl100k_base, in one process, side by side with the floor: tiktoken encoding every document
-  once (``encode_ordinary_batch``, what the audit calls). The target is the audit in at most 3x the
-  floor's time. Both are timed BENCH_STATS_ROUNDS times (default 3), alternating, and the best of
-  each is compared, in wall time and in CPU time (the CPU ratio is the one to trust on a busy
-  machine). Vocabulary from $ANCHORKIT_TIKTOKEN_FILE, else ../shared/data/cl100k_base.tiktoken
-  beside the repository (skipped with a note if neither exists);
+- with cl100k_base, in one process pinned to one core, side by side with the floor: reading the
+  documents and tiktoken encoding every document once (``encode_ordinary_batch``, what the audit
+  calls). The target is the audit in at most 3x the floor's time. Both are timed
+  BENCH_STATS_ROUNDS times (default 3), alternating, and the best of each is compared, in wall time
+  and in CPU time (the CPU ratio is the one to trust on a busy machine);
 - with approx (target <= 5 s), and both tokenizers with --jobs 2;
 - and, for reference, the LangChain splitters alone on BENCH_STATS_LANGCHAIN_DOCS documents (default 1,000).
 
@@ -43,7 +42,6 @@ FLOOR_TARGET = 3.0
 LANGCHAIN_DOCUMENTS = int(os.environ.get("BENCH_STATS_LANGCHAIN_DOCS", "1000"))
 JOBS = (1, 2)  # one process, and 2 (this machine's cores: what the default --jobs 0 picks here)
 TARGETS = {tokens.APPROX: 5.0}
-SHARED_VOCABULARY = REPO.parent / "shared" / "data" / "cl100k_base.tiktoken"
 
 
 def write_corpus(folder: Path, count: int) -> int:
@@ -60,7 +58,7 @@ def write_corpus(folder: Path, count: int) -> int:
 
 def run(
     folder: Path,
-    choice: tokens.TokenizerChoice,
+    tokenizer: tokens.Tokenizer,
     chunkers: list[chunking.Chunker],
     label: str,
     target: float | None,
@@ -69,7 +67,7 @@ def run(
     """One audit of the folder: prints its figures; returns (wall, CPU) seconds."""
     started, cpu_started = time.perf_counter(), time.process_time()
     report = stats.audit(
-        stats.iter_output_folder(folder), choice, chunkers, {"path": str(folder), "kind": "output"}, jobs=jobs
+        stats.iter_output_folder(folder), tokenizer, chunkers, {"path": str(folder), "kind": "output"}, jobs=jobs
     )
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
     documents = report["source"]["documents"]
@@ -94,26 +92,29 @@ def run(
     return seconds, cpu
 
 
-def floor(folder: Path, choice: tokens.TokenizerChoice) -> tuple[float, float]:
+def floor(folder: Path, cl100k: tokens.TiktokenTokenizer) -> tuple[float, float]:
     """Reading the documents and encoding each once with tiktoken: what no audit can go below."""
     started, cpu_started = time.perf_counter(), time.process_time()
     texts = [path.read_text(encoding="utf-8") for path in sorted(folder.glob("*.md"))]
-    choice.tokenizer._encoding.encode_ordinary_batch(texts)  # type: ignore[attr-defined]
+    cl100k._encoding.encode_ordinary_batch(texts)
     return time.perf_counter() - started, time.process_time() - cpu_started
 
 
-def against_floor(folder: Path, choice: tokens.TokenizerChoice, chunkers: list[chunking.Chunker]) -> None:
+def against_floor(folder: Path, cl100k: tokens.TiktokenTokenizer, chunkers: list[chunking.Chunker]) -> None:
+    cores = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(cores)})  # one core: tiktoken's batch threads and the audit alike
     floors, audits = [], []
     for round_number in range(1, ROUNDS + 1):
-        floors.append(floor(folder, choice))
+        floors.append(floor(folder, cl100k))
         audits.append(
-            run(folder, choice, chunkers, f"cl100k_base, 4 chunkers + length table, round {round_number}", None)
+            run(folder, cl100k, chunkers, f"cl100k_base, 4 chunkers + length table, round {round_number}", None)
         )
+    os.sched_setaffinity(0, cores)
     best_floor = (min(wall for wall, _ in floors), min(cpu for _, cpu in floors))
     best_audit = (min(wall for wall, _ in audits), min(cpu for _, cpu in audits))
     wall_ratio, cpu_ratio = best_audit[0] / best_floor[0], best_audit[1] / best_floor[1]
     print(
-        f"floor (read + tiktoken encode_ordinary_batch, best of {ROUNDS}): {best_floor[0]:.2f} s wall, "
+        f"floor (read + tiktoken encode_ordinary_batch, one core, best of {ROUNDS}): {best_floor[0]:.2f} s wall, "
         f"{best_floor[1]:.2f} s CPU; "
         f"audit best: {best_audit[0]:.2f} s wall, {best_audit[1]:.2f} s CPU"
     )
@@ -122,18 +123,14 @@ def against_floor(folder: Path, choice: tokens.TokenizerChoice, chunkers: list[c
 
 
 def main() -> None:
-    vocabulary = Path(os.environ.get(tokens.VOCABULARY_FILE_ENV) or SHARED_VOCABULARY)
     bedrock_like = [chunking.CHUNKERS[name]() for name in chunking.BEDROCK_LIKE]
     with tempfile.TemporaryDirectory(prefix="bench-stats-") as tmp:
         folder = Path(tmp)
         size = write_corpus(folder, DOCUMENTS)
         print(f"corpus: {DOCUMENTS:,} generated documents, {size / 1e6:.1f} MB")
-        if vocabulary.is_file():
-            choice = tokens.choose_tokenizer(tokens.CL100K_BASE, vocabulary)
-            against_floor(folder, choice, bedrock_like)
-            run(folder, choice, bedrock_like, "cl100k_base, 4 chunkers + length table", None, jobs=2)
-        else:
-            print(f"cl100k_base: skipped, no vocabulary at {vocabulary} (set {tokens.VOCABULARY_FILE_ENV})")
+        cl100k = tokens.load_cl100k_base()
+        against_floor(folder, cl100k, bedrock_like)
+        run(folder, cl100k, bedrock_like, "cl100k_base, 4 chunkers + length table", None, jobs=2)
         for jobs in JOBS:
             run(
                 folder,

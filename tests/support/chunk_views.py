@@ -8,9 +8,7 @@ every ``>`` or ``#`` (where an anchor or a title line could begin once a chunker
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from pathlib import Path
 
 from anchorkit.audit.chunkers import (
     FixedSizeChunker,
@@ -19,11 +17,8 @@ from anchorkit.audit.chunkers import (
     LangchainRecursiveChunker,
     TextLayout,
 )
-from anchorkit.tokens import TiktokenTokenizer, TokenizerUnavailable, load_cl100k_base
+from anchorkit.tokens import TiktokenTokenizer, load_cl100k_base
 from anchorkit.verify import Chunk, valid_ids
-from support import skip_or_fail
-
-SHARED_VOCABULARY = Path(__file__).resolve().parents[3] / "shared" / "data" / "cl100k_base.tiktoken"
 
 # (max_tokens, overlap percent): Bedrock's default, and a 50-token window sliding one token at a time.
 FIXED_WINDOWS = ((300, 20), (50, 98))
@@ -32,13 +27,8 @@ LANGCHAIN_SIZES = ((1000, 200), (120, 30))
 
 
 def cl100k() -> TiktokenTokenizer:
-    """cl100k_base from $ANCHORKIT_TIKTOKEN_FILE, ../shared/data beside the checkout or tiktoken's cache."""
-    beside = None if os.environ.get("ANCHORKIT_TIKTOKEN_FILE") or not SHARED_VOCABULARY.is_file() else SHARED_VOCABULARY
-    try:
-        return load_cl100k_base(beside, allow_download=False)
-    except TokenizerUnavailable as exc:
-        skip_or_fail(f"cl100k_base vocabulary: {exc}")
-        raise
+    """cl100k_base, as transform and stats count with it (the vocabulary ships with anchorkit)."""
+    return load_cl100k_base()
 
 
 def chunk_views(document: str, tokenizer: TiktokenTokenizer) -> Iterator[tuple[str, str]]:

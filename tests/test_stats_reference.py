@@ -1,0 +1,33 @@
+"""The audit's figures do not move when its code gets faster: the same documents give the same report.
+
+The documents and the reports in tests/data/stats_reference.json.gz were made by the audit before
+its speed-ups (tests/support/stats_reference.py): the fixtures and long, messy tickets, with sidecars
+and the chunk-length table's renditions, under every chunker, with cl100k_base and with approx.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from support import stats_reference
+
+pytest.importorskip("langchain_text_splitters")  # the reports include LangChain's splitters (the test extra)
+
+
+@pytest.fixture(scope="module")
+def reference() -> dict[str, Any]:
+    return stats_reference.load()
+
+
+@pytest.mark.parametrize("corpus", stats_reference.CORPORA)
+@pytest.mark.parametrize("tokenizer", ["cl100k_base", "approx"])
+def test_the_audit_reports_what_it_reported_before_its_speed_ups(
+    reference: dict[str, Any], corpus: str, tokenizer: str
+) -> None:
+    expected = reference["reports"][f"{corpus}/{tokenizer}"]
+    assert expected["source"]["documents"] == len(reference["inputs"][corpus]) >= 8
+    # The audit names its input by absolute path since the reference was made (a record read elsewhere).
+    expected["source"]["path"] = os.path.abspath(expected["source"]["path"])
+    assert stats_reference.report(corpus, reference["inputs"][corpus], tokenizer) == expected
