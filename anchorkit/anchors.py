@@ -8,11 +8,15 @@ The document title ``# チケット #12345: ...`` identifies the ticket too.
 Everything that produces or recognises anchors goes through this module, so the renderer,
 the inserter, the verifier's extractor and the forgery neutraliser cannot drift apart.
 
+Two forms: the anchors after headings carry the subject (``> チケット #12345: VPN…``, the
+format's contract); spacing anchors may be short, ``> チケット #12345:`` (``id_anchor_line``). The
+colon ends the id in both: a chunk cut inside ``#12345`` (``> チケット #123``) names no ticket.
+
 Recognition is line based on purpose: retrieved chunks are fragments of documents (they may start
-inside a code block), so the extractor cannot rely on parsing. Instead, every content line that
-has the shape of an anchor or a title is neutralised when the document is made (its ``#`` is
-escaped as ``\\#``, which Markdown renders as ``#``), so a genuine anchor is exactly a line of the
-anchor shape.
+inside a code block), so the extractor cannot rely on parsing. Instead, every text from Redmine that
+has the shape of an anchor or a title anywhere in a line is neutralised when the document is made
+(its ``#`` is escaped as ``\\#``, which Markdown renders as ``#``), so a genuine anchor is exactly a
+line of the anchor shape, and no chunk, wherever it starts, holds one of another ticket.
 """
 
 from __future__ import annotations
@@ -29,13 +33,15 @@ DEFAULT_LABEL = "チケット"
 _LABEL = r"[^#\\\r\n]{1,40}?"
 ANCHOR_PATTERN = re.compile(rf"^> (?P<label>{_LABEL}) #(?P<id>\d{{1,12}}):(?: (?P<subject>[^\r\n]*))?\r?$", re.M)
 TITLE_PATTERN = re.compile(rf"^# (?P<label>{_LABEL}) #(?P<id>\d{{1,12}}):(?: (?P<subject>[^\r\n]*))?\r?$", re.M)
-# Anything that could pass for an anchor or a title once a chunker cuts the line before it or
-# strips indentation: quote or heading markers (any depth) at the start of a line or after
-# whitespace, a label, "#<digits>:".
-_FORGERY = re.compile(
-    r"(?:^|(?<=\s))(?P<lead>(?:>[ \t>]*|#{1,6}[ \t]+)(?:" + _LABEL + r")[ \t]*)#(?=\d{1,12}[ \t]*[:：])",
-    re.M,
-)
+# Anything that could pass for an anchor or a title once a chunker cuts the text right before it or
+# strips indentation: quote or heading markers (any depth), a label, "#<digits>:", wherever in a line.
+# Not only after whitespace: a token window starts at any token boundary, and cl100k cuts "\\>",
+# "[>", "`>" and "a>" between the two characters (docs/anchoring.md, "Forgeries").
+_FORGERY = re.compile(r"(?P<lead>(?:>[ \t>]*|#{1,6}[ \t]+)(?:" + _LABEL + r")[ \t]*)#(?=\d{1,12}[ \t]*[:：])")
+# What a chunk starting anywhere in a text would read as an anchor or a title (their patterns' start).
+_EXPOSED = re.compile(r"[>#] " + _LABEL + r" #(\d{1,12}):")
+# A backslash escape of Markdown (ASCII punctuation): how a reader sees an escaped subject.
+_MARKDOWN_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _FORGERY_HINT = re.compile(r"#\d{1,12}[ \t]*[:：]")
 _TRAILING_HASHES = re.compile(r"(?<=[ \t])#+$")
 _WHITESPACE_RUN = re.compile(r"\s+")
@@ -58,13 +64,20 @@ def one_line(text: str) -> str:
 
 def _line(prefix: str, ticket_id: int, subject: str, label: str) -> str:
     label = one_line(label).replace("#", "").replace("\\", "") or DEFAULT_LABEL
-    subject = one_line(subject)
+    # Whatever the subject holds in the shape of another anchor stays no anchor, wherever a chunk starts.
+    subject = neutralize_forgeries(one_line(subject))
     return f"{prefix} {label} #{ticket_id}:" + (f" {subject}" if subject else "")
 
 
 def anchor_line(ticket_id: int, subject: str, label: str = DEFAULT_LABEL) -> str:
-    """``> チケット #12345: subject`` (no line break; the subject is forced onto one line)."""
+    """``> チケット #12345: subject`` (no line break; the subject is forced onto one line and
+    neutralised: see ``neutralize_forgeries``)."""
     return _line(">", ticket_id, subject, label)
+
+
+def id_anchor_line(ticket_id: int, label: str = DEFAULT_LABEL) -> str:
+    """``> チケット #12345:``: the short form of spacing anchors (the colon ends the id)."""
+    return _line(">", ticket_id, "", label)
 
 
 def shortened(subject: str, max_chars: int) -> str:
@@ -83,7 +96,12 @@ def title_line(ticket_id: int, subject: str, label: str = DEFAULT_LABEL) -> str:
 
 
 def _matches(pattern: re.Pattern[str], text: str) -> list[Anchor]:
-    return [Anchor(int(m["id"]), (m["subject"] or "").strip()) for m in pattern.finditer(text)]
+    return [Anchor(int(m["id"]), _unescaped((m["subject"] or "").strip())) for m in pattern.finditer(text)]
+
+
+def _unescaped(subject: str) -> str:
+    """The subject as a reader of the Markdown sees it (``\\#`` → ``#``, ``\\<`` → ``<``)."""
+    return _MARKDOWN_ESCAPE.sub(r"\1", subject) if "\\" in subject else subject
 
 
 def find_anchors(text: str) -> list[Anchor]:
@@ -102,10 +120,18 @@ def identified_ticket_ids(text: str) -> set[int]:
 
 
 def neutralize_forgeries(text: str) -> str:
-    """Escape the ``#`` of every line shaped like an anchor or a title (``\\#`` renders as ``#``)."""
+    """Escape the ``#`` of everything shaped like an anchor or a title, wherever it starts in a line
+    (``\\#`` renders as ``#``)."""
     if not _FORGERY_HINT.search(text):  # the cheap necessary condition: most texts have no "#<id>:"
         return text
     return _FORGERY.sub(r"\g<lead>\\#", text)
+
+
+def exposed_ticket_ids(text: str) -> set[int]:
+    """Ids that some chunk of ``text`` would identify itself by: the anchors and titles a chunk
+    starting anywhere (not only at a line start) would find. In an anchorkit document these are
+    its own ticket's only; any other id is a forgery a chunker can lay open."""
+    return {int(match[1]) for match in _EXPOSED.finditer(text)}
 
 
 # How an anchor sits in a document. It always stands alone as a top-level blockquote with a blank

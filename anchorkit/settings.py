@@ -47,6 +47,8 @@ LANGS = ("ja", "en")
 LAYOUTS = ("flat", "by-project")
 TEXT_FORMATS = ("textile", "common_mark")
 SIDECAR_SCHEMAS = ("simple", "typed")
+# Spacing anchors: short ("> チケット #12345:") or full (with the subject, as the anchors after headings).
+SPACING_ANCHOR_FORMS = ("short", "full")
 RETRY_MODES = ("standard", "adaptive")
 SSE_ALGORITHMS = ("AES256", "aws:kms")
 ON_INVALID = ("drop", "flag")
@@ -124,6 +126,7 @@ SETTINGS: tuple[Setting, ...] = (
     # Amazon Bedrock's default fixed-size chunk; docs/anchoring.md has the figures behind both defaults.
     _s("chunk_tokens", int, 300, *_DOCUMENTS, STATS, min=0),
     _s("anchor_subject_chars", int, 40, *_DOCUMENTS, STATS, min=0, command_defaults=_NOT_FOR_STATS),
+    _s("spacing_anchors", str, "short", *_DOCUMENTS, choices=SPACING_ANCHOR_FORMS),
     _s("timezone", str, "UTC", *_DOCUMENTS),
     _s("max_text_bytes", int, 1_000_000, *_DOCUMENTS, min=1),
     _s("link_issues", str, None, TRANSFORM),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from bisect import bisect_left
 from pathlib import Path
@@ -15,6 +16,7 @@ from anchorkit.anchors import (
     TITLE_PATTERN,
     anchor_line,
     find_anchors,
+    id_anchor_line,
     insert_anchors,
     neutralize_forgeries,
     strip_anchors,
@@ -22,11 +24,12 @@ from anchorkit.anchors import (
 )
 from anchorkit.markdown_blocks import parse_blocks, top_level_blocks
 from anchorkit.render.document import RenderOptions, content_markdown, render_document
-from anchorkit.render.spacing import _plan, _plan_by_lines, approx_tokens_with_margin, space_anchors
+from anchorkit.render.spacing import LineAdditive, _plan, _plan_by_lines, approx_tokens_with_margin, space_anchors
 from anchorkit.tokens import byte_offsets, load_cl100k_base
 from tests.support.long_tickets import TEXT_FORMAT, long_issue, lookups, write_long_snapshot
 
 ANCHOR = anchor_line(5, "VPN接続が不安定になる")
+SHORT = id_anchor_line(5)  # "> チケット #5:", the default form of spacing anchors
 TITLE = title_line(5, "VPN接続が不安定になる")
 
 
@@ -221,16 +224,17 @@ BLOCKS = st.one_of(
     blocks=st.lists(BLOCKS, min_size=1, max_size=12),
     separators=st.lists(st.sampled_from(["\n\n", "\n\n\n", "\n"]), min_size=12, max_size=12),
     chunk=st.sampled_from([40, 80, 200]),
+    spacing=st.sampled_from([SHORT, ANCHOR]),
 )
 def test_stripping_gives_back_exactly_the_content_and_placing_again_changes_nothing(
-    blocks: list[str], separators: list[str], chunk: int
+    blocks: list[str], separators: list[str], chunk: int, spacing: str
 ) -> None:
     body = content_markdown("".join(block + separator for block, separator in zip(blocks, separators)), "common_mark")
     original = insert_anchors(f"{TITLE}\n\n{body}\n", 5, "VPN接続が不安定になる")  # as render_document has it
     for count in (utf8_bytes, approx_tokens_with_margin):
-        document = space_anchors(original, ANCHOR, chunk, count)
+        document = space_anchors(original, spacing, chunk, count)
         assert strip_anchors(document) == strip_anchors(original)
-        assert space_anchors(document, ANCHOR, chunk, count) == document
+        assert space_anchors(document, spacing, chunk, count) == document
         # Every anchor is a standalone top-level quote: never inside code, a table, a list or HTML.
         lines = document.split("\n")
         quotes = {
@@ -238,7 +242,7 @@ def test_stripping_gives_back_exactly_the_content_and_placing_again_changes_noth
             for block in top_level_blocks(parse_blocks(document))
             if block.kind == "blockquote" and block.end - block.start == 1
         }
-        assert {index for index, line in enumerate(lines) if line == ANCHOR} <= quotes
+        assert {index for index, line in enumerate(lines) if line in (ANCHOR, SHORT)} <= quotes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,6 +267,33 @@ def test_every_window_of_a_long_ticket_holds_an_anchor_or_lies_in_a_line_that_ca
             )
 
 
+@pytest.mark.parametrize("chunk", [1024, 1536])
+def test_the_last_window_of_any_fixed_chunker_holds_an_anchor_however_short(chunk: int) -> None:
+    # Its windows end at the document's end wherever the windows before it started: an anchor ends it.
+    for seed in range(4):
+        issue = long_issue(50001 + seed, random.Random(seed), stress=False)
+        document = render_document(
+            issue, lookups(), RenderOptions(chunk_tokens=chunk, text_format=TEXT_FORMAT), utf8_bytes
+        )
+        end_anchor = document.rstrip("\n").rsplit("\n", 1)[1]
+        assert end_anchor == id_anchor_line(issue["id"])
+        data = document.encode("utf-8")
+        for length in range(utf8_bytes(end_anchor + "\n"), chunk + 1):
+            assert find_anchors(data[-length:].decode("utf-8", "ignore")), (seed, length)
+
+
+def test_a_window_after_a_short_anchor_still_holds_the_next_anchor_after_a_heading_whole() -> None:
+    # The stretch before an anchor after a heading leaves room for that (longer) anchor, not the short one's:
+    # sections of a chunk or less (no anchor at their end) whose lines end anywhere between two anchors.
+    for lines in range(1, 30):
+        body = "\n\n".join(f"#### 見出し{n}\n\n" + "\n".join(["文です。"] * lines) for n in range(4))
+        document = space_anchors(
+            insert_anchors(f"{TITLE}\n\n{body}\n", 5, "VPN接続が不安定になる"), SHORT, 200, utf8_bytes
+        )
+        assert windows_without_anchor(document, 200, byte_positions(document)) == [], lines
+        assert strip_anchors(document) == f"{TITLE}\n\n{body}\n"
+
+
 def test_with_cl100k_every_window_holds_an_anchor_or_lies_in_a_line_that_cannot_be_cut() -> None:
     tokenizer = load_cl100k_base()
     for seed in range(3):
@@ -274,6 +305,40 @@ def test_with_cl100k_every_window_holds_an_anchor_or_lies_in_a_line_that_cannot_
         long_lines = lines_longer_than(document, 300 - 2 * tokenizer.count(anchor + "\n") - 2, positions)
         missing = windows_without_anchor(document, 300, positions)
         assert all(any(start < window + 300 and window < end for start, end in long_lines) for window in missing), seed
+
+
+def test_counting_each_piece_once_places_exactly_what_counting_every_text_whole_places() -> None:
+    # The speed-up (LineAdditive: stretches, sections and tails counted as sums of their pieces) changes
+    # no byte: on the fixtures, on long tickets with every stress shape, at two chunk lengths.
+    tokenizer = load_cl100k_base()
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures"
+    fixture_lookups = json.loads((fixtures / "lookups.json").read_text(encoding="utf-8"))
+    tickets = [
+        (json.loads(path.read_text(encoding="utf-8"))["issue"], fixture_lookups, "common_mark")
+        for path in sorted((fixtures / "issues").glob("*.json"))
+    ]
+    tickets += [(long_issue(50001 + seed, random.Random(seed)), lookups(), TEXT_FORMAT) for seed in range(6)]
+    for issue, ticket_lookups, text_format in tickets:
+        for chunk in (300, 512):
+            options = RenderOptions(chunk_tokens=chunk, text_format=text_format)
+            whole = render_document(issue, ticket_lookups, options, tokenizer.count)
+            assert render_document(issue, ticket_lookups, options, LineAdditive(tokenizer.count)) == whole, issue["id"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    blocks=st.lists(BLOCKS, min_size=1, max_size=12),
+    separators=st.lists(st.sampled_from(["\n\n", "\n\n\n", "\n"]), min_size=12, max_size=12),
+    chunk=st.sampled_from([40, 80, 200]),
+)
+def test_sums_of_pieces_place_what_whole_counts_place_on_random_documents(
+    blocks: list[str], separators: list[str], chunk: int
+) -> None:
+    body = content_markdown("".join(block + separator for block, separator in zip(blocks, separators)), "common_mark")
+    original = insert_anchors(f"{TITLE}\n\n{body}\n", 5, "VPN接続が不安定になる")
+    for spacing in (SHORT, ANCHOR):
+        expected = space_anchors(original, spacing, chunk, utf8_bytes)
+        assert space_anchors(original, spacing, chunk, LineAdditive(utf8_bytes)) == expected
 
 
 def test_the_long_ticket_snapshot_is_deterministic_and_long(tmp_path: Path) -> None:
@@ -320,6 +385,15 @@ FAST_LINES = st.sampled_from(
         "1.  two spaces",
         "snake_case",
         "a * b",
+        "```",
+        "```bash",
+        "````",
+        "~~~",
+        "``` a`b",
+        " ```",
+        "2026-03-01 10:00:00 [ERROR] log line",
+        "    at com.example.Job(Job.java:42)",
+        "<pre>",
         "",
         "",
         "",
@@ -333,4 +407,8 @@ def test_the_line_scan_plans_the_same_cuts_as_the_parser_wherever_it_answers(lin
     by_lines = _plan_by_lines(lines)
     if by_lines is not None:
         parsed = _plan(lines)
-        assert (dict(by_lines), by_lines.paragraph_lines) == (dict(parsed), parsed.paragraph_lines)
+        assert (dict(by_lines), by_lines.paragraph_lines, by_lines.code_openers) == (
+            dict(parsed),
+            parsed.paragraph_lines,
+            parsed.code_openers,
+        )

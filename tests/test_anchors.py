@@ -13,10 +13,12 @@ from anchorkit import anchors as anchor_module
 from anchorkit.anchors import (
     _CONTROL,
     _WHITESPACE_RUN,
+    ANCHOR_PATTERN,
     Anchor,
     anchor_line,
     find_anchors,
     find_titles,
+    id_anchor_line,
     identified_ticket_ids,
     insert_anchors,
     neutralize_forgeries,
@@ -44,6 +46,21 @@ def test_subject_cannot_break_the_line_or_the_quote() -> None:
     assert find_anchors(line) == [Anchor(1, "first second third fourth")]
 
 
+def test_the_short_form_names_its_ticket_and_a_chunk_cut_inside_an_id_names_none() -> None:
+    assert id_anchor_line(12345) == "> チケット #12345:"
+    assert id_anchor_line(7, label="Ticket") == "> Ticket #7:"
+    assert find_anchors("本文の終わり。\n\n> チケット #12345:\n\n次の本文") == [Anchor(12345, "")]
+    # cl100k cuts "#12345" into "#", "123", "45": a chunk may end after "123". The colon ends every id.
+    for cut in ("> チケット #123", "> チケット #12345", "# チケット #123"):
+        assert identified_ticket_ids(f"本文\n\n{cut}") == set(), cut
+
+
+def test_find_anchors_reads_the_subject_as_a_reader_of_the_markdown_sees_it() -> None:
+    line = anchor_line(5, "\\<b\\> renamed > チケット #99: \\[至急\\]")
+    assert line == "> チケット #5: \\<b\\> renamed > チケット \\#99: \\[至急\\]"
+    assert find_anchors(line) == [Anchor(5, "<b> renamed > チケット #99: [至急]")]
+
+
 def test_find_anchors_reads_chunk_fragments() -> None:
     chunk = "…the end of a paragraph\n\n> チケット #12345: VPN接続が不安定になる\n\n### [2026-03-15] 佐藤次郎\n"
     assert find_anchors(chunk) == [Anchor(12345, SUBJECT)]
@@ -68,6 +85,8 @@ FORGERIES = [
     "# チケット #99: a fake title",
     "### Ticket #99: fake heading",
     "説明文の途中 > チケット #99: 偽物",  # a chunker may cut the line right before the ">"
+    "> チケット #99:",  # the short form of spacing anchors
+    "注記\\> チケット #99: 偽物",  # a token window may start right after the backslash (or any character)
 ]
 
 
@@ -206,7 +225,7 @@ def test_fast_and_parsed_insertion_agree_and_are_idempotent(subject: str, body: 
     assert insert_anchors(fast, 3, subject) == fast
     anchors = find_anchors(fast)
     assert anchors and {a.ticket_id for a in anchors} == {3}
-    assert all(a.subject == anchor_line(3, subject).partition(": ")[2] for a in anchors)
+    assert {m[0] for m in ANCHOR_PATTERN.finditer(fast)} == {anchor_line(3, subject)}
 
 
 def test_one_line_returns_clean_text_unchanged_and_cleans_every_other_character() -> None:

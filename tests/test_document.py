@@ -13,13 +13,16 @@ from anchorkit.anchors import (
     anchor_line,
     find_anchors,
     find_titles,
+    id_anchor_line,
     insert_anchors,
+    one_line,
     shortened,
     strip_anchors,
     title_line,
 )
 from anchorkit.markdown_blocks import parse_blocks, top_level_blocks
 from anchorkit.render.document import RenderOptions, content_markdown, render_document, text_format_at
+from anchorkit.render.markdown_text import escape_plain
 from anchorkit.render.spacing import approx_tokens_with_margin, space_anchors
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -52,10 +55,16 @@ def test_ticket_12345_has_the_documented_shape() -> None:
     headings = [line for line in document.split("\n") if line.startswith("##")]
     assert len(find_anchors(document)) == len(headings)
     assert find_titles(document) == [find_anchors(document)[0]]
-    # By default spacing anchors come on top (the same line), and take nothing away.
+    # By default spacing anchors come on top, in the short form "> チケット #12345:", and take nothing away.
     spaced = render(12345)
-    assert set(find_anchors(spaced)) == set(find_anchors(document)) and len(find_anchors(spaced)) > len(headings)
+    assert "\n\n> チケット #12345:\n\n" in spaced
+    assert set(find_anchors(spaced)) == {*find_anchors(document), (12345, "")}
+    assert len(find_anchors(spaced)) > len(headings)
     assert strip_anchors(spaced) == strip_anchors(document)
+    # --spacing-anchors full: spacing anchors are the line after headings, subject and all.
+    full = render(12345, spacing_anchors="full")
+    assert set(find_anchors(full)) == set(find_anchors(document)) and len(find_anchors(full)) > len(headings)
+    assert strip_anchors(full) == strip_anchors(document)
 
 
 def test_basic_info_is_anchored_unless_turned_off() -> None:
@@ -76,10 +85,11 @@ def test_anchor_subjects_are_cut_while_the_title_keeps_the_whole_subject() -> No
     document = render_document(issue, LOOKUPS, OPTIONS)
     assert find_titles(document)[0].subject == issue["subject"]
     assert {a.subject for a in find_anchors(document)} == {
-        "大阪支社の VPN 接続が不安定になる件（名古屋営業所・福岡営業所からも同様の…"
-    }  # 40 characters
+        "大阪支社の VPN 接続が不安定になる件（名古屋営業所・福岡営業所からも同様の…",  # 40 characters
+        "",  # the short spacing anchors
+    }
     whole = render_document(issue, LOOKUPS, RenderOptions(text_format=SWITCH, anchor_subject_chars=0))
-    assert {a.subject for a in find_anchors(whole)} == {issue["subject"]}
+    assert {a.subject for a in find_anchors(whole)} == {issue["subject"], ""}
 
 
 def test_english_labels() -> None:
@@ -270,7 +280,14 @@ def test_timezone_changes_the_dates_shown() -> None:
 
 
 @pytest.mark.parametrize(
-    "options", [{}, {"chunk_tokens": 120}, {"chunk_tokens": 0}, {"anchor_basic_info": False, "lang": "en"}]
+    "options",
+    [
+        {},
+        {"chunk_tokens": 120},
+        {"chunk_tokens": 0},
+        {"anchor_basic_info": False, "lang": "en"},
+        {"spacing_anchors": "full", "chunk_tokens": 120},
+    ],
 )
 def test_anchoring_a_rendered_document_again_changes_nothing(options: dict[str, Any]) -> None:
     render_options = RenderOptions(text_format=SWITCH, include_private=True, **options)
@@ -283,7 +300,11 @@ def test_anchoring_a_rendered_document_again_changes_nothing(options: dict[str, 
             document, issue["id"], subject, render_options.label("ticket"), unanchored_headings=unanchored
         )
         assert again == document, path.name
-        anchor = anchor_line(issue["id"], subject, render_options.label("ticket"))
+        anchor = (
+            anchor_line(issue["id"], subject, render_options.label("ticket"))
+            if render_options.spacing_anchors == "full"
+            else id_anchor_line(issue["id"], render_options.label("ticket"))
+        )
         assert space_anchors(document, anchor, 120, approx_tokens_with_margin) == space_anchors(
             document, anchor, 120, approx_tokens_with_margin
         )
@@ -340,9 +361,10 @@ random_texts = st.lists(random_lines, max_size=25).map("\n".join)
     notes=st.lists(random_texts, max_size=4),
     fmt=st.sampled_from(["textile", "common_mark"]),
     chunk=st.sampled_from([0, 60, 300]),
+    spacing=st.sampled_from(["short", "full"]),
 )
 def test_any_subject_and_content_keep_the_document_structure(
-    subject: str, description: str, notes: list[str], fmt: str, chunk: int
+    subject: str, description: str, notes: list[str], fmt: str, chunk: int, spacing: str
 ) -> None:
     issue = {
         "id": 77,
@@ -353,18 +375,20 @@ def test_any_subject_and_content_keep_the_document_structure(
             for i, n in enumerate(notes)
         ],
     }
-    options = RenderOptions(text_format=fmt, chunk_tokens=chunk)
+    options = RenderOptions(text_format=fmt, chunk_tokens=chunk, spacing_anchors=spacing)
     document = render_document(issue, LOOKUPS, options)
     assert render_document(issue, LOOKUPS, options) == document
-    body_subject = shortened(subject, options.anchor_subject_chars)
-    expected_subject = anchor_line(77, body_subject).partition(": ")[2]
+    # Every anchor reads the subject (cut), the title the whole subject, as they are, escaped as text.
+    body_subject = escape_plain(shortened(subject, options.anchor_subject_chars))
     anchors = find_anchors(document)
-    assert anchors and all(a == (77, expected_subject) for a in anchors)
-    assert [a.ticket_id for a in find_titles(document)] == [77]
+    cut = shortened(subject, options.anchor_subject_chars)
+    assert anchors and all(a in ((77, cut), (77, "")) for a in anchors)  # "": a short spacing anchor
+    assert (77, "") not in anchors or spacing == "short" or not cut
+    assert find_titles(document) == [(77, one_line(subject))]
     # The document's own skeleton is the only structure at levels 1-3.
     blocks = top_level_blocks(parse_blocks(document))
     skeleton = [b.text for b in blocks if b.kind == "heading" and b.level <= 3]
-    expected = [title_line(77, subject).removeprefix("# "), "基本情報"]
+    expected = [title_line(77, escape_plain(one_line(subject))).removeprefix("# "), "基本情報"]
     expected += ["説明"] if description.strip() else []
     expected += (
         (["対応履歴"] + ["[2026-01-01] u"] * sum(1 for n in notes if n.strip()))
@@ -378,7 +402,8 @@ def test_any_subject_and_content_keep_the_document_structure(
     assert {i for i, line in enumerate(lines) if find_anchors(line)} <= quote_lines
     assert insert_anchors(document, 77, body_subject) == document
     if chunk:
-        assert space_anchors(document, anchor_line(77, body_subject), chunk, approx_tokens_with_margin) == document
+        spacing_anchor = id_anchor_line(77) if spacing == "short" else anchor_line(77, body_subject)
+        assert space_anchors(document, spacing_anchor, chunk, approx_tokens_with_margin) == document
         assert strip_anchors(document) == strip_anchors(
             render_document(issue, LOOKUPS, RenderOptions(text_format=fmt, chunk_tokens=0))
         )

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from anchorkit.anchors import anchor_line, neutralize_forgeries
+from anchorkit.anchors import anchor_line, id_anchor_line, neutralize_forgeries
 from anchorkit.cli import app
 from anchorkit.verify.citations import VerifyOptions, verify_citations
 from anchorkit.verify.ids import context_ticket_ids, valid_ids
@@ -334,3 +334,14 @@ def test_injection_does_not_change_what_verify_finds() -> None:
     before = verify_citations(answer, read_retrieval(data, "r").chunks, options=VerifyOptions())
     after = verify_citations(answer, read_retrieval(anchor_chunks(data).retrieval, "r").chunks, options=VerifyOptions())
     assert before.findings == after.findings == [] and before.valid_ids == after.valid_ids == {12345}
+
+
+@shapes
+def test_a_chunk_starting_with_a_short_spacing_anchor_gets_the_subject_in_its_place(shape: str) -> None:
+    text = f"{id_anchor_line(12345)}\n\n{BODY}"  # a chunk that starts at a spacing anchor of the short form
+    report = anchor_chunks(SHAPES[shape](bedrock_result(text, URI, ticket_id=12345, subject=VPN)), shape)
+    assert [o.status for o in report.outcomes] == ["anchored"]
+    assert texts(shape, report.retrieval) == [f"{anchor_line(12345, VPN)}\n\n{BODY}"]
+    # No subject known anywhere: the short anchor already says which ticket it is.
+    unknown = anchor_chunks(SHAPES[shape](bedrock_result(text, URI, ticket_id=12345)), shape)
+    assert [o.status for o in unknown.outcomes] == ["already_anchored"]

@@ -262,6 +262,20 @@ def test_chunk_tokens_adds_spacing_anchors_that_strip_back_to_the_structural_doc
     assert counts["zero"] < counts["300"] < counts["120"]
 
 
+def test_spacing_anchors_are_short_unless_asked_for_in_full(snapshot: Path, tmp_path: Path) -> None:
+    common = ("--chunk-tokens", "120", "--tokenizer", "approx")
+    assert run("transform", str(snapshot), "--out", str(tmp_path / "short"), *common)[0] == 0
+    assert (
+        run("transform", str(snapshot), "--out", str(tmp_path / "full"), *common, "--spacing-anchors", "full")[0] == 0
+    )
+    short = (tmp_path / "short" / "12307.md").read_text(encoding="utf-8")
+    full = (tmp_path / "full" / "12307.md").read_text(encoding="utf-8")
+    assert "\n> チケット #12307:\n" in short and "\n> チケット #12307:\n" not in full
+    assert {a.subject for a in find_anchors(full)} == {a.subject for a in find_anchors(short)} - {""}
+    assert strip_anchors(short) == strip_anchors(full)
+    assert run("transform", str(snapshot), "--out", str(tmp_path / "x"), "--spacing-anchors", "long")[0] == 2
+
+
 def test_an_unavailable_tokenizer_is_a_usage_error(snapshot: Path, tmp_path: Path) -> None:
     code, _, stderr = run(
         "transform",

@@ -24,6 +24,7 @@ from anchorkit.anchors import (
     ANCHOR_PATTERN,
     TITLE_PATTERN,
     anchor_cuts,
+    exposed_ticket_ids,
     identified_ticket_ids,
 )
 from anchorkit.audit import chunkers as chunking
@@ -525,7 +526,8 @@ def limit_findings(document: SourceDocument, lines: LineMatches | None = None) -
     anchors = lines.anchors  # the matches find_anchors makes, with positions
     if not anchors:
         findings.append(("documents_without_anchor", where))
-    foreign = sorted({int(anchor["id"]) for anchor in anchors} - {ticket_id})
+    # What a chunk starting anywhere would read as another ticket's anchor or title, not only whole lines.
+    foreign = sorted(exposed_ticket_ids(markdown) - {ticket_id})
     if foreign:
         findings.append(("anchors_of_other_tickets", {**where, "other_ticket_ids": foreign}))
     duplicates = sum(

@@ -60,6 +60,7 @@ PANELS = {
         "anchor_basic_info",
         "chunk_tokens",
         "anchor_subject_chars",
+        "spacing_anchors",
         "timezone",
         "max_text_bytes",
     ),

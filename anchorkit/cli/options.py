@@ -29,6 +29,7 @@ Lang = Literal[settings.LANGS]  # type: ignore[valid-type]
 Layout = Literal[settings.LAYOUTS]  # type: ignore[valid-type]
 SidecarSchema = Literal[settings.SIDECAR_SCHEMAS]  # type: ignore[valid-type]
 TextFormat = Literal[settings.TEXT_FORMATS]  # type: ignore[valid-type]
+SpacingAnchors = Literal[settings.SPACING_ANCHOR_FORMS]  # type: ignore[valid-type]
 RetryMode = Literal[settings.RETRY_MODES]  # type: ignore[valid-type]
 SseAlgorithm = Literal[settings.SSE_ALGORITHMS]  # type: ignore[valid-type]
 OnInvalid = Literal[settings.ON_INVALID]  # type: ignore[valid-type]
@@ -246,6 +247,13 @@ DOCUMENTS = (
         int,
         "Cut the subject in anchor lines to this many characters (ending in …); the title keeps it whole. "
         "Long subjects make every anchor expensive. 0: the whole subject.",
+    ),
+    Opt(
+        "spacing_anchors",
+        ("--spacing-anchors",),
+        SpacingAnchors,
+        "The anchors placed for --chunk-tokens: short (> チケット #12345:, about 10 tokens) or full (with the "
+        "subject, like the anchors after headings). The anchors after headings always carry the subject.",
     ),
     Opt(
         "timezone",

@@ -29,6 +29,7 @@ from markdown_it.token import Token
 
 from anchorkit.anchors import (
     anchor_line,
+    id_anchor_line,
     insert_anchors,
     neutralize_forgeries,
     one_line,
@@ -36,6 +37,7 @@ from anchorkit.anchors import (
     title_line,
 )
 from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks, top_level_blocks
+from anchorkit.render.markdown_text import escape_plain
 from anchorkit.render.spacing import TokenCounter, approx_tokens_with_margin, space_anchors
 from anchorkit.render.textformat import to_markdown
 from anchorkit.settings import default
@@ -161,6 +163,9 @@ class RenderOptions:
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS
     # The subject in anchors (not in the title) is cut to this many characters (0: whole).
     anchor_subject_chars: int = DEFAULT_ANCHOR_SUBJECT_CHARS
+    # The anchors spacing places: "short" (``> チケット #12345:``) or "full" (with the subject, as the
+    # anchors after headings, which always carry it).
+    spacing_anchors: str = default("spacing_anchors")
     # A single format, or [(since ISO timestamp, format), ...]: texts created before the first
     # "since" are Textile (Redmine's historical default), later ones use the last format in force.
     text_format: str | tuple[tuple[str, str], ...] = "textile"
@@ -184,15 +189,20 @@ def render_document(
     anchored on its own (its headings), so no ticket pays for parsing the whole document;
     ``anchors.insert_anchors`` over the result changes nothing (tested). Then spacing anchors
     bound the distance between anchors for ``options.chunk_tokens``, measured with ``count_tokens``.
+
+    Every text from Redmine is escaped as plain text (``_inline``) or converted from its format
+    (``content_markdown``), and every line made from it is neutralised as a whole
+    (``anchors.neutralize_forgeries``), so no chunk of the document, wherever it starts, holds an
+    anchor or a title of another ticket.
     """
     ticket_id, subject, label = issue["id"], issue["subject"], options.label("ticket")
-    body_subject = shortened(subject, options.anchor_subject_chars)
+    body_subject = escape_plain(shortened(subject, options.anchor_subject_chars))
     anchor = anchor_line(ticket_id, body_subject, label)
 
     def anchored(text: str) -> str:
         return insert_anchors(text, ticket_id, body_subject, label)
 
-    parts = [title_line(ticket_id, subject, label), f"## {options.label('details')}"]
+    parts = [title_line(ticket_id, _inline(subject), label), f"## {options.label('details')}"]
     if options.anchor_basic_info:
         parts.append(anchor)
     parts.append(_details(issue, options))
@@ -210,7 +220,10 @@ def render_document(
         for heading, body in entries:
             parts += [heading, anchor, anchored(body)]
     document = "\n\n".join(part for part in parts if part) + "\n"
-    return space_anchors(document, anchor, options.chunk_tokens, count_tokens) if options.chunk_tokens else document
+    if not options.chunk_tokens:
+        return document
+    spacing = id_anchor_line(ticket_id, label) if options.spacing_anchors == "short" else anchor
+    return space_anchors(document, spacing, options.chunk_tokens, count_tokens)
 
 
 def content_markdown(text: str, fmt: str, link_issues: str | None = None) -> str:
@@ -333,16 +346,22 @@ def _ends_cleanly(markdown: str) -> bool:
 # ---------------------------------------------------------------- details and journals
 
 
+def _inline(value: Any) -> str:
+    """A plain value from Redmine (a subject, a name, a custom field value) as Markdown text on one
+    line: it cannot break the line, start markup or raw HTML. (Whole lines are neutralised.)"""
+    return escape_plain(one_line(str(value)))
+
+
 def _name(value: Any) -> str:
     if isinstance(value, dict):
-        return one_line(str(value.get("name") or (f"#{value['id']}" if "id" in value else "")))
-    return "" if value is None else one_line(str(value))
+        return _inline(value.get("name") or (f"#{value['id']}" if "id" in value else ""))
+    return "" if value is None else _inline(value)
 
 
 def _custom_field_value(value: Any) -> str:
     if isinstance(value, list):
-        return ", ".join(one_line(str(v)) for v in value if v not in (None, ""))
-    return "" if value is None else one_line(str(value))
+        return ", ".join(_inline(v) for v in value if v not in (None, ""))
+    return "" if value is None else _inline(value)
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -363,7 +382,7 @@ def _local_date(timestamp: str | None, tz: str, with_time: bool = False) -> str:
         return ""
     moment = parse_time(timestamp)
     if moment is None:
-        return one_line(timestamp)
+        return _inline(timestamp)
     if tz != "UTC":
         moment = moment.astimezone(ZoneInfo(tz))
     # Formatted by hand: strftime costs more than the rest of a journal heading (and pads years < 1000 differently by
@@ -399,9 +418,9 @@ def _details(issue: dict[str, Any], options: RenderOptions) -> str:
             rows.append((_name(custom_field.get("name")), _custom_field_value(custom_field.get("value"))))
     parent = issue.get("parent")
     if isinstance(parent, dict) and parent.get("id"):
-        rows.append((label("parent"), f"#{parent['id']}"))
+        rows.append((label("parent"), f"#{_inline(parent['id'])}"))
     children = [
-        f"#{c['id']} {_name(c.get('subject'))}".strip()
+        f"#{_inline(c['id'])} {_name(c.get('subject'))}".strip()
         for c in issue.get("children") or []
         if isinstance(c, dict) and "id" in c
     ]
@@ -418,7 +437,7 @@ def _details(issue: dict[str, Any], options: RenderOptions) -> str:
             ", ".join(_name(a.get("filename")) for a in issue.get("attachments") or [] if isinstance(a, dict)),
         )
     )
-    return "\n".join(f"- {name}: {value}" for name, value in rows if name and value)
+    return neutralize_forgeries("\n".join(f"- {name}: {value}" for name, value in rows if name and value))
 
 
 _RELATION_PAIRS = {"duplicates": "duplicated", "blocks": "blocked", "precedes": "follows", "copied_to": "copied_from"}
@@ -433,7 +452,7 @@ def _relation(relation: dict[str, Any], ticket_id: int, options: RenderOptions) 
         # Redmine lists a relation on both issues with the same direction; seen from the target it is the inverse.
         other = relation.get("issue_id")
         kind = _INVERSE_RELATION.get(kind, kind)
-    return f"{_relation_label(kind, options)} #{other}"
+    return f"{_relation_label(kind, options)} #{_inline(other)}"
 
 
 _RELATION_KINDS = frozenset(
@@ -442,7 +461,7 @@ _RELATION_KINDS = frozenset(
 
 
 def _relation_label(kind: str, options: RenderOptions) -> str:
-    return options.label(kind) if kind in _RELATION_KINDS else one_line(kind)
+    return options.label(kind) if kind in _RELATION_KINDS else _inline(kind)
 
 
 def _journals(issue: dict[str, Any]) -> list[dict[str, Any]]:
@@ -462,7 +481,7 @@ def _lookup(lookups: Lookups, table: str, value: Any) -> str:
     if value in (None, ""):
         return EMPTY_VALUE
     entry = lookups.get(table, {}).get(str(value))
-    return _name(entry) if entry else f"#{value}"
+    return _name(entry) if entry else f"#{_inline(value)}"
 
 
 def _change(detail: dict[str, Any], issue: dict[str, Any], lookups: Lookups, options: RenderOptions) -> str:
@@ -473,7 +492,7 @@ def _change(detail: dict[str, Any], issue: dict[str, Any], lookups: Lookups, opt
         if name == "description":
             return label("description_updated")
         key, table = _ATTRIBUTES.get(name, (None, None))
-        title = label(key) if key else one_line(name)
+        title = label(key) if key else _inline(name)
         if table:
             return f"{title}: {_lookup(lookups, table, old)} → {_lookup(lookups, table, new)}"
         if name == "parent_id":
@@ -487,12 +506,12 @@ def _change(detail: dict[str, Any], issue: dict[str, Any], lookups: Lookups, opt
         return f"{label('attachments')}: {_plain(new) if new else _plain(old)} ({change})"
     if prop == "relation":
         change = label("added") if new else label("removed")
-        return f"{label('relations')}: {_relation_label(name, options)} #{new or old} ({change})"
+        return f"{label('relations')}: {_relation_label(name, options)} #{_inline(new or old)} ({change})"
     return ""
 
 
 def _plain(value: Any) -> str:
-    text = one_line(str(value)) if value not in (None, "") else ""
+    text = _inline(value) if value not in (None, "") else ""
     return text or EMPTY_VALUE
 
 
@@ -503,7 +522,7 @@ def _custom_field_name(field_id: str, issue: dict[str, Any], lookups: Lookups) -
     for custom_field in issue.get("custom_fields") or []:
         if isinstance(custom_field, dict) and str(custom_field.get("id")) == field_id:
             return _name(custom_field.get("name"))
-    return f"#{field_id}"
+    return f"#{_inline(field_id)}"
 
 
 def history_journals(issue: dict[str, Any], lookups: Lookups, options: RenderOptions) -> list[dict[str, Any]]:
@@ -535,9 +554,9 @@ def _journal_entry(
     date = _local_date(journal.get("created_on"), options.timezone) or "?"
     body = []
     if changes:
-        body.append("\n".join(f"- {change}" for change in changes))
+        body.append(neutralize_forgeries("\n".join(f"- {change}" for change in changes)))
     if notes:
         body.append(
             content_markdown(notes, text_format_at(options.text_format, journal.get("created_on")), options.link_issues)
         )
-    return f"### [{date}] {user}", "\n\n".join(body)
+    return neutralize_forgeries(f"### [{date}] {user}"), "\n\n".join(body)

@@ -67,6 +67,12 @@ def escape_text(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\g<0>", text)
 
 
+def escape_plain(text: str) -> str:
+    """Escape a plain value (a subject, a name: no markup, so entities stay as typed) so that Markdown
+    renders it literally."""
+    return text if _MD_TRIGGER.search(text) is None else _MD_SPECIAL.sub(r"\\\g<0>", text)
+
+
 _BLOCK_START_CHARS = frozenset("#>-+*=_`~|:0123456789")
 
 

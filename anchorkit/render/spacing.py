@@ -1,10 +1,12 @@
 """Spacing anchors: any window of N tokens of a document holds a complete anchor line or the title.
 
 A window of N tokens that starts just after an anchor's first token must still hold the next anchor
-whole, so anchor starts may be at most ``N - A`` tokens apart (A: the anchor's tokens); the title
-counts as the first anchor. The anchors after headings (anchors.insert_anchors) stay where they are;
-this module adds the fewest spacing anchors that keep every stretch between anchor starts within
-that gap, each as late as the gap allows (counted from the last anchor of any kind).
+whole, so anchor starts may be at most ``N - A`` tokens apart (A: the next anchor's tokens); the
+title counts as the first anchor. The anchors after headings (anchors.insert_anchors) stay where
+they are; this module adds the fewest spacing anchors (the line it is given: by default the short
+``> チケット #12345:``, so A is small) that keep every stretch between anchor starts within that gap,
+each as late as the gap allows (counted from the last anchor of any kind). A stretch that ends at an
+anchor after a heading (longer: it carries the subject) must leave room for that anchor.
 
 A stretch longer than the gap is cut at the latest safe point (see anchors.py for how each cut is
 written so that ``anchors.strip_anchors`` undoes it exactly):
@@ -24,6 +26,11 @@ Token counts are an upper bound of the chunker's: each line (or sentence piece) 
 own, which for cl100k_base is never less than counting the lines together, since its pre-tokenizer
 does not join a line break with the next line's first character. Stretches whose UTF-8 size is
 within the gap are not tokenized at all (a cl100k token is at least one byte).
+
+For the same reason the count of a stretch, a section or a tail is the sum of the counts of its
+pieces, cut before every line that starts with a character other than whitespace: with a counter
+marked ``LineAdditive`` (cl100k_base, UTF-8 bytes) each piece is tokenized once and the sums are
+exact; the approximation rounds, so there every text is counted whole.
 """
 
 from __future__ import annotations
@@ -48,6 +55,22 @@ from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks
 from anchorkit.tokens import approx_tokens
 
 TokenCounter = Callable[[str], int]
+
+
+class LineAdditive:
+    """A token counter that adds up at line starts: ``count(a + b) == count(a) + count(b)`` whenever
+    ``a`` ends with a line break and ``b`` starts with a character that is not whitespace.
+
+    True of cl100k_base: its pre-tokenizer ends every pre-token at a line break that such a character
+    follows (no pattern of it looks behind or joins the two), and BPE merges only inside pre-tokens.
+    True of UTF-8 bytes. Not of the approximation, which rounds.
+    """
+
+    def __init__(self, count: TokenCounter) -> None:
+        self.count = count
+
+    def __call__(self, text: str) -> int:
+        return self.count(text)
 
 
 def approx_tokens_with_margin(text: str) -> int:
@@ -132,6 +155,11 @@ class _Spacer:
             _Point(len(self.out), self.since, written_before, written_after, before_cost, after_cost, inside_line)
         )
 
+    def finish(self, end_gap: int) -> None:
+        """Anchors until the stretch's end is within ``end_gap`` of the last one (as far as points allow)."""
+        while self.since > end_gap and self._place():
+            pass
+
     def _place(self) -> bool:
         """Put an anchor at the latest point that keeps the gap (else the earliest one); False if none."""
         if not self.points:
@@ -172,24 +200,74 @@ def space_anchors(document: str, anchor: str, chunk_tokens: int, count: TokenCou
     ``chunk_tokens`` tokens holds a complete anchor or title line (see the module notes).
 
     ``document`` starts with its title line and already has its anchors after headings; anchors
-    of the same ticket already in it (any subject) count, so the result is a fixed point.
+    of the same ticket already in it (any subject, either form) count, so the result is a fixed point.
     """
+    additive = isinstance(count, LineAdditive)
     count = _memoized(count)  # half the lines are blank, and the same few lines recur
     anchor_cost = count(anchor + "\n")
     gap = chunk_tokens - anchor_cost
     prefix = anchor[: anchor.index(":") + 1]  # "> チケット #12345:": an anchor of this ticket
-    lines = _close_sections(document.split("\n"), anchor, prefix, chunk_tokens, anchor_cost, count)
+    pieces = _Pieces(count, additive)
+    lines = _close_sections(document.split("\n"), anchor, prefix, chunk_tokens, anchor_cost, pieces)
     starts = [0, *_anchor_indexes(lines, prefix)]
     bounds = [*starts, len(lines)]
     output: list[str] = []
     for start, end in pairwise(bounds):
         stretch = lines[start:end]
+        # Room for the anchor that ends the stretch (the document's end: as for a spacing anchor).
+        end_gap = chunk_tokens - count(lines[end] + "\n") if end < len(lines) else gap
         text = "\n".join(stretch) + "\n"
-        if len(text.encode("utf-8")) <= gap or count(text) <= gap:
+        if len(text.encode("utf-8")) <= min(gap, end_gap) or pieces.within(stretch, min(gap, end_gap)):
             output.extend(stretch)
         else:
-            output.extend(_spaced(stretch, anchor, gap, count))
-    return "\n".join(output)
+            output.extend(_spaced(stretch, anchor, gap, end_gap, count))
+    return "\n".join(_close_document(output, anchor, prefix, chunk_tokens, anchor_cost, pieces))
+
+
+class _Pieces:
+    """Counts of lines joined (``"\\n".join(lines)``, plus a final line break by default): with a
+    ``LineAdditive`` counter, the sum of the memoised counts of their pieces (see the module notes)."""
+
+    def __init__(self, count: TokenCounter, additive: bool) -> None:
+        self.memoized = count
+        self.additive = additive
+
+    def within(self, lines: Sequence[str], limit: int, final_line_break: bool = True) -> bool:
+        """Whether the lines cost at most ``limit`` tokens (pieces are counted only until they exceed it)."""
+        end = "\n" if final_line_break else ""
+        if not self.additive or not lines:
+            return self.memoized("\n".join(lines) + end) <= limit
+        starts = [0, *compress(range(1, len(lines)), map(_starts_piece, islice(lines, 1, None)))]
+        total = 0
+        for start, stop in pairwise(starts):
+            total += self.memoized("\n".join(lines[start:stop]) + "\n")
+            if total > limit:
+                return False
+        return total + self.memoized("\n".join(lines[starts[-1] :]) + end) <= limit
+
+
+def _starts_piece(line: str) -> bool:
+    return line[:1] != "" and not line[0].isspace()
+
+
+def _close_document(
+    lines: list[str], anchor: str, prefix: str, chunk_tokens: int, anchor_cost: int, pieces: _Pieces
+) -> list[str]:
+    """The lines with an anchor at the end, unless the document fits in a chunk or ends near an anchor.
+
+    A fixed-size chunker's last window ends at the document's end, wherever the windows before it
+    started, so it may be short and start after the last anchor: the anchor at the end is in it.
+    Decided on the spaced document, so that a second run, which finds it spaced already, decides the same.
+    """
+    if sum(len(line.encode("utf-8")) + 1 for line in lines) <= chunk_tokens:
+        return lines  # one chunk: it holds the title
+    last = next((index for index in range(len(lines) - 1, 0, -1) if lines[index].startswith(prefix)), 0)
+    if _tail_within(lines[last + 1 :], anchor_cost, pieces):
+        return lines
+    end = len(lines) - 1 if lines[-1] == "" else len(lines)
+    if _ATX_HEADING.match(lines[end - 1] or lines[end - 2]):
+        return lines  # text shaped like a heading (in HTML, say): an anchor after it would read as its own
+    return [*lines[:end], *([anchor] if lines[end - 1] == "" else ["", anchor]), *lines[end:]]
 
 
 def _anchor_indexes(lines: list[str], prefix: str) -> list[int]:
@@ -209,8 +287,20 @@ def _memoized(count: TokenCounter) -> TokenCounter:
     return cost
 
 
+def _tail_within(lines: list[str], anchor_cost: int, pieces: _Pieces) -> bool:
+    """Whether the lines, blank lines at both ends left out, cost no more than an anchor."""
+    first = next((index for index, line in enumerate(lines) if line), len(lines))
+    end = next((index + 1 for index in range(len(lines) - 1, first - 1, -1) if lines[index]), first)
+    tail = lines[first:end]
+    return (
+        not tail
+        or len("\n".join(tail).encode("utf-8")) <= anchor_cost
+        or pieces.within(tail, anchor_cost, final_line_break=False)
+    )
+
+
 def _close_sections(
-    lines: list[str], anchor: str, prefix: str, chunk_tokens: int, anchor_cost: int, count: TokenCounter
+    lines: list[str], anchor: str, prefix: str, chunk_tokens: int, anchor_cost: int, pieces: _Pieces
 ) -> list[str]:
     """The lines with an anchor at the end of every section longer than a chunk (unless one is there).
 
@@ -236,16 +326,16 @@ def _close_sections(
         section = "\n".join(lines[start:stop])
         if len(section.encode("utf-8")) <= chunk_tokens:
             continue
-        tail = "\n".join(lines[last_anchor[start] + 1 : stop]).strip("\n")
-        if not tail or len(tail.encode("utf-8")) <= anchor_cost or count(tail) <= anchor_cost:
+        if _tail_within(lines[last_anchor[start] + 1 : stop], anchor_cost, pieces):
             continue
         # Measured without anchors (and the lines they bring), so that a second run decides the same.
         inside = anchors[bisect_right(anchors, start) : bisect_right(anchors, stop)]
         if inside == [start + 2]:  # only the heading's own anchor ("heading", "", anchor)
-            section = "\n".join(lines[start : inside[0] - 1] + lines[inside[0] + 1 : stop])
-        elif inside:
-            section = strip_anchors(section)
-        if len(section.encode("utf-8")) <= chunk_tokens or count(section) <= chunk_tokens:
+            bare = lines[start : inside[0] - 1] + lines[inside[0] + 1 : stop]
+        else:
+            bare = strip_anchors(section).split("\n") if inside else lines[start:stop]
+        section = "\n".join(bare)
+        if len(section.encode("utf-8")) <= chunk_tokens or pieces.within(bare, chunk_tokens, final_line_break=False):
             continue
         if _ATX_HEADING.match(lines[stop - 1] or lines[stop - 2]):
             continue  # text shaped like a heading (in HTML, say): an anchor after it would read as its own
@@ -256,8 +346,9 @@ def _close_sections(
     return lines
 
 
-def _spaced(stretch: list[str], anchor: str, gap: int, count: TokenCounter) -> list[str]:
-    """A stretch (its anchor or title line, then content lines) with spacing anchors."""
+def _spaced(stretch: list[str], anchor: str, gap: int, end_gap: int, count: TokenCounter) -> list[str]:
+    """A stretch (its anchor or title line, then content lines) with spacing anchors; the last of
+    them within ``end_gap`` of the stretch's end."""
     spacer = _Spacer(anchor, gap, count)
     spacer.add(stretch[0], count(stretch[0] + "\n"))
     content = stretch[1:]
@@ -281,6 +372,7 @@ def _spaced(stretch: list[str], anchor: str, gap: int, count: TokenCounter) -> l
             _add_sentences(spacer, line, plan, content, number)
         else:
             spacer.add(line, count(line + "\n"))
+    spacer.finish(end_gap)
     return spacer.lines()
 
 
@@ -382,14 +474,19 @@ _THEMATIC_BREAK = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$", re.M)
 
 
 def _plan_by_lines(content: list[str]) -> _Plan | None:
-    """``_plan`` by a line scan, for text made of paragraphs, lists, quotes and ATX headings only
-    (no fence, HTML, indented code, setext heading or table: then the parser is needed, None).
-    It agrees with ``_plan`` wherever it answers (tested), so the block parser, the slow part,
-    only runs for the stretches that need it."""
+    """``_plan`` by a line scan, for text made of paragraphs, lists, quotes, ATX headings and fenced
+    code opened at column 0 at a block start and closed (no HTML, indented code, setext heading or
+    table: then the parser is needed, None). It agrees with ``_plan`` wherever it answers (tested),
+    so the block parser, the slow part, only runs for the stretches that need it."""
+    fences = _closed_fences(content)
+    if fences is None:
+        return None
+    code = {number for start, end in fences.items() for number in range(start, end)}
+    outside = [line for number, line in enumerate(content) if number not in code] if fences else content
     if (
-        any("|" in line for line in content)
-        or COMPLEX_LINE.search("\n".join(content))
-        or _THEMATIC_BREAK.search("\n".join(content))
+        any("|" in line for line in outside)
+        or COMPLEX_LINE.search("\n".join(outside))
+        or _THEMATIC_BREAK.search("\n".join(outside))
     ):
         return None
     plan = _Plan()
@@ -399,10 +496,21 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
     start = end = 0  # the current block's first line, and a paragraph's end (its blank line)
     seen_block = False
     for number, line in enumerate(content):
+        if number in code:
+            if number in fences:  # its opening line
+                if kind not in ("", "heading", "fence"):
+                    return None  # a fence that interrupts a paragraph, a list or a quote: let the parser say
+                if seen_block and kind == "":
+                    plan[number] = _BLOCK
+                seen_block, kind = True, "fence"
+                for inside in range(number + 2, fences[number] - 1):
+                    plan[inside] = _CODE
+                    plan.code_openers[inside] = line
+            continue
         if not line:
             kind = ""
             continue
-        new_block = not kind or kind == "heading"
+        new_block = kind in ("", "heading", "fence")
         if new_block:
             if line[0] in " \t":
                 return None  # a list item's continuation after a blank line, or the like
@@ -450,6 +558,32 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
             if _safe_cut("\n".join(content[start:number]), line, content[number + 1 : end]):
                 plan[number] = _LINE
     return plan
+
+
+_FENCE_LINE = re.compile(r"( {0,3})(`{3,}|~{3,})(.*)")
+
+
+def _closed_fences(content: list[str]) -> dict[int, int] | None:
+    """Fenced code blocks opened at column 0, as {opening line: the line after the closing one}; None
+    when a fence is left open, opened with indentation, or a backtick fence's info string has a
+    backtick (not a fence: the parser decides)."""
+    fences: dict[int, int] = {}
+    opener: tuple[int, str, int] | None = None  # line, character, length
+    for number, line in enumerate(content):
+        if line[:3] not in ("```", "~~~") and line.lstrip(" ")[:3] not in ("```", "~~~"):
+            continue
+        fence = _FENCE_LINE.fullmatch(line)
+        if fence is None:
+            continue
+        if opener is not None:
+            if fence[2][0] == opener[1] and len(fence[2]) >= opener[2] and not fence[3].strip():
+                fences[opener[0]] = number + 1
+                opener = None
+        elif fence[1] or (fence[2][0] == "`" and "`" in fence[3]):
+            return None
+        else:
+            opener = (number, fence[2][0], len(fence[2]))
+    return None if opener is not None else fences
 
 
 def _marker(item: str) -> str:

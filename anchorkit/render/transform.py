@@ -24,8 +24,8 @@ from anchorkit.errors import UsageError
 from anchorkit.files import sync_file
 from anchorkit.render.document import LABELS, Lookups, RenderOptions, history_journals, render_document
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, build_sidecar, check_schema
-from anchorkit.render.spacing import TokenCounter, approx_tokens_with_margin
-from anchorkit.settings import LAYOUTS, SIDECAR_SCHEMAS, TEXT_FORMATS, default
+from anchorkit.render.spacing import LineAdditive, TokenCounter, approx_tokens_with_margin
+from anchorkit.settings import LAYOUTS, SIDECAR_SCHEMAS, SPACING_ANCHOR_FORMS, TEXT_FORMATS, default
 from anchorkit.source.notes import note_numbers
 from anchorkit.source.snapshot import (
     SnapshotError,
@@ -39,7 +39,15 @@ from anchorkit.untrusted import parse_json
 
 DEFAULT_MAX_TEXT_BYTES: int = default("max_text_bytes")
 # The settings that are fields of RenderOptions and of TransformOptions under their own names.
-RENDER_SETTINGS = ("lang", "include_private", "anchor_basic_info", "chunk_tokens", "anchor_subject_chars", "timezone")
+RENDER_SETTINGS = (
+    "lang",
+    "include_private",
+    "anchor_basic_info",
+    "chunk_tokens",
+    "anchor_subject_chars",
+    "spacing_anchors",
+    "timezone",
+)
 TRANSFORM_SETTINGS = (
     "sidecars",
     "sidecar_schema",
@@ -86,6 +94,7 @@ class TransformOptions:
             ("sidecar_schema", SIDECAR_SCHEMAS),
             ("layout", LAYOUTS),
             ("tokenizer", TOKENIZER_CHOICES),
+            ("spacing_anchors", SPACING_ANCHOR_FORMS),
         ):
             if value(name) is not None and value(name) not in allowed:
                 flag = "--" + name.replace("_", "-")
@@ -226,7 +235,8 @@ def spacing_counter(options: TransformOptions) -> TokenCounter:
     if not options.render.chunk_tokens:
         return approx_tokens_with_margin
     tokenizer = choose_tokenizer(options.tokenizer, options.tiktoken_file)
-    return tokenizer.count if tokenizer.exact else approx_tokens_with_margin
+    # An exact tokenizer's counts add up at line starts: spacing tokenizes each piece of a document once.
+    return LineAdditive(tokenizer.count) if tokenizer.exact else approx_tokens_with_margin
 
 
 PRIVATE = "private"  # render_ticket's answer for a private issue left out on purpose

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from anchorkit.anchors import DEFAULT_LABEL, anchor_line, find_anchors, find_titles, neutralize_forgeries, one_line
+from anchorkit.anchors import DEFAULT_LABEL, anchor_line, find_anchors, find_titles, one_line
 from anchorkit.verify.ids import compile_uri_pattern, uri_ticket_id
 from anchorkit.verify.model import DEFAULT_URI_PATTERN, Chunk
 from anchorkit.verify.shapes import retrieval_items, set_chunk_text
@@ -107,15 +107,19 @@ def _anchor(chunk: Chunk, position: int, pattern: re.Pattern[str], label: str) -
     if ticket_id is None or source is None:
         message = "no ticket_id metadata, no ticket in the source URI, no single genuine anchor: left as it is"
         return ChunkOutcome(position, chunk.id, "unknown_ticket", None, None, message), None
-    first_line = chunk.text.lstrip("\r\n").split("\n", 1)[0]
-    if any(a.ticket_id == ticket_id for a in find_anchors(first_line) + find_titles(first_line)):
+    text = chunk.text.lstrip("\r\n")
+    first_line = text.split("\n", 1)[0]
+    own = [a for a in find_anchors(first_line) + find_titles(first_line) if a.ticket_id == ticket_id]
+    # The subject is the knowledge base's or the anchor's; anchor_line neutralises whatever in it has
+    # the shape of another anchor.
+    subject = _subject(chunk, ticket_id)
+    if own and (own[0].subject or not subject):
         return ChunkOutcome(position, chunk.id, "already_anchored", ticket_id, source), None
-    # The subject is the knowledge base's or the anchor's, but it lands in the prompt as part of an
-    # anchor line: whatever in it has the shape of another anchor is neutralised first.
-    subject = neutralize_forgeries(one_line(_subject(chunk, ticket_id)))
-    return ChunkOutcome(
-        position, chunk.id, "anchored", ticket_id, source
-    ), f"{anchor_line(ticket_id, subject, label)}\n\n{chunk.text}"
+    anchor = anchor_line(ticket_id, subject, label)
+    outcome = ChunkOutcome(position, chunk.id, "anchored", ticket_id, source)
+    if own:  # a short spacing anchor ("> チケット #12345:") starts the chunk: it gets the subject
+        return outcome, anchor + text[len(first_line) :]
+    return outcome, f"{anchor}\n\n{chunk.text}"
 
 
 def _ticket(chunk: Chunk, uri_ticket: int | None) -> tuple[int | None, Source | None]:
