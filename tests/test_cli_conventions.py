@@ -65,9 +65,10 @@ def test_the_top_level_help_has_the_exit_code_table_and_shell_completion() -> No
 
 def test_choices_are_listed_in_help_and_a_typo_is_refused_naming_them() -> None:
     shown = help_of("transform")
-    for listed in ("<flat|by-project>", "<ja|en>", "<simple|typed>", "<textile|common_mark>"):
+    for listed in ("--layout flat|by-project", "--lang ja|en", "--sidecar-schema simple|typed"):
         assert listed in shown
-    assert "<standard|adaptive>" in help_of("upload") and "<AES256|aws:kms>" in help_of("upload")
+    assert "--sse AES256|aws:kms" in help_of("upload") and "--on-invalid drop|flag" in help_of("verify")
+    assert "--retry-mode standard|adaptive" in help_of("upload")
     typo = runner.invoke(app, ["transform", str(FIXTURES), "--out", "out", "--lang", "de"])
     assert typo.exit_code == 2 and "'de' is not one of 'ja', 'en'" in flat(typo.stderr)
 

@@ -22,10 +22,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import typer
-from rich.markup import escape
 
 from anchorkit import __version__
 from anchorkit.cli import output, pull, state, stats, sync, transform, upload, verify
+from anchorkit.cli.help import HelpCommand, HelpGroup
 from anchorkit.cli.options import JSON_OUTPUT, PER_INVOCATION
 from anchorkit.errors import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, AnchorkitError
 from anchorkit.settings import SETTINGS_BY_NAME, SYNC, config_values
@@ -104,7 +104,7 @@ def s3_error(error: Exception) -> tuple[int, str] | None:
     return EXIT_USAGE, str(as_setup_error(error) or f"S3: {describe_error(error)}")
 
 
-class AnchorkitGroup(typer.core.TyperGroup):
+class AnchorkitGroup(HelpGroup):
     """The one place where errors become exit codes: an :class:`AnchorkitError` ends the command with
     its ``exit_code`` and one line on stderr, never a traceback; so do the everyday errors of the layers
     below (S3 unreachable or misconfigured, a folder that cannot be written), as usage or setup errors."""
@@ -148,22 +148,19 @@ def command_names(commands: Mapping[str, Any], prefix: str = "") -> dict[str, An
 
 def apply_option_conventions(commands: Mapping[str, Any]) -> None:
     """Every option (and every argument that is a setting: OUT, DEST, SNAPSHOT …) reads its environment
-    variables, and --help says which; sync, which resolves its own, only names them; the options of sync
-    and pull are grouped into panels. Done here once rather than on every declaration."""
+    variables (but sync's, which sync resolves itself; --help names them for every command: cli/help.py);
+    an argument is called by its name in capitals (SNAPSHOT) in usage lines and errors; the options of
+    sync and pull are grouped into panels. Done here once rather than on every declaration."""
     for command_name, command in command_names(commands).items():
         for param in command.params:
             is_option = param.param_type_name == "option"
+            if not is_option and param.metavar is None:
+                param.metavar = str(param.name).upper()
             if command_name in PANELLED_COMMANDS and is_option and param.name in PANEL_OF:
                 param.rich_help_panel = PANEL_OF[param.name]
             setting = SETTINGS_BY_NAME.get(param.name or "")
-            if param.name in PER_INVOCATION or setting is None:
-                continue
-            if command_name == SYNC:
-                shown = escape(f"[env var: {', '.join(setting.env_names)}]")  # help is rich markup
-                param.help = f"{param.help or ''} {shown}".strip()
-            else:
+            if param.name not in PER_INVOCATION and setting is not None and command_name != SYNC:
                 param.envvar = list(setting.env_names)
-                param.show_envvar = True
 
 
 EXIT_CODES_HELP = (
@@ -210,12 +207,12 @@ def main(
         ctx.default_map = {command: config_values(command)}
 
 
-app.command("transform")(transform.transform_command)
-app.command("upload")(upload.upload_command)
-app.command("pull")(pull.pull_command)
-app.command("verify")(verify.verify_command)
-app.command("eval")(verify.eval_command)
-app.command("inject")(verify.inject_command)
-app.command("stats")(stats.stats_command)
-app.command("sync")(sync.sync_command)
+app.command("transform", cls=HelpCommand)(transform.transform_command)
+app.command("upload", cls=HelpCommand)(upload.upload_command)
+app.command("pull", cls=HelpCommand)(pull.pull_command)
+app.command("verify", cls=HelpCommand)(verify.verify_command)
+app.command("eval", cls=HelpCommand)(verify.eval_command)
+app.command("inject", cls=HelpCommand)(verify.inject_command)
+app.command("stats", cls=HelpCommand)(stats.stats_command)
+app.command("sync", cls=HelpCommand)(sync.sync_command)
 app.add_typer(state.state_app, name="state")

@@ -8,17 +8,20 @@ from typing import Annotated
 import typer
 
 from anchorkit.cli import output
+from anchorkit.cli.help import HelpCommand, HelpGroup
 from anchorkit.cli.options import AWS, GROUP, JsonFlag, Values, with_options
 from anchorkit.errors import UsageError
 from anchorkit.settings import STATE_BREAK_LEASE, STATE_SHOW
 
 state_app = typer.Typer(
-    help="Inspect the sync state of `sync --state` / `pull --state`, and break a stale lease.", no_args_is_help=True
+    help="Inspect the sync state of `sync --state` / `pull --state`, and break a stale lease.",
+    no_args_is_help=True,
+    cls=HelpGroup,
 )
 StateArgument = Annotated[str, typer.Argument(help="The state: s3://bucket/prefix/ or a local folder.")]
 
 
-@state_app.command("show")
+@state_app.command("show", cls=HelpCommand)
 @with_options(STATE_SHOW, aws=AWS)
 def state_show_command(state: StateArgument, aws: Values = GROUP, json_output: JsonFlag = False) -> None:
     """Print a state's scope, cursor, ticket counts and lease (holder, expiry, active or stale); writes nothing.
@@ -41,7 +44,7 @@ def state_show_command(state: StateArgument, aws: Values = GROUP, json_output: J
         output.print_state_view(view)
 
 
-@state_app.command("break-lease")
+@state_app.command("break-lease", cls=HelpCommand)
 @with_options(STATE_BREAK_LEASE, aws=AWS)
 def state_break_lease_command(
     state: StateArgument,
