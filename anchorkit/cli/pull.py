@@ -30,7 +30,9 @@ from anchorkit.settings import PULL
 def pull_command(
     snapshot: Annotated[
         Path,
-        typer.Option("--snapshot", help="Snapshot folder to create or update (issues/, lookups.json, state.json)."),
+        typer.Option(
+            "--snapshot", metavar="DIR", help="Snapshot folder to create or update (issues/, lookups.json, state.json)."
+        ),
     ],
     redmine: Values = GROUP,
     state: Values = GROUP,
@@ -41,7 +43,7 @@ def pull_command(
     """Fetch new and changed issues (with journals) from Redmine into SNAPSHOT; exit 1 if any failed.
 
     With --state the bookkeeping and raw issues live in a sync state, and `sync --state` publishes what
-    this stored (see README, pull --state).
+    this stored (docs/reference.md, "pull --state"; docs/sync.md).
 
     Example:
 

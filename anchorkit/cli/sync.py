@@ -37,16 +37,19 @@ from anchorkit.settings import CONFIG_ENV, CONFIG_FILE_NAME, SYNC
     state=STATE,
 )
 def sync_command(
-    dest: Annotated[
-        str | None, typer.Argument(help="s3://bucket/prefix or a local folder (or ANCHORKIT_DEST / config dest).")
-    ] = None,
+    dest: Annotated[str | None, typer.Argument(help="Where to publish: s3://bucket/prefix or a local folder.")] = None,
     config: Annotated[
         Path | None,
-        typer.Option("--config", help=f"Config file (default: ${CONFIG_ENV}, else ./{CONFIG_FILE_NAME})."),
+        typer.Option(
+            "--config", metavar="FILE", help=f"Config file (default: ${CONFIG_ENV}, else ./{CONFIG_FILE_NAME})."
+        ),
     ] = None,
-    snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Snapshot folder pull keeps up to date.")] = None,
+    snapshot: Annotated[
+        Path | None, typer.Option("--snapshot", metavar="DIR", help="Snapshot folder pull keeps up to date.")
+    ] = None,
     out: Annotated[
-        Path | None, typer.Option("--out", help="Output folder transform writes and upload publishes.")
+        Path | None,
+        typer.Option("--out", metavar="DIR", help="Output folder transform writes and upload publishes."),
     ] = None,
     redmine: Values = GROUP,
     documents: Values = GROUP,
@@ -56,16 +59,19 @@ def sync_command(
         bool,
         typer.Option(
             "--rescope",
-            help="With --state: accept a Redmine URL, --project, --include-private or destination other than the "
-            "state's (otherwise refused, exit 2); this run lists every issue, and with --delete deletes the documents "
-            "of tickets outside the new scope. A command-line flag only.",
+            help="With --state: accept another scope (Redmine, --project, --include-private, DEST) than the "
+            "state's; with --delete, delete what falls outside it (docs/sync.md). A flag only.",
         ),
     ] = False,
     json_output: JsonFlag = False,
     verbose: VerboseFlag = False,
     quiet: QuietFlag = False,
 ) -> None:
-    """Pull from Redmine, transform, and upload by content, in one go (flags > ANCHORKIT_*/REDMINE_* > anchorkit.toml).
+    """Pull from Redmine, transform, and upload by content, in one go.
+
+    Every option of pull, transform and upload that a scheduled run needs, from the command line, else
+    ANCHORKIT_* / REDMINE_URL, else anchorkit.toml (docs/reference.md, "anchorkit sync"); with --state,
+    on a runner without a persistent disk (docs/sync.md).
 
     Example:
 

@@ -27,11 +27,11 @@ from anchorkit.settings import UPLOAD, default
 
 @with_options(UPLOAD, publishing=PUBLISHING, destination=S3_CLIENT + AWS + ENCRYPTION + INGESTION)
 def upload_command(
-    out: Annotated[Path, typer.Argument(help="Folder to publish (transform's output: documents and sidecars).")],
-    dest: Annotated[str, typer.Argument(help="s3://bucket/prefix, or a local folder.")],
+    out: Annotated[Path, typer.Argument(help="The folder to publish (transform's output: documents and sidecars).")],
+    dest: Annotated[str, typer.Argument(help="Where to: s3://bucket/prefix, or a local folder.")],
     publishing: Values = GROUP,
     list_keys: Annotated[
-        bool, typer.Option("--list-keys", help="With --dry-run: print every key to upload, not only the first ones.")
+        bool, typer.Option("--list-keys", help="With --dry-run: print every key to upload, not only the first.")
     ] = default("list_keys"),
     destination: Values = GROUP,
     json_output: JsonFlag = False,

@@ -34,9 +34,9 @@ def verify_command(
         typer.Option(
             "--retrieval",
             "-r",
-            help="What was retrieved (docs/verify.md has the shapes): Bedrock Retrieve or RetrieveAndGenerate, "
-            "LlamaIndex, a list of chunks (plain, seed 000 sources, LangChain documents). Not needed when the answer "
-            "carries its retrieval.",
+            metavar="FILE",
+            help="What was retrieved: Bedrock Retrieve or RetrieveAndGenerate, LlamaIndex, or a list of chunks "
+            "(plain, cited-answer sources with a source id, LangChain documents); shapes: docs/verify.md.",
         ),
     ] = default("retrieval"),
     answer: Annotated[
@@ -44,18 +44,18 @@ def verify_command(
         typer.Option(
             "--answer",
             "-a",
-            help="The answer, '-' for stdin: JSON of any answer shape (claims, cited answer, results, "
-            "RetrieveAndGenerate, LlamaIndex…) whatever the file's suffix, JSON Lines of many answers, or plain text. "
-            "Default: the --retrieval file (a RetrieveAndGenerate or LlamaIndex response holds the answer too).",
+            metavar="FILE",
+            help="The answer ('-': stdin): any answer shape in JSON, JSON Lines of many answers, or plain text "
+            "(default: the --retrieval file, when it holds the answer too).",
         ),
     ] = default("answer"),
     context: Annotated[
         list[Path] | None,
         typer.Option(
             "--context",
-            help="Later turns: the context message sent to the model (text: its genuine anchors count, also "
-            "indented, flattened or JSON-escaped), Bedrock Converse messages (user/system text), or an earlier "
-            "retrieval (any retrieval shape, an injected one too). Its ticket ids are valid too. Repeatable.",
+            metavar="FILE",
+            help="Later turns: the context sent to the model, Bedrock Converse messages or an earlier retrieval; "
+            "its ticket ids are valid too. Repeatable.",
         ),
     ] = None,
     checks: Values = GROUP,
@@ -63,16 +63,15 @@ def verify_command(
         OnInvalid,
         typer.Option(
             "--on-invalid",
-            help="drop: remove phantom ids, citations and results from the filtered answer; "
-            "flag: keep everything, only report.",
+            help="drop: the filtered answer loses phantom ids, citations and results; flag: only report them.",
         ),
     ] = default("on_invalid"),
     html: Annotated[
         Path | None,
         typer.Option(
             "--html",
-            help="Also write the answer as a self-contained HTML page with numbered, flagged citations "
-            "(one answer only).",
+            metavar="FILE",
+            help="Also write the answer as a self-contained HTML page (a JSON Lines file: every answer on one page).",
         ),
     ] = default("html"),
     json_output: Annotated[
@@ -137,19 +136,31 @@ def eval_command(
     cases_file: Annotated[
         Path,
         typer.Argument(
-            help="JSONL file, one case a line: {id?, query, retrieved | sources, answer, expected_ids?, "
-            "expected_source_ids?, context?} (retrieved and answer in any shape verify accepts; seed 000's EvalCase "
-            "fields are accepted)."
+            metavar="CASES",
+            help="JSON Lines, one case a line: {id?, query, retrieved | sources, answer, expected_ids?, "
+            "expected_source_ids?, context?}; retrieved and answer in any shape verify reads (docs/verify.md).",
         ),
     ],
     checks: Values = GROUP,
     min_grounding: Annotated[
         float | None,
-        typer.Option("--min-grounding", min=0.0, max=1.0, help="Exit 1 if the mean grounding score is below this."),
+        typer.Option(
+            "--min-grounding",
+            min=0.0,
+            max=1.0,
+            metavar="SCORE",
+            help="Exit 1 if the mean grounding score is below this.",
+        ),
     ] = default("min_grounding"),
     max_phantom_rate: Annotated[
         float | None,
-        typer.Option("--max-phantom-rate", min=0.0, max=1.0, help="Exit 1 if the phantom rate is above this."),
+        typer.Option(
+            "--max-phantom-rate",
+            min=0.0,
+            max=1.0,
+            metavar="RATE",
+            help="Exit 1 if the share of cases with a phantom id or source is above this.",
+        ),
     ] = default("max_phantom_rate"),
     json_output: JsonFlag = False,
     verbose: VerboseFlag = False,
@@ -187,7 +198,7 @@ def inject_command(
     retrieval: Annotated[
         Path,
         typer.Argument(
-            help="The retrieval, '-' for stdin: any shape verify reads (Bedrock Retrieve or RetrieveAndGenerate, "
+            help="The retrieval ('-': stdin), in any shape verify reads (Bedrock Retrieve or RetrieveAndGenerate, "
             "LlamaIndex, a list of chunks)."
         ),
     ],
@@ -196,20 +207,21 @@ def inject_command(
         typer.Option(
             "--out",
             "-o",
-            help="Write the anchored retrieval here (atomically) instead of stdout; the summary then goes to stdout.",
+            metavar="FILE",
+            help="Write the anchored retrieval here instead of stdout (the summary then goes to stdout).",
         ),
     ] = default("inject_out"),
     uri_pattern: Annotated[
         str,
         typer.Option(
             "--uri-pattern",
-            help="Regular expression with one group that takes the ticket id out of a chunk's source URI "
-            "(flat …/12345.md and by-project …/<project>/12345.md both match the default).",
+            metavar="REGEX",
+            help="Regular expression whose one group is the ticket id in a chunk's source URI.",
         ),
     ] = default("uri_pattern"),
     label: Annotated[
         str | None,
-        typer.Option("--label", help="Ticket label in the anchor lines (as transform's --label; default チケット)."),
+        typer.Option("--label", help="Ticket label in the anchor lines, as transform's --label (default チケット)."),
     ] = default("label"),
     inject_strict: Annotated[
         bool,
@@ -232,6 +244,11 @@ def inject_command(
     (reported). Without --out the retrieval goes to stdout and the summary to stderr.
 
     Exit 0 done, 1 with --strict when a chunk got no anchor, 2 for a usage error or unusable input.
+
+    Example:
+
+        anchorkit inject retrieval.json -o retrieval-anchored.json --strict
+        anchorkit inject - < retrieval.json > retrieval-anchored.json
     """
     from anchorkit.anchors import DEFAULT_LABEL
     from anchorkit.verify.ids import checked_uri_pattern
