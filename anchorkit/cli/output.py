@@ -323,7 +323,7 @@ def inject_summary(report: InjectReport) -> str:
 
 
 def print_stats_report(report: dict[str, Any]) -> None:
-    from anchorkit.audit.html import format_percent
+    from anchorkit.audit.html import LIMIT_LABELS, format_percent
 
     tokenizer = report["tokenizer"]
     for error in report["errors"]:
@@ -344,8 +344,9 @@ def print_stats_report(report: dict[str, Any]) -> None:
     table = Table(title="chunks that identify their own ticket", box=box.SIMPLE)
     longest_name = max((len(f"{row['chunker']}/{row['level']}") for row in report["chunking"]), default=7)
     table.add_column("chunker", no_wrap=True, min_width=longest_name)
-    # Short headers keep the table within 80 columns; the README explains each one.
-    for header in ("chunks", "anchored", "no anchors", "mentions", "max run"):
+    # Short headers keep the table narrow; docs/stats.md explains each one. "chunk run": the longest
+    # run of consecutive chunks none of which names its ticket, in tokens.
+    for header in ("chunks", "anchored", "no anchors", "mentions", "chunk run"):
         table.add_column(header, justify="right", no_wrap=True, min_width=len(header))
     for row in report["chunking"]:
         anchored, stripped = row["anchored"], row["stripped"]
@@ -363,8 +364,12 @@ def print_stats_report(report: dict[str, Any]) -> None:
     problems = {name: finding["count"] for name, finding in report["limits"].items() if finding["count"]}
     console.print(
         "limits: "
-        + (", ".join(f"{name.replace('_', ' ')} {count}" for name, count in problems.items()) or "all within limits"),
+        + (
+            ", ".join(f"{LIMIT_LABELS.get(name, name)}: {count:,}" for name, count in problems.items())
+            or "all within limits"
+        ),
         highlight=False,
+        markup=False,
     )
     if not source["documents"] and not report["gates"]["failures"]:
         print_problem("note", f"no documents found in {source['path']}")
@@ -399,7 +404,8 @@ def print_length_table(lengths: dict[str, Any]) -> None:
         title=f"chunk lengths: fixed windows sharing {lengths['overlap_percent']}%, documents {lengths['documents']}",
         box=box.SIMPLE,
     )
-    for header in ("chunk tokens", "coverage", "overhead", "bound", "x bound", "max run"):
+    # "stretch": the longest stretch of tokens without the ticket ID in any document made for that length.
+    for header in ("chunk tokens", "coverage", "overhead", "bound", "x bound", "stretch"):
         table.add_column(header, justify="right", no_wrap=True, min_width=len(header))
     for row in lengths["rows"]:
         table.add_row(
