@@ -140,14 +140,20 @@ def run_audit(path: Path, values: Mapping[str, Any]) -> dict[str, Any]:
     tiktoken_file = values["tiktoken_file"]
     if values["tokenizer"] not in TOKENIZER_CHOICES:
         raise UsageError(f"--tokenizer must be one of {', '.join(TOKENIZER_CHOICES)}, not {values['tokenizer']!r}")
+    chunk_tokens = values["chunk_tokens"]
+    # The chunkers cut what the knowledge base cuts: --chunk-tokens, unless a --chunking SPEC says otherwise.
+    chunk_length = chunk_tokens or DEFAULT_CHUNK_TOKENS
     try:
         specs = values["chunking"]
-        chunkers = [chunking.parse_chunker_spec(spec) for spec in specs] if specs else chunking.default_chunkers()
+        chunkers = (
+            [chunking.parse_chunker_spec(spec, chunk_length) for spec in specs]
+            if specs
+            else chunking.default_chunkers(chunk_length)
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     tokenizer = choose_tokenizer(values["tokenizer"], tiktoken_file)  # TokenizerUnavailable: exit 2
     table = parse_lengths(values["lengths"])
-    chunk_tokens = values["chunk_tokens"]
     given = {name: values[name] for name in ("anchor_basic_info", "anchor_subject_chars") if values[name] is not None}
     source: dict[str, Any] = {"path": str(path)}
     items: Iterable[SourceItem]
@@ -171,7 +177,7 @@ def run_audit(path: Path, values: Mapping[str, Any]) -> dict[str, Any]:
         items = iter_output_folder(path)
         source |= {"kind": "output", "transform": None}
     gates = Gates(values["fail_under_coverage"], values["fail_over_overhead"])
-    lengths = Lengths(chunk_tokens or DEFAULT_CHUNK_TOKENS, table)
+    lengths = Lengths(chunk_length, table)
     report = audit(items, tokenizer, chunkers, source, gates, values["jobs"], lengths)
     report["run"] = {
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
