@@ -235,8 +235,13 @@ def test_a_run_killed_holding_the_lease_shows_as_stale_and_breaking_it_lets_the_
     assert lease["status"] == "stale" and lease["alive"] is False  # its process is gone
     assert 180 < lease["expires_in_seconds"] <= 300 and lease["age_seconds"] < 120  # free by itself in minutes
 
-    wrong = runner.invoke(app, ["state", "break-lease", job.state, "--holder", "ci-runner-7:1:abc"])
+    wrong = runner.invoke(app, ["state", "break-lease", job.state, "--holder", "ci-runner-7:1:abc", "--json"])
     assert wrong.exit_code == 2 and f"held by {lease['holder']}, not ci-runner-7:1:abc" in wrong.stderr
+    assert json.loads(wrong.stdout) == {
+        "ok": False,
+        "error": wrong.stderr.strip().removeprefix("error: "),
+        "exit_code": 2,
+    }
     broken = runner.invoke(app, ["state", "break-lease", job.state, "--holder", lease["holder"]])
     assert broken.exit_code == 0, broken.stderr
     assert f"broke the lease of {lease['holder']}" in broken.stdout

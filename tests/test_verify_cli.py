@@ -74,8 +74,8 @@ def test_verify_json_schema_is_stable() -> None:
 
 def test_strict_exits_1_only_when_something_critical_was_found() -> None:
     assert run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", EVAL / "answer-results.json")[0] == 0
-    code, out, _ = run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", EVAL / "answer-results.json", "--strict")
-    assert code == 1 and "(result 3): result 3: ticket id #12301 was not retrieved" in out
+    code, _, err = run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", EVAL / "answer-results.json", "--strict")
+    assert code == 1 and "(result 3): result 3: ticket id #12301 was not retrieved" in err
     assert run("verify", "-r", EVAL / "retrieve-and-generate.json", "--strict")[0] == 0
 
 
@@ -268,12 +268,13 @@ def test_strict_fails_on_a_phantom_wherever_it_is(tmp_path: Path) -> None:
 
 
 def test_text_output_says_where_each_finding_is_and_shows_dropped_claims() -> None:
-    code, out, _ = run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", EVAL / "answer-claims.json")
+    code, out, err = run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", EVAL / "answer-claims.json")
     assert code == 0
-    assert "warning quote_drift (claim 2, citation 1):" in out
-    assert "critical phantom_ticket_id (claim 3):" in out and "critical phantom_source_id (claim 4, citation 1):" in out
-    assert "3. [dropped] 在宅勤務の VPN 切断（#12301）も同じ原因でした。" in out
-    assert "   > ルーターのファームウェア更新で解消しました。" in out  # quotes are printed
+    assert "warning quote_drift (claim 2, citation 1):" in err
+    assert "critical phantom_ticket_id (claim 3):" in err and "critical phantom_source_id (claim 4, citation 1):" in err
+    assert "dropped claim 3: 在宅勤務の VPN 切断（#12301）も同じ原因でした。" in err
+    assert "   > ルーターのファームウェア更新で解消しました。" in out  # quotes are printed with the answer
+    assert "#12301" not in out
 
 
 def test_an_answer_that_carries_its_retrieval_needs_no_retrieval_file(tmp_path: Path) -> None:
@@ -297,7 +298,7 @@ def test_context_may_be_converse_messages(tmp_path: Path) -> None:
     assert 12366 in verify_json(*args, "--context", context)["valid_ids"]
 
 
-def test_eval_accepts_seed000_eval_cases_and_reports_recall_by_source_id(tmp_path: Path) -> None:
+def test_eval_accepts_cases_with_cited_answer_sources_and_reports_recall_by_source_id(tmp_path: Path) -> None:
     sources = [
         {
             "id": "doc_2026_legal_001#sec3",
@@ -343,7 +344,7 @@ def test_eval_accepts_seed000_eval_cases_and_reports_recall_by_source_id(tmp_pat
             "answer": claim("redmine-12345#note-4", "ファームウェア更新で解消しました。"),
         },
     ]
-    path = tmp_path / "seed000.jsonl"
+    path = tmp_path / "cited.jsonl"
     path.write_text("\n".join(json.dumps(c, ensure_ascii=False) for c in cases), encoding="utf-8")
     code, out, _ = run("eval", path, "--json")
     summary = json.loads(out)

@@ -22,15 +22,17 @@ from collections.abc import Mapping
 from typing import Any
 
 import typer
+from typer._click.exceptions import UsageError as ClickUsageError  # typer vendors click and re-exports none of it
 
 from anchorkit import __version__
 from anchorkit.cli import output, pull, state, stats, sync, transform, upload, verify
 from anchorkit.cli.help import HelpCommand, HelpGroup
-from anchorkit.cli.options import JSON_OUTPUT, PER_INVOCATION
+from anchorkit.cli.options import PER_INVOCATION
 from anchorkit.errors import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, AnchorkitError
 from anchorkit.settings import SETTINGS_BY_NAME, SYNC, config_values
 
 # What a problem is called on stderr, by the exit code it ends the run with.
+JSON_OUTPUT = "anchorkit.json_output"  # ctx.meta: the command line asks for --json
 PROBLEM_KINDS = {EXIT_FAILED: "failed", EXIT_USAGE: "error", EXIT_LOCKED: "stopped"}
 # The help panels of the commands with many options.
 PANELLED_COMMANDS = ("sync", "pull")
@@ -113,10 +115,20 @@ class AnchorkitGroup(HelpGroup):
         super().__init__(**attrs)
         apply_option_conventions(self.commands)
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        # Read before click parses the command: a usage error (a bad option value) must answer in JSON too.
+        ctx.meta[JSON_OUTPUT] = "--json" in args
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: Any) -> Any:
         output.set_verbosity(verbose=False, quiet=False)  # per run: tests invoke many runs in one process
+        json_output = ctx.meta.get(JSON_OUTPUT, False)
         try:
             return super().invoke(ctx)
+        except ClickUsageError as error:  # click prints it on stderr, as for any command
+            if json_output:
+                output.print_json({"ok": False, "error": error.format_message(), "exit_code": error.exit_code})
+            raise
         except AnchorkitError as error:
             code, message = error.exit_code, str(error)
         except BrokenPipeError:  # `anchorkit ... | head`: the reader has what it wanted
@@ -130,7 +142,7 @@ class AnchorkitGroup(HelpGroup):
                 raise
             code, message = described
         output.print_problem(PROBLEM_KINDS[code], message)
-        if ctx.meta.get(JSON_OUTPUT):  # a script reading stdout gets an answer too
+        if json_output:  # a script reading stdout gets an answer too
             output.print_json({"ok": False, "error": message, "exit_code": code})
         raise typer.Exit(code)
 
@@ -159,6 +171,7 @@ def apply_option_conventions(commands: Mapping[str, Any]) -> None:
             if command_name in PANELLED_COMMANDS and is_option and param.name in PANEL_OF:
                 param.rich_help_panel = PANEL_OF[param.name]
             setting = SETTINGS_BY_NAME.get(param.name or "")
+            param.show_envvar = False  # the help names them (cli/help.py); click's errors would print a list
             if param.name not in PER_INVOCATION and setting is not None and command_name != SYNC:
                 param.envvar = list(setting.env_names)
 
@@ -173,7 +186,10 @@ app = typer.Typer(
     name="anchorkit",
     help="Anchor every chunk of your Redmine tickets to its ticket ID, publish them for RAG, and prove it.\n\n"
     "Every option comes from the command line, else an ANCHORKIT_<OPTION> variable (REDMINE_URL for --url), "
-    "else anchorkit.toml ($ANCHORKIT_CONFIG, else ./anchorkit.toml); each command's --help names the variables.",
+    "else anchorkit.toml ($ANCHORKIT_CONFIG, else ./anchorkit.toml); each command's --help names the variables.\n\n"
+    'With --json every command prints one JSON object on stdout, with "ok"; an error is {"ok": false, "error", '
+    '"exit_code"} (and the message on stderr). -q prints nothing but errors and what was asked for (--json, '
+    "verify's filtered answer, inject's retrieval).",
     epilog=EXIT_CODES_HELP,
     cls=AnchorkitGroup,
     no_args_is_help=True,

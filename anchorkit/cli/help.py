@@ -63,18 +63,21 @@ def option_names(param: Any) -> str:
     return f"{names} {metavar}" if metavar else names
 
 
-def default_text(param: Any, ctx: Any, command: str) -> str | None:
-    """The default as a person would type it; None when there is none to show. The config file's value
-    (click's default_map) counts as the default; where the parameter has none (sync, whose settings
-    are resolved later), the catalogue's."""
+def default_value(param: Any, ctx: Any, command: str) -> Any:
+    """The value a parameter takes when not given: the config file's (click's default_map), else its
+    default; where it has none (sync, whose settings are resolved later), the catalogue's."""
     resilient, ctx.resilient_parsing = ctx.resilient_parsing, True
     try:
         value = param.get_default(ctx, call=False)
     finally:
         ctx.resilient_parsing = resilient
     setting = setting_of(param)
-    if value is None and setting is not None:
-        value = setting.default_for(command)
+    return setting.default_for(command) if value is None and setting is not None else value
+
+
+def default_text(param: Any, ctx: Any, command: str) -> str | None:
+    """The default as a person would type it; None when there is none to show."""
+    value = default_value(param, ctx, command)
     if value is None or value == [] or value is ...:
         return None
     if isinstance(value, bool):

@@ -40,15 +40,7 @@ Function = TypeVar("Function", bound=Callable[..., Any])
 
 
 # --------------------------------------------------------------------------------------------------
-# Per invocation, never from the environment: -v, -q, --json
-
-JSON_OUTPUT = "anchorkit.json_output"  # ctx.meta key: the command was asked for --json
-
-
-def remember_json_output(ctx: typer.Context, value: bool) -> bool:
-    """--json's callback: the error handler, which sees only the group's context, prints JSON too."""
-    ctx.meta[JSON_OUTPUT] = value  # meta is shared by the group's and the command's contexts
-    return value
+# Per invocation, never from the environment: -v, -q, --json (an error answers it too: cli/app.py)
 
 
 VerboseFlag = Annotated[
@@ -68,16 +60,15 @@ QuietFlag = Annotated[
         "-q",
         callback=output.quiet_callback,
         expose_value=False,
-        help="Print nothing but errors (for cron); --json output is still printed.",
+        help="Print nothing but errors (for cron); what was asked for (--json, verify's answer, inject's output) is.",
     ),
 ]
 JsonFlag = Annotated[
     bool,
     typer.Option(
         "--json",
-        callback=remember_json_output,
-        help='Print one JSON object on stdout instead of the summary (with "ok"; '
-        "on an error {ok: false, error, exit_code}).",
+        help='Print one JSON object on stdout instead of the summary (with "ok"; an error: {ok: false, error, '
+        "exit_code}).",
     ),
 ]
 PER_INVOCATION = {"json_output", "verbose", "quiet", "version", "help", "config", "rescope"}

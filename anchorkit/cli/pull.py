@@ -60,7 +60,7 @@ def pull_command(
         from anchorkit.publish.upload import PublishSettings
         from anchorkit.sync import pull_into_state
 
-        with output.pull_progress_bar(not json_output) as on_progress:
+        with output.progress_bar("pulling", "issues", not json_output) as on_progress:
             stored = pull_into_state(
                 redmine["url"],
                 snapshot,
@@ -76,7 +76,7 @@ def pull_command(
         if not stored.ok:
             raise typer.Exit(1)
         return
-    with output.pull_progress_bar(not json_output) as on_progress:
+    with output.progress_bar("pulling", "issues", not json_output) as on_progress:
         report = pulling.pull(redmine["url"], snapshot, api_key, arguments, progress=on_progress)
     output.print_pull_report(report, json_output)
     if not report.ok:

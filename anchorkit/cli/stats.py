@@ -81,8 +81,6 @@ def stats_command(
             help="Also write the audit page (one self-contained HTML file) here.",
         ),
     ] = default("html", STATS),
-    verbose: VerboseFlag = False,
-    quiet: QuietFlag = False,
     fail_under_coverage: Annotated[
         float | None,
         typer.Option(
@@ -103,6 +101,8 @@ def stats_command(
         ),
     ] = default("fail_over_overhead", STATS),
     jobs: Values = GROUP,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Audit anchored documents: token overhead of the anchors, and chunk coverage with and without them.
 
@@ -133,7 +133,8 @@ def stats_command(
             "fail_over_overhead": fail_over_overhead,
         }
     )
-    report = run_audit(path, values)
+    with output.progress_bar("measuring", "documents", not json_output) as on_progress:
+        report = run_audit(path, values, on_progress)
     if html is not None:
         write_file(html, render_html(report), "--html")
     if json_output:

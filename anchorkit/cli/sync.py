@@ -82,9 +82,8 @@ def sync_command(
 
     flags = {"dest": dest, "snapshot": snapshot, "out": out, **redmine, **documents, **destination, **state}
     settings = syncing.SyncSettings.from_settings(syncing.resolve_from_environment(flags, config))
-    show_progress = not json_output and output.err_console.is_terminal
     if settings.state:
-        with output.sync_progress(show_progress) as on_progress:
+        with output.sync_progress(not json_output) as on_progress:
             stateless = syncing.sync_with_state(settings, rescope, output.print_warning, on_progress)
         output.print_stateless_sync_report(stateless, json_output)
         if not stateless.ok:
@@ -92,7 +91,7 @@ def sync_command(
         return
     if rescope:
         raise UsageError("--rescope needs --state")
-    with output.sync_progress(show_progress) as on_progress:
+    with output.sync_progress(not json_output) as on_progress:
         report = syncing.sync_with_folders(settings, output.print_warning, on_progress)
     if json_output:
         output.print_json(report.to_json())

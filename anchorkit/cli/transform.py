@@ -83,7 +83,8 @@ def transform_command(
     options = TransformOptions.from_settings(values | {"link_issues": link_issues})
     if not check:
         check_writable_folder(out, "--out")
-    report = transform_snapshot(snapshot, out, options, check=check, jobs=jobs["jobs"])
+    with output.progress_bar("rendering", "tickets", not json_output) as on_progress:
+        report = transform_snapshot(snapshot, out, options, check=check, jobs=jobs["jobs"], progress=on_progress)
     if json_output:
         ok = not report.failed and not (check and report.differs)
         output.print_json({"ok": ok, "check": check, "out": str(out), **report.to_json()})

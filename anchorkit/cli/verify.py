@@ -182,14 +182,18 @@ def eval_command(
     from anchorkit.verify.shapes import input_errors
 
     options = VerifyOptions.from_settings(checks)
+    gates = EvalGates(min_grounding, max_phantom_rate, checks["strict"])
     with input_errors():
         cases, errors = load_cases(cases_file)
-    summary = evaluate(cases, errors, options)
-    failed_gates = EvalGates(min_grounding, max_phantom_rate, checks["strict"]).failures(summary)
+    with output.progress_bar("verifying", "cases", not json_output) as on_progress:
+        summary = evaluate(cases, errors, options, on_progress)
+    failed_gates = gates.failures(summary)
     if json_output:
-        output.print_json({"ok": not failed_gates, **summary.to_json()})
+        output.print_json({"ok": not failed_gates, **summary.to_json(), "gates": gates.to_json(summary)})
     else:
         output.print_eval_summary(summary)
+    for failure in failed_gates:
+        output.print_problem("gate failed", failure)
     if failed_gates:
         raise typer.Exit(1)
 
@@ -235,6 +239,8 @@ def inject_command(
             "--json", help="The summary as one JSON object (per chunk: status, ticket, where the ticket came from)."
         ),
     ] = False,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Prepend '> チケット #ID: subject' to each retrieved chunk (query-time anchoring); write the same shape back.
 
@@ -265,7 +271,11 @@ def inject_command(
         sys.stdout.write(body)
     else:
         write_file(inject_out, body, "--out")
-    summary = json.dumps(report.to_json(), ensure_ascii=False) if json_output else output.inject_summary(report)
-    (sys.stdout if inject_out is not None else sys.stderr).write(summary + "\n")
-    if inject_strict and (report.count("unknown_ticket") or report.count("conflict")):
+    failed = inject_strict and bool(report.count("unknown_ticket") or report.count("conflict"))
+    summary_file = sys.stdout if inject_out is not None else sys.stderr
+    if json_output:
+        summary_file.write(json.dumps({"ok": not failed, **report.to_json()}, ensure_ascii=False) + "\n")
+    else:
+        output.print_inject_summary(report, summary_file)
+    if failed:
         raise typer.Exit(1)
