@@ -156,7 +156,7 @@ SETTINGS: tuple[Setting, ...] = (
     # stats
     _s("chunking", list, [], STATS),
     _s("lengths", str, "256,300,512,1024", STATS),
-    _s("html", Path, None, STATS, VERIFY),
+    _s("html", Path, None, STATS, VERIFY, EVAL),
     _s("fail_under_coverage", float, None, STATS, min=0, max=100),
     _s("fail_over_overhead", float, None, STATS, min=0),
     # verify, eval, inject

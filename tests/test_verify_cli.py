@@ -354,3 +354,50 @@ def test_eval_accepts_cases_with_cited_answer_sources_and_reports_recall_by_sour
     assert [r["source_hit"] for r in summary["results"]] == [True, False, True]
     code, out, _ = run("eval", path)
     assert "source recall 0.50 by ticket, 0.67 by source id" in out
+
+
+# --------------------------------------------------------------------------- pages through the CLI
+
+
+def test_html_of_a_json_lines_answer_file_is_one_page_of_every_answer(tmp_path: Path) -> None:
+    answers = tmp_path / "answers.jsonl"
+    lines = [
+        json.dumps("#12345 で解消しました。", ensure_ascii=False),
+        json.dumps("#12399 で解消しました。", ensure_ascii=False),
+        "{broken",
+    ]
+    answers.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    page = tmp_path / "answers.html"
+    code, _, err = run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", answers, "--html", page)
+    assert code == 1 and "answers.jsonl:3: malformed JSON" in err  # was exit 2: "--html takes a file of one answer"
+    html = page.read_text(encoding="utf-8")
+    assert "2 answers: 1 with critical findings, 1 unreadable" in html
+    assert f'href="#a1">{answers}:1</a>' in html and f'href="#a2">{answers}:2</a>' in html
+    assert "answers.jsonl:3: malformed JSON" in html
+    assert str((EVAL / "retrieval-bedrock.json").absolute()) in html and str(answers.absolute()) in html
+
+
+def test_html_of_one_answer_records_its_input_files_and_options(tmp_path: Path) -> None:
+    page = tmp_path / "answer.html"
+    args = ("-r", EVAL / "retrieval-chunks.json", "-a", EVAL / "answer-turn2.txt", "--context", EVAL / "context.txt")
+    code, _, _ = run("verify", *args, "--min-id-digits", "4", "--html", page)
+    html = page.read_text(encoding="utf-8")
+    assert code == 0
+    for path in ("retrieval-chunks.json", "answer-turn2.txt", "context.txt"):
+        assert str((EVAL / path).absolute()) in html
+    assert "4 digits (--min-id-digits)" in html
+
+
+def test_eval_html_puts_the_gates_on_top_of_every_case(tmp_path: Path) -> None:
+    page = tmp_path / "eval.html"
+    code, _, err = run("eval", EVAL / "cases.jsonl", "--max-phantom-rate", "0", "--html", page)
+    assert code == 1 and "gate failed: phantom rate 0.40 is over --max-phantom-rate 0.0" in err
+    html = page.read_text(encoding="utf-8")
+    assert html.index("FAILED: 1 gate failed (exit code 1)") < html.index("vpn-osaka-grounded")
+    for case in ("vpn-osaka-free-text-mention", "router-results", "phantom-source", "later-turn-context"):
+        assert case in html
+    assert str((EVAL / "cases.jsonl").absolute()) in html
+    assert run("eval", EVAL / "cases.jsonl", "--html", page)[0] == 0
+    assert "No gate set: measured only (exit code 0)" in page.read_text(encoding="utf-8")
+    code, _, err = run("eval", EVAL / "cases.jsonl", "--html", tmp_path)
+    assert code == 2 and f"--html {tmp_path}" in err

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -14,6 +14,9 @@ from anchorkit.cli import output
 from anchorkit.cli.options import CHECKS, GROUP, JsonFlag, OnInvalid, QuietFlag, Values, VerboseFlag, with_options
 from anchorkit.errors import UsageError
 from anchorkit.settings import EVAL, VERIFY, default
+
+if TYPE_CHECKING:
+    from anchorkit.verify.citations import VerifyReport
 
 
 def write_file(path: Path, text: str, option: str) -> None:
@@ -95,17 +98,16 @@ def verify_command(
         anchorkit verify --retrieval retrieval.json --answer answer.json --strict --html answer.html
     """
     from anchorkit.verify.citations import VerifyOptions, verify_citations
-    from anchorkit.verify.html import render_report
+    from anchorkit.verify.html import PageRecord, render_report, render_reports
     from anchorkit.verify.ids import valid_ids
     from anchorkit.verify.shapes import read_inputs
 
     options = VerifyOptions.from_settings(checks | {"on_invalid": on_invalid})
     inputs = read_inputs(retrieval, answer, context or [])
-    if html is not None and len(inputs.answers) != 1:
-        raise UsageError("--html takes a file of one answer")
     extra_valid = valid_ids(inputs.context_chunks, options.uri_pattern)
     several = len(inputs.answers) > 1 or bool(inputs.errors)
     critical = False
+    paged: list[tuple[str, VerifyReport]] = []  # for --html
     for origin, parsed_answer in inputs.answers:
         report = verify_citations(
             parsed_answer,
@@ -117,7 +119,7 @@ def verify_command(
         )
         critical = critical or report.critical > 0
         if html is not None:
-            write_file(html, render_report(report), "--html")
+            paged.append((origin, report))
         if json_output and several:  # JSON Lines: one compact object per answer
             line = json.dumps({"origin": origin, **report.to_json()}, ensure_ascii=False, sort_keys=True)
             sys.stdout.write(line + "\n")
@@ -127,6 +129,15 @@ def verify_command(
             output.print_verify_report(report, origin if several else None)
     for error in inputs.errors:
         output.print_problem("error", error)
+    if html is not None:
+        files = [("retrieval", retrieval), ("answer", answer or retrieval), *(("context", c) for c in context or [])]
+        record = PageRecord.of_files(options, *files)
+        page = (
+            render_reports(paged, record=record, errors=inputs.errors)
+            if several
+            else render_report(paged[0][1], record=record)
+        )
+        write_file(html, page, "--html")
     if inputs.errors or (checks["strict"] and critical):
         raise typer.Exit(1)
 
@@ -162,6 +173,14 @@ def eval_command(
             help="Exit 1 if the share of cases with a phantom id or source is above this.",
         ),
     ] = default("max_phantom_rate"),
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            metavar="FILE",
+            help="Also write the eval as a self-contained HTML page: the gates' verdict on top, then every case.",
+        ),
+    ] = default("html"),
     json_output: JsonFlag = False,
     verbose: VerboseFlag = False,
     quiet: QuietFlag = False,
@@ -175,7 +194,7 @@ def eval_command(
 
     Example:
 
-        anchorkit eval cases.jsonl --min-grounding 0.8 --max-phantom-rate 0 --json
+        anchorkit eval cases.jsonl --min-grounding 0.8 --max-phantom-rate 0 --html eval.html
     """
     from anchorkit.verify.citations import VerifyOptions
     from anchorkit.verify.evaluation import EvalGates, evaluate, load_cases
@@ -188,6 +207,10 @@ def eval_command(
     with output.progress_bar("verifying", "cases", not json_output) as on_progress:
         summary = evaluate(cases, errors, options, on_progress)
     failed_gates = gates.failures(summary)
+    if html is not None:
+        from anchorkit.verify.html import PageRecord, render_eval
+
+        write_file(html, render_eval(summary, gates, PageRecord.of_files(options, ("cases", cases_file))), "--html")
     if json_output:
         output.print_json({"ok": not failed_gates, **summary.to_json(), "gates": gates.to_json(summary)})
     else:
