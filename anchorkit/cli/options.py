@@ -243,6 +243,13 @@ DOCUMENTS = (
         "A description or note over this many UTF-8 bytes fails its ticket.",
         metavar="BYTES",
     ),
+    Opt(
+        "link_issues",
+        ("--link-issues",),
+        str,
+        "Your Redmine's base URL: turn #123 in ticket text into links to URL/issues/123.",
+        metavar="URL",
+    ),
 )
 PUBLISHING = (
     Opt("delete", ("--delete",), bool, "Delete objects under the prefix that have no local counterpart."),
@@ -261,6 +268,7 @@ PUBLISHING = (
         f"Print the plan and change nothing (every delete, the first {output.SHOWN_UPLOAD_KEYS} uploads).",
         {SYNC: "Pull and transform, then only print the upload plan."},
     ),
+    Opt("list_keys", ("--list-keys",), bool, "With --dry-run: print every key to upload, not only the first."),
 )
 S3_CLIENT = (
     Opt("threads", ("--threads",), int, "Parallel requests."),

@@ -469,14 +469,14 @@ def print_length_table(lengths: dict[str, Any]) -> None:
     console.print(table)
 
 
-def print_stateless_sync_report(report: StatelessSyncReport, json_output: bool) -> None:
+def print_stateless_sync_report(report: StatelessSyncReport, json_output: bool, list_keys: bool = False) -> None:
     if json_output:
         print_json(report.to_json())
         return
     for pull_report in report.pulls:
         print_pull_report(pull_report, json_output=False)
     if report.dry_run and report.plan is not None:
-        print_sync_plan(report)
+        print_sync_plan(report, list_keys)
     else:
         regenerated = " (all: output fingerprint changed)" if report.regenerated_all else ""
         console.print(
@@ -497,7 +497,7 @@ def print_stateless_sync_report(report: StatelessSyncReport, json_output: bool) 
         print_problem("failed", f"{failure.key}: {failure.error}")
 
 
-def print_sync_plan(report: StatelessSyncReport) -> None:
+def print_sync_plan(report: StatelessSyncReport, list_keys: bool = False) -> None:
     """`sync --state --dry-run`: what the run would write, nothing of which was."""
     assert report.plan is not None
     planned = report.plan.summary()
@@ -513,7 +513,7 @@ def print_sync_plan(report: StatelessSyncReport) -> None:
         highlight=False,
         markup=False,
     )
-    print_planned_keys(planned["planned_keys"], False, "--json lists them all")
+    print_planned_keys(planned["planned_keys"], list_keys, "--list-keys prints them all")
 
 
 def print_state_pull_report(report: StatePullReport, json_output: bool) -> None:

@@ -19,6 +19,7 @@ from anchorkit.cli.options import (
     REDMINE,
     S3_CLIENT,
     STATE,
+    TOKENIZER,
     JsonFlag,
     QuietFlag,
     Values,
@@ -32,7 +33,7 @@ from anchorkit.settings import CONFIG_ENV, CONFIG_FILE_NAME, SYNC
 @with_options(
     SYNC,
     redmine=REDMINE,
-    documents=DOCUMENTS,
+    documents=DOCUMENTS + TOKENIZER,
     destination=PUBLISHING + S3_CLIENT + AWS + ENCRYPTION + INGESTION,
     state=STATE,
 )
@@ -81,11 +82,13 @@ def sync_command(
     from anchorkit import sync as syncing
 
     flags = {"dest": dest, "snapshot": snapshot, "out": out, **redmine, **documents, **destination, **state}
-    settings = syncing.SyncSettings.from_settings(syncing.resolve_from_environment(flags, config))
+    resolved = syncing.resolve_from_environment(flags, config)
+    settings = syncing.SyncSettings.from_settings(resolved)
+    list_keys = resolved["list_keys"]
     if settings.state:
         with output.sync_progress(not json_output) as on_progress:
             stateless = syncing.sync_with_state(settings, rescope, output.print_warning, on_progress)
-        output.print_stateless_sync_report(stateless, json_output)
+        output.print_stateless_sync_report(stateless, json_output, list_keys)
         if not stateless.ok:
             raise typer.Exit(1)
         return
@@ -99,6 +102,6 @@ def sync_command(
         assert settings.out is not None
         output.print_pull_report(report.pull, json_output=False)
         output.print_transform_report(report.transform, settings.out, check=False)
-        output.print_publish_report(report.upload, json_output=False)
+        output.print_publish_report(report.upload, json_output=False, list_keys=list_keys)
     if not report.ok:
         raise typer.Exit(1)

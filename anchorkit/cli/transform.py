@@ -44,14 +44,6 @@ def transform_command(
             help="Text format of every text (default: the snapshot's state.json, else textile).",
         ),
     ] = default("text_format"),
-    link_issues: Annotated[
-        str | None,
-        typer.Option(
-            "--link-issues",
-            metavar="URL",
-            help="Your Redmine's base URL: turn #123 in ticket text into links to URL/issues/123.",
-        ),
-    ] = default("link_issues"),
     check: Annotated[
         bool,
         typer.Option(
@@ -80,7 +72,7 @@ def transform_command(
     from anchorkit.render.transform import TransformOptions, transform_snapshot
 
     values = {**documents, **tokenizer, "include_private": include_private, "text_format": text_format}
-    options = TransformOptions.from_settings(values | {"link_issues": link_issues})
+    options = TransformOptions.from_settings(values)
     if not check:
         check_writable_folder(out, "--out")
     with output.progress_bar("rendering", "tickets", not json_output) as on_progress:
