@@ -1,3 +1,76 @@
-"""anchorkit: anchor every chunk of Redmine tickets to its ticket ID, publish for RAG, and prove it."""
+"""anchorkit: anchor every chunk of Redmine tickets to its ticket ID, publish for RAG, and prove it.
+
+The library a program calls, documented in docs/api.md: transform a snapshot into anchored documents,
+verify an answer against what was retrieved for it (and write its page), evaluate a set of cases,
+anchor retrieved chunks at query time::
+
+    import anchorkit
+
+    report = anchorkit.transform_snapshot(Path("snapshot"), Path("out"), anchorkit.TransformOptions())
+
+Each name is imported from its stage when it is first used (PEP 562), so that ``import anchorkit``, and
+``anchorkit --help`` with it, loads none of them (markdown-it, rapidfuzz, botocore …).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+# Each name of the API and the module that defines it.
+_API = {
+    # snapshot → anchored documents (and Bedrock sidecars)
+    "transform_snapshot": "anchorkit.render.transform",
+    "TransformOptions": "anchorkit.render.transform",
+    "TransformReport": "anchorkit.render.transform",
+    "RenderOptions": "anchorkit.render.document",
+    # an answer against its retrieval: parse both, check, filter, page
+    "read_retrieval": "anchorkit.verify.shapes",
+    "read_answer": "anchorkit.verify.shapes",
+    "verify_citations": "anchorkit.verify.citations",
+    "VerifyOptions": "anchorkit.verify.citations",
+    "VerifyReport": "anchorkit.verify.citations",
+    "render_report": "anchorkit.verify.html",
+    # many cases: metrics and gates
+    "load_cases": "anchorkit.verify.evaluation",
+    "evaluate": "anchorkit.verify.evaluation",
+    "EvalGates": "anchorkit.verify.evaluation",
+    # retrieved chunks anchored at query time
+    "anchor_chunks": "anchorkit.verify.inject",
+    "InjectReport": "anchorkit.verify.inject",
+    # Chunking documents the way a knowledge base does (anchorkit.chunk, being added on its own branch)
+    # takes its place here: "chunk_documents": "anchorkit.chunk", with its options and report.
+}
+
+__all__ = ["__version__", *_API]
+
+if TYPE_CHECKING:  # what type checkers and editors see (``X as X``: re-exported); at run time, __getattr__
+    from anchorkit.render.document import RenderOptions as RenderOptions
+    from anchorkit.render.transform import TransformOptions as TransformOptions
+    from anchorkit.render.transform import TransformReport as TransformReport
+    from anchorkit.render.transform import transform_snapshot as transform_snapshot
+    from anchorkit.verify.citations import VerifyOptions as VerifyOptions
+    from anchorkit.verify.citations import VerifyReport as VerifyReport
+    from anchorkit.verify.citations import verify_citations as verify_citations
+    from anchorkit.verify.evaluation import EvalGates as EvalGates
+    from anchorkit.verify.evaluation import evaluate as evaluate
+    from anchorkit.verify.evaluation import load_cases as load_cases
+    from anchorkit.verify.html import render_report as render_report
+    from anchorkit.verify.inject import InjectReport as InjectReport
+    from anchorkit.verify.inject import anchor_chunks as anchor_chunks
+    from anchorkit.verify.shapes import read_answer as read_answer
+    from anchorkit.verify.shapes import read_retrieval as read_retrieval
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _API:
+        raise AttributeError(f"module 'anchorkit' has no attribute {name!r}")
+    value = getattr(import_module(_API[name]), name)
+    globals()[name] = value  # once imported, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_API))
