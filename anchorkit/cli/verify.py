@@ -84,7 +84,7 @@ def verify_command(
     verbose: VerboseFlag = False,
     quiet: QuietFlag = False,
 ) -> None:
-    """Check an answer against the chunks retrieved for it; print the filtered answer and the findings.
+    """Check an answer against the chunks retrieved for it: the filtered answer on stdout, the findings on stderr.
 
     Findings: phantom ticket ids and sources, answers that should have refused (critical), quote drift,
     weak grounding, wrong tickets, mismatched URLs and subjects (warnings).
