@@ -1,8 +1,8 @@
 """anchorkit: anchor every chunk of Redmine tickets to its ticket ID, publish for RAG, and prove it.
 
 The library a program calls, documented in docs/api.md: transform a snapshot into anchored documents,
-verify an answer against what was retrieved for it (and write its page), evaluate a set of cases,
-anchor retrieved chunks at query time::
+cut a document into chunks that each name their ticket, verify an answer against what was retrieved
+for it (and write its page), evaluate a set of cases, anchor retrieved chunks at query time::
 
     import anchorkit
 
@@ -26,6 +26,10 @@ _API = {
     "TransformOptions": "anchorkit.render.transform",
     "TransformReport": "anchorkit.render.transform",
     "RenderOptions": "anchorkit.render.document",
+    # a document → chunks that each name their ticket and link to their note (counted with a tokenizer)
+    "chunk_document": "anchorkit.chunk",
+    "ChunkedTicket": "anchorkit.chunk",
+    "choose_tokenizer": "anchorkit.tokens",
     # an answer against its retrieval: parse both, check, filter, page
     "read_retrieval": "anchorkit.verify.shapes",
     "read_answer": "anchorkit.verify.shapes",
@@ -40,17 +44,19 @@ _API = {
     # retrieved chunks anchored at query time
     "anchor_chunks": "anchorkit.verify.inject",
     "InjectReport": "anchorkit.verify.inject",
-    # Chunking documents the way a knowledge base does (anchorkit.chunk, being added on its own branch)
-    # takes its place here: "chunk_documents": "anchorkit.chunk", with its options and report.
+    # (a folder-level chunk entry point, when `anchorkit chunk` has one, belongs beside chunk_document)
 }
 
 __all__ = ["__version__", *_API]
 
 if TYPE_CHECKING:  # what type checkers and editors see (``X as X``: re-exported); at run time, __getattr__
+    from anchorkit.chunk import ChunkedTicket as ChunkedTicket
+    from anchorkit.chunk import chunk_document as chunk_document
     from anchorkit.render.document import RenderOptions as RenderOptions
     from anchorkit.render.transform import TransformOptions as TransformOptions
     from anchorkit.render.transform import TransformReport as TransformReport
     from anchorkit.render.transform import transform_snapshot as transform_snapshot
+    from anchorkit.tokens import choose_tokenizer as choose_tokenizer
     from anchorkit.verify.citations import VerifyOptions as VerifyOptions
     from anchorkit.verify.citations import VerifyReport as VerifyReport
     from anchorkit.verify.citations import verify_citations as verify_citations
