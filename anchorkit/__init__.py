@@ -9,13 +9,15 @@ for it (and write its page), evaluate a set of cases, anchor retrieved chunks at
     report = anchorkit.transform_snapshot(Path("snapshot"), Path("out"), anchorkit.TransformOptions())
 
 Each name is imported from its stage when it is first used (PEP 562), so that ``import anchorkit``, and
-``anchorkit --help`` with it, loads none of them (markdown-it, rapidfuzz, botocore …).
+``anchorkit --help`` with it, loads none of them (markdown-it, rapidfuzz, botocore …). Type checkers and
+editors read the names' types from ``__init__.pyi``; a static import here would also put every stage in
+the Lambda zip, which is built from what the handler's modules import (anchorkit/bedrock/package.py).
 """
 
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 __version__ = "0.1.0"
 
@@ -48,26 +50,6 @@ _API = {
 }
 
 __all__ = ["__version__", *_API]
-
-if TYPE_CHECKING:  # what type checkers and editors see (``X as X``: re-exported); at run time, __getattr__
-    from anchorkit.chunk import ChunkedTicket as ChunkedTicket
-    from anchorkit.chunk import chunk_document as chunk_document
-    from anchorkit.render.document import RenderOptions as RenderOptions
-    from anchorkit.render.transform import TransformOptions as TransformOptions
-    from anchorkit.render.transform import TransformReport as TransformReport
-    from anchorkit.render.transform import transform_snapshot as transform_snapshot
-    from anchorkit.tokens import choose_tokenizer as choose_tokenizer
-    from anchorkit.verify.citations import VerifyOptions as VerifyOptions
-    from anchorkit.verify.citations import VerifyReport as VerifyReport
-    from anchorkit.verify.citations import verify_citations as verify_citations
-    from anchorkit.verify.evaluation import EvalGates as EvalGates
-    from anchorkit.verify.evaluation import evaluate as evaluate
-    from anchorkit.verify.evaluation import load_cases as load_cases
-    from anchorkit.verify.html import render_report as render_report
-    from anchorkit.verify.inject import InjectReport as InjectReport
-    from anchorkit.verify.inject import anchor_chunks as anchor_chunks
-    from anchorkit.verify.shapes import read_answer as read_answer
-    from anchorkit.verify.shapes import read_retrieval as read_retrieval
 
 
 def __getattr__(name: str) -> Any:

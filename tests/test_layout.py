@@ -21,8 +21,6 @@ ALLOWED = {
     # The Lambda: anchors chunks Bedrock made (verify knows which ticket a chunk names), or makes them.
     "bedrock": {"root", "verify", "chunk", "bedrock"},
     "cli": {"root", "source", "render", "chunk", "publish", "audit", "verify", "sync", "cli"},
-    # The package's own __init__: the library's entry points, imported from their stages on first use.
-    "api": {"root", "source", "render", "chunk", "publish", "audit", "verify", "sync"},
 }
 
 
@@ -59,7 +57,7 @@ def test_imports_only_point_down_the_pipeline() -> None:
         f"{module} imports {imported}"
         for module, path in MODULES.items()
         for imported in imports(path, top_level_only=False)
-        if imported in MODULES and layer(imported) not in ALLOWED["api" if module == "anchorkit" else layer(module)]
+        if imported in MODULES and layer(imported) not in ALLOWED[layer(module)]
     ]
     assert upward == []
 
