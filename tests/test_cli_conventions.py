@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,12 +26,7 @@ COMMANDS = ["transform", "upload", "pull", "sync", "stats", "verify", "eval"]
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No ANCHORKIT_*/REDMINE_* of the machine's, and no anchorkit.toml but the test's own."""
-    for name in [name for name in os.environ if name.startswith(("ANCHORKIT_", "REDMINE_"))]:
-        monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.usefixtures("clean_cli_environment")
 
 
 def flat(text: str) -> str:

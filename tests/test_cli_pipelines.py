@@ -27,11 +27,7 @@ EVAL = FIXTURES / "eval"
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in [name for name in os.environ if name.startswith(("ANCHORKIT_", "REDMINE_"))]:
-        monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.usefixtures("clean_cli_environment")
 
 
 def invoke(*args: str | Path, env: dict[str, str] | None = None, stdin: str | None = None) -> tuple[int, str, str]:

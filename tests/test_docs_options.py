@@ -6,14 +6,12 @@ of pull, transform and upload but the two the reference names, and they do there
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import typer
-from support import skip_or_fail
 from support.redmine_server import RedmineAdmin, RedmineServer
 from typer.testing import CliRunner
 
@@ -24,7 +22,6 @@ from anchorkit.cli.app import command_names
 REPO = Path(__file__).resolve().parent.parent
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 COMMANDS = command_names(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
-VOCABULARY = REPO.parent / "shared" / "data" / "cl100k_base.tiktoken"
 runner = CliRunner()
 
 
@@ -151,21 +148,20 @@ def test_sync_has_every_option_of_pull_transform_and_upload_but_the_two_the_refe
 @pytest.mark.redmine
 @pytest.mark.timeout(300)
 def test_sync_renders_with_the_tokenizer_and_links_transform_renders_with(
-    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    redmine_server: RedmineServer,
+    redmine_admin: RedmineAdmin,
+    monkeypatch: pytest.MonkeyPatch,
+    clean_cli_environment: None,
 ) -> None:
     """`sync --state` counted spacing anchors with the approximation whatever --tokenizer said."""
-    if not VOCABULARY.is_file():
-        skip_or_fail(f"cl100k_base vocabulary not found at {VOCABULARY}")
-    for name in [name for name in os.environ if name.startswith(("ANCHORKIT_", "REDMINE_"))]:
-        monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("REDMINE_API_KEY", redmine_server.admin_key)
     project = redmine_admin.create_project()
     paragraphs = [f"手順 {n}: ルーター設定を確認し、ログ #{n} を取得して担当者に共有した。" * 3 for n in range(40)]
     redmine_admin.create_issue(project["id"], "VPN接続が不安定になる", description="\n\n".join(paragraphs))
     scope = ["--url", redmine_server.url, "--project", project["identifier"]]
     links = ["--link-issues", "https://redmine.example.com"]
-    exact = ["--tokenizer", "cl100k_base", "--tiktoken-file", str(VOCABULARY), *links]
+    exact = ["--tokenizer", "cl100k_base", *links]
     assert runner.invoke(app, ["pull", "--snapshot", "snap", *scope]).exit_code == 0
 
     def transformed(out: str, *options: str) -> dict[str, bytes]:
