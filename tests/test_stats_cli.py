@@ -276,7 +276,11 @@ def test_a_bad_vocabulary_file_is_a_usage_error_never_a_fallback(out: Path, tmp_
     bad = tmp_path / "cl100k_base.tiktoken"
     bad.write_text("not a vocabulary\n", encoding="utf-8")
     code, stdout, stderr = run(str(out), "--tiktoken-file", str(bad), "--json")
-    assert code == 2 and stdout == ""
+    assert code == 2 and json.loads(stdout) == {
+        "ok": False,
+        "error": stderr.strip().removeprefix("error: "),
+        "exit_code": 2,
+    }
     assert stderr.startswith(f"error: cl100k_base vocabulary file {bad}: sha256 ") and "is not cl100k_base's" in stderr
     code, stdout, stderr = run(str(out), "--chunking", "fixed", env={VOCABULARY_FILE_ENV: str(bad)})
     assert code == 2 and str(bad) in stderr

@@ -319,6 +319,7 @@ def test_sync_with_the_state_shows_progress_per_stage_on_a_terminal_and_nothing_
     )
     assert logged.exit_code == 0 and logged.stderr == ""  # CliRunner's stderr is no terminal: a CI log
     terminal = io.StringIO()
+    monkeypatch.delenv("CI", raising=False)  # a terminal outside CI (in CI no bar is drawn)
     monkeypatch.setattr(cli, "err_console", Console(file=terminal, force_terminal=True, width=100))
     redmine_admin.add_note(ids[1], "再発したため再調査")
     shown = runner.invoke(
