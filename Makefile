@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install install-test servers-install browser-install demo test bench lint checks lambda-zip clean
+.PHONY: install install-test servers-install browser-install demo test bench lint checks docs lambda-zip clean
 
 # The tool and its runtime dependencies only (enough for `make demo`).
 install: $(VENV)/.installed
@@ -63,9 +63,15 @@ lambda-zip: install
 lint: install-test checks
 
 checks:
-	$(BIN)/ruff check anchorkit tests
-	$(BIN)/ruff format --check anchorkit tests
+	$(BIN)/ruff check anchorkit tests scripts
+	$(BIN)/ruff format --check anchorkit tests scripts
 	$(BIN)/mypy
+	$(BIN)/python scripts/reference_tables.py --check
+
+# The option tables of README.md and docs/*.md, from the command line's declarations and the settings
+# catalogue (scripts/reference_tables.py; `make checks` fails when they are stale).
+docs: install
+	$(BIN)/python scripts/reference_tables.py
 
 clean:
 	rm -rf $(VENV) out build *.egg-info .pytest_cache .servers anchorkit-lambda.zip

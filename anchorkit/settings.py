@@ -129,11 +129,11 @@ SETTINGS: tuple[Setting, ...] = (
     _s("spacing_anchors", str, "short", *_DOCUMENTS, choices=SPACING_ANCHOR_FORMS),
     _s("timezone", str, "UTC", *_DOCUMENTS),
     _s("max_text_bytes", int, 1_000_000, *_DOCUMENTS, min=1),
-    _s("link_issues", str, None, TRANSFORM),
+    _s("link_issues", str, None, *_DOCUMENTS),
     _s("check", bool, False, TRANSFORM),
     # Tokens (transform's --chunk-tokens, stats)
-    _s("tokenizer", str, TOKENIZER_CHOICES[0], TRANSFORM, STATS, choices=TOKENIZER_CHOICES),
-    _s("tiktoken_file", Path, None, TRANSFORM, STATS),
+    _s("tokenizer", str, TOKENIZER_CHOICES[0], *_DOCUMENTS, STATS, choices=TOKENIZER_CHOICES),
+    _s("tiktoken_file", Path, None, *_DOCUMENTS, STATS),
     _s("jobs", int, 0, TRANSFORM, STATS, min=0),
     # Destination (upload)
     _s("dest", str, None, UPLOAD, SYNC),
@@ -141,7 +141,7 @@ SETTINGS: tuple[Setting, ...] = (
     _s("max_delete", str, "10%", UPLOAD, SYNC),
     _s("force", bool, False, UPLOAD, SYNC),
     _s("dry_run", bool, False, UPLOAD, SYNC),
-    _s("list_keys", bool, False, UPLOAD),
+    _s("list_keys", bool, False, UPLOAD, SYNC),
     _s("threads", int, 16, *_S3, min=1, max=256),
     _s("endpoint_url", str, None, *_AWS),
     _s("region", str, None, *_AWS),
@@ -159,7 +159,7 @@ SETTINGS: tuple[Setting, ...] = (
     # stats
     _s("chunking", list, [], STATS),
     _s("lengths", str, "256,300,512,1024", STATS),
-    _s("html", Path, None, STATS, VERIFY),
+    _s("html", Path, None, STATS, VERIFY, EVAL),
     _s("fail_under_coverage", float, None, STATS, min=0, max=100),
     _s("fail_over_overhead", float, None, STATS, min=0),
     # verify, eval, inject

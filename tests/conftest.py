@@ -18,6 +18,15 @@ def fixtures_dir() -> Path:
     return FIXTURES
 
 
+@pytest.fixture
+def clean_cli_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No ANCHORKIT_*/REDMINE_* of the machine's, and no anchorkit.toml but the test's own (the test runs
+    in its tmp_path): what a command reads is what the test gives it."""
+    for name in [name for name in os.environ if name.startswith(("ANCHORKIT_", "REDMINE_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> object:
     """Under CI=true an integration test that skips is a failure: CI must exercise the real servers."""

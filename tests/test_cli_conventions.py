@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,12 +26,7 @@ COMMANDS = ["transform", "upload", "pull", "sync", "stats", "verify", "eval"]
 runner = CliRunner()
 
 
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No ANCHORKIT_*/REDMINE_* of the machine's, and no anchorkit.toml but the test's own."""
-    for name in [name for name in os.environ if name.startswith(("ANCHORKIT_", "REDMINE_"))]:
-        monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.usefixtures("clean_cli_environment")
 
 
 def flat(text: str) -> str:
@@ -65,9 +59,10 @@ def test_the_top_level_help_has_the_exit_code_table_and_shell_completion() -> No
 
 def test_choices_are_listed_in_help_and_a_typo_is_refused_naming_them() -> None:
     shown = help_of("transform")
-    for listed in ("<flat|by-project>", "<ja|en>", "<simple|typed>", "<textile|common_mark>"):
+    for listed in ("--layout flat|by-project", "--lang ja|en", "--sidecar-schema simple|typed"):
         assert listed in shown
-    assert "<standard|adaptive>" in help_of("upload") and "<AES256|aws:kms>" in help_of("upload")
+    assert "--sse AES256|aws:kms" in help_of("upload") and "--on-invalid drop|flag" in help_of("verify")
+    assert "--retry-mode standard|adaptive" in help_of("upload")
     typo = runner.invoke(app, ["transform", str(FIXTURES), "--out", "out", "--lang", "de"])
     assert typo.exit_code == 2 and "'de' is not one of 'ja', 'en'" in flat(typo.stderr)
 

@@ -107,5 +107,6 @@ def test_the_wheel_says_python_version_licence_and_classifiers(wheel: zipfile.Zi
 
 def test_the_wheel_carries_py_typed_and_the_licence_file_exists(wheel: zipfile.ZipFile) -> None:
     assert "anchorkit/py.typed" in wheel.namelist()
+    assert "anchorkit/__init__.pyi" in wheel.namelist()  # the types of the lazily imported API
     assert (REPO / "anchorkit" / "py.typed").is_file()
     assert "Permission is hereby granted" in (REPO / "LICENSE").read_text(encoding="utf-8")

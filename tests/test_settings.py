@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
@@ -37,11 +36,7 @@ INPUT_ARGUMENTS = {("stats", "path"), ("eval", "cases_file")}
 COMMANDS = command_names(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
 
 
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in [name for name in os.environ if name.startswith(("ANCHORKIT_", "REDMINE_"))]:
-        monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
+pytestmark = pytest.mark.usefixtures("clean_cli_environment")
 
 
 def literal_choices(annotation: Any) -> tuple[Any, ...]:

@@ -301,6 +301,21 @@ def test_heading_chunks_start_at_headings_but_not_at_hash_lines_in_code() -> Non
     ]
 
 
+def test_chunkers_sized_for_another_chunk_length_keep_their_proportions() -> None:
+    """Bedrock's defaults are for 300 tokens; sized for N they cut N (LangChain: characters in proportion)."""
+    assert (
+        chunking.default_chunkers(300)
+        == chunking.default_chunkers()
+        == [chunking.CHUNKERS[name]() for name in chunking.BEDROCK_LIKE + chunking.LANGCHAIN][
+            : len(chunking.default_chunkers())
+        ]
+    )
+    assert chunking.sized(chunking.HierarchicalChunker(), 2000) == chunking.HierarchicalChunker(2000, 2000, 60)
+    assert chunking.sized(chunking.HierarchicalChunker(), 100) == chunking.HierarchicalChunker(1500, 100, 20)
+    assert chunking.sized(chunking.LangchainRecursiveChunker(), 600) == chunking.LangchainRecursiveChunker(2000, 400)
+    assert chunking.parse_chunker_spec("heading:overlap=10", 512) == chunking.HeadingChunker(512, 10)
+
+
 def test_chunker_specs_parse_with_defaults_and_reject_nonsense() -> None:
     assert chunking.parse_chunker_spec("fixed") == chunking.FixedSizeChunker(300, 20)
     assert chunking.parse_chunker_spec("fixed:max_tokens=512,overlap=10") == chunking.FixedSizeChunker(512, 10)

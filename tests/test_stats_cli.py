@@ -109,6 +109,31 @@ def test_chunk_tokens_renders_a_snapshot_for_that_chunk_length() -> None:
     assert row_512["anchor_tokens"] == spaced["efficiency"]["anchor_tokens"]
 
 
+def test_chunk_tokens_sets_the_length_the_chunkers_cut_unless_chunking_says_otherwise(tmp_path: Path) -> None:
+    """`stats snapshot --chunk-tokens 512`: a knowledge base that cuts 512 is measured cutting 512 (the
+    chunkers stayed at Bedrock's 300 before)."""
+    approx = ["--tokenizer", "approx", "--lengths", "none", "--json"]
+    default = json.loads(run(str(FIXTURES), "--chunk-tokens", "512", *approx)[1])
+    specs = {row["spec"] for row in default["chunking"]}
+    assert {"fixed:max_tokens=512,overlap=20", "semantic:max_tokens=512,buffer=0,breakpoint=95"} <= specs
+    assert {"hierarchical:parent=1500,child=512,overlap=60", "heading:max_tokens=512,overlap=0"} <= specs
+    # A bare NAME cuts --chunk-tokens too; a key the SPEC gives wins.
+    chosen = ["--chunking", "fixed", "--chunking", "fixed:max_tokens=300,overlap=10", "--chunking", "semantic"]
+    given = json.loads(run(str(FIXTURES), "--chunk-tokens", "512", *chosen, *approx)[1])
+    assert [row["spec"] for row in given["chunking"]] == [
+        "fixed:max_tokens=512,overlap=20",
+        "fixed:max_tokens=300,overlap=10",
+        "semantic:max_tokens=512,buffer=0,breakpoint=95",
+    ]
+    # An output folder made for 1,024-token chunks is measured with 1,024-token chunkers;
+    # --chunk-tokens 0 (anchors after headings only) is measured at Bedrock's 300.
+    transform_snapshot(FIXTURES, tmp_path / "out", TransformOptions(tokenizer="approx"))
+    folder = json.loads(run(str(tmp_path / "out"), "--chunk-tokens", "1024", "--chunking", "fixed", *approx)[1])
+    structural = json.loads(run(str(FIXTURES), "--chunk-tokens", "0", "--chunking", "fixed", *approx)[1])
+    assert folder["chunking"][0]["spec"] == "fixed:max_tokens=1024,overlap=20"
+    assert structural["chunking"][0]["spec"] == "fixed:max_tokens=300,overlap=20"
+
+
 def test_anchor_basic_info_lifts_heading_chunk_coverage() -> None:
     arguments = ["--chunking", "heading", "--chunk-tokens", "0", "--json"]
     plain = json.loads(run(str(FIXTURES), "--no-anchor-basic-info", *arguments)[1])
@@ -251,7 +276,11 @@ def test_a_bad_vocabulary_file_is_a_usage_error_never_a_fallback(out: Path, tmp_
     bad = tmp_path / "cl100k_base.tiktoken"
     bad.write_text("not a vocabulary\n", encoding="utf-8")
     code, stdout, stderr = run(str(out), "--tiktoken-file", str(bad), "--json")
-    assert code == 2 and stdout == ""
+    assert code == 2 and json.loads(stdout) == {
+        "ok": False,
+        "error": stderr.strip().removeprefix("error: "),
+        "exit_code": 2,
+    }
     assert stderr.startswith(f"error: cl100k_base vocabulary file {bad}: sha256 ") and "is not cl100k_base's" in stderr
     code, stdout, stderr = run(str(out), "--chunking", "fixed", env={VOCABULARY_FILE_ENV: str(bad)})
     assert code == 2 and str(bad) in stderr
@@ -263,6 +292,16 @@ def test_human_summary_lists_every_chunker(out: Path) -> None:
     for name in ("fixed/chunks", "hierarchical/children", "hierarchical/parents", "semantic/chunks", "heading/chunks"):
         assert name in stdout
     assert "overhead:" in stdout and "limits: all within limits" in stdout
+
+
+def test_the_limits_line_says_what_each_check_is_as_the_page_does(tmp_path: Path) -> None:
+    (tmp_path / "7.md").write_text("# チケット #7: x\n\ntext\n", encoding="utf-8")
+    (tmp_path / "8.md").write_bytes(b"x" * (50 * 1024 * 1024 + 1))
+    code, stdout, _ = run(str(tmp_path), "--tokenizer", "approx")
+    assert code == 0
+    assert stdout.splitlines()[-1] == (
+        "limits: documents over 50 MB (Bedrock's limit per file): 1, documents without any anchor: 1"
+    )
 
 
 @pytest.mark.parametrize("gate", [["--fail-under-coverage", "95"], ["--fail-over-overhead", "10"]])

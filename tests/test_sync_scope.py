@@ -235,8 +235,13 @@ def test_a_run_killed_holding_the_lease_shows_as_stale_and_breaking_it_lets_the_
     assert lease["status"] == "stale" and lease["alive"] is False  # its process is gone
     assert 180 < lease["expires_in_seconds"] <= 300 and lease["age_seconds"] < 120  # free by itself in minutes
 
-    wrong = runner.invoke(app, ["state", "break-lease", job.state, "--holder", "ci-runner-7:1:abc"])
+    wrong = runner.invoke(app, ["state", "break-lease", job.state, "--holder", "ci-runner-7:1:abc", "--json"])
     assert wrong.exit_code == 2 and f"held by {lease['holder']}, not ci-runner-7:1:abc" in wrong.stderr
+    assert json.loads(wrong.stdout) == {
+        "ok": False,
+        "error": wrong.stderr.strip().removeprefix("error: "),
+        "exit_code": 2,
+    }
     broken = runner.invoke(app, ["state", "break-lease", job.state, "--holder", lease["holder"]])
     assert broken.exit_code == 0, broken.stderr
     assert f"broke the lease of {lease['holder']}" in broken.stdout
@@ -314,6 +319,7 @@ def test_sync_with_the_state_shows_progress_per_stage_on_a_terminal_and_nothing_
     )
     assert logged.exit_code == 0 and logged.stderr == ""  # CliRunner's stderr is no terminal: a CI log
     terminal = io.StringIO()
+    monkeypatch.delenv("CI", raising=False)  # a terminal outside CI (in CI no bar is drawn)
     monkeypatch.setattr(cli, "err_console", Console(file=terminal, force_terminal=True, width=100))
     redmine_admin.add_note(ids[1], "再発したため再調査")
     shown = runner.invoke(

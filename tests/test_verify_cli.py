@@ -74,8 +74,8 @@ def test_verify_json_schema_is_stable() -> None:
 
 def test_strict_exits_1_only_when_something_critical_was_found() -> None:
     assert run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", EVAL / "answer-results.json")[0] == 0
-    code, out, _ = run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", EVAL / "answer-results.json", "--strict")
-    assert code == 1 and "(result 3): result 3: ticket id #12301 was not retrieved" in out
+    code, _, err = run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", EVAL / "answer-results.json", "--strict")
+    assert code == 1 and "(result 3): result 3: ticket id #12301 was not retrieved" in err
     assert run("verify", "-r", EVAL / "retrieve-and-generate.json", "--strict")[0] == 0
 
 
@@ -268,12 +268,13 @@ def test_strict_fails_on_a_phantom_wherever_it_is(tmp_path: Path) -> None:
 
 
 def test_text_output_says_where_each_finding_is_and_shows_dropped_claims() -> None:
-    code, out, _ = run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", EVAL / "answer-claims.json")
+    code, out, err = run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", EVAL / "answer-claims.json")
     assert code == 0
-    assert "warning quote_drift (claim 2, citation 1):" in out
-    assert "critical phantom_ticket_id (claim 3):" in out and "critical phantom_source_id (claim 4, citation 1):" in out
-    assert "3. [dropped] 在宅勤務の VPN 切断（#12301）も同じ原因でした。" in out
-    assert "   > ルーターのファームウェア更新で解消しました。" in out  # quotes are printed
+    assert "warning quote_drift (claim 2, citation 1):" in err
+    assert "critical phantom_ticket_id (claim 3):" in err and "critical phantom_source_id (claim 4, citation 1):" in err
+    assert "dropped claim 3: 在宅勤務の VPN 切断（#12301）も同じ原因でした。" in err
+    assert "   > ルーターのファームウェア更新で解消しました。" in out  # quotes are printed with the answer
+    assert "#12301" not in out
 
 
 def test_an_answer_that_carries_its_retrieval_needs_no_retrieval_file(tmp_path: Path) -> None:
@@ -297,7 +298,7 @@ def test_context_may_be_converse_messages(tmp_path: Path) -> None:
     assert 12366 in verify_json(*args, "--context", context)["valid_ids"]
 
 
-def test_eval_accepts_seed000_eval_cases_and_reports_recall_by_source_id(tmp_path: Path) -> None:
+def test_eval_accepts_cases_with_cited_answer_sources_and_reports_recall_by_source_id(tmp_path: Path) -> None:
     sources = [
         {
             "id": "doc_2026_legal_001#sec3",
@@ -343,7 +344,7 @@ def test_eval_accepts_seed000_eval_cases_and_reports_recall_by_source_id(tmp_pat
             "answer": claim("redmine-12345#note-4", "ファームウェア更新で解消しました。"),
         },
     ]
-    path = tmp_path / "seed000.jsonl"
+    path = tmp_path / "cited.jsonl"
     path.write_text("\n".join(json.dumps(c, ensure_ascii=False) for c in cases), encoding="utf-8")
     code, out, _ = run("eval", path, "--json")
     summary = json.loads(out)
@@ -353,3 +354,50 @@ def test_eval_accepts_seed000_eval_cases_and_reports_recall_by_source_id(tmp_pat
     assert [r["source_hit"] for r in summary["results"]] == [True, False, True]
     code, out, _ = run("eval", path)
     assert "source recall 0.50 by ticket, 0.67 by source id" in out
+
+
+# --------------------------------------------------------------------------- pages through the CLI
+
+
+def test_html_of_a_json_lines_answer_file_is_one_page_of_every_answer(tmp_path: Path) -> None:
+    answers = tmp_path / "answers.jsonl"
+    lines = [
+        json.dumps("#12345 で解消しました。", ensure_ascii=False),
+        json.dumps("#12399 で解消しました。", ensure_ascii=False),
+        "{broken",
+    ]
+    answers.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    page = tmp_path / "answers.html"
+    code, _, err = run("verify", "-r", EVAL / "retrieval-bedrock.json", "-a", answers, "--html", page)
+    assert code == 1 and "answers.jsonl:3: malformed JSON" in err  # was exit 2: "--html takes a file of one answer"
+    html = page.read_text(encoding="utf-8")
+    assert "2 answers: 1 with critical findings, 1 unreadable" in html
+    assert f'href="#a1">{answers}:1</a>' in html and f'href="#a2">{answers}:2</a>' in html
+    assert "answers.jsonl:3: malformed JSON" in html
+    assert str((EVAL / "retrieval-bedrock.json").absolute()) in html and str(answers.absolute()) in html
+
+
+def test_html_of_one_answer_records_its_input_files_and_options(tmp_path: Path) -> None:
+    page = tmp_path / "answer.html"
+    args = ("-r", EVAL / "retrieval-chunks.json", "-a", EVAL / "answer-turn2.txt", "--context", EVAL / "context.txt")
+    code, _, _ = run("verify", *args, "--min-id-digits", "4", "--html", page)
+    html = page.read_text(encoding="utf-8")
+    assert code == 0
+    for path in ("retrieval-chunks.json", "answer-turn2.txt", "context.txt"):
+        assert str((EVAL / path).absolute()) in html
+    assert "4 digits (--min-id-digits)" in html
+
+
+def test_eval_html_puts_the_gates_on_top_of_every_case(tmp_path: Path) -> None:
+    page = tmp_path / "eval.html"
+    code, _, err = run("eval", EVAL / "cases.jsonl", "--max-phantom-rate", "0", "--html", page)
+    assert code == 1 and "gate failed: phantom rate 0.40 is over --max-phantom-rate 0.0" in err
+    html = page.read_text(encoding="utf-8")
+    assert html.index("FAILED: 1 gate failed (exit code 1)") < html.index("vpn-osaka-grounded")
+    for case in ("vpn-osaka-free-text-mention", "router-results", "phantom-source", "later-turn-context"):
+        assert case in html
+    assert str((EVAL / "cases.jsonl").absolute()) in html
+    assert run("eval", EVAL / "cases.jsonl", "--html", page)[0] == 0
+    assert "No gate set: measured only (exit code 0)" in page.read_text(encoding="utf-8")
+    code, _, err = run("eval", EVAL / "cases.jsonl", "--html", tmp_path)
+    assert code == 2 and f"--html {tmp_path}" in err

@@ -28,6 +28,12 @@ chunk texts:
 
 A chunker is named by a SPEC: ``NAME`` or ``NAME:key=value,key=value`` (e.g.
 ``fixed:max_tokens=512,overlap=10``); ``parse_chunker_spec`` lists the keys of each.
+
+The defaults above are Bedrock's for its 300-token chunks. Measured for another chunk length N (``stats
+--chunk-tokens N``: a knowledge base that cuts N tokens), each chunker cuts N instead (:func:`sized`):
+fixed, semantic and heading chunks of N tokens, hierarchical children of N (parents of at least 1,500,
+overlap at most a fifth of a child), LangChain's 1,000 characters scaled by N / 300; keys a SPEC gives
+win.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import cached_property, lru_cache
 from itertools import accumulate, compress, count, pairwise, repeat
 from operator import add, lt, sub, truediv
@@ -458,14 +464,30 @@ def langchain_available() -> bool:
     return True
 
 
-def default_chunkers() -> list[Chunker]:
-    """Bedrock's defaults, plus LangChain's splitters when they are installed."""
+BEDROCK_CHUNK_TOKENS = 300  # the length the defaults above are for
+LANGCHAIN_CHARACTERS = 1000  # LangChain's chunk_size that stands for it (and its overlap a fifth of that)
+
+
+def sized(chunker: Chunker, chunk_tokens: int) -> Chunker:
+    """``chunker`` cutting chunks of ``chunk_tokens`` tokens, its other settings in the same proportion."""
+    if isinstance(chunker, (FixedSizeChunker, SemanticChunker, HeadingChunker)):
+        return replace(chunker, max_tokens=chunk_tokens)
+    if isinstance(chunker, HierarchicalChunker):
+        overlap = min(chunker.overlap, chunk_tokens // 5)
+        return replace(chunker, child=chunk_tokens, parent=max(chunker.parent, chunk_tokens), overlap=overlap)
+    size = max(1, round(LANGCHAIN_CHARACTERS * chunk_tokens / BEDROCK_CHUNK_TOKENS))
+    return replace(chunker, size=size, overlap=size // 5)
+
+
+def default_chunkers(chunk_tokens: int = BEDROCK_CHUNK_TOKENS) -> list[Chunker]:
+    """Bedrock's defaults, plus LangChain's splitters when they are installed, for chunks of ``chunk_tokens``."""
     names = BEDROCK_LIKE + (LANGCHAIN if langchain_available() else ())
-    return [CHUNKERS[name]() for name in names]
+    return [sized(CHUNKERS[name](), chunk_tokens) for name in names]
 
 
-def parse_chunker_spec(spec: str) -> Chunker:
-    """``fixed`` or ``fixed:max_tokens=300,overlap=20``: a chunker; ValueError says what is wrong."""
+def parse_chunker_spec(spec: str, chunk_tokens: int = BEDROCK_CHUNK_TOKENS) -> Chunker:
+    """``fixed`` or ``fixed:max_tokens=300,overlap=20``: a chunker for chunks of ``chunk_tokens`` tokens unless
+    the SPEC sets its length; ValueError says what is wrong."""
     name, _, arguments = spec.partition(":")
     name = name.strip()
     factory = CHUNKERS.get(name)
@@ -485,7 +507,8 @@ def parse_chunker_spec(spec: str) -> Chunker:
                 f"got {value!r}"
             )
         values[key] = int(value)
-    chunker = factory(**values)
+    base = sized(factory(), chunk_tokens)
+    chunker = factory(**{f.name: getattr(base, f.name) for f in fields(base)} | values)
     _check(chunker, spec)
     return chunker
 

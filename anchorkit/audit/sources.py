@@ -12,6 +12,7 @@ from anchorkit.render.sidecar import (
     SIDECAR_SUFFIX,
 )
 from anchorkit.render.transform import RenderedTicket, TransformOptions, iter_documents
+from anchorkit.source.snapshot import iter_issue_paths
 
 MAX_DOCUMENT_BYTES = 50 * 1024 * 1024  # Bedrock Knowledge Base's limit per source file
 
@@ -51,13 +52,21 @@ SourceItem = SourceDocument | UnreadableDocument | OversizedDocument
 # Reading the input (the I/O edge)
 
 
+def document_paths(folder: Path) -> list[tuple[str, Path]]:
+    """An output folder's ``<id>.md`` documents (flat or one project folder deep) by relative path, in path order."""
+    found = [*folder.glob("*.md"), *folder.glob("*/*.md")]
+    return sorted((path.relative_to(folder).as_posix(), path) for path in found if _TICKET_DOCUMENT.match(path.name))
+
+
+def count_documents(path: Path) -> int:
+    """How many items the audit of ``path`` will see, before reading any (a snapshot: its issue files, private
+    issues included, so at most that many)."""
+    return sum(1 for _ in iter_issue_paths(path)) if is_snapshot(path) else len(document_paths(path))
+
+
 def iter_output_folder(folder: Path) -> Iterator[SourceItem]:
     """``<id>.md`` documents (flat or one project folder deep) and their sidecars, in path order."""
-    found = [*folder.glob("*.md"), *folder.glob("*/*.md")]
-    documents = sorted(
-        (path.relative_to(folder).as_posix(), path) for path in found if _TICKET_DOCUMENT.match(path.name)
-    )
-    for relpath, path in documents:
+    for relpath, path in document_paths(folder):
         ticket_id = int(path.name[: -len(".md")])
         try:
             size = path.stat().st_size

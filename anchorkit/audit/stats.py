@@ -21,7 +21,7 @@ This module runs the audit (sources → measure → collect) and checks the CI g
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +32,7 @@ from anchorkit.audit import chunkers as chunking
 from anchorkit.audit.chunkers import Chunker
 from anchorkit.audit.collect import StatsCollector
 from anchorkit.audit.measure import Lengths, Measured, Measurer
-from anchorkit.audit.sources import SourceItem, is_snapshot, iter_output_folder, iter_snapshot
+from anchorkit.audit.sources import SourceItem, count_documents, is_snapshot, iter_output_folder, iter_snapshot
 from anchorkit.errors import UsageError
 from anchorkit.render.document import DEFAULT_CHUNK_TOKENS, RenderOptions
 from anchorkit.render.transform import TransformOptions
@@ -63,12 +63,14 @@ def audit(
     gates: Gates = Gates(),
     jobs: int = default("jobs"),
     lengths: Lengths = Lengths(),
+    progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """The whole audit over documents from ``iter_output_folder`` or ``iter_snapshot``.
 
     ``jobs`` > 1 measures batches in that many worker processes; the report is the same (batches
     come back in input order). ``jobs`` = 0: one process per CPU core once there is more than one
     batch of ``parallel.DEFAULT_BATCH_SIZE`` documents (a small corpus is not worth starting processes for).
+    ``progress(done)`` is called after each document.
     """
     # An audit record names its input wherever it is read later: the folder's absolute path.
     source = {**source, "path": os.path.abspath(source["path"])}
@@ -76,8 +78,10 @@ def audit(
     measured = parallel.map_batches(
         _measure_in_worker, items, jobs, initializer=_start_worker, initargs=(tokenizer, chunkers, lengths)
     )
-    for item in measured:
+    for done, item in enumerate(measured, start=1):
         collector.add(item)
+        if progress is not None:
+            progress(done)
     report = collector.report()
     report["gates"] = {
         "fail_under_coverage": gates.min_coverage_percent,
@@ -131,23 +135,31 @@ def parse_lengths(text: str) -> tuple[int, ...]:
     return tuple(sorted({int(part) for part in parts}))
 
 
-def run_audit(path: Path, values: Mapping[str, Any]) -> dict[str, Any]:
+def run_audit(
+    path: Path, values: Mapping[str, Any], progress: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
     """`anchorkit stats PATH` from stats' settings: the options checked (a usage error, exit 2, for a bad
     one), the documents of an output folder or a snapshot rendered in memory, the audit, and the run's
-    date, version and verdict (``ok``)."""
+    date, version and verdict (``ok``). ``progress(done, total)`` is called after each document."""
     if not path.is_dir():
         raise UsageError(f"{path}: not a folder (expected a transform output folder or a snapshot)")
     tiktoken_file = values["tiktoken_file"]
     if values["tokenizer"] not in TOKENIZER_CHOICES:
         raise UsageError(f"--tokenizer must be one of {', '.join(TOKENIZER_CHOICES)}, not {values['tokenizer']!r}")
+    chunk_tokens = values["chunk_tokens"]
+    # The chunkers cut what the knowledge base cuts: --chunk-tokens, unless a --chunking SPEC says otherwise.
+    chunk_length = chunk_tokens or DEFAULT_CHUNK_TOKENS
     try:
         specs = values["chunking"]
-        chunkers = [chunking.parse_chunker_spec(spec) for spec in specs] if specs else chunking.default_chunkers()
+        chunkers = (
+            [chunking.parse_chunker_spec(spec, chunk_length) for spec in specs]
+            if specs
+            else chunking.default_chunkers(chunk_length)
+        )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     tokenizer = choose_tokenizer(values["tokenizer"], tiktoken_file)  # TokenizerUnavailable: exit 2
     table = parse_lengths(values["lengths"])
-    chunk_tokens = values["chunk_tokens"]
     given = {name: values[name] for name in ("anchor_basic_info", "anchor_subject_chars") if values[name] is not None}
     source: dict[str, Any] = {"path": str(path)}
     items: Iterable[SourceItem]
@@ -171,8 +183,18 @@ def run_audit(path: Path, values: Mapping[str, Any]) -> dict[str, Any]:
         items = iter_output_folder(path)
         source |= {"kind": "output", "transform": None}
     gates = Gates(values["fail_under_coverage"], values["fail_over_overhead"])
-    lengths = Lengths(chunk_tokens or DEFAULT_CHUNK_TOKENS, table)
-    report = audit(items, tokenizer, chunkers, source, gates, values["jobs"], lengths)
+    lengths = Lengths(chunk_length, table)
+    total, seen = count_documents(path), 0
+
+    def counted(done: int) -> None:
+        nonlocal seen
+        seen = done
+        if progress is not None:
+            progress(done, max(done, total))
+
+    report = audit(items, tokenizer, chunkers, source, gates, values["jobs"], lengths, counted)
+    if progress is not None:
+        progress(seen, seen)  # a snapshot's private issues are never measured: the count ends where the work did
     report["run"] = {
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "anchorkit_version": __version__,

@@ -22,15 +22,17 @@ from collections.abc import Mapping
 from typing import Any
 
 import typer
-from rich.markup import escape
+from typer._click.exceptions import UsageError as ClickUsageError  # typer vendors click and re-exports none of it
 
 from anchorkit import __version__
 from anchorkit.cli import output, pull, state, stats, sync, transform, upload, verify
-from anchorkit.cli.options import JSON_OUTPUT, PER_INVOCATION
+from anchorkit.cli.help import HelpCommand, HelpGroup
+from anchorkit.cli.options import PER_INVOCATION
 from anchorkit.errors import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, AnchorkitError
 from anchorkit.settings import SETTINGS_BY_NAME, SYNC, config_values
 
 # What a problem is called on stderr, by the exit code it ends the run with.
+JSON_OUTPUT = "anchorkit.json_output"  # ctx.meta: the command line asks for --json
 PROBLEM_KINDS = {EXIT_FAILED: "failed", EXIT_USAGE: "error", EXIT_LOCKED: "stopped"}
 # The help panels of the commands with many options.
 PANELLED_COMMANDS = ("sync", "pull")
@@ -63,12 +65,16 @@ PANELS = {
         "spacing_anchors",
         "timezone",
         "max_text_bytes",
+        "link_issues",
+        "tokenizer",
+        "tiktoken_file",
     ),
     "Destination (upload)": (
         "delete",
         "max_delete",
         "force",
         "dry_run",
+        "list_keys",
         "threads",
         "endpoint_url",
         "region",
@@ -105,7 +111,7 @@ def s3_error(error: Exception) -> tuple[int, str] | None:
     return EXIT_USAGE, str(as_setup_error(error) or f"S3: {describe_error(error)}")
 
 
-class AnchorkitGroup(typer.core.TyperGroup):
+class AnchorkitGroup(HelpGroup):
     """The one place where errors become exit codes: an :class:`AnchorkitError` ends the command with
     its ``exit_code`` and one line on stderr, never a traceback; so do the everyday errors of the layers
     below (S3 unreachable or misconfigured, a folder that cannot be written), as usage or setup errors."""
@@ -114,10 +120,20 @@ class AnchorkitGroup(typer.core.TyperGroup):
         super().__init__(**attrs)
         apply_option_conventions(self.commands)
 
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        # Read before click parses the command: a usage error (a bad option value) must answer in JSON too.
+        ctx.meta[JSON_OUTPUT] = "--json" in args
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: Any) -> Any:
         output.set_verbosity(verbose=False, quiet=False)  # per run: tests invoke many runs in one process
+        json_output = ctx.meta.get(JSON_OUTPUT, False)
         try:
             return super().invoke(ctx)
+        except ClickUsageError as error:  # click prints it on stderr, as for any command
+            if json_output:
+                output.print_json({"ok": False, "error": error.format_message(), "exit_code": error.exit_code})
+            raise
         except AnchorkitError as error:
             code, message = error.exit_code, str(error)
         except BrokenPipeError:  # `anchorkit ... | head`: the reader has what it wanted
@@ -131,7 +147,7 @@ class AnchorkitGroup(typer.core.TyperGroup):
                 raise
             code, message = described
         output.print_problem(PROBLEM_KINDS[code], message)
-        if ctx.meta.get(JSON_OUTPUT):  # a script reading stdout gets an answer too
+        if json_output:  # a script reading stdout gets an answer too
             output.print_json({"ok": False, "error": message, "exit_code": code})
         raise typer.Exit(code)
 
@@ -149,22 +165,20 @@ def command_names(commands: Mapping[str, Any], prefix: str = "") -> dict[str, An
 
 def apply_option_conventions(commands: Mapping[str, Any]) -> None:
     """Every option (and every argument that is a setting: OUT, DEST, SNAPSHOT …) reads its environment
-    variables, and --help says which; sync, which resolves its own, only names them; the options of sync
-    and pull are grouped into panels. Done here once rather than on every declaration."""
+    variables (but sync's, which sync resolves itself; --help names them for every command: cli/help.py);
+    an argument is called by its name in capitals (SNAPSHOT) in usage lines and errors; the options of
+    sync and pull are grouped into panels. Done here once rather than on every declaration."""
     for command_name, command in command_names(commands).items():
         for param in command.params:
             is_option = param.param_type_name == "option"
+            if not is_option and param.metavar is None:
+                param.metavar = str(param.name).upper()
             if command_name in PANELLED_COMMANDS and is_option and param.name in PANEL_OF:
                 param.rich_help_panel = PANEL_OF[param.name]
             setting = SETTINGS_BY_NAME.get(param.name or "")
-            if param.name in PER_INVOCATION or setting is None:
-                continue
-            if command_name == SYNC:
-                shown = escape(f"[env var: {', '.join(setting.env_names)}]")  # help is rich markup
-                param.help = f"{param.help or ''} {shown}".strip()
-            else:
+            param.show_envvar = False  # the help names them (cli/help.py); click's errors would print a list
+            if param.name not in PER_INVOCATION and setting is not None and command_name != SYNC:
                 param.envvar = list(setting.env_names)
-                param.show_envvar = True
 
 
 EXIT_CODES_HELP = (
@@ -177,7 +191,10 @@ app = typer.Typer(
     name="anchorkit",
     help="Anchor every chunk of your Redmine tickets to its ticket ID, publish them for RAG, and prove it.\n\n"
     "Every option comes from the command line, else an ANCHORKIT_<OPTION> variable (REDMINE_URL for --url), "
-    "else anchorkit.toml ($ANCHORKIT_CONFIG, else ./anchorkit.toml); each command's --help names the variables.",
+    "else anchorkit.toml ($ANCHORKIT_CONFIG, else ./anchorkit.toml); each command's --help names the variables.\n\n"
+    'With --json every command prints one JSON object on stdout, with "ok"; an error is {"ok": false, "error", '
+    '"exit_code"} (and the message on stderr). -q prints nothing but errors and what was asked for (--json, '
+    "verify's filtered answer, inject's retrieval).",
     epilog=EXIT_CODES_HELP,
     cls=AnchorkitGroup,
     no_args_is_help=True,
@@ -211,12 +228,12 @@ def main(
         ctx.default_map = {command: config_values(command)}
 
 
-app.command("transform")(transform.transform_command)
-app.command("upload")(upload.upload_command)
-app.command("pull")(pull.pull_command)
-app.command("verify")(verify.verify_command)
-app.command("eval")(verify.eval_command)
-app.command("inject")(verify.inject_command)
-app.command("stats")(stats.stats_command)
-app.command("sync")(sync.sync_command)
+app.command("transform", cls=HelpCommand)(transform.transform_command)
+app.command("upload", cls=HelpCommand)(upload.upload_command)
+app.command("pull", cls=HelpCommand)(pull.pull_command)
+app.command("verify", cls=HelpCommand)(verify.verify_command)
+app.command("eval", cls=HelpCommand)(verify.eval_command)
+app.command("inject", cls=HelpCommand)(verify.inject_command)
+app.command("stats", cls=HelpCommand)(stats.stats_command)
+app.command("sync", cls=HelpCommand)(sync.sync_command)
 app.add_typer(state.state_app, name="state")

@@ -41,15 +41,7 @@ Function = TypeVar("Function", bound=Callable[..., Any])
 
 
 # --------------------------------------------------------------------------------------------------
-# Per invocation, never from the environment: -v, -q, --json
-
-JSON_OUTPUT = "anchorkit.json_output"  # ctx.meta key: the command was asked for --json
-
-
-def remember_json_output(ctx: typer.Context, value: bool) -> bool:
-    """--json's callback: the error handler, which sees only the group's context, prints JSON too."""
-    ctx.meta[JSON_OUTPUT] = value  # meta is shared by the group's and the command's contexts
-    return value
+# Per invocation, never from the environment: -v, -q, --json (an error answers it too: cli/app.py)
 
 
 VerboseFlag = Annotated[
@@ -69,16 +61,15 @@ QuietFlag = Annotated[
         "-q",
         callback=output.quiet_callback,
         expose_value=False,
-        help="Print nothing but errors (for cron); --json output is still printed.",
+        help="Print nothing but errors (for cron); what was asked for (--json, verify's answer, inject's output) is.",
     ),
 ]
 JsonFlag = Annotated[
     bool,
     typer.Option(
         "--json",
-        callback=remember_json_output,
-        help='Print one JSON object on stdout instead of the summary (with "ok"; '
-        "on an error {ok: false, error, exit_code}).",
+        help='Print one JSON object on stdout instead of the summary (with "ok"; an error: {ok: false, error, '
+        "exit_code}).",
     ),
 ]
 PER_INVOCATION = {"json_output", "verbose", "quiet", "version", "help", "config", "rescope"}
@@ -158,7 +149,7 @@ REDMINE = (
         ("--url",),
         str,
         "Redmine base URL, e.g. https://redmine.example.com.",
-        {SYNC: "Redmine base URL (or REDMINE_URL)."},
+        metavar="URL",
         required=(settings.PULL,),
     ),
     Opt(
@@ -166,126 +157,125 @@ REDMINE = (
         ("--project",),
         list[str],
         "Only this project (identifier or id; subprojects included). Repeatable, or comma-separated.",
+        metavar="PROJECT",
     ),
-    Opt(
-        "full",
-        ("--full",),
-        bool,
-        "List every issue (removes deleted/hidden ones) and refresh the lookups.",
-        {SYNC: "Full listing (removes deleted/hidden issues) and fresh lookups."},
-    ),
+    Opt("full", ("--full",), bool, "List every issue (removes deleted or hidden ones) and refresh the lookups."),
     Opt("concurrency", ("--concurrency",), int, "Issues fetched at the same time."),
     Opt(
         "include_private",
         ("--include-private",),
         bool,
         "Keep private issues and private notes (left out by default).",
-        {SYNC: "Keep private issues and private notes (pull and transform)."},
     ),
     Opt(
         "api_key_file",
         ("--api-key-file",),
         Path,
         "File holding the API key (default: $REDMINE_API_KEY).",
-        {SYNC: "File holding the Redmine API key (default: $REDMINE_API_KEY)."},
+        metavar="FILE",
     ),
-    Opt("full_every", ("--full-every",), int, "Make every K-th run a full listing (0: only with --full)."),
-    Opt("overlap", ("--overlap",), float, "Seconds before the cursor that incremental runs list again."),
-    Opt("lookups_max_age", ("--lookups-max-age",), float, "Seconds before cached lookups.json is refreshed."),
+    Opt("full_every", ("--full-every",), int, "Make every N-th run a full listing (0: only with --full)."),
+    Opt(
+        "overlap",
+        ("--overlap",),
+        float,
+        "Incremental runs list again what changed this long before the cursor.",
+        metavar="SECONDS",
+    ),
+    Opt(
+        "lookups_max_age",
+        ("--lookups-max-age",),
+        float,
+        "Refresh the cached lookups.json when it is older than this.",
+        metavar="SECONDS",
+    ),
     Opt(
         "text_format",
         ("--text-format",),
         TextFormat,
-        "Text format of the Redmine (textile or common_mark), recorded in a new snapshot's state.json "
-        "(default textile); an existing value is never overwritten.",
-        {SYNC: "Redmine text format: textile or common_mark."},
+        "The Redmine's text format, recorded in a new snapshot (an existing one is kept; default textile).",
     ),
-    Opt("timeout", ("--timeout",), float, "Read timeout per Redmine request, seconds."),
-    Opt("retries", ("--retries",), int, "Attempts per Redmine request, first included."),
+    Opt("timeout", ("--timeout",), float, "Read timeout per Redmine request.", metavar="SECONDS"),
+    Opt("retries", ("--retries",), int, "Attempts per Redmine request, the first included."),
 )
 DOCUMENTS = (
-    Opt(
-        "sidecars",
-        ("--sidecars",),
-        bool,
-        "Also write Bedrock Knowledge Base <id>.md.metadata.json sidecars.",
-        {SYNC: "Write Bedrock .metadata.json sidecars."},
-    ),
+    Opt("sidecars", ("--sidecars",), bool, "Also write Bedrock Knowledge Base <id>.md.metadata.json sidecars."),
     Opt(
         "sidecar_schema",
         ("--sidecar-schema",),
         SidecarSchema,
-        "Sidecar attribute shape: simple (plain values) or typed "
-        "(Bedrock's {value: {type, ...}, includeForEmbedding}).",
+        "Sidecar attributes as plain values (simple) or Bedrock's typed form (typed).",
     ),
     Opt("layout", ("--layout",), Layout, "flat: OUT/<id>.md; by-project: OUT/<project identifier>/<id>.md."),
     Opt(
-        "lang",
-        ("--lang",),
-        Lang,
-        "Document labels: ja (チケット, 基本情報, 説明, 対応履歴) or en (Ticket, Details, Description, History).",
+        "lang", ("--lang",), Lang, "Document labels: ja (チケット, 基本情報, 説明, 対応履歴) or en (Ticket, Details …)."
     ),
-    Opt("label", ("--label",), str, "Ticket label in titles and anchors, overriding --lang's (e.g. Issue)."),
+    Opt("label", ("--label",), str, "Ticket label in titles and anchors instead of --lang's (e.g. Issue)."),
     Opt(
         "anchor_basic_info",
         ("--anchor-basic-info/--no-anchor-basic-info",),
         bool,
-        "Anchor the basic-info section too (heading-based splitters cut it away from the title).",
-        {SYNC: "Anchor the basic-info section too (on by default)."},
+        "Anchor the basic-info section too (heading splitters cut it away from the title).",
     ),
     Opt(
         "chunk_tokens",
         ("--chunk-tokens",),
         int,
-        "Place anchors so that any window of this many tokens (your knowledge base's chunk length) holds a "
-        "complete anchor or the title line; long blocks are split between items, rows, lines or sentences. "
-        "300: Bedrock's default fixed-size chunk. 0: only the anchors after headings.",
+        "Your knowledge base's chunk length: any window of N tokens holds an anchor or the title "
+        "(0: anchors after headings only).",
     ),
     Opt(
         "anchor_subject_chars",
         ("--anchor-subject-chars",),
         int,
-        "Cut the subject in anchor lines to this many characters (ending in …); the title keeps it whole. "
-        "Long subjects make every anchor expensive. 0: the whole subject.",
+        "Cut the subject in anchor lines to N characters (0: never; the title keeps it).",
     ),
     Opt(
         "spacing_anchors",
         ("--spacing-anchors",),
         SpacingAnchors,
-        "The anchors placed for --chunk-tokens: short (> チケット #12345:, about 10 tokens) or full (with the "
-        "subject, like the anchors after headings). The anchors after headings always carry the subject.",
+        "Anchors placed for --chunk-tokens: short (> チケット #ID:) or full (with the subject).",
     ),
     Opt(
         "timezone",
         ("--timezone",),
         str,
-        "Time zone for the dates shown in documents (IANA name, e.g. Asia/Tokyo). Sidecar timestamps are always UTC.",
+        "IANA time zone of the dates shown in documents, e.g. Asia/Tokyo (sidecars are UTC).",
+        metavar="TZ",
     ),
     Opt(
         "max_text_bytes",
         ("--max-text-bytes",),
         int,
-        "A description or note larger than this (UTF-8 bytes) fails its ticket instead of producing a huge document.",
+        "A description or note over this many UTF-8 bytes fails its ticket.",
+        metavar="BYTES",
+    ),
+    Opt(
+        "link_issues",
+        ("--link-issues",),
+        str,
+        "Your Redmine's base URL: turn #123 in ticket text into links to URL/issues/123.",
+        metavar="URL",
     ),
 )
 PUBLISHING = (
-    Opt("delete", ("--delete",), bool, "Delete remote objects under the prefix that have no local counterpart."),
+    Opt("delete", ("--delete",), bool, "Delete objects under the prefix that have no local counterpart."),
     Opt(
         "max_delete",
         ("--max-delete",),
         str,
-        "Refuse to delete more than this many objects: a count (25) or a percentage of the objects "
-        "under the prefix (10%).",
+        "Refuse to delete more than N objects, or P% of those under the prefix.",
+        metavar="N|P%",
     ),
     Opt("force", ("--force",), bool, "Delete even beyond --max-delete."),
     Opt(
         "dry_run",
         ("--dry-run",),
         bool,
-        "Print the plan and change nothing: counts, every key to delete, the first "
-        f"{output.SHOWN_UPLOAD_KEYS} to upload (--json: every key).",
+        f"Print the plan and change nothing (every delete, the first {output.SHOWN_UPLOAD_KEYS} uploads).",
         {SYNC: "Pull and transform, then only print the upload plan."},
     ),
+    Opt("list_keys", ("--list-keys",), bool, "With --dry-run: print every key to upload, not only the first."),
 )
 S3_CLIENT = (
     Opt("threads", ("--threads",), int, "Parallel requests."),
@@ -293,28 +283,34 @@ S3_CLIENT = (
         "retry_mode",
         ("--retry-mode",),
         RetryMode,
-        "botocore retry mode for throttling, 5xx and dropped connections: standard or adaptive "
-        "(adaptive also slows the client down when S3 throttles).",
+        "botocore's retries of throttling, 5xx and dropped connections (adaptive also slows down).",
     ),
-    Opt("max_attempts", ("--max-attempts",), int, "Attempts per request, first included."),
+    Opt("max_attempts", ("--max-attempts",), int, "Attempts per request, the first included."),
 )
 AWS = (
-    Opt("endpoint_url", ("--endpoint-url",), str, "S3 endpoint for S3-compatible stores (e.g. SeaweedFS, MinIO)."),
-    Opt("region", ("--region",), str, "AWS region (else the credential chain's)."),
-    Opt("profile", ("--profile",), str, "AWS profile from ~/.aws/config."),
+    Opt(
+        "endpoint_url",
+        ("--endpoint-url",),
+        str,
+        "S3 endpoint of an S3-compatible store (MinIO, SeaweedFS).",
+        metavar="URL",
+    ),
+    Opt("region", ("--region",), str, "AWS region (default: the credential chain's).", metavar="REGION"),
+    Opt("profile", ("--profile",), str, "AWS profile from ~/.aws/config.", metavar="PROFILE"),
 )
 ENCRYPTION = (
     Opt(
         "sse",
         ("--sse",),
         SseAlgorithm,
-        "Server-side encryption of every object written (documents, sidecars, the sync state), as the aws cli's.",
+        "Server-side encryption of every object written (documents, sidecars, the sync state).",
     ),
     Opt(
         "sse_kms_key_id",
         ("--sse-kms-key-id",),
         str,
-        "With --sse aws:kms: the KMS key (id, ARN or alias) instead of the AWS managed key.",
+        "With --sse aws:kms: your KMS key (id, ARN or alias) instead of the AWS managed one.",
+        metavar="KEY",
     ),
 )
 INGESTION = (
@@ -322,7 +318,7 @@ INGESTION = (
         "start_ingestion",
         ("--start-ingestion",),
         str,
-        "After a fully successful upload, start a Bedrock Knowledge Base ingestion job for this data source.",
+        "After a fully successful upload, start a Bedrock Knowledge Base ingestion job.",
         metavar="KB_ID:DATA_SOURCE_ID",
     ),
 )
@@ -331,22 +327,20 @@ STATE = (
         "state",
         ("--state",),
         str,
-        "Keep the cursor and the raw issues in the sync state at s3://bucket/prefix/ or a local folder "
-        "(the one `sync --state` uses): the --snapshot folder is first made a copy of it, then pulled, and what "
-        "changed is stored back; the next `sync --state` publishes it. Exit code 3 when another run holds the "
-        "state.",
+        "Keep the cursor and raw issues in the sync state (s3://bucket/prefix/ or a folder) that "
+        "`sync --state` publishes from (docs/sync.md).",
         {
-            SYNC: "Keep the sync state (cursor, checksums, raw issues) at s3://bucket/prefix/ or a local folder, "
-            "outside the documents' prefix, so a run on an empty disk stays incremental; exit code 3 when another "
-            "run holds the state (see README, scheduled sync)."
+            SYNC: "Keep the sync state (cursor, checksums, raw issues) at s3://bucket/prefix/ or a folder, so "
+            "that a run on an empty disk stays incremental (docs/sync.md)."
         },
+        metavar="LOCATION",
     ),
     Opt(
         "lease_seconds",
         ("--lease-seconds",),
         float,
-        "With an S3 --state: how long a run's write lease lasts unless renewed (a live run renews it every "
-        "third of that): how long a run that died keeps others out.",
+        "With an S3 --state: how long a dead run's lease keeps others out (a live run renews it).",
+        metavar="SECONDS",
     ),
 )
 TOKENIZER = (
@@ -354,19 +348,19 @@ TOKENIZER = (
         "tokenizer",
         ("--tokenizer",),
         str,  # checked by the stage, whose message names the choices
-        "How --chunk-tokens counts: cl100k_base (default): exactly, with the vocabulary shipped with anchorkit "
-        "(the same documents on every machine); approx: the estimate with a safety margin.",
+        "How --chunk-tokens counts: cl100k_base (default) exactly, with the vocabulary shipped with anchorkit; "
+        "approx: the estimate with a safety margin.",
         {
-            settings.STATS: "cl100k_base (default): exact, with the vocabulary shipped with anchorkit; "
-            "approx: the cheap estimate."
+            settings.STATS: "How tokens are counted: cl100k_base (default) exactly, with the vocabulary shipped "
+            "with anchorkit; approx: the cheap estimate."
         },
     ),
     Opt(
         "tiktoken_file",
         ("--tiktoken-file",),
         Path,
-        "Read cl100k_base from this .tiktoken file (plain or gzipped) instead of the copy shipped with anchorkit; "
-        "it must be the same vocabulary (sha256-checked, exit 2 otherwise). Default: $ANCHORKIT_TIKTOKEN_FILE.",
+        "Read cl100k_base from this .tiktoken file (plain or gzipped) instead of the shipped copy (sha256-checked).",
+        metavar="FILE",
     ),
 )
 JOBS = (
@@ -374,12 +368,8 @@ JOBS = (
         "jobs",
         ("--jobs", "-j"),
         int,
-        "Render and write tickets in this many processes (the output is identical). "
-        "0 (default): one per CPU core when there are more than 256 tickets.",
-        {
-            settings.STATS: "Measure documents in this many processes (the report is identical). "
-            "0 (default): one per CPU core when there are more than 256 documents."
-        },
+        "Processes that render tickets (same output); 0: one per core beyond 256 tickets.",
+        {settings.STATS: "Processes that measure documents (same report); 0: one per core beyond 256 documents."},
     ),
 )
 CHECKS = (
@@ -387,47 +377,46 @@ CHECKS = (
         "uri_pattern",
         ("--uri-pattern",),
         str,
-        "Regular expression with one group that takes the ticket id out of a chunk's source URI "
-        "(flat …/12345.md and by-project …/<project>/12345.md both match the default).",
+        "Regular expression whose one group is the ticket id in a chunk's source URI.",
+        metavar="REGEX",
     ),
     Opt(
         "quote_threshold",
         ("--quote-threshold",),
         float,
-        "quote_drift below this similarity (0-1) between a quoted span and its best-matching part of the cited chunk.",
+        "quote_drift when a quote is less similar than this to the best part of its chunk.",
+        metavar="SCORE",
     ),
     Opt(
         "grounding_threshold",
         ("--grounding-threshold",),
         float,
-        "weak_grounding below this share (0-1) of a claim's tokens (CJK character bigrams, other words) found in "
-        "its cited chunks.",
+        "weak_grounding when less than this share of a claim's words is in its cited chunks.",
+        metavar="SHARE",
     ),
     Opt(
         "on_empty",
         ("--on-empty",),
         OnEmpty,
-        "When chunks were retrieved but none carries a ticket id (an unknown URI layout): pass (keep ids, report "
-        "'unchecked') or block (treat every id as phantom). Nothing retrieved at all always makes every id phantom.",
+        "Chunks retrieved, but none names a ticket: pass (report 'unchecked') or block (every id phantom).",
     ),
     Opt(
         "min_id_digits",
         ("--min-id-digits",),
         int,
-        "A bare #n (no label such as チケット/Ticket/Redmine before it, not in a Redmine URL) counts as a ticket id "
-        "only with at least this many digits, or when n was retrieved: '手順 #2' is a step, not ticket #2.",
+        "A bare #n (no ticket label, not in a Redmine URL) is a ticket id only with this many digits.",
     ),
     Opt(
         "min_score",
         ("--min-score",),
         float,
-        "When every retrieved chunk has a score below this (Bedrock's score), treat it as nothing retrieved: "
-        "the answer should refuse (critical not_refused if it names tickets or cites sources).",
+        "Every chunk scored below this: as if nothing was retrieved (the answer should refuse).",
+        metavar="SCORE",
     ),
     Opt(
         "strict",
         ("--strict",),
         bool,
-        "Exit 1 if anything critical was found (phantom ticket ids or sources, an answer that should have refused).",
+        "Exit 1 if anything critical was found (phantom ids or sources, an answer that should have refused).",
     ),
 )

@@ -9,14 +9,23 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from anchorkit.untrusted import printable  # small: safe to load at start-up
@@ -69,6 +78,89 @@ def quiet_callback(value: bool) -> bool:
     if value:
         set_verbosity(verbose=log.level == logging.INFO, quiet=True)
     return value
+
+
+# ------------------------------------------------------------------------------------------------
+# Progress: a bar on stderr while long work runs, on a terminal only
+
+ProgressCallback = Callable[[int, int], None]  # (done, total): what a library function reports to
+
+
+def progress_wanted(requested: bool) -> bool:
+    """The one choke point of every bar: asked for (no --json), not -q, stderr is a terminal, and not a CI
+    job (``CI`` set: the log gets the summary alone, never bar characters)."""
+    return requested and not console.quiet and err_console.is_terminal and not os.environ.get("CI")
+
+
+def new_progress(requested: bool, *counts: ProgressColumn, transient: bool = True) -> Progress:
+    """A rich Progress on stderr: what, a bar, ``counts``, time elapsed and the ETA."""
+    return Progress(
+        TextColumn("{task.description:<10}"),
+        BarColumn(),
+        *counts,
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=err_console,
+        disable=not progress_wanted(requested),
+        transient=transient,  # the summary follows; a finished bar would only repeat it
+    )
+
+
+@contextlib.contextmanager
+def progress_bar(description: str, unit: str, requested: bool = True) -> Iterator[ProgressCallback]:
+    """A bar counting ``unit`` (``120/34,000 tickets``); yields the callback the library reports to. A
+    command with long work needs two lines, e.g.::
+
+        with output.progress_bar("chunking", "documents", not json_output) as on_progress:
+            report = chunk_folder(folder, options, progress=on_progress)
+    """
+    progress = new_progress(requested, MofNCompleteColumn(), TextColumn(unit))
+    task = progress.add_task(description, total=None)
+
+    def on_progress(done: int, total: int) -> None:
+        progress.update(task, completed=done, total=total)
+
+    with progress:
+        yield on_progress
+
+
+UploadProgress = tuple[Callable[["publishing.Plan"], None], Callable[["publishing.OperationResult"], None]]
+
+
+@contextlib.contextmanager
+def upload_progress(requested: bool) -> Iterator[UploadProgress]:
+    """The bar of an upload (objects and bytes); yields the callbacks `publishing.upload` reports to."""
+    bytes_done = TextColumn("{task.fields[done_bytes]:,}/{task.fields[total_bytes]:,} bytes")
+    progress = new_progress(requested, MofNCompleteColumn(), TextColumn("objects"), bytes_done, transient=False)
+    task = progress.add_task("publishing", total=None, done_bytes=0, total_bytes=0)
+    done_bytes = 0
+
+    def on_plan(plan: publishing.Plan) -> None:
+        progress.update(task, total=len(plan.uploads) + len(plan.deletes), total_bytes=plan.upload_bytes)
+
+    def on_result(result: publishing.OperationResult) -> None:
+        nonlocal done_bytes
+        done_bytes += result.bytes
+        progress.update(task, advance=1, done_bytes=done_bytes)
+
+    with progress:
+        yield on_plan, on_result
+
+
+@contextlib.contextmanager
+def sync_progress(requested: bool) -> Iterator[SyncProgress]:
+    """One bar per stage of a sync (pulling, rendering, uploading)."""
+    progress = new_progress(requested, MofNCompleteColumn())
+    tasks: dict[str, Any] = {}
+
+    def on_progress(stage: str, done: int, total: int) -> None:
+        if stage not in tasks:
+            tasks[stage] = progress.add_task(stage, total=total)
+        progress.update(tasks[stage], completed=done, total=total)
+
+    with progress:
+        yield on_progress
 
 
 def print_json(payload: Any) -> None:
@@ -137,37 +229,6 @@ def print_transform_report(report: transforming.TransformReport, out: Path, chec
 SHOWN_UPLOAD_KEYS = 10  # a first upload plans thousands; deletes are always listed in full
 
 
-UploadProgress = tuple[Callable[["publishing.Plan"], None], Callable[["publishing.OperationResult"], None]]
-
-
-@contextlib.contextmanager
-def upload_progress(show_progress: bool) -> Iterator[UploadProgress]:
-    """A rich progress bar (objects and bytes) on stderr; yields the callbacks `publishing.upload` reports to."""
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} objects"),
-        TextColumn("{task.fields[done_bytes]:,}/{task.fields[total_bytes]:,} bytes"),
-        TimeElapsedColumn(),
-        console=err_console,
-        disable=not (show_progress and err_console.is_terminal),  # no bar characters in CI logs
-        transient=False,
-    )
-    task = progress.add_task("publishing", total=None, done_bytes=0, total_bytes=0)
-    done_bytes = 0
-
-    def on_plan(plan: publishing.Plan) -> None:
-        progress.update(task, total=len(plan.uploads) + len(plan.deletes), total_bytes=plan.upload_bytes)
-
-    def on_result(result: publishing.OperationResult) -> None:
-        nonlocal done_bytes
-        done_bytes += result.bytes
-        progress.update(task, advance=1, done_bytes=done_bytes)
-
-    with progress:
-        yield on_plan, on_result
-
-
 def print_planned_keys(planned_keys: dict[str, list[str]], list_keys: bool, how_to_see_all: str) -> None:
     """A dry run's keys: every delete (the part to review before it happens), the first uploads or all."""
     uploads = planned_keys["upload"]
@@ -216,27 +277,6 @@ def print_publish_report(report: publishing.PublishReport, json_output: bool, li
         print_problem("failed", f"{failure.key}: {failure.error}")
 
 
-@contextlib.contextmanager
-def pull_progress_bar(show_progress: bool) -> Iterator[pulling.ProgressCallback]:
-    """A rich progress bar of the issue fetches on stderr; yields the callback pull reports to."""
-    progress = Progress(
-        TextColumn("pulling"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} issues"),
-        TimeElapsedColumn(),
-        console=err_console,
-        disable=not (show_progress and err_console.is_terminal),  # no bar characters in CI logs
-        transient=True,  # the summary follows; a finished bar would only repeat it
-    )
-    task = progress.add_task("pull", total=0)
-
-    def on_progress(done: int, total: int) -> None:
-        progress.update(task, completed=done, total=total)
-
-    with progress:
-        yield on_progress
-
-
 def print_pull_report(report: pulling.PullReport, json_output: bool) -> None:
     if json_output:
         print_json(report.to_json())
@@ -260,38 +300,45 @@ def print_pull_report(report: pulling.PullReport, json_output: bool) -> None:
 
 
 def print_verify_report(report: VerifyReport, origin: str | None = None) -> None:
-    """Human summary: each finding with where it is, the filtered answer, dropped claims marked.
+    """The filtered answer on stdout, alone (``verify … > filtered.txt``: the product of the command): its
+    summary, its text, its kept claims (numbered as in the answer) with their quotes, its kept results.
+    The findings, the dropped claims and the summary line on stderr (nothing with -q). With ``origin``
+    (one answer of many), stdout marks where each answer starts and stderr names it on every line.
 
     Untrusted text (answers, chunks) is written without its control characters (no escape sequence of
     an answer reaches the terminal), never through rich's markup, and in one write: a huge answer costs
     what the --json output costs."""
-    lines = [f"== {origin}"] if origin else []
-    lines += [f"{f.severity} {f.kind} ({f.where}): {f.message}" for f in report.findings]
     filtered = report.filtered_answer
-    for label, key in (("summary", "summary"), ("answer (filtered)", "text")):
-        if filtered[key]:
-            lines += [f"{label}:", filtered[key]]
+    product = [f"== {origin}"] if origin else []
+    product += [filtered[key].rstrip("\n") for key in ("summary", "text") if filtered[key]]
+    notes = [f"{f.severity} {f.kind} ({f.where}): {f.message}" for f in report.findings]
     kept = iter(filtered["claims"])
     for index, claim in enumerate(report.answer.claims):
         if index in report.dropped_claims:
-            lines.append(f"{index + 1}. [dropped] {claim.text}")
+            notes.append(f"dropped claim {index + 1}: {claim.text}")
             continue
         shown = next(kept)
         sources = ", ".join(c["source_id"] for c in shown["citations"])
-        lines.append(f"{index + 1}. {shown['text']}" + (f" [{sources}]" if sources else ""))
-        lines += [f"   > {c['quoted_span']}" for c in shown["citations"] if c["quoted_span"]]
-    lines += [json.dumps(result, ensure_ascii=False, sort_keys=True) for result in filtered["results"]]
-    lines.append(
+        product.append(f"{index + 1}. {shown['text']}" + (f" [{sources}]" if sources else ""))
+        product += [f"   > {c['quoted_span']}" for c in shown["citations"] if c["quoted_span"]]
+    product += [json.dumps(result, ensure_ascii=False, sort_keys=True) for result in filtered["results"]]
+    notes.append(
         f"verify: grounding score {report.grounding_score:.2f}, {report.critical} critical, "
         f"{report.warnings} warnings, "
         f"valid ids: {' '.join(f'#{i}' for i in sorted(report.valid_ids)) or 'none'}"
     )
-    sys.stdout.write(printable("\n".join(lines) + "\n"))
+    sys.stdout.write(printable("\n".join(product) + "\n"))
+    if not console.quiet:
+        prefix = f"{origin}: " if origin else ""
+        sys.stderr.write(printable("".join(f"{prefix}{line}\n" for line in notes)))
 
 
 def print_eval_summary(summary: EvalSummary) -> None:
+    """The unreadable case lines on stderr; each case and the metrics on stdout (nothing with -q)."""
     for error in summary.errors:
         print_problem("error", error)
+    if console.quiet:
+        return
 
     def shown(value: float | None) -> str:
         return "n/a" if value is None else f"{value:.2f}"
@@ -310,7 +357,10 @@ def print_eval_summary(summary: EvalSummary) -> None:
     sys.stdout.write(printable("\n".join(lines) + "\n"))
 
 
-def inject_summary(report: InjectReport) -> str:
+def print_inject_summary(report: InjectReport, file: TextIO) -> None:
+    """inject's summary on ``file`` (stderr when the retrieval goes to stdout); nothing with -q."""
+    if console.quiet:
+        return
     lines = [f"{o.status} [{o.position}] {o.chunk_id}: {o.message}" for o in report.outcomes if o.message]
     lines += [f"note: {note}" for note in report.notes]
     counts = report.to_json()["counts"]
@@ -319,11 +369,11 @@ def inject_summary(report: InjectReport) -> str:
         f"{counts['already_anchored']} already anchored, "
         f"{counts['unknown_ticket']} unknown ticket, {counts['conflict']} metadata/URI conflicts"
     )
-    return "\n".join(lines)
+    file.write(printable("\n".join(lines) + "\n"))
 
 
 def print_stats_report(report: dict[str, Any]) -> None:
-    from anchorkit.audit.html import format_percent
+    from anchorkit.audit.html import LIMIT_LABELS, format_percent
 
     tokenizer = report["tokenizer"]
     for error in report["errors"]:
@@ -344,8 +394,9 @@ def print_stats_report(report: dict[str, Any]) -> None:
     table = Table(title="chunks that identify their own ticket", box=box.SIMPLE)
     longest_name = max((len(f"{row['chunker']}/{row['level']}") for row in report["chunking"]), default=7)
     table.add_column("chunker", no_wrap=True, min_width=longest_name)
-    # Short headers keep the table within 80 columns; the README explains each one.
-    for header in ("chunks", "anchored", "no anchors", "mentions", "max run"):
+    # Short headers keep the table narrow; docs/stats.md explains each one. "chunk run": the longest
+    # run of consecutive chunks none of which names its ticket, in tokens.
+    for header in ("chunks", "anchored", "no anchors", "mentions", "chunk run"):
         table.add_column(header, justify="right", no_wrap=True, min_width=len(header))
     for row in report["chunking"]:
         anchored, stripped = row["anchored"], row["stripped"]
@@ -363,8 +414,12 @@ def print_stats_report(report: dict[str, Any]) -> None:
     problems = {name: finding["count"] for name, finding in report["limits"].items() if finding["count"]}
     console.print(
         "limits: "
-        + (", ".join(f"{name.replace('_', ' ')} {count}" for name, count in problems.items()) or "all within limits"),
+        + (
+            ", ".join(f"{LIMIT_LABELS.get(name, name)}: {count:,}" for name, count in problems.items())
+            or "all within limits"
+        ),
         highlight=False,
+        markup=False,
     )
     if not source["documents"] and not report["gates"]["failures"]:
         print_problem("note", f"no documents found in {source['path']}")
@@ -399,7 +454,8 @@ def print_length_table(lengths: dict[str, Any]) -> None:
         title=f"chunk lengths: fixed windows sharing {lengths['overlap_percent']}%, documents {lengths['documents']}",
         box=box.SIMPLE,
     )
-    for header in ("chunk tokens", "coverage", "overhead", "bound", "x bound", "max run"):
+    # "stretch": the longest stretch of tokens without the ticket ID in any document made for that length.
+    for header in ("chunk tokens", "coverage", "overhead", "bound", "x bound", "stretch"):
         table.add_column(header, justify="right", no_wrap=True, min_width=len(header))
     for row in lengths["rows"]:
         table.add_row(
@@ -413,38 +469,14 @@ def print_length_table(lengths: dict[str, Any]) -> None:
     console.print(table)
 
 
-@contextlib.contextmanager
-def sync_progress(show: bool) -> Iterator[SyncProgress]:
-    """One rich progress bar per stage of `sync --state` (pulling, rendering, uploading) on stderr; only
-    on a terminal, so CI logs get the summary alone."""
-    progress = Progress(
-        TextColumn("{task.description:<9}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=err_console,
-        disable=not show,
-        transient=True,
-    )
-    tasks: dict[str, Any] = {}
-
-    def on_progress(stage: str, done: int, total: int) -> None:
-        if stage not in tasks:
-            tasks[stage] = progress.add_task(stage, total=total)
-        progress.update(tasks[stage], completed=done, total=total)
-
-    with progress:
-        yield on_progress
-
-
-def print_stateless_sync_report(report: StatelessSyncReport, json_output: bool) -> None:
+def print_stateless_sync_report(report: StatelessSyncReport, json_output: bool, list_keys: bool = False) -> None:
     if json_output:
         print_json(report.to_json())
         return
     for pull_report in report.pulls:
         print_pull_report(pull_report, json_output=False)
     if report.dry_run and report.plan is not None:
-        print_sync_plan(report)
+        print_sync_plan(report, list_keys)
     else:
         regenerated = " (all: output fingerprint changed)" if report.regenerated_all else ""
         console.print(
@@ -465,7 +497,7 @@ def print_stateless_sync_report(report: StatelessSyncReport, json_output: bool) 
         print_problem("failed", f"{failure.key}: {failure.error}")
 
 
-def print_sync_plan(report: StatelessSyncReport) -> None:
+def print_sync_plan(report: StatelessSyncReport, list_keys: bool = False) -> None:
     """`sync --state --dry-run`: what the run would write, nothing of which was."""
     assert report.plan is not None
     planned = report.plan.summary()
@@ -481,7 +513,7 @@ def print_sync_plan(report: StatelessSyncReport) -> None:
         highlight=False,
         markup=False,
     )
-    print_planned_keys(planned["planned_keys"], False, "--json lists them all")
+    print_planned_keys(planned["planned_keys"], list_keys, "--list-keys prints them all")
 
 
 def print_state_pull_report(report: StatePullReport, json_output: bool) -> None:

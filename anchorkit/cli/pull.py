@@ -30,7 +30,9 @@ from anchorkit.settings import PULL
 def pull_command(
     snapshot: Annotated[
         Path,
-        typer.Option("--snapshot", help="Snapshot folder to create or update (issues/, lookups.json, state.json)."),
+        typer.Option(
+            "--snapshot", metavar="DIR", help="Snapshot folder to create or update (issues/, lookups.json, state.json)."
+        ),
     ],
     redmine: Values = GROUP,
     state: Values = GROUP,
@@ -41,7 +43,7 @@ def pull_command(
     """Fetch new and changed issues (with journals) from Redmine into SNAPSHOT; exit 1 if any failed.
 
     With --state the bookkeeping and raw issues live in a sync state, and `sync --state` publishes what
-    this stored (see README, pull --state).
+    this stored (docs/reference.md, "pull --state"; docs/sync.md).
 
     Example:
 
@@ -58,7 +60,7 @@ def pull_command(
         from anchorkit.publish.upload import PublishSettings
         from anchorkit.sync import pull_into_state
 
-        with output.pull_progress_bar(not json_output) as on_progress:
+        with output.progress_bar("pulling", "issues", not json_output) as on_progress:
             stored = pull_into_state(
                 redmine["url"],
                 snapshot,
@@ -74,7 +76,7 @@ def pull_command(
         if not stored.ok:
             raise typer.Exit(1)
         return
-    with output.pull_progress_bar(not json_output) as on_progress:
+    with output.progress_bar("pulling", "issues", not json_output) as on_progress:
         report = pulling.pull(redmine["url"], snapshot, api_key, arguments, progress=on_progress)
     output.print_pull_report(report, json_output)
     if not report.ok:

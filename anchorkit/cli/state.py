@@ -8,19 +8,28 @@ from typing import Annotated
 import typer
 
 from anchorkit.cli import output
-from anchorkit.cli.options import AWS, GROUP, JsonFlag, Values, with_options
+from anchorkit.cli.help import HelpCommand, HelpGroup
+from anchorkit.cli.options import AWS, GROUP, JsonFlag, QuietFlag, Values, VerboseFlag, with_options
 from anchorkit.errors import UsageError
 from anchorkit.settings import STATE_BREAK_LEASE, STATE_SHOW
 
 state_app = typer.Typer(
-    help="Inspect the sync state of `sync --state` / `pull --state`, and break a stale lease.", no_args_is_help=True
+    help="Inspect the sync state of `sync --state` / `pull --state`, and break a stale lease.",
+    no_args_is_help=True,
+    cls=HelpGroup,
 )
 StateArgument = Annotated[str, typer.Argument(help="The state: s3://bucket/prefix/ or a local folder.")]
 
 
-@state_app.command("show")
+@state_app.command("show", cls=HelpCommand)
 @with_options(STATE_SHOW, aws=AWS)
-def state_show_command(state: StateArgument, aws: Values = GROUP, json_output: JsonFlag = False) -> None:
+def state_show_command(
+    state: StateArgument,
+    aws: Values = GROUP,
+    json_output: JsonFlag = False,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
+) -> None:
     """Print a state's scope, cursor, ticket counts and lease (holder, expiry, active or stale); writes nothing.
 
     The lease status: "active" (a run on this host is writing), "held" (unexpired, holder on another host:
@@ -36,12 +45,12 @@ def state_show_command(state: StateArgument, aws: Values = GROUP, json_output: J
 
     view = view_state(open_state(state, AwsSettings.from_settings(aws)))
     if json_output:
-        output.print_json(view.to_json())
+        output.print_json({"ok": True, **view.to_json()})
     else:
         output.print_state_view(view)
 
 
-@state_app.command("break-lease")
+@state_app.command("break-lease", cls=HelpCommand)
 @with_options(STATE_BREAK_LEASE, aws=AWS)
 def state_break_lease_command(
     state: StateArgument,
@@ -50,6 +59,9 @@ def state_break_lease_command(
         typer.Option("--holder", help="The holder `state show` names; nothing is broken if another holds the lease."),
     ],
     aws: Values = GROUP,
+    json_output: JsonFlag = False,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """End the S3 lease of a run that died holding it (kill -9, a lost runner) before it expires.
 
@@ -69,6 +81,17 @@ def state_break_lease_command(
     if not isinstance(store, states.S3StateStore):
         raise UsageError(f"{state}: a local state is held by an OS lock that dies with its process; nothing to break")
     broken = store.break_lease(holder)
+    if json_output:
+        output.print_json(
+            {
+                "ok": True,
+                "state": store.describe(),
+                "holder": broken.holder,
+                "taken_at": states.iso_time(broken.taken_at),
+                "expires_at": states.iso_time(broken.expires_at),
+            }
+        )
+        return
     output.console.print(
         f"{store.describe()}: broke the lease of {broken.holder} (taken {states.iso_time(broken.taken_at) or '?'}, "
         f"would have expired {states.iso_time(broken.expires_at)}); the next run takes it over",

@@ -21,8 +21,7 @@ def stats_command(
     path: Annotated[
         Path,
         typer.Argument(
-            help="A transform output folder (<id>.md documents, flat or in project folders, with optional "
-            ".md.metadata.json sidecars) or a snapshot folder (has issues/; transformed in memory, with sidecars).",
+            help="A transform output folder, or a snapshot folder (it has issues/: transformed in memory).",
         ),
     ],
     tokenizer: Values = GROUP,
@@ -30,9 +29,9 @@ def stats_command(
         list[str] | None,
         typer.Option(
             "--chunking",
-            help="A chunker to measure, repeatable: NAME or NAME:key=value,... with NAME in "
-            f"{', '.join(CHUNKER_NAMES)} (e.g. fixed:max_tokens=512,overlap=10). Default: fixed, hierarchical, "
-            "semantic, heading with Bedrock's defaults, plus the LangChain splitters when installed.",
+            metavar="SPEC",
+            help=f"A chunker to measure, repeatable: NAME[:key=value,...], NAME one of {', '.join(CHUNKER_NAMES)} "
+            "(default: Bedrock's four, and LangChain's when installed, at --chunk-tokens).",
         ),
     ] = None,
     chunk_tokens: Annotated[
@@ -40,17 +39,16 @@ def stats_command(
         typer.Option(
             "--chunk-tokens",
             min=0,
-            help="Snapshot input: transform with this --chunk-tokens (0: structural anchors only; see transform). "
-            "Either input: the chunk length the anchors' cost is compared with the lower bound for "
-            f"(an output folder: the --chunk-tokens it was made with; 0 compares with {CHUNK_TOKENS}).",
+            help="Your knowledge base's chunk length: the chunkers cut N tokens and the cost is weighed for N "
+            f"(a snapshot is transformed with it; 0: anchors after headings only, measured at {CHUNK_TOKENS}).",
         ),
     ] = default("chunk_tokens", STATS),
     lengths: Annotated[
         str,
         typer.Option(
             "--lengths",
-            help="The chunk lengths of the choice table, comma-separated (snapshot input: rendered at each one); "
-            "'none' for no table.",
+            metavar="N,N,...",
+            help="The chunk lengths of the table to choose --chunk-tokens from ('none': no table).",
         ),
     ] = default("lengths", STATS),
     anchor_subject_chars: Annotated[
@@ -58,50 +56,53 @@ def stats_command(
         typer.Option(
             "--anchor-subject-chars",
             min=0,
-            help="Snapshot input only: transform with this --anchor-subject-chars "
-            f"(default: transform's, {default('anchor_subject_chars')}).",
+            help="Snapshot input: transform with this --anchor-subject-chars (default: transform's).",
         ),
     ] = default("anchor_subject_chars", STATS),
     anchor_basic_info: Annotated[
         bool | None,
         typer.Option(
             "--anchor-basic-info/--no-anchor-basic-info",
-            help="Snapshot input only: transform with or without --anchor-basic-info (default: transform's).",
+            help="Snapshot input: transform with or without it (default: transform's).",
         ),
     ] = default("anchor_basic_info", STATS),
     json_output: Annotated[
         bool,
         typer.Option(
             "--json",
-            help="Print the report as one JSON object (schema anchorkit-stats, version 3; see docs/stats.md).",
+            help="Print the report as one JSON object (schema anchorkit-stats, version 3: docs/stats.md).",
         ),
     ] = False,
     html: Annotated[
         Path | None,
         typer.Option(
             "--html",
-            help="Also write the audit page to this file: self-contained HTML (inline SVG charts) with the date, "
-            "version, options, tokenizer and gate verdict.",
+            metavar="FILE",
+            help="Also write the audit page (one self-contained HTML file) here.",
         ),
     ] = default("html", STATS),
-    verbose: VerboseFlag = False,
-    quiet: QuietFlag = False,
     fail_under_coverage: Annotated[
         float | None,
         typer.Option(
             "--fail-under-coverage",
             min=0,
             max=100,
-            help="Exit 1 if any chunker's coverage of the anchored documents is under P percent.",
+            metavar="PERCENT",
+            help="Exit 1 if any chunker's coverage of the anchored documents is under this.",
         ),
     ] = default("fail_under_coverage", STATS),
     fail_over_overhead: Annotated[
         float | None,
         typer.Option(
-            "--fail-over-overhead", min=0, help="Exit 1 if the anchors add more than P percent tokens in total."
+            "--fail-over-overhead",
+            min=0,
+            metavar="PERCENT",
+            help="Exit 1 if the anchors add more than this share of tokens in total.",
         ),
     ] = default("fail_over_overhead", STATS),
     jobs: Values = GROUP,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Audit anchored documents: token overhead of the anchors, and chunk coverage with and without them.
 
@@ -132,7 +133,8 @@ def stats_command(
             "fail_over_overhead": fail_over_overhead,
         }
     )
-    report = run_audit(path, values)
+    with output.progress_bar("measuring", "documents", not json_output) as on_progress:
+        report = run_audit(path, values, on_progress)
     if html is not None:
         write_file(html, render_html(report), "--html")
     if json_output:

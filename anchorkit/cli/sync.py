@@ -19,6 +19,7 @@ from anchorkit.cli.options import (
     REDMINE,
     S3_CLIENT,
     STATE,
+    TOKENIZER,
     JsonFlag,
     QuietFlag,
     Values,
@@ -32,21 +33,24 @@ from anchorkit.settings import CONFIG_ENV, CONFIG_FILE_NAME, SYNC
 @with_options(
     SYNC,
     redmine=REDMINE,
-    documents=DOCUMENTS,
+    documents=DOCUMENTS + TOKENIZER,
     destination=PUBLISHING + S3_CLIENT + AWS + ENCRYPTION + INGESTION,
     state=STATE,
 )
 def sync_command(
-    dest: Annotated[
-        str | None, typer.Argument(help="s3://bucket/prefix or a local folder (or ANCHORKIT_DEST / config dest).")
-    ] = None,
+    dest: Annotated[str | None, typer.Argument(help="Where to publish: s3://bucket/prefix or a local folder.")] = None,
     config: Annotated[
         Path | None,
-        typer.Option("--config", help=f"Config file (default: ${CONFIG_ENV}, else ./{CONFIG_FILE_NAME})."),
+        typer.Option(
+            "--config", metavar="FILE", help=f"Config file (default: ${CONFIG_ENV}, else ./{CONFIG_FILE_NAME})."
+        ),
     ] = None,
-    snapshot: Annotated[Path | None, typer.Option("--snapshot", help="Snapshot folder pull keeps up to date.")] = None,
+    snapshot: Annotated[
+        Path | None, typer.Option("--snapshot", metavar="DIR", help="Snapshot folder pull keeps up to date.")
+    ] = None,
     out: Annotated[
-        Path | None, typer.Option("--out", help="Output folder transform writes and upload publishes.")
+        Path | None,
+        typer.Option("--out", metavar="DIR", help="Output folder transform writes and upload publishes."),
     ] = None,
     redmine: Values = GROUP,
     documents: Values = GROUP,
@@ -56,16 +60,19 @@ def sync_command(
         bool,
         typer.Option(
             "--rescope",
-            help="With --state: accept a Redmine URL, --project, --include-private or destination other than the "
-            "state's (otherwise refused, exit 2); this run lists every issue, and with --delete deletes the documents "
-            "of tickets outside the new scope. A command-line flag only.",
+            help="With --state: accept another scope (Redmine, --project, --include-private, DEST) than the "
+            "state's; with --delete, delete what falls outside it (docs/sync.md). A flag only.",
         ),
     ] = False,
     json_output: JsonFlag = False,
     verbose: VerboseFlag = False,
     quiet: QuietFlag = False,
 ) -> None:
-    """Pull from Redmine, transform, and upload by content, in one go (flags > ANCHORKIT_*/REDMINE_* > anchorkit.toml).
+    """Pull from Redmine, transform, and upload by content, in one go.
+
+    Every option of pull, transform and upload that a scheduled run needs, from the command line, else
+    ANCHORKIT_* / REDMINE_URL, else anchorkit.toml (docs/reference.md, "anchorkit sync"); with --state,
+    on a runner without a persistent disk (docs/sync.md).
 
     Example:
 
@@ -75,18 +82,19 @@ def sync_command(
     from anchorkit import sync as syncing
 
     flags = {"dest": dest, "snapshot": snapshot, "out": out, **redmine, **documents, **destination, **state}
-    settings = syncing.SyncSettings.from_settings(syncing.resolve_from_environment(flags, config))
-    show_progress = not json_output and output.err_console.is_terminal
+    resolved = syncing.resolve_from_environment(flags, config)
+    settings = syncing.SyncSettings.from_settings(resolved)
+    list_keys = resolved["list_keys"]
     if settings.state:
-        with output.sync_progress(show_progress) as on_progress:
+        with output.sync_progress(not json_output) as on_progress:
             stateless = syncing.sync_with_state(settings, rescope, output.print_warning, on_progress)
-        output.print_stateless_sync_report(stateless, json_output)
+        output.print_stateless_sync_report(stateless, json_output, list_keys)
         if not stateless.ok:
             raise typer.Exit(1)
         return
     if rescope:
         raise UsageError("--rescope needs --state")
-    with output.sync_progress(show_progress) as on_progress:
+    with output.sync_progress(not json_output) as on_progress:
         report = syncing.sync_with_folders(settings, output.print_warning, on_progress)
     if json_output:
         output.print_json(report.to_json())
@@ -94,6 +102,6 @@ def sync_command(
         assert settings.out is not None
         output.print_pull_report(report.pull, json_output=False)
         output.print_transform_report(report.transform, settings.out, check=False)
-        output.print_publish_report(report.upload, json_output=False)
+        output.print_publish_report(report.upload, json_output=False, list_keys=list_keys)
     if not report.ok:
         raise typer.Exit(1)

@@ -28,7 +28,10 @@ def transform_command(
     snapshot: Annotated[
         Path, typer.Argument(help="Snapshot folder (issues/<id>.json, lookups.json, state.json), e.g. fixtures.")
     ],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output folder for <id>.md documents (created if missing).")],
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", metavar="DIR", help="Output folder of the <id>.md documents (created if missing)."),
+    ],
     documents: Values = GROUP,
     include_private: Annotated[
         bool, typer.Option("--include-private", help="Include private issues and private notes (left out by default).")
@@ -38,24 +41,14 @@ def transform_command(
         TextFormat | None,
         typer.Option(
             "--text-format",
-            help="Redmine text format of all texts: textile or common_mark. "
-            "Default: the snapshot's setting (state.json text_format), else textile.",
+            help="Text format of every text (default: the snapshot's state.json, else textile).",
         ),
     ] = default("text_format"),
-    link_issues: Annotated[
-        str | None,
-        typer.Option(
-            "--link-issues",
-            metavar="URL",
-            help="Redmine base URL: turn #123 in ticket text into links to URL/issues/123 "
-            "(kept as plain text by default).",
-        ),
-    ] = default("link_issues"),
     check: Annotated[
         bool,
         typer.Option(
             "--check",
-            help="Write nothing; exit 1 listing what would be created, changed or removed, 0 if OUT is up to date.",
+            help="Write nothing: list what would change; exit 1 if anything would, 0 if OUT is up to date.",
         ),
     ] = default("check"),
     jobs: Values = GROUP,
@@ -79,10 +72,11 @@ def transform_command(
     from anchorkit.render.transform import TransformOptions, transform_snapshot
 
     values = {**documents, **tokenizer, "include_private": include_private, "text_format": text_format}
-    options = TransformOptions.from_settings(values | {"link_issues": link_issues})
+    options = TransformOptions.from_settings(values)
     if not check:
         check_writable_folder(out, "--out")
-    report = transform_snapshot(snapshot, out, options, check=check, jobs=jobs["jobs"])
+    with output.progress_bar("rendering", "tickets", not json_output) as on_progress:
+        report = transform_snapshot(snapshot, out, options, check=check, jobs=jobs["jobs"], progress=on_progress)
     if json_output:
         ok = not report.failed and not (check and report.differs)
         output.print_json({"ok": ok, "check": check, "out": str(out), **report.to_json()})

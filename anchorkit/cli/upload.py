@@ -22,17 +22,14 @@ from anchorkit.cli.options import (
     with_options,
 )
 from anchorkit.errors import UsageError
-from anchorkit.settings import UPLOAD, default
+from anchorkit.settings import UPLOAD
 
 
 @with_options(UPLOAD, publishing=PUBLISHING, destination=S3_CLIENT + AWS + ENCRYPTION + INGESTION)
 def upload_command(
-    out: Annotated[Path, typer.Argument(help="Folder to publish (transform's output: documents and sidecars).")],
-    dest: Annotated[str, typer.Argument(help="s3://bucket/prefix, or a local folder.")],
+    out: Annotated[Path, typer.Argument(help="The folder to publish (transform's output: documents and sidecars).")],
+    dest: Annotated[str, typer.Argument(help="Where to: s3://bucket/prefix, or a local folder.")],
     publishing: Values = GROUP,
-    list_keys: Annotated[
-        bool, typer.Option("--list-keys", help="With --dry-run: print every key to upload, not only the first ones.")
-    ] = default("list_keys"),
     destination: Values = GROUP,
     json_output: JsonFlag = False,
     verbose: VerboseFlag = False,
@@ -55,6 +52,6 @@ def upload_command(
     opened = publish.open_destination(out, dest, settings, AwsSettings.from_settings(values), values["start_ingestion"])
     with output.upload_progress(not json_output and not settings.dry_run) as (on_plan, on_result):
         report = publish.upload(out, opened, settings, on_plan=on_plan, on_result=on_result)
-    output.print_publish_report(report, json_output, list_keys)
+    output.print_publish_report(report, json_output, publishing["list_keys"])
     if not report.ok:
         raise typer.Exit(1)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -14,6 +14,9 @@ from anchorkit.cli import output
 from anchorkit.cli.options import CHECKS, GROUP, JsonFlag, OnInvalid, QuietFlag, Values, VerboseFlag, with_options
 from anchorkit.errors import UsageError
 from anchorkit.settings import EVAL, VERIFY, default
+
+if TYPE_CHECKING:
+    from anchorkit.verify.citations import VerifyReport
 
 
 def write_file(path: Path, text: str, option: str) -> None:
@@ -34,9 +37,9 @@ def verify_command(
         typer.Option(
             "--retrieval",
             "-r",
-            help="What was retrieved (docs/verify.md has the shapes): Bedrock Retrieve or RetrieveAndGenerate, "
-            "LlamaIndex, a list of chunks (plain, seed 000 sources, LangChain documents). Not needed when the answer "
-            "carries its retrieval.",
+            metavar="FILE",
+            help="What was retrieved: Bedrock Retrieve or RetrieveAndGenerate, LlamaIndex, or a list of chunks "
+            "(plain, cited-answer sources with a source id, LangChain documents); shapes: docs/verify.md.",
         ),
     ] = default("retrieval"),
     answer: Annotated[
@@ -44,18 +47,18 @@ def verify_command(
         typer.Option(
             "--answer",
             "-a",
-            help="The answer, '-' for stdin: JSON of any answer shape (claims, cited answer, results, "
-            "RetrieveAndGenerate, LlamaIndex…) whatever the file's suffix, JSON Lines of many answers, or plain text. "
-            "Default: the --retrieval file (a RetrieveAndGenerate or LlamaIndex response holds the answer too).",
+            metavar="FILE",
+            help="The answer ('-': stdin): any answer shape in JSON, JSON Lines of many answers, or plain text "
+            "(default: the --retrieval file, when it holds the answer too).",
         ),
     ] = default("answer"),
     context: Annotated[
         list[Path] | None,
         typer.Option(
             "--context",
-            help="Later turns: the context message sent to the model (text: its genuine anchors count, also "
-            "indented, flattened or JSON-escaped), Bedrock Converse messages (user/system text), or an earlier "
-            "retrieval (any retrieval shape, an injected one too). Its ticket ids are valid too. Repeatable.",
+            metavar="FILE",
+            help="Later turns: the context sent to the model, Bedrock Converse messages or an earlier retrieval; "
+            "its ticket ids are valid too. Repeatable.",
         ),
     ] = None,
     checks: Values = GROUP,
@@ -63,16 +66,15 @@ def verify_command(
         OnInvalid,
         typer.Option(
             "--on-invalid",
-            help="drop: remove phantom ids, citations and results from the filtered answer; "
-            "flag: keep everything, only report.",
+            help="drop: the filtered answer loses phantom ids, citations and results; flag: only report them.",
         ),
     ] = default("on_invalid"),
     html: Annotated[
         Path | None,
         typer.Option(
             "--html",
-            help="Also write the answer as a self-contained HTML page with numbered, flagged citations "
-            "(one answer only).",
+            metavar="FILE",
+            help="Also write the answer as a self-contained HTML page (a JSON Lines file: every answer on one page).",
         ),
     ] = default("html"),
     json_output: Annotated[
@@ -82,7 +84,7 @@ def verify_command(
     verbose: VerboseFlag = False,
     quiet: QuietFlag = False,
 ) -> None:
-    """Check an answer against the chunks retrieved for it; print the filtered answer and the findings.
+    """Check an answer against the chunks retrieved for it: the filtered answer on stdout, the findings on stderr.
 
     Findings: phantom ticket ids and sources, answers that should have refused (critical), quote drift,
     weak grounding, wrong tickets, mismatched URLs and subjects (warnings).
@@ -96,17 +98,16 @@ def verify_command(
         anchorkit verify --retrieval retrieval.json --answer answer.json --strict --html answer.html
     """
     from anchorkit.verify.citations import VerifyOptions, verify_citations
-    from anchorkit.verify.html import render_report
+    from anchorkit.verify.html import PageRecord, render_report, render_reports
     from anchorkit.verify.ids import valid_ids
     from anchorkit.verify.shapes import read_inputs
 
     options = VerifyOptions.from_settings(checks | {"on_invalid": on_invalid})
     inputs = read_inputs(retrieval, answer, context or [])
-    if html is not None and len(inputs.answers) != 1:
-        raise UsageError("--html takes a file of one answer")
     extra_valid = valid_ids(inputs.context_chunks, options.uri_pattern)
     several = len(inputs.answers) > 1 or bool(inputs.errors)
     critical = False
+    paged: list[tuple[str, VerifyReport]] = []  # for --html
     for origin, parsed_answer in inputs.answers:
         report = verify_citations(
             parsed_answer,
@@ -118,7 +119,7 @@ def verify_command(
         )
         critical = critical or report.critical > 0
         if html is not None:
-            write_file(html, render_report(report), "--html")
+            paged.append((origin, report))
         if json_output and several:  # JSON Lines: one compact object per answer
             line = json.dumps({"origin": origin, **report.to_json()}, ensure_ascii=False, sort_keys=True)
             sys.stdout.write(line + "\n")
@@ -128,6 +129,15 @@ def verify_command(
             output.print_verify_report(report, origin if several else None)
     for error in inputs.errors:
         output.print_problem("error", error)
+    if html is not None:
+        files = [("retrieval", retrieval), ("answer", answer or retrieval), *(("context", c) for c in context or [])]
+        record = PageRecord.of_files(options, *files)
+        page = (
+            render_reports(paged, record=record, errors=inputs.errors)
+            if several
+            else render_report(paged[0][1], record=record)
+        )
+        write_file(html, page, "--html")
     if inputs.errors or (checks["strict"] and critical):
         raise typer.Exit(1)
 
@@ -137,20 +147,40 @@ def eval_command(
     cases_file: Annotated[
         Path,
         typer.Argument(
-            help="JSONL file, one case a line: {id?, query, retrieved | sources, answer, expected_ids?, "
-            "expected_source_ids?, context?} (retrieved and answer in any shape verify accepts; seed 000's EvalCase "
-            "fields are accepted)."
+            metavar="CASES",
+            help="JSON Lines, one case a line: {id?, query, retrieved | sources, answer, expected_ids?, "
+            "expected_source_ids?, context?}; retrieved and answer in any shape verify reads (docs/verify.md).",
         ),
     ],
     checks: Values = GROUP,
     min_grounding: Annotated[
         float | None,
-        typer.Option("--min-grounding", min=0.0, max=1.0, help="Exit 1 if the mean grounding score is below this."),
+        typer.Option(
+            "--min-grounding",
+            min=0.0,
+            max=1.0,
+            metavar="SCORE",
+            help="Exit 1 if the mean grounding score is below this.",
+        ),
     ] = default("min_grounding"),
     max_phantom_rate: Annotated[
         float | None,
-        typer.Option("--max-phantom-rate", min=0.0, max=1.0, help="Exit 1 if the phantom rate is above this."),
+        typer.Option(
+            "--max-phantom-rate",
+            min=0.0,
+            max=1.0,
+            metavar="RATE",
+            help="Exit 1 if the share of cases with a phantom id or source is above this.",
+        ),
     ] = default("max_phantom_rate"),
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            metavar="FILE",
+            help="Also write the eval as a self-contained HTML page: the gates' verdict on top, then every case.",
+        ),
+    ] = default("html"),
     json_output: JsonFlag = False,
     verbose: VerboseFlag = False,
     quiet: QuietFlag = False,
@@ -164,21 +194,29 @@ def eval_command(
 
     Example:
 
-        anchorkit eval cases.jsonl --min-grounding 0.8 --max-phantom-rate 0 --json
+        anchorkit eval cases.jsonl --min-grounding 0.8 --max-phantom-rate 0 --html eval.html
     """
     from anchorkit.verify.citations import VerifyOptions
     from anchorkit.verify.evaluation import EvalGates, evaluate, load_cases
     from anchorkit.verify.shapes import input_errors
 
     options = VerifyOptions.from_settings(checks)
+    gates = EvalGates(min_grounding, max_phantom_rate, checks["strict"])
     with input_errors():
         cases, errors = load_cases(cases_file)
-    summary = evaluate(cases, errors, options)
-    failed_gates = EvalGates(min_grounding, max_phantom_rate, checks["strict"]).failures(summary)
+    with output.progress_bar("verifying", "cases", not json_output) as on_progress:
+        summary = evaluate(cases, errors, options, on_progress)
+    failed_gates = gates.failures(summary)
+    if html is not None:
+        from anchorkit.verify.html import PageRecord, render_eval
+
+        write_file(html, render_eval(summary, gates, PageRecord.of_files(options, ("cases", cases_file))), "--html")
     if json_output:
-        output.print_json({"ok": not failed_gates, **summary.to_json()})
+        output.print_json({"ok": not failed_gates, **summary.to_json(), "gates": gates.to_json(summary)})
     else:
         output.print_eval_summary(summary)
+    for failure in failed_gates:
+        output.print_problem("gate failed", failure)
     if failed_gates:
         raise typer.Exit(1)
 
@@ -187,7 +225,7 @@ def inject_command(
     retrieval: Annotated[
         Path,
         typer.Argument(
-            help="The retrieval, '-' for stdin: any shape verify reads (Bedrock Retrieve or RetrieveAndGenerate, "
+            help="The retrieval ('-': stdin), in any shape verify reads (Bedrock Retrieve or RetrieveAndGenerate, "
             "LlamaIndex, a list of chunks)."
         ),
     ],
@@ -196,20 +234,21 @@ def inject_command(
         typer.Option(
             "--out",
             "-o",
-            help="Write the anchored retrieval here (atomically) instead of stdout; the summary then goes to stdout.",
+            metavar="FILE",
+            help="Write the anchored retrieval here instead of stdout (the summary then goes to stdout).",
         ),
     ] = default("inject_out"),
     uri_pattern: Annotated[
         str,
         typer.Option(
             "--uri-pattern",
-            help="Regular expression with one group that takes the ticket id out of a chunk's source URI "
-            "(flat …/12345.md and by-project …/<project>/12345.md both match the default).",
+            metavar="REGEX",
+            help="Regular expression whose one group is the ticket id in a chunk's source URI.",
         ),
     ] = default("uri_pattern"),
     label: Annotated[
         str | None,
-        typer.Option("--label", help="Ticket label in the anchor lines (as transform's --label; default チケット)."),
+        typer.Option("--label", help="Ticket label in the anchor lines, as transform's --label (default チケット)."),
     ] = default("label"),
     inject_strict: Annotated[
         bool,
@@ -223,6 +262,8 @@ def inject_command(
             "--json", help="The summary as one JSON object (per chunk: status, ticket, where the ticket came from)."
         ),
     ] = False,
+    verbose: VerboseFlag = False,
+    quiet: QuietFlag = False,
 ) -> None:
     """Prepend '> チケット #ID: subject' to each retrieved chunk (query-time anchoring); write the same shape back.
 
@@ -232,6 +273,11 @@ def inject_command(
     (reported). Without --out the retrieval goes to stdout and the summary to stderr.
 
     Exit 0 done, 1 with --strict when a chunk got no anchor, 2 for a usage error or unusable input.
+
+    Example:
+
+        anchorkit inject retrieval.json -o retrieval-anchored.json --strict
+        anchorkit inject - < retrieval.json > retrieval-anchored.json
     """
     from anchorkit.anchors import DEFAULT_LABEL
     from anchorkit.verify.ids import checked_uri_pattern
@@ -248,7 +294,11 @@ def inject_command(
         sys.stdout.write(body)
     else:
         write_file(inject_out, body, "--out")
-    summary = json.dumps(report.to_json(), ensure_ascii=False) if json_output else output.inject_summary(report)
-    (sys.stdout if inject_out is not None else sys.stderr).write(summary + "\n")
-    if inject_strict and (report.count("unknown_ticket") or report.count("conflict")):
+    failed = inject_strict and bool(report.count("unknown_ticket") or report.count("conflict"))
+    summary_file = sys.stdout if inject_out is not None else sys.stderr
+    if json_output:
+        summary_file.write(json.dumps({"ok": not failed, **report.to_json()}, ensure_ascii=False) + "\n")
+    else:
+        output.print_inject_summary(report, summary_file)
+    if failed:
         raise typer.Exit(1)

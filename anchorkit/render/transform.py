@@ -308,11 +308,13 @@ def transform_snapshot(
     options: TransformOptions,
     check: bool = default("check"),
     jobs: int = default("jobs"),
+    progress: Callable[[int, int], None] | None = None,
 ) -> TransformReport:
     """Bring ``out_dir`` up to date with the snapshot (or, with ``check``, only say what would change).
 
     ``jobs`` > 1 renders and writes batches of tickets in that many processes; 0: one per CPU core
     when the snapshot has more than one batch. The outputs and the report do not depend on it.
+    ``progress(done, total)`` is called after each ticket (a CLI's progress bar).
     """
     if options.layout not in LAYOUTS:
         raise ValueError(f"unknown layout {options.layout!r} (expected one of {', '.join(LAYOUTS)})")
@@ -330,10 +332,11 @@ def transform_snapshot(
     if render_options.chunk_tokens:
         report.tokenizer = options.tokenizer
     settings = _BatchSettings(load_lookups(snapshot_dir), render_options, options, out_dir, check)
-    outcomes = parallel.map_batches(
-        _transform_batch, iter_issue_paths(snapshot_dir), jobs, initializer=_start_batches, initargs=(settings,)
-    )
-    for outcome in outcomes:
+    paths = list(iter_issue_paths(snapshot_dir))
+    outcomes = parallel.map_batches(_transform_batch, paths, jobs, initializer=_start_batches, initargs=(settings,))
+    for done, outcome in enumerate(outcomes, start=1):
+        if progress is not None:
+            progress(done, len(paths))
         if not report.count(outcome):
             if isinstance(outcome, TicketFailure) and outcome.ticket_id is not None:
                 keep_ids.add(outcome.ticket_id)

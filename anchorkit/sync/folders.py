@@ -11,7 +11,7 @@ from typing import Any
 from anchorkit.publish import upload as publish
 from anchorkit.render import transform
 from anchorkit.source import pull
-from anchorkit.sync.progress import SyncProgress, pulling_stage, stage_counter
+from anchorkit.sync.progress import SyncProgress, pulling_stage, stage_counter, stage_progress
 from anchorkit.sync.stateless import run_pull
 
 
@@ -58,7 +58,9 @@ def sync_folders(
     pulled = run_pull(
         url, api_key, snapshot_dir, pull_settings, full=pull_settings.full, known={}, progress=pulling_stage(progress)
     )
-    transformed = transform.transform_snapshot(snapshot_dir, out_dir, options)
+    transformed = transform.transform_snapshot(
+        snapshot_dir, out_dir, options, progress=stage_progress(progress, "rendering")
+    )
     uploading: Callable[[], None] = _nothing
 
     def on_plan(plan: publish.Plan) -> None:

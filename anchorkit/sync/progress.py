@@ -24,8 +24,13 @@ def stage_counter(progress: SyncProgress | None, stage: str, total: int) -> Call
     return advance
 
 
-def pulling_stage(progress: SyncProgress | None) -> pull.ProgressCallback | None:
-    """pull's own progress callback, reported as the ``pulling`` stage."""
+def stage_progress(progress: SyncProgress | None, stage: str) -> Callable[[int, int], None] | None:
+    """A stage's own progress callback (done, total), reported as ``stage``."""
     if progress is None:
         return None
-    return lambda done, total: progress("pulling", done, total)
+    return lambda done, total: progress(stage, done, total)
+
+
+def pulling_stage(progress: SyncProgress | None) -> pull.ProgressCallback | None:
+    """pull's own progress callback, reported as the ``pulling`` stage."""
+    return stage_progress(progress, "pulling")

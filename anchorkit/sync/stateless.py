@@ -378,8 +378,9 @@ def _render(
     failed: dict[int, str | None] = {}
     paths = list(snapshot.iter_issue_paths(work_dir))
     advance = stage_counter(progress, "rendering", len(paths))
+    count_tokens = transform.spacing_counter(options)  # --tokenizer, as transform counts
     for path in paths:
-        result = transform.render_ticket(path, lookups, render, options)
+        result = transform.render_ticket(path, lookups, render, options, count_tokens)
         advance()
         if isinstance(result, str):
             continue  # transform.PRIVATE: a private issue, left out on purpose

@@ -19,7 +19,7 @@ share of cited ids that are expected).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -162,6 +162,15 @@ class EvalGates:
     def max_phantom_rate_met(self, summary: EvalSummary) -> bool:
         return self.max_phantom_rate is None or (summary.phantom_rate or 0.0) <= self.max_phantom_rate
 
+    def to_json(self, summary: EvalSummary) -> dict[str, Any]:
+        """The gates and the ones ``summary`` fails, as ``eval --json`` reports them."""
+        return {
+            "min_grounding": self.min_grounding,
+            "max_phantom_rate": self.max_phantom_rate,
+            "strict": self.strict,
+            "failures": self.failures(summary),
+        }
+
     def failures(self, summary: EvalSummary) -> list[str]:
         """Why the eval fails, one sentence per gate (empty: it passes)."""
         failures: list[str] = []
@@ -239,11 +248,17 @@ def load_cases(path: Path) -> tuple[list[EvalCase], list[str]]:
     return parse_cases(read_text_file(path).splitlines(), str(path))
 
 
-def evaluate(cases: Iterable[EvalCase], errors: list[str], options: VerifyOptions = VerifyOptions()) -> EvalSummary:
-    results = [
-        CaseResult(
-            case, verify_citations(case.answer, case.chunks, context=case.context, options=options, notes=case.notes)
-        )
-        for case in cases
-    ]
+def evaluate(
+    cases: Sequence[EvalCase],
+    errors: list[str],
+    options: VerifyOptions = VerifyOptions(),
+    progress: Callable[[int, int], None] | None = None,
+) -> EvalSummary:
+    """Verify every case; ``progress(done, total)`` is called after each one."""
+    results = []
+    for done, case in enumerate(cases, start=1):
+        report = verify_citations(case.answer, case.chunks, context=case.context, options=options, notes=case.notes)
+        results.append(CaseResult(case, report))
+        if progress is not None:
+            progress(done, len(cases))
     return EvalSummary(results, list(errors))
