@@ -225,3 +225,23 @@ def test_an_out_folder_holding_the_other_layout_is_refused_before_anything_runs(
         refused.exit_code == 2 and "holds chunks (e.g. 12/12-000.md) and this sync writes documents" in refused.stderr
     )
     assert not (tmp_path / "s").exists() and not (tmp_path / "published").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--chunk-tokens", "0"], "--chunk-tokens must be positive with --chunks, not 0"),
+        (["--chunk-tokens", "100", "--chunk-overlap", "51"], "--chunk-overlap must be between 0 and half of"),
+    ],
+)
+def test_chunk_options_that_cannot_chunk_are_refused_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: list[str], message: str
+) -> None:
+    command = ["sync", str(tmp_path / "published"), "--url", "http://127.0.0.1:9", "--snapshot", str(tmp_path / "s")]
+    refused = runner.invoke(app, [*command, "--out", str(tmp_path / "out"), "--chunks", *options])
+    assert refused.exit_code == 2 and message in refused.stderr
+    assert not (tmp_path / "s").exists() and not (tmp_path / "out").exists()
+    # Without --chunks, --chunk-tokens 0 is transform's "anchors after headings only": not refused for that.
+    monkeypatch.delenv("REDMINE_API_KEY", raising=False)  # so that the run stops at the key, after the settings
+    plain = runner.invoke(app, [*command, "--out", str(tmp_path / "o"), "--chunk-tokens", "0"])
+    assert plain.exit_code == 2 and "no Redmine API key" in plain.stderr
