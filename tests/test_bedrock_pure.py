@@ -105,6 +105,22 @@ def test_a_batch_of_no_known_shape_is_refused_with_what_is_wrong(raw: bytes, mes
         read_batch(raw)
 
 
+def test_a_bad_setting_quotes_a_long_value_only_in_part() -> None:
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"  # pasted into the wrong variable
+
+    with pytest.raises(ConfigurationError) as raised:
+        Settings.from_environment({"ANCHORKIT_CHUNK_TOKENS": secret})
+
+    assert str(raised.value).startswith("ANCHORKIT_CHUNK_TOKENS='wJalrXUt…': expected a positive whole number")
+    assert secret[8:] not in str(raised.value)
+
+
+def test_chunk_tokens_are_read_from_the_environment() -> None:
+    assert Settings.from_environment({}).options.chunk_tokens == 300
+    assert Settings.from_environment({"ANCHORKIT_CHUNK_TOKENS": ""}).options.chunk_tokens == 300  # as unset
+    assert Settings.from_environment({"ANCHORKIT_CHUNK_TOKENS": " 0512 "}).options.chunk_tokens == 512
+
+
 def test_output_batches_go_beside_the_input_under_anchorkit() -> None:
     assert output_key("kb/job/file_1/batch_1.json") == "kb/job/file_1/anchorkit/batch_1.json"
     assert output_key("batch_1.json") == "anchorkit/batch_1.json"
@@ -113,7 +129,15 @@ def test_output_batches_go_beside_the_input_under_anchorkit() -> None:
 @pytest.mark.parametrize(
     ("environment", "message"),
     [
-        ({"ANCHORKIT_CHUNK_TOKENS": "0"}, "ANCHORKIT_CHUNK_TOKENS='0': expected a positive number of tokens"),
+        *(
+            (
+                {"ANCHORKIT_CHUNK_TOKENS": value},
+                re.escape(
+                    f"ANCHORKIT_CHUNK_TOKENS={value!r}: expected a positive whole number of tokens (default 300)"
+                ),
+            )
+            for value in ("0", "-300", "3.5", "300 tokens", "²")
+        ),
         ({"ANCHORKIT_URI_PATTERN": r"/\d+\.md$"}, "ANCHORKIT_URI_PATTERN: URI pattern .* must have exactly one group"),
         ({"ANCHORKIT_BEDROCK_STRICT": "yes"}, "ANCHORKIT_BEDROCK_STRICT='yes': expected true or false"),
     ],
