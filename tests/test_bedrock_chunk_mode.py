@@ -213,9 +213,12 @@ def test_auto_mode_chooses_per_file_and_says_why(
     assert (counts.chunk_files, counts.inject_files) == (1, 2)
     info = messages(logs, logging.INFO)
     assert any("whole/doc: chunk mode (auto: one item that begins with the document's title)" in m for m in info)
-    assert any(f"native/doc: inject mode (auto: 1 batches, {len(native)} items in the first" in m for m in info)
     assert any(
-        "no-title/doc: inject mode (auto: 1 batches, 1 items in the first, not one document)" in m for m in info
+        f"native/doc: inject mode (auto: not one document (batches: 1, items in the first: {len(native)}))" in m
+        for m in info
+    )
+    assert any(
+        "no-title/doc: inject mode (auto: not one document (batches: 1, items in the first: 1))" in m for m in info
     )
 
 

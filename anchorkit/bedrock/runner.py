@@ -217,7 +217,7 @@ def _mode(file: InputFile, first: Batch, batch_count: int, setting: str, ticket:
                 batch_count,
                 len(first.items),
             )
-        return "inject", f"{setting}: {batch_count} batches, {len(first.items)} items in the first, not one document"
+        return "inject", f"{setting}: not one document (batches: {batch_count}, items in the first: {len(first.items)})"
     if ticket is None:
         log.warning("anchorkit: %s: a whole document of an unknown ticket cannot be chunked: passed through", file.name)
         return "inject", f"{setting}: a whole document, ticket unknown"
