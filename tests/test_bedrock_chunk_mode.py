@@ -150,6 +150,7 @@ def test_chunk_mode_cuts_each_whole_document_into_chunks_that_fit_and_name_their
             assert (metadata["ticket_id"], metadata["subject"]) == (doc.ticket_id, sidecar["subject"])
             assert metadata["section"] in SECTIONS and metadata["chunk_index"] == position
             assert "x-amz-bedrock-kb-chunk-id" not in metadata  # one chunk became several: no id of its own
+            assert not {"project", "status", "note_numbers"} & set(metadata)  # the file's, not repeated per chunk
             issue_url = f"{REDMINE}/issues/{doc.ticket_id}"
             if notes and "note" in metadata:
                 assert metadata["note"] in notes

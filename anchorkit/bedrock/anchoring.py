@@ -169,24 +169,26 @@ def chunk(
     ``options.chunk_tokens`` tokens of ``tokenizer``; each chunk checked; the chunker's warnings.
 
     The chunker gets the file's metadata with the ticket's resolved (``note_numbers`` among them gives
-    the chunks their ``#note-n`` links); each chunk's metadata is the item's own, less its chunk id
-    (one chunk became several), then the chunker's (ticket, section, url, position). ChunkError
-    (a ValueError): the chunker cannot cut this document.
+    the chunks their ``#note-n`` links). Each chunk's metadata is the item's own, less its chunk id (one
+    chunk became several), then the ticket's (``ticket_id``, ``subject``, ``url``: what an auditor reads
+    the output batches by), then what the chunker says of this chunk (section, the note's url and
+    author, position). The file's other keys (project, status, dates) are not repeated in every chunk:
+    Bedrock gives every chunk its file's metadata already, chunk-level keys overriding. ChunkError (a
+    ValueError): the chunker cannot cut this document.
     """
     (item,) = batch.items
     document = batch.text(item)
     assert document is not None  # is_whole_document chose this mode
     plain = {key: plain_value(value) for key, value in file_metadata.items()}
-    chunked = chunk_document(document.lstrip("\ufeff"), {**plain, **ticket.metadata()}, tokenizer, options.chunk_tokens)
+    metadata = {**plain, **ticket.metadata()}
+    chunked = chunk_document(document.lstrip("\ufeff"), metadata, tokenizer, options.chunk_tokens)
     kept = {key: value for key, value in batch.metadata(item).items() if key != CHUNK_ID_METADATA}
+    base = {**kept, **ticket.metadata()}
     counts = Counts(chunks_in=1, chunks_out=len(chunked.chunks))
-    items = [
-        batch.made(
-            _anchored(c.text, ticket, options, counts),
-            {key: value for key, value in {**kept, **c.metadata}.items() if value is not None},
-        )
-        for c in chunked.chunks
-    ]
+    items = []
+    for c in chunked.chunks:
+        own = {key: value for key, value in c.metadata.items() if value is not None and metadata.get(key) != value}
+        items.append(batch.made(_anchored(c.text, ticket, options, counts), {**base, **own}))
     return items, counts, chunked.warnings
 
 
