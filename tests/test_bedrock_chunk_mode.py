@@ -299,3 +299,19 @@ def test_a_document_that_cannot_be_cut_fails_alone_and_the_other_files_go_on(
     assert tiny == {"outputFiles": [files[2]]}
     (error,) = messages(logs, logging.ERROR)
     assert f"ticket #{other.ticket_id}: 20 tokens a chunk leave" in error and "at least 16 needed" in error
+
+
+def test_the_chunks_are_the_same_whatever_anchors_the_documents_were_transformed_with(
+    snapshots: dict[str, Path], kb: Intermediate
+) -> None:
+    spaced, structural = rendered(snapshots["long"]), rendered(snapshots["long"], 0)
+    files = [
+        kb.put(f"{n}/{doc.relpath}", [documented_batch([doc.markdown])], sidecar_attributes(doc))
+        for n, docs in enumerate((spaced, structural))
+        for doc in docs[:2]
+    ]
+    assert spaced[0].markdown != structural[0].markdown
+
+    outputs = [kb.chunks(output) for output in kb.run(files)["outputFiles"]]
+
+    assert outputs[:2] == outputs[2:]

@@ -10,3 +10,5 @@ Redmine client with them (the Lambda zip holds what its modules import, anchorki
 Import the modules themselves (``from anchorkit.render.transform import TransformOptions``); the
 library's entry points are at the top, ``anchorkit.transform_snapshot``.
 """
+
+__all__: list[str] = []  # its modules are imported by name, each on its own

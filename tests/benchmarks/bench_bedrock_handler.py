@@ -224,8 +224,8 @@ def main() -> int:
             f"({counts.already_anchored} already anchored, {counts.anchored} anchored by the handler)"
         )
         print(
-            f"    S3 excluded {pure * 1000:.1f} ms ({pure_cpu * 1000:.1f} ms CPU, {pure / counts.chunks_out * 1e6:.1f} µs "
-            f"a chunk out); against SeaweedFS {s3 * 1000:.1f} ms"
+            f"    S3 excluded {pure * 1000:.1f} ms ({pure_cpu * 1000:.1f} ms CPU, "
+            f"{pure / counts.chunks_out * 1e6:.1f} µs a chunk out); against SeaweedFS {s3 * 1000:.1f} ms"
         )
         print(
             f"    handler / transform: {ratio:.3f} wall, {cpu_ratio:.3f} CPU "
