@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from support.bedrock import chunk_list_batch, documented_batch
@@ -12,7 +13,8 @@ from anchorkit.bedrock.anchoring import Ticket, holds_complete_anchor, with_anch
 from anchorkit.bedrock.audit import audit_line, count_batches, read_audit_lines
 from anchorkit.bedrock.batches import BatchError, read_batch
 from anchorkit.bedrock.counts import Counts
-from anchorkit.bedrock.runner import ConfigurationError, Settings, output_key
+from anchorkit.bedrock.runner import ConfigurationError, Settings, chunk_tokenizer, output_key
+from anchorkit.tokens import VOCABULARY_FILE_ENV
 
 SUBJECT = "在宅勤務時にVPNが5〜10分おきに切断される"
 TICKET = Ticket(12301, SUBJECT, None, "metadata")
@@ -119,6 +121,19 @@ def test_chunk_tokens_are_read_from_the_environment() -> None:
     assert Settings.from_environment({}).options.chunk_tokens == 300
     assert Settings.from_environment({"ANCHORKIT_CHUNK_TOKENS": ""}).options.chunk_tokens == 300  # as unset
     assert Settings.from_environment({"ANCHORKIT_CHUNK_TOKENS": " 0512 "}).options.chunk_tokens == 512
+
+
+def test_chunk_mode_without_its_tokenizer_is_a_configuration_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    vocabulary = tmp_path / "cl100k_base.tiktoken"
+    vocabulary.write_bytes(b"not a vocabulary\n")
+    monkeypatch.setenv(VOCABULARY_FILE_ENV, str(vocabulary))
+
+    with pytest.raises(
+        ConfigurationError, match=rf"chunk mode needs the cl100k_base tokenizer: .*{vocabulary}: sha256"
+    ):
+        chunk_tokenizer()
 
 
 def test_output_batches_go_beside_the_input_under_anchorkit() -> None:
