@@ -130,6 +130,10 @@ def test_chunk_mode_cuts_each_whole_document_into_chunks_that_fit_and_name_their
 
     answer = kb.run(files)  # auto: one item that begins with its title → chunk mode
 
+    assert set(answer) == {"outputFiles"}
+    assert all(
+        set(output) == {"originalFileLocation", "fileMetadata", "contentBatches"} for output in answer["outputFiles"]
+    )
     total = linked = 0
     for index, (doc, given, output) in enumerate(zip(documents, files, answer["outputFiles"], strict=True)):
         assert output["originalFileLocation"] == given["originalFileLocation"]
