@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 from support.bedrock import chunk_list_batch, documented_batch
 
-from anchorkit.bedrock.anchoring import Ticket, holds_complete_anchor, with_anchor
+from anchorkit.bedrock.anchoring import Ticket, holds_complete_anchor, ticket_from_texts, with_anchor
 from anchorkit.bedrock.audit import audit_line, count_batches, read_audit_lines
 from anchorkit.bedrock.batches import BatchError, read_batch
 from anchorkit.bedrock.counts import Counts
-from anchorkit.bedrock.runner import ConfigurationError, Settings, chunk_tokenizer, output_key
+from anchorkit.bedrock.runner import DEFAULT_OPTIONS, ConfigurationError, Settings, chunk_tokenizer, output_key
+from anchorkit.render.document import RenderOptions, render_document
 from anchorkit.tokens import VOCABULARY_FILE_ENV
 
 SUBJECT = "在宅勤務時にVPNが5〜10分おきに切断される"
@@ -38,6 +39,17 @@ ANCHOR = f"> チケット #12301: {SUBJECT}"
 )
 def test_a_chunk_names_its_ticket_only_with_a_whole_anchor_or_title_line(text: str, holds: bool) -> None:
     assert holds_complete_anchor(text, TICKET) is holds
+
+
+def test_a_subject_read_from_the_text_is_the_one_the_sidecar_has_not_its_markdown_escapes() -> None:
+    subject = "C# と *強調* <b> #"
+    issue = {"id": 5, "subject": subject, "description": "本文"}
+    document = render_document(issue, {}, RenderOptions(text_format="common_mark"))
+    assert "\\*強調\\*" in document  # escaped in the Markdown
+
+    ticket = ticket_from_texts([document], None, {}, DEFAULT_OPTIONS)
+
+    assert ticket == Ticket(5, subject, None, "anchor")
 
 
 def test_the_anchor_put_in_front_cannot_carry_a_second_anchor_in_its_subject() -> None:

@@ -28,7 +28,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from anchorkit.anchors import ANCHOR_PATTERN, TITLE_PATTERN, anchor_line, neutralize_forgeries, one_line
+from anchorkit.anchors import (
+    ANCHOR_PATTERN,
+    TITLE_PATTERN,
+    anchor_line,
+    find_anchors,
+    find_titles,
+    neutralize_forgeries,
+    one_line,
+)
 from anchorkit.bedrock.batches import Batch, Item, MetadataValue, plain_value
 from anchorkit.bedrock.counts import Counts
 from anchorkit.chunk.core import chunk_document
@@ -96,9 +104,9 @@ def ticket_from_texts(
     ticket, the one ticket all the genuine anchor and title lines name (None: none, or several)."""
     subjects: dict[int, list[str]] = {}  # titles first: an anchor's subject may be shortened
     for text in texts:
-        for pattern in (TITLE_PATTERN, ANCHOR_PATTERN):
-            for match in pattern.finditer(text):
-                subjects.setdefault(int(match["id"]), []).append((match["subject"] or "").strip())
+        # The subject as the sidecar has it, not as the Markdown escapes it (``C\#`` is ``C#``).
+        for anchor in (*find_titles(text), *find_anchors(text)):
+            subjects.setdefault(anchor.ticket_id, []).append(anchor.subject)
     if stored is not None:
         found = [subject for subject in subjects.get(stored.ticket_id, []) if subject]
         return replace(stored, subject=found[0]) if found else stored
