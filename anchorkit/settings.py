@@ -125,6 +125,9 @@ SETTINGS: tuple[Setting, ...] = (
     _s("anchor_basic_info", bool, True, *_DOCUMENTS, STATS, command_defaults=_NOT_FOR_STATS),
     # Amazon Bedrock's default fixed-size chunk; docs/anchoring.md has the figures behind both defaults.
     _s("chunk_tokens", int, 300, *_DOCUMENTS, STATS, min=0),
+    # sync --chunks: the tickets published as anchorkit's own chunks of --chunk-tokens (docs/sync.md).
+    _s("chunks", bool, False, SYNC),
+    _s("chunk_overlap", int, 0, SYNC, min=0),
     _s("anchor_subject_chars", int, 40, *_DOCUMENTS, STATS, min=0, command_defaults=_NOT_FOR_STATS),
     _s("spacing_anchors", str, "short", *_DOCUMENTS, choices=SPACING_ANCHOR_FORMS),
     _s("timezone", str, "UTC", *_DOCUMENTS),
