@@ -51,7 +51,7 @@ from anchorkit.anchors import (
     strip_anchors,
 )
 from anchorkit.markdown_blocks import parse_blocks
-from anchorkit.render.sidecar import metadata_int, parse_note_numbers
+from anchorkit.note_ranges import metadata_int, parse_note_numbers
 from anchorkit.render.spacing import cut_plan, sentence_cuts
 from anchorkit.tokens import Tokenizer
 
