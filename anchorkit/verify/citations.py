@@ -253,9 +253,10 @@ class _Sources:
         return ids
 
     def holding(self, chunks: Iterable[Chunk], note: int) -> tuple[list[Chunk], bool]:
-        """The chunks that hold the note, and whether every chunk says which notes it holds."""
+        """The chunks that hold the note, and whether any says which notes it holds: then those that
+        say nothing hold none (verify.links)."""
         chunks = list(chunks)
-        known = all(self.notes.get(c) is not None for c in chunks)
+        known = any(self.notes.get(c) is not None for c in chunks)
         return [c for c in chunks if note in (self.notes.get(c) or ())], known
 
     def resolve(self, citation: Citation) -> list[Chunk]:
@@ -519,8 +520,8 @@ class _Verification:
         return bool(chunks) and not self.noted(chunks, reference.note, **where)
 
     def noted(self, chunks: list[Chunk], note: int, **where: Any) -> list[Chunk]:
-        """The chunks that hold the cited note; all of them when one does not say which notes it holds
-        (the note cannot be checked); none, with ``note_not_retrieved``, when the note is in none."""
+        """The chunks that hold the cited note; all of them when none says which notes it holds (the
+        note cannot be checked); none, with ``note_not_retrieved``, when the note is in none."""
         held, known = self.sources.holding(chunks, note)
         if held:
             return held

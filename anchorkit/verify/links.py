@@ -4,7 +4,9 @@ A chunk's ``url`` (its metadata's: the Redmine issue, or ``…#note-n`` for the 
 the link a person follows from a report. The notes a chunk holds come from its metadata:
 ``chunk_notes`` (anchorkit's chunks: every note the chunk holds text of, ``"3-6"``), ``note_numbers``
 (a document's sidecar: the notes of the whole document, which is all the document layout can say),
-``note`` and the url's ``#note-n``; a chunk of the basic info or the description holds none.
+``note`` and the url's ``#note-n``. A chunk that says nothing of notes holds none when another chunk
+of its ticket does say (anchorkit's chunker writes ``chunk_notes`` on every chunk holding a note when
+it knows the numbers); when no chunk of the ticket says, its notes cannot be checked.
 
 An answer cites a note with a ticket mention followed by the note (``#12345-note-3``,
 ``#12345#note-3``, ``チケット #12345 の note-3``, ``#12345 の注記 #3``), a Redmine URL with its
@@ -31,8 +33,6 @@ _NOTE_AFTER_MENTION = re.compile(
 )
 # A Redmine URL's note fragment ("…/issues/12345#note-3"; the URL may run into the sentence's "。").
 _NOTE_FRAGMENT = re.compile(r"#note-(?P<note>\d+)(?!\d)")
-# Sections of anchorkit's documents that hold no journal (anchorkit.chunk.SECTIONS but the history).
-NOTELESS_SECTIONS = frozenset({"details", "description"})
 # A note number longer than this can be no note of any ticket; it is kept short, never converted whole.
 _MAX_NOTE_DIGITS = 12
 
@@ -71,14 +71,16 @@ def note_references(text: str, min_digits: int, known: Set[int] = frozenset()) -
 
 def note_source(source_id: str) -> NoteReference | None:
     """The note a citation's source id names: the whole id is one note reference (``"12345#note-3"``,
-    ``"#12345-note-3"``, a Redmine URL with ``#note-3``); None for any other id."""
+    ``"#12345-note-3"``, ``"チケット #12345 の note-3"``, a Redmine URL with ``#note-3``); None for any
+    other id."""
     text = unicodedata.normalize("NFKC", source_id).strip()
     if text[:1].isdigit():  # a bare ticket number: "12345#note-3"
         text = "#" + text
     references = note_references(text, 1)
-    if len(references) == 1 and (references[0].start, references[0].end) == (0, len(text)):
-        return references[0]
-    return None
+    if len(references) != 1 or references[0].end != len(text):
+        return None
+    before = text[: references[0].start]  # nothing but the label words of the mention ("チケット ")
+    return references[0] if not any(c.isdigit() for c in before) else None
 
 
 def url_note(url: str | None) -> int | None:
@@ -88,8 +90,8 @@ def url_note(url: str | None) -> int | None:
 
 
 def metadata_notes(metadata: Mapping[str, Any]) -> frozenset[int] | None:
-    """The Redmine notes a chunk holds text of, by its metadata; an empty set for a chunk of a section
-    without journals; None when the metadata does not say (its url's fragment may, see ``url_note``)."""
+    """The Redmine notes a chunk holds text of, by its metadata; None when the metadata does not say
+    (its url's fragment may, see ``url_note``)."""
     notes: set[int] = set()
     said = False
     for key in ("chunk_notes", "note_numbers"):
@@ -101,9 +103,7 @@ def metadata_notes(metadata: Mapping[str, Any]) -> frozenset[int] | None:
     if note is not None:
         notes.add(note)
         said = True
-    if said:
-        return frozenset(n for n in notes if n > 0)
-    return frozenset() if metadata.get("section") in NOTELESS_SECTIONS else None
+    return frozenset(n for n in notes if n > 0) if said else None
 
 
 def shown_notes(notes: Iterable[int]) -> str:
