@@ -37,22 +37,33 @@ PHANTOM = 12399
 Record = dict[str, Any]
 
 
-@pytest.fixture(scope="module")
-def documents(tmp_path_factory: pytest.TempPathFactory) -> list[TicketDocument]:
-    """The fixtures' documents with their metadata, as `anchorkit chunk` reads a snapshot."""
-    snapshot = numbered_fixtures(tmp_path_factory.mktemp("notes") / "snapshot")
-    return [item for item in iter_source(snapshot) if isinstance(item, TicketDocument)]
-
-
-@pytest.fixture(scope="module")
-def records(documents: list[TicketDocument]) -> dict[str, Record]:
-    """Every chunk of the fixtures as `anchorkit chunk --jsonl` writes it, by chunk id."""
+def fixture_chunks(folder: Path) -> tuple[list[TicketDocument], dict[str, Record]]:
+    """The fixtures' documents with their metadata (as `anchorkit chunk` reads a snapshot), and every
+    chunk of them as `anchorkit chunk --jsonl` writes it, by chunk id."""
+    snapshot = numbered_fixtures(folder / "snapshot")
+    documents = [item for item in iter_source(snapshot) if isinstance(item, TicketDocument)]
     tokenizer = load_cl100k_base()
-    return {
+    records = {
         chunk.id: chunk_record(chunk)
         for document in documents
         for chunk in chunk_document(document.markdown, document.metadata, tokenizer, 300).chunks
     }
+    return documents, records
+
+
+@pytest.fixture(scope="module")
+def chunked(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[TicketDocument], dict[str, Record]]:
+    return fixture_chunks(tmp_path_factory.mktemp("notes"))
+
+
+@pytest.fixture(scope="module")
+def documents(chunked: tuple[list[TicketDocument], dict[str, Record]]) -> list[TicketDocument]:
+    return chunked[0]
+
+
+@pytest.fixture(scope="module")
+def records(chunked: tuple[list[TicketDocument], dict[str, Record]]) -> dict[str, Record]:
+    return chunked[1]
 
 
 def held(record: Record) -> list[int]:
