@@ -250,6 +250,19 @@ def test_a_source_id_may_name_a_note(
     assert [f.kind for f in check("jsonl_records", [packed], answer(elsewhere)).findings] == ["note_not_retrieved"]
 
 
+def test_a_citation_of_a_chunk_with_a_note_needs_that_chunk_to_hold_it(
+    records: dict[str, Record], packed: Record, elsewhere: int
+) -> None:
+    every_chunk = [r for r in records.values() if r["ticket_id"] == TICKET]
+    kept = check("jsonl_records", every_chunk, claim_citing("x", {"source_id": packed["id"], "note": held(packed)[1]}))
+    assert [c.id for c in kept.cited_chunks] == [packed["id"]] and kept.critical == 0
+    # The note is retrieved, in another chunk: this chunk does not hold it.
+    moved = check("jsonl_records", every_chunk, claim_citing("x", {"source_id": packed["id"], "note": elsewhere}))
+    assert [(f.kind, f.source_id) for f in moved.findings if f.severity == "critical"] == [
+        ("note_not_retrieved", packed["id"])
+    ]
+
+
 def test_a_marker_may_name_a_note(records: dict[str, Record], packed: Record, elsewhere: int) -> None:
     kept = check("jsonl_records", [packed], f"VPN 切断は解消しました [SRC:{TICKET}#note-{held(packed)[0]}]。")
     assert [k for k in kinds(kept) if k[1] == "critical"] == []

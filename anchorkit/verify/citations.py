@@ -307,9 +307,11 @@ def verify_citations(
 
     Findings (severity): ``phantom_ticket_id`` (critical: the answer names an id no retrieved chunk or
     context vouches for, anywhere: claims, text, summary, results, any other string), ``phantom_source_id``
-    (critical: a citation, ``[n]`` or ``[SRC:id]`` marker names no retrieved chunk), ``not_refused``
+    (critical: a citation, ``[n]`` or ``[SRC:id]`` marker names no retrieved chunk), ``note_not_retrieved``
+    (critical: a note of a retrieved ticket that no retrieved chunk holds, verify.links), ``not_refused``
     (critical: nothing was retrieved, or every chunk scored below ``min_score``, yet the answer asserts
-    something), ``quote_drift``, ``weak_grounding`` (per citation), ``wrong_ticket``, ``url_mismatch``,
+    something), ``quote_drift``, ``weak_grounding`` (per citation), ``wrong_ticket``, ``url_mismatch`` (a
+    result's url, or a retrieved chunk's url naming another ticket than the chunk's: not used),
     ``subject_mismatch``, ``uncited_claim`` (warnings), ``unchecked`` and ``nothing_retrieved`` (info).
     ``extra_valid_ids``: ids known valid from elsewhere (e.g. chunks of earlier retrievals); ``notes``:
     what reading the retrieval skipped (reported as ``skipped_chunk``, info).
