@@ -24,7 +24,7 @@ from anchorkit.verify.citations import VerifyOptions, VerifyReport, verify_citat
 from anchorkit.verify.evaluation import evaluate, load_cases
 from anchorkit.verify.html import render_report
 from anchorkit.verify.links import metadata_notes, note_references, note_source
-from anchorkit.verify.shapes import load_retrieval, read_answer, read_retrieval
+from anchorkit.verify.shapes import InputError, load_retrieval, load_retrieval_json, read_answer, read_retrieval
 from tests.test_chunk_io import numbered_fixtures
 from tests.test_verify_cli import run
 from tests.test_verify_html import parse
@@ -384,9 +384,9 @@ def test_chunks_that_do_not_say_which_notes_they_hold_leave_notes_unchecked(pack
 
 
 def test_a_malformed_note_in_a_citation_names_the_place(packed: Record) -> None:
-    with pytest.raises(Exception, match=r"claims\[0\]\.citations\[0\]: \"note\" must be a note number"):
+    with pytest.raises(InputError, match=r"claims\[0\]\.citations\[0\]: \"note\" must be a note number"):
         read_answer(claim_citing("x", {"ticket_id": TICKET, "note": "three"}), "a.json")
-    with pytest.raises(Exception, match=r"\"ticket_id\" must be a ticket number"):
+    with pytest.raises(InputError, match=r"\"ticket_id\" must be a ticket number"):
         read_answer(claim_citing("x", {"ticket_id": "#x", "note": 3}), "a.json")
 
 
@@ -410,6 +410,11 @@ def test_jsonl_chunk_records_are_a_retrieval_file(tmp_path: Path, records: dict[
     assert [(c.id, c.ticket_id, c.url, c.notes) for c in chunks] == [
         (packed["id"], TICKET, packed["metadata"]["url"], frozenset(held(packed)))
     ]
+    two = tmp_path / "two.jsonl"
+    two.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in [packed, packed]), encoding="utf-8")
+    assert len(load_retrieval(two).chunks) == 2
+    with pytest.raises(InputError, match="a retrieval must be one JSON document"):
+        load_retrieval_json(two)  # inject writes back the shape it read: one document
 
 
 def test_verify_and_eval_gate_on_a_note_that_was_not_retrieved(tmp_path: Path, packed: Record, elsewhere: int) -> None:

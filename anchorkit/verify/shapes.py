@@ -505,11 +505,12 @@ def _json_documents(path: Path, what: str, shapes: tuple[str, ...]) -> tuple[lis
     return documents, errors
 
 
-def load_retrieval_json(path: Path) -> Any:
-    """The one JSON document of a retrieval file or stdin ("-"), not yet read as a shape; JSON Lines of
-    chunks (``anchorkit chunk --jsonl`` records, one a line) are the list of them."""
+def load_retrieval_json(path: Path, chunk_lines: bool = False) -> Any:
+    """The one JSON document of a retrieval file or stdin ("-"), not yet read as a shape. ``chunk_lines``:
+    JSON Lines of chunks (``anchorkit chunk --jsonl`` records, one a line) are the list of them (not for
+    inject, which writes back the shape it read)."""
     documents, errors = _json_documents(path, "retrieval", RETRIEVAL_SHAPES)
-    lines = path.suffix.lower() == ".jsonl" or len(documents) > 1
+    lines = chunk_lines and (path.suffix.lower() == ".jsonl" or len(documents) > 1)
     if lines and not errors and documents and all(_is_chunk_line(origin, data) for origin, data in documents):
         return [data for _, data in documents]
     if errors or len(documents) != 1 or not documents[0][0]:
@@ -525,7 +526,7 @@ def _is_chunk_line(origin: str, data: Any) -> bool:
 
 
 def load_retrieval(path: Path) -> Retrieval:
-    return read_retrieval(load_retrieval_json(path), _name(path))
+    return read_retrieval(load_retrieval_json(path, chunk_lines=True), _name(path))
 
 
 def load_answers(path: Path) -> tuple[list[tuple[str, Answer]], list[str]]:
