@@ -586,6 +586,8 @@ class _Verification:
         note = cited_note(citation)
         if note is not None:
             extra["note"] = note
+        if not self.sources.links:  # nothing retrieved has a link (an s3 layout without urls)
+            return extra
         links = [self.sources.links[c] for c in chunks if c in self.sources.links]
         pages = {link.split("#", 1)[0] for link in links}
         if note is not None and len(pages) == 1:

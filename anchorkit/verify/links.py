@@ -33,6 +33,8 @@ _NOTE_AFTER_MENTION = re.compile(
 )
 # A Redmine URL's note fragment ("…/issues/12345#note-3"; the URL may run into the sentence's "。").
 _NOTE_FRAGMENT = re.compile(r"#note-(?P<note>\d+)(?!\d)")
+# What a source id naming a note must hold somewhere (full-width letters before NFKC too).
+_MAY_NAME_NOTE = re.compile(r"(?i:note|ｎｏｔｅ)|注記")
 # A note number longer than this can be no note of any ticket; it is kept short, never converted whole.
 _MAX_NOTE_DIGITS = 12
 
@@ -73,6 +75,8 @@ def note_source(source_id: str) -> NoteReference | None:
     """The note a citation's source id names: the whole id is one note reference (``"12345#note-3"``,
     ``"#12345-note-3"``, ``"チケット #12345 の note-3"``, a Redmine URL with ``#note-3``); None for any
     other id."""
+    if _MAY_NAME_NOTE.search(source_id) is None:  # most ids: a chunk id, a URI (one scan, no normalising)
+        return None
     text = unicodedata.normalize("NFKC", source_id).strip()
     if text[:1].isdigit():  # a bare ticket number: "12345#note-3"
         text = "#" + text
