@@ -360,6 +360,16 @@ def test_only_web_urls_from_metadata_become_links(url: str, packed: Record) -> N
     assert "<script>alert" not in page and f"<code>{html.escape(url)}</code>" in page  # shown, escaped
 
 
+def test_a_url_cannot_break_out_of_its_link(packed: Record) -> None:
+    hostile = copy.deepcopy(packed)
+    hostile["metadata"]["url"] = f'{REDMINE}/issues/{TICKET}#note-3" onmouseover="alert(1)"><script>x</script>'
+    page = render_report(check("bedrock_retrieve", [hostile], claim_citing("x", {"source_id": packed["id"]})))
+    links = [attrs for tag, attrs in parse(page).tags if tag == "a" and (attrs.get("href") or "").startswith("http")]
+    assert [set(attrs) for attrs in links] == [{"href"}]  # no attribute of the url's making
+    assert links[0]["href"] == hostile["metadata"]["url"]  # the url as it is, escaped in the page
+    assert "<script>x" not in page
+
+
 def test_document_chunks_know_the_notes_of_their_document_only(packed: Record, elsewhere: int) -> None:
     """The document layout: Bedrock cut the document, each chunk carries its sidecar's note_numbers."""
     chunk = {
