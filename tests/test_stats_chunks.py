@@ -224,3 +224,13 @@ def test_the_terminal_and_the_page_say_which_layout_was_audited(jsonl: Path, tmp
     )
     html = page.read_text(encoding="utf-8")
     assert "anchorkit stats: chunks as they are" in html and f"{count:,} chunks of" in html
+
+
+def test_documents_in_project_folders_are_not_taken_for_chunks_or_batches(tmp_path: Path) -> None:
+    (tmp_path / "2024-ops").mkdir()
+    (tmp_path / "2024-ops" / "12301.md").write_text("# チケット #12301: 件名\n", encoding="utf-8")
+    (tmp_path / "2024-ops" / "12301.md.metadata.json").write_text('{"metadataAttributes": {}}', encoding="utf-8")
+    (tmp_path / "notes.json").write_text("{}", encoding="utf-8")
+    assert chunk_kind(tmp_path) is None
+    (tmp_path / "2024-ops" / "12301.md").unlink()
+    assert chunk_kind(tmp_path) == "lambda-batches"

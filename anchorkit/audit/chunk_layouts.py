@@ -78,7 +78,9 @@ def chunk_kind(path: Path) -> str | None:
         return None
     if any(_CHUNK_FILE.match(entry.name) for entry in path.glob("[0-9]*/*.md")):
         return "chunk-folder"
-    if any(not entry.name.endswith(SIDECAR_SUFFIX) for entry in path.rglob("*.json")) and not any(path.glob("*.md")):
+    if any(entry.is_file() for entry in path.rglob("*.md")):  # documents (Bedrock names batch folders x.md/)
+        return None
+    if any(not entry.name.endswith(SIDECAR_SUFFIX) for entry in path.rglob("*.json")):
         return "lambda-batches"
     return None
 
