@@ -144,8 +144,9 @@ class TokensWithout:
     position in a piece's own tokens shifted by where the piece starts.
     """
 
-    def __init__(self, whole: ExactTokens, pieces: Sequence[Piece]) -> None:
+    def __init__(self, whole: ExactTokens, pieces: Sequence[Piece], cut_bytes: Sequence[tuple[int, int]]) -> None:
         self.whole = whole
+        self.cut_bytes = cut_bytes  # the byte ranges of ``whole`` taken out, ascending
         self.reencoded: list[tuple[int, Reencoded]] = []  # each re-encoded piece and its first token here
         self._sources: list[ExactTokens] = []  # whose offsets each piece reads
         self._starts_there: list[int] = []  # token index in its source of each piece's start
@@ -169,6 +170,7 @@ class TokensWithout:
             tokens += end - start
             size += source.offsets[end] - source.offsets[start]
         self.token_count = tokens
+        self._kept_starts = [start for start, _, _ in self._kept]
 
     def byte_offset(self, token_index: int) -> int:
         piece = max(bisect_right(self._starts_here, token_index) - 1, 0)
@@ -197,10 +199,9 @@ class TokensWithout:
     def kept_spans(self, spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
         """Token spans [first, last] of ``whole`` that lie in the ranges read through, as token spans
         here (a span starting anywhere else is dropped)."""
-        kept_starts = [start for start, _, _ in self._kept]
         kept = []
         for first, last in spans:
-            piece = bisect_right(kept_starts, first) - 1
+            piece = bisect_right(self._kept_starts, first) - 1
             if piece >= 0 and first < self._kept[piece][1]:
                 shift = self._kept[piece][2] - self._kept[piece][0]
                 kept.append((first + shift, last + shift))
@@ -394,7 +395,10 @@ class TiktokenTokenizer:
     def _without(self, text: str, cuts: Sequence[Cut], tokens: ExactTokens) -> TokenizedText:
         shorter = without(text, cuts)
         regions = splice_regions(text, shorter, cuts)
-        bounds = byte_offsets(text, [offset for region in regions for offset in region[:2]])
+        # The byte offsets of the cuts (the stripped layout's) and of the regions, in one pass.
+        positions = sorted({offset for cut in cuts for offset in cut} | {offset for r in regions for offset in r[:2]})
+        byte_at = dict(zip(positions, byte_offsets(text, positions)))
+        bounds = [byte_at[offset] for region in regions for offset in region[:2]]
         token_bounds = [bisect_left(tokens.offsets, bound) for bound in bounds]
         if any(tokens.offsets[token] != bound for token, bound in zip(token_bounds, bounds)):
             # Not a token boundary after all: a tokenizer whose pre-tokenizer joins a line break
@@ -410,7 +414,9 @@ class TiktokenTokenizer:
             kept_from = token_end
         if kept_from < tokens.token_count:
             pieces.append((kept_from, tokens.token_count))
-        return TokensWithout(tokens, pieces) if pieces else next(self._exact_tokens([shorter]))  # all cut out
+        if not pieces:  # everything was cut out
+            return next(self._exact_tokens([shorter]))
+        return TokensWithout(tokens, pieces, [(byte_at[start], byte_at[end]) for start, end in cuts])
 
     def _exact_tokens(self, texts: Sequence[str]) -> Iterator[ExactTokens]:
         """The token offsets of every text (one batched, multi-threaded encode; one text alone without
@@ -447,32 +453,33 @@ def splice_regions(text: str, shorter: str, cuts: Sequence[Cut]) -> list[tuple[i
     removed = 0  # characters of text cut out before the position considered
     open_start: tuple[int, int] | None = None  # where the region being grown starts (text, shorter)
     limit = 0  # the previous region's end: the next one starts there at the earliest
+    text_end, shorter_end = len(text), len(shorter)
 
     def fresh_in_both(position: int) -> bool:
-        return _fresh_start(text, position) and _fresh_start(shorter, position - removed)
+        """Whether cl100k's pre-tokenizer starts a piece there in both texts whatever comes before:
+        at the start or the end of the text, or after a line break, before a non-space."""
+        here = position - removed
+        return (
+            position == 0 or position == text_end or (text[position - 1] == "\n" and not text[position].isspace())
+        ) and (here == 0 or here == shorter_end or (shorter[here - 1] == "\n" and not shorter[here].isspace()))
 
-    for index, (start, end) in enumerate(cuts):
+    next_starts = [start for start, _ in cuts[1:]]
+    next_starts.append(text_end)
+    for (start, end), next_start in zip(cuts, next_starts):
         if open_start is None:
             position = start
             while position > limit and not fresh_in_both(position):
                 position = max(text.rfind("\n", limit, position - 1) + 1, limit)
             open_start = (position, position - removed)
         removed += end - start
-        next_start = cuts[index + 1][0] if index + 1 < len(cuts) else len(text)
         position = end
         while position < next_start and not fresh_in_both(position):
             line_break = text.find("\n", position, next_start)
             position = line_break + 1 if line_break >= 0 else next_start
-        if position < next_start or next_start == len(text) or fresh_in_both(position):
+        if position < next_start or next_start == text_end or fresh_in_both(position):
             regions.append((open_start[0], position, open_start[1], position - removed))
             open_start, limit = None, position
     return regions
-
-
-def _fresh_start(text: str, position: int) -> bool:
-    """Whether cl100k's pre-tokenizer starts a piece at ``position`` whatever comes before it
-    (``splice_regions``): the start or end of the text, or after a line break, before a non-space."""
-    return position in (0, len(text)) or (text[position - 1] == "\n" and not text[position].isspace())
 
 
 class TokenizerUnavailable(UsageError):

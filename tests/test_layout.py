@@ -13,7 +13,8 @@ ALLOWED = {
     "source": {"root", "source"},
     "render": {"root", "source", "render"},
     "publish": {"root", "render", "publish"},
-    "audit": {"root", "source", "render", "audit"},
+    # The audit of chunks as they are reads the Lambda's batches and log lines, and ids as verify does.
+    "audit": {"root", "source", "render", "verify", "bedrock", "audit"},
     "verify": {"root", "verify"},
     # anchorkit's own chunks: cut from rendered documents (a snapshot's, or a transform folder's).
     "chunk": {"root", "source", "render", "chunk"},

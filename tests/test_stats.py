@@ -149,7 +149,7 @@ def test_tokens_without_cuts_read_through_the_whole_are_the_kept_tokens(
         moved += [(token, len(here) + token - start) for token in range(start, end)]
         here += lengths[start:end]
     assume(pieces)
-    view = tokens.TokensWithout(whole, pieces)
+    view = tokens.TokensWithout(whole, pieces, [])
     copied = tokens.ExactTokens(list(accumulate(here, initial=0)))
     assert view.token_count == copied.token_count
     assert [view.byte_offset(i) for i in range(view.token_count + 1)] == list(copied.offsets)

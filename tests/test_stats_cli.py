@@ -50,7 +50,7 @@ def report(out: Path) -> dict:
 
 def test_json_report_follows_the_published_schema(report: dict) -> None:
     jsonschema.validate(report, REPORT_SCHEMA)
-    assert report["schema"] == "anchorkit-stats" and report["version"] == 3
+    assert report["schema"] == "anchorkit-stats" and report["version"] == 4
     assert report["tokenizer"] == {
         "name": "cl100k_base",
         "exact": True,

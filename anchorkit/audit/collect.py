@@ -29,7 +29,7 @@ from anchorkit.tokens import (
 )
 
 SCHEMA_NAME = "anchorkit-stats"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4  # 4: ``layout``, and the reports of chunks as they are (audit/chunk_layouts.py)
 
 
 HISTOGRAM_BIN_PERCENT = 2
@@ -256,6 +256,7 @@ class StatsCollector:
         return {
             "schema": SCHEMA_NAME,
             "version": SCHEMA_VERSION,
+            "layout": "documents",
             "source": {**self.source, "documents": len(self.tickets)},
             "tokenizer": {
                 "name": self.tokenizer.name,

@@ -51,6 +51,8 @@ def format_count(value: int | float | None) -> str:
 
 def render_html(report: dict[str, Any]) -> str:
     """The page: an audit record that stands alone (the verdict, when, what, how measured, the figures)."""
+    if report["layout"] != "documents":
+        return _chunk_layout_page(report)
     overhead = report["overhead"]
     parts = [
         "<h1>anchorkit stats: anchor overhead and chunk coverage</h1>",
@@ -131,6 +133,28 @@ def render_html(report: dict[str, Any]) -> str:
             *(f"<li>{escape(error['message'])}</li>" for error in report["errors"]),
             "</ul>",
         ]
+    return pages.page("anchorkit stats", parts, _CSS)
+
+
+def _chunk_layout_page(report: dict[str, Any]) -> str:
+    """The page of chunks as they are: the verdict, the run, and the summary (chunk_layouts.summary_lines)."""
+    from anchorkit.audit.chunk_layouts import summary_lines
+
+    run = report.get("run") or {}
+    rows = [
+        ("generated", run.get("generated_at", "-")),
+        ("anchorkit version", run.get("anchorkit_version", "-")),
+        ("input", f"{report['source']['path']} ({report['source']['kind']}): {report['layout']}"),
+        ("tokenizer", report["tokenizer"]["note"]),
+    ]
+    parts = [
+        f"<h1>anchorkit stats: {escape(report['layout'])} as they are</h1>",
+        _verdict(report),
+        pages.record("audit record", rows),
+        *(_paragraph(line) for line in summary_lines(report)),
+    ]
+    if report["errors"]:
+        parts += ["<h2>Errors</h2>", "<ul>", *(f"<li>{escape(e['message'])}</li>" for e in report["errors"]), "</ul>"]
     return pages.page("anchorkit stats", parts, _CSS)
 
 

@@ -154,6 +154,8 @@ class StrippedVersion(DocumentVersion):
     def _moved(self, anchored_spans: list[Span], find: Callable[[str], list[tuple[int, int]]]) -> list[Span]:
         """``anchored_spans`` read through, and the spans ``find`` gives in the lines encoded again."""
         spans = self._tokens_without.kept_spans(anchored_spans)
+        if not self._tokens_without.reencoded:
+            return spans
         for first_token, piece in self._tokens_without.reencoded:
             lines = self.text[piece.char_start : piece.char_end]
             spans += [
@@ -399,10 +401,11 @@ class Measurer:
         """The document as it is, and without its anchors (which borrows the anchored layout)."""
         anchored = DocumentVersion(document.markdown, document.ticket_id, tokens[0])
         bare = tokens[1]
+        if isinstance(bare, TokensWithout) and bare.whole is tokens[0]:
+            layout = anchored.layout.without(stripped_text, bare.cut_bytes)
+            return anchored, StrippedVersion(stripped_text, anchored, bare, layout)
         byte_cuts = byte_offsets(document.markdown, [offset for cut in cuts for offset in cut])
         layout = anchored.layout.without(stripped_text, list(zip(byte_cuts[::2], byte_cuts[1::2])))
-        if isinstance(bare, TokensWithout) and bare.whole is tokens[0]:
-            return anchored, StrippedVersion(stripped_text, anchored, bare, layout)
         return anchored, DocumentVersion(stripped_text, document.ticket_id, bare, layout)
 
     def _measure(

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from anchorkit.audit.chunk_layouts import CHUNK_KINDS, PROBLEMS
 from anchorkit.audit.collect import SCHEMA_NAME, SCHEMA_VERSION
 from anchorkit.audit.measure import LIMIT_FINDINGS
+from anchorkit.bedrock.counts import NUMBERS
 from anchorkit.tokens import APPROX, CL100K_BASE
 
 _PERCENT = {"type": ["number", "null"]}
@@ -67,6 +69,44 @@ _TICKET_PLACEMENT = _object(
         "ratio_to_bound": _RATIO,
     }
 )
+# Chunks as they are (audit/chunk_layouts.py): anchorkit's own, or the Lambda's output batches.
+_CHUNKS = _object(
+    {
+        "chunk_tokens": {"type": "integer", "minimum": 1},
+        "chunks": _COUNT,
+        "tickets": _COUNT,
+        "identified": _COUNT,
+        "coverage_percent": _PERCENT,
+        **dict.fromkeys(PROBLEMS, _COUNT),
+        "tokens": _COUNT,
+        "longest_chunk_tokens": _COUNT,
+        "fewest_chunks": _COUNT,
+        "tickets_header_too_long": _COUNT,
+        "ratio_to_fewest": _RATIO,
+        "problems": {
+            "type": "array",
+            "items": _object(
+                {
+                    "where": {"type": "string"},
+                    "ticket_id": _TICKET,
+                    "tokens": _COUNT,
+                    "problems": {"type": "array", "items": {"enum": list(PROBLEMS)}},
+                }
+            ),
+        },
+    }
+)
+# The Lambda's audit lines, summed (anchorkit/bedrock/audit.py).
+_LAMBDA = _object(
+    {
+        "invocations": _COUNT,
+        **{number.name: _COUNT for number in NUMBERS},
+        "shapes": {"type": "object", "additionalProperties": _COUNT},
+        "named": _COUNT,
+        "coverage_percent": _PERCENT,
+    }
+)
+_DOCUMENT_SECTIONS = ("overhead", "chunking", "efficiency", "chunk_lengths", "limits")
 _TRANSFORM = _object({"chunk_tokens": _COUNT, "anchor_subject_chars": _COUNT, "anchor_basic_info": {"type": "boolean"}})
 
 REPORT_SCHEMA: dict[str, Any] = {
@@ -76,6 +116,8 @@ REPORT_SCHEMA: dict[str, Any] = {
         {
             "schema": {"const": SCHEMA_NAME},
             "version": {"const": SCHEMA_VERSION},
+            # What was audited: documents (through emulated chunkers), or chunks as they are.
+            "layout": {"enum": ["documents", *sorted(set(CHUNK_KINDS.values()))]},
             # The CLI adds when and by which version the report was made (the library's audit() leaves it out).
             "run": _object(
                 {"generated_at": {"type": "string", "format": "date-time"}, "anchorkit_version": {"type": "string"}}
@@ -85,12 +127,13 @@ REPORT_SCHEMA: dict[str, Any] = {
             "source": _object(
                 {
                     "path": {"type": "string"},
-                    "kind": {"enum": ["output", "snapshot"]},
+                    "kind": {"enum": ["output", "snapshot", *CHUNK_KINDS]},
                     "documents": _COUNT,
+                    "chunks": _COUNT,  # chunk layouts: how many chunks (or, from a log, chunks out) were counted
                     # The transform options a snapshot was rendered with; null for an output folder.
                     "transform": {"oneOf": [{"type": "null"}, _TRANSFORM]},
                 },
-                optional=("transform",),
+                optional=("transform", "documents", "chunks"),
             ),
             "tokenizer": _object(
                 {
@@ -167,6 +210,8 @@ REPORT_SCHEMA: dict[str, Any] = {
                 }
             ),
             "limits": _object(dict.fromkeys(LIMIT_FINDINGS, _FINDING)),
+            "chunks": _CHUNKS,
+            "lambda": _LAMBDA,
             "errors": {"type": "array", "items": _object({"path": {"type": "string"}, "message": {"type": "string"}})},
             "gates": _object(
                 {
@@ -176,6 +221,14 @@ REPORT_SCHEMA: dict[str, Any] = {
                 }
             ),
         },
-        optional=("run", "ok"),
+        optional=("run", "ok", "chunks", "lambda", *_DOCUMENT_SECTIONS),
     ),
+    # A documents report has every section it had up to version 3; a chunk report has its own.
+    "allOf": [
+        {
+            "if": {"properties": {"layout": {"const": "documents"}}},
+            "then": {"required": list(_DOCUMENT_SECTIONS), "properties": {"source": {"required": ["documents"]}}},
+            "else": {"required": ["source"], "properties": {"source": {"required": ["chunks"]}}},
+        }
+    ],
 }

@@ -29,10 +29,18 @@ from typing import Any
 
 from anchorkit import __version__, parallel
 from anchorkit.audit import chunkers as chunking
+from anchorkit.audit.chunk_layouts import CHUNK_KINDS, chunk_kind, iter_chunks, measure_chunks, read_lambda_log
 from anchorkit.audit.chunkers import Chunker
-from anchorkit.audit.collect import StatsCollector
+from anchorkit.audit.collect import SCHEMA_NAME, SCHEMA_VERSION, TOKENIZER_NOTES, StatsCollector
 from anchorkit.audit.measure import Lengths, Measured, Measurer
-from anchorkit.audit.sources import SourceItem, count_documents, is_snapshot, iter_output_folder, iter_snapshot
+from anchorkit.audit.sources import (
+    SourceItem,
+    UnreadableDocument,
+    count_documents,
+    is_snapshot,
+    iter_output_folder,
+    iter_snapshot,
+)
 from anchorkit.errors import UsageError
 from anchorkit.render.document import DEFAULT_CHUNK_TOKENS, RenderOptions
 from anchorkit.render.transform import TransformOptions
@@ -139,13 +147,19 @@ def run_audit(
     path: Path, values: Mapping[str, Any], progress: Callable[[int, int], None] | None = None
 ) -> dict[str, Any]:
     """`anchorkit stats PATH` from stats' settings: the options checked (a usage error, exit 2, for a bad
-    one), the documents of an output folder or a snapshot rendered in memory, the audit, and the run's
-    date, version and verdict (``ok``). ``progress(done, total)`` is called after each document."""
-    if not path.is_dir():
-        raise UsageError(f"{path}: not a folder (expected a transform output folder or a snapshot)")
+    one), the documents of an output folder or a snapshot rendered in memory (or chunks as they are:
+    ``audit_chunk_layout``), the audit, and the run's date, version and verdict (``ok``).
+    ``progress(done, total)`` is called after each document."""
+    if not path.exists():
+        raise UsageError(f"{path}: not a folder, nor a chunk or log file (no such path)")
     tiktoken_file = values["tiktoken_file"]
     if values["tokenizer"] not in TOKENIZER_CHOICES:
         raise UsageError(f"--tokenizer must be one of {', '.join(TOKENIZER_CHOICES)}, not {values['tokenizer']!r}")
+    kind = chunk_kind(path)
+    if kind is not None:
+        return _finished(audit_chunk_layout(path, kind, values))
+    if not path.is_dir():
+        raise UsageError(f"{path}: not a folder (expected a transform output folder or a snapshot)")
     chunk_tokens = values["chunk_tokens"]
     # The chunkers cut what the knowledge base cuts: --chunk-tokens, unless a --chunking SPEC says otherwise.
     chunk_length = chunk_tokens or DEFAULT_CHUNK_TOKENS
@@ -195,9 +209,63 @@ def run_audit(
     report = audit(items, tokenizer, chunkers, source, gates, values["jobs"], lengths, counted)
     if progress is not None:
         progress(seen, seen)  # a snapshot's private issues are never measured: the count ends where the work did
+    return _finished(report)
+
+
+def _finished(report: dict[str, Any]) -> dict[str, Any]:
+    """The report with the run's date and version, and its verdict."""
     report["run"] = {
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "anchorkit_version": __version__,
     }
     report["ok"] = not report["errors"] and not report["gates"]["failures"]
+    return report
+
+
+def audit_chunk_layout(path: Path, kind: str, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The report on chunks as they are (``chunk_layouts``): ``kind`` says what ``path`` holds.
+
+    Options about documents (snapshot rendering, --fail-over-overhead) are a usage error here."""
+    misplaced = [
+        option
+        for option, name in (
+            ("--anchor-subject-chars", "anchor_subject_chars"),
+            ("--anchor-basic-info", "anchor_basic_info"),
+            ("--fail-over-overhead", "fail_over_overhead"),
+        )
+        if values[name] is not None
+    ]
+    if misplaced:
+        raise UsageError(f"{', '.join(misplaced)}: documents only ({path} holds {kind.replace('-', ' ')})")
+    tokenizer = choose_tokenizer(values["tokenizer"], values["tiktoken_file"])  # TokenizerUnavailable: exit 2
+    chunk_tokens = values["chunk_tokens"] or DEFAULT_CHUNK_TOKENS
+    report: dict[str, Any] = {
+        "schema": SCHEMA_NAME,
+        "version": SCHEMA_VERSION,
+        "layout": CHUNK_KINDS[kind],
+        "source": {"path": os.path.abspath(path), "kind": kind},
+        "tokenizer": {
+            "name": tokenizer.name,
+            "exact": tokenizer.exact,
+            "note": TOKENIZER_NOTES[tokenizer.name],
+            "approx_error_percent": None,
+        },
+    }
+    errors: list[UnreadableDocument] = []
+    if kind == "lambda-log":
+        report["lambda"] = read_lambda_log(path)
+        coverage = report["lambda"]["coverage_percent"]
+        measured = report["lambda"]["chunks_out"]
+    else:
+        report["chunks"], errors = measure_chunks(iter_chunks(path, kind), tokenizer, chunk_tokens)
+        coverage, measured = report["chunks"]["coverage_percent"], report["chunks"]["chunks"]
+    report["source"]["chunks"] = measured
+    report["errors"] = [{"path": error.path, "message": error.message} for error in errors]
+    gate = values["fail_under_coverage"]
+    failures = []
+    if gate is not None and not measured:
+        failures.append(f"no chunks to measure in {path}: the gates cannot pass")
+    elif gate is not None and coverage is not None and coverage < gate:
+        failures.append(f"chunks as they are: coverage {coverage}% is under {gate}%")
+    report["gates"] = {"fail_under_coverage": gate, "fail_over_overhead": None, "failures": failures}
     return report

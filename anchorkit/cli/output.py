@@ -373,11 +373,18 @@ def print_inject_summary(report: InjectReport, file: TextIO) -> None:
 
 
 def print_stats_report(report: dict[str, Any]) -> None:
+    from anchorkit.audit.chunk_layouts import summary_lines
     from anchorkit.audit.html import LIMIT_LABELS, format_percent
 
     tokenizer = report["tokenizer"]
     for error in report["errors"]:
         print_problem("error", error["message"])
+    if report["layout"] != "documents":  # chunks as they are
+        for line in summary_lines(report):
+            console.print(line, highlight=False, markup=False)
+        for failure in report["gates"]["failures"]:
+            print_problem("gate failed", failure)
+        return
     overhead, source = report["overhead"], report["source"]
     per_ticket = overhead["per_ticket_percent"]
     console.print(

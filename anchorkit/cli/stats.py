@@ -21,7 +21,8 @@ def stats_command(
     path: Annotated[
         Path,
         typer.Argument(
-            help="A transform output folder, or a snapshot folder (it has issues/: transformed in memory).",
+            help="A transform output folder, or a snapshot folder (it has issues/: transformed in memory); or chunks "
+            "as they are: `anchorkit chunk` JSON Lines or folder, the Bedrock Lambda's output batches or log file.",
         ),
     ],
     tokenizer: Values = GROUP,
@@ -70,7 +71,7 @@ def stats_command(
         bool,
         typer.Option(
             "--json",
-            help="Print the report as one JSON object (schema anchorkit-stats, version 3: docs/stats.md).",
+            help="Print the report as one JSON object (schema anchorkit-stats, version 4: docs/stats.md).",
         ),
     ] = False,
     html: Annotated[
@@ -111,6 +112,8 @@ def stats_command(
     The anchors' cost is shown beside the lower bound (the fewest anchor tokens that put a whole anchor
     in every window of --chunk-tokens), and a table gives coverage and cost at other chunk lengths.
     Exit code 1 if a document could not be read or a --fail-* gate failed (a gate over no documents fails).
+    Chunks as they are (anchorkit's own, or the Bedrock Lambda's) are judged by their text instead:
+    each must hold its ticket's complete anchor or title line and no other's, within --chunk-tokens.
 
     Example:
 

@@ -1,0 +1,299 @@
+"""The audit of chunks as they are: anchorkit's own (``anchorkit chunk``) and the Bedrock Lambda's.
+
+Documents are audited by emulating the chunkers a knowledge base may use (measure.py). Where the
+chunks themselves are at hand there is nothing to emulate: each chunk is judged by its text.
+
+- ``anchorkit chunk --jsonl``: one ``{"id", "ticket_id", "text", "metadata"}`` a line;
+- ``anchorkit chunk --out``: ``<id>/<id>-NNN.md`` with the ``.md.metadata.json`` sidecar beside it
+  (the ticket: the sidecar's ``ticket_id``, else the folder's name);
+- the Lambda's output batch files (``*.json``, either shape of anchorkit/bedrock/batches.py; the
+  ticket: the chunk's ``ticket_id`` metadata);
+- the Lambda's log (a CloudWatch export, plain or JSON records): its audit lines, summed
+  (anchorkit/bedrock/audit.py); other lines are ignored.
+
+A chunk is covered when its text holds a complete anchor or title line of its own ticket and none
+of another ticket's (``anchors.identified_ticket_ids(text) == {ticket_id}``); a chunk whose ticket
+cannot be known is not. Chunks are counted with the audit's tokenizer (cl100k_base: exact) against
+``--chunk-tokens`` N, and their number against the fewest chunks that could hold each ticket's
+content with one header each: ceil((content - header) / (N - header)), content being the chunks'
+tokens without the headers of all but the first chunk (tests/benchmarks/bench_chunk.py uses the same
+bound).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from anchorkit.anchors import ANCHOR_PATTERN, identified_ticket_ids
+from anchorkit.audit.sources import UnreadableDocument
+from anchorkit.bedrock.audit import AUDIT_EVENT, read_audit_lines
+from anchorkit.bedrock.batches import BatchError, read_batch
+from anchorkit.render.sidecar import SIDECAR_SUFFIX, read_sidecar
+from anchorkit.tokens import Tokenizer
+from anchorkit.verify.ids import parse_ticket_id
+
+# The layout a report says it audited (``layout``; documents: collect.py) for each input read (``source.kind``).
+CHUNK_KINDS = {
+    "chunks-jsonl": "chunks",
+    "chunk-folder": "chunks",
+    "lambda-batches": "lambda output",
+    "lambda-log": "lambda output",
+}
+MAX_LISTED = 50  # chunks listed by name under "problems" (all are counted)
+PROBLEMS = ("unknown_ticket", "no_own_anchor", "other_ticket_anchor", "over_chunk_tokens")
+
+_CHUNK_FILE = re.compile(r"^(\d+)-\d{3,}\.md$")
+# A chunk's header: its ticket's anchor line and the blank line after it, at the start of the chunk.
+_HEADER = re.compile(ANCHOR_PATTERN.pattern.removesuffix("$") + r"\n\n", re.M)
+
+
+@dataclass(frozen=True)
+class AuditedChunk:
+    where: str  # the file, and the line or item in it
+    ticket_id: int | None  # None: no ticket could be known for it
+    text: str
+
+
+ChunkItem = AuditedChunk | UnreadableDocument
+
+
+# ---------------------------------------------------------------------------------------------
+# What a path holds (the I/O edge)
+
+
+def chunk_kind(path: Path) -> str | None:
+    """Which chunk input ``path`` is (a key of ``CHUNK_KINDS``), or None: documents or a snapshot."""
+    if path.is_file():
+        with path.open("rb") as file:
+            head = file.read(1 << 16).decode("utf-8", "replace")
+        first = next((line for line in head.splitlines() if line.strip()), "")
+        return "lambda-log" if AUDIT_EVENT in head and not _is_chunk_record(first) else "chunks-jsonl"
+    if not path.is_dir() or (path / "issues").is_dir():
+        return None
+    if any(_CHUNK_FILE.match(entry.name) for entry in path.glob("[0-9]*/*.md")):
+        return "chunk-folder"
+    if any(entry.is_file() for entry in path.rglob("*.md")):  # documents (Bedrock names batch folders x.md/)
+        return None
+    if any(not entry.name.endswith(SIDECAR_SUFFIX) for entry in path.rglob("*.json")):
+        return "lambda-batches"
+    return None
+
+
+def _is_chunk_record(line: str) -> bool:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and "text" in record and "ticket_id" in record
+
+
+def iter_chunks(path: Path, kind: str) -> Iterator[ChunkItem]:
+    """The chunks of a chunk input (not ``lambda-log``: its lines are counts, see ``read_lambda_log``)."""
+    readers = {"chunks-jsonl": iter_jsonl, "chunk-folder": iter_chunk_folder, "lambda-batches": iter_batches}
+    return readers[kind](path)
+
+
+def iter_jsonl(path: Path) -> Iterator[ChunkItem]:
+    """``anchorkit chunk --jsonl``'s lines; a line that is not such a chunk is an error naming it."""
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            where = f"{path.name}:{number}"
+            try:
+                record = json.loads(line)
+            except ValueError as exc:
+                yield UnreadableDocument(where, f"{where}: not JSON ({exc})")
+                continue
+            if not isinstance(record, dict) or not isinstance(record.get("text"), str):
+                yield UnreadableDocument(where, f"{where}: not a chunk (expected an object with a string 'text')")
+                continue
+            yield AuditedChunk(
+                f"{where} ({record.get('id', '?')})", parse_ticket_id(record.get("ticket_id")), record["text"]
+            )
+
+
+def iter_chunk_folder(folder: Path) -> Iterator[ChunkItem]:
+    """``anchorkit chunk --out``'s chunk files, ticket by ticket, in file order."""
+    for path in sorted(folder.glob("[0-9]*/*.md")):
+        if not _CHUNK_FILE.match(path.name):
+            continue
+        relpath = path.relative_to(folder).as_posix()
+        try:
+            text = path.read_bytes().decode("utf-8")
+            sidecar = path.with_name(path.name + SIDECAR_SUFFIX)
+            ticket_id = (
+                parse_ticket_id(read_sidecar(sidecar.read_bytes()).get("ticket_id")) if sidecar.exists() else None
+            )
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            yield UnreadableDocument(relpath, f"{relpath}: cannot read ({exc})")
+            continue
+        yield AuditedChunk(relpath, ticket_id if ticket_id is not None else int(path.parent.name), text)
+
+
+def iter_batches(folder: Path) -> Iterator[ChunkItem]:
+    """The text chunks of the Lambda's output batch files (any ``*.json`` under ``folder``, sidecars aside)."""
+    for path in sorted(folder.rglob("*.json")):
+        if path.name.endswith(SIDECAR_SUFFIX):
+            continue
+        relpath = path.relative_to(folder).as_posix()
+        try:
+            batch = read_batch(path.read_bytes())
+        except (OSError, BatchError) as exc:
+            yield UnreadableDocument(relpath, f"{relpath}: not a batch file anchorkit reads ({exc})")
+            continue
+        for position, item in enumerate(batch.items):
+            text = batch.text(item)
+            if text is not None:  # an image or a table row has no anchor to hold
+                ticket_id = parse_ticket_id(batch.metadata(item).get("ticket_id"))
+                yield AuditedChunk(f"{relpath}[{position}] ({batch.shape})", ticket_id, text)
+
+
+def read_lambda_log(path: Path) -> dict[str, Any]:
+    """The sums of the Lambda's audit lines in a log file: what the knowledge base really ingested."""
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        counts, found = read_audit_lines(lines)
+    coverage = counts.coverage
+    return {
+        "invocations": found,
+        **counts.to_json(),
+        "named": counts.named,
+        "coverage_percent": None if coverage is None else round(coverage * 100, 2),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Judging chunks (pure)
+
+
+def chunk_problems(chunk: AuditedChunk, tokens: int, chunk_tokens: int) -> list[str]:
+    """What is wrong with one chunk (empty: it names its own ticket, no other, and fits)."""
+    problems = []
+    named = identified_ticket_ids(chunk.text)
+    if chunk.ticket_id is None:
+        problems.append("unknown_ticket")
+    elif chunk.ticket_id not in named:
+        problems.append("no_own_anchor")
+    if named - {chunk.ticket_id}:
+        problems.append("other_ticket_anchor")
+    if tokens > chunk_tokens:
+        problems.append("over_chunk_tokens")
+    return problems
+
+
+@dataclass
+class _Ticket:
+    chunks: int = 0
+    content_tokens: int = 0  # the chunks' tokens without the headers of all but the first
+    header_tokens: int = 0  # one header's tokens (0: no chunk but the first)
+
+
+def measure_chunks(
+    items: Iterable[ChunkItem], tokenizer: Tokenizer, chunk_tokens: int, batch_size: int = 512
+) -> tuple[dict[str, Any], list[UnreadableDocument]]:
+    """The ``chunks`` section of the report, and the inputs that could not be read."""
+    counts = dict.fromkeys(PROBLEMS, 0)
+    listed: list[dict[str, Any]] = []
+    tickets: dict[int, _Ticket] = {}
+    errors: list[UnreadableDocument] = []
+    total = covered = tokens_total = longest = 0
+    batch: list[AuditedChunk] = []
+
+    def judge(chunks: list[AuditedChunk]) -> None:
+        nonlocal total, covered, tokens_total, longest
+        texts = [chunk.text for chunk in chunks]
+        headers = [found.group() if (found := _HEADER.match(text)) else "" for text in texts]
+        for chunk, tokens, header in zip(chunks, tokenizer.count_many(texts), tokenizer.count_many(headers)):
+            total, tokens_total, longest = total + 1, tokens_total + tokens, max(longest, tokens)
+            problems = chunk_problems(chunk, tokens, chunk_tokens)
+            covered += not problems or problems == ["over_chunk_tokens"]
+            for problem in problems:
+                counts[problem] += 1
+            if problems and len(listed) < MAX_LISTED:
+                listed.append(
+                    {"where": chunk.where, "ticket_id": chunk.ticket_id, "tokens": tokens, "problems": problems}
+                )
+            if chunk.ticket_id is not None:
+                ticket = tickets.setdefault(chunk.ticket_id, _Ticket())
+                first = ticket.chunks == 0
+                ticket.chunks += 1
+                ticket.content_tokens += tokens if first else tokens - header
+                if header and not first:
+                    ticket.header_tokens = ticket.header_tokens or header
+
+    for item in items:
+        if isinstance(item, UnreadableDocument):
+            errors.append(item)
+            continue
+        batch.append(item)
+        if len(batch) >= batch_size:
+            judge(batch)
+            batch = []
+    judge(batch)
+    fewest = sum(_fewest(ticket, chunk_tokens) or 0 for ticket in tickets.values())
+    unbounded = sum(_fewest(ticket, chunk_tokens) is None for ticket in tickets.values())
+    section = {
+        "chunk_tokens": chunk_tokens,
+        "chunks": total,
+        "tickets": len(tickets),
+        "identified": covered,
+        "coverage_percent": _percent(covered, total),
+        **counts,
+        "tokens": tokens_total,
+        "longest_chunk_tokens": longest,
+        "fewest_chunks": fewest,
+        "tickets_header_too_long": unbounded,
+        "ratio_to_fewest": round(sum(t.chunks for t in tickets.values()) / fewest, 3) if fewest else None,
+        "problems": listed,
+    }
+    return section, errors
+
+
+def _fewest(ticket: _Ticket, chunk_tokens: int) -> int | None:
+    """The fewest chunks of ``chunk_tokens`` that hold the ticket's content, one header each (None: the header
+    alone fills a chunk)."""
+    room = chunk_tokens - ticket.header_tokens
+    if room <= 0:
+        return None
+    return max(1, math.ceil((ticket.content_tokens - ticket.header_tokens) / room))
+
+
+def _percent(part: int, whole: int) -> float | None:
+    return round(part * 100 / whole, 2) if whole else None
+
+
+def summary_lines(report: dict[str, Any]) -> list[str]:
+    """A chunk report in a few lines, for the terminal and the audit page."""
+    source = report["source"]
+    lines = [f"stats: {report['layout']} ({source['kind']} {source['path']}), tokenizer {report['tokenizer']['name']}"]
+    if "lambda" in report:
+        counts = report["lambda"]
+        lines.append(
+            f"{counts['invocations']:,} audit lines: {counts['files']:,} files, {counts['chunks_in']:,} chunks in, "
+            f"{counts['chunks_out']:,} out; {counts['already_anchored']:,} already anchored, {counts['anchored']:,} "
+            f"anchored by the Lambda, {counts['unknown_ticket']:,} passed through (ticket unknown), "
+            f"{counts['not_text']:,} not text; coverage {_shown(counts['coverage_percent'])}"
+        )
+        return lines
+    chunks = report["chunks"]
+    ratio = "-" if chunks["ratio_to_fewest"] is None else f"{chunks['ratio_to_fewest']:.3f}x"
+    lines += [
+        f"{chunks['chunks']:,} chunks of {chunks['tickets']:,} tickets: {chunks['identified']:,} name their own ticket "
+        f"and no other ({_shown(chunks['coverage_percent'])})",
+        f"problems: {chunks['unknown_ticket']:,} ticket unknown, {chunks['no_own_anchor']:,} without their ticket's "
+        f"anchor, {chunks['other_ticket_anchor']:,} with another ticket's, {chunks['over_chunk_tokens']:,} over "
+        f"{chunks['chunk_tokens']:,} tokens (longest {chunks['longest_chunk_tokens']:,})",
+        f"chunk count: {chunks['chunks']:,} against the fewest possible {chunks['fewest_chunks']:,} = {ratio}",
+        *(f"  {item['where']}: {', '.join(item['problems'])}" for item in chunks["problems"]),
+    ]
+    return lines
+
+
+def _shown(percent: float | None) -> str:
+    return "-" if percent is None else f"{percent:.2f}%"

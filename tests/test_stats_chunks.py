@@ -1,0 +1,236 @@
+"""`anchorkit stats` on chunks as they are: `anchorkit chunk`'s JSON Lines and folder, and the Bedrock
+Lambda's output batches and audit lines (real S3), judged by their text, no chunker emulated."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from support.bedrock import NATIVE_CHUNKERS, documented_batch, event, in_batches, native_chunks, put_file, rendered
+from support.s3_server import S3Server
+from typer.testing import CliRunner
+
+from anchorkit import tokens
+from anchorkit.anchors import anchor_line, identified_ticket_ids
+from anchorkit.audit.chunk_layouts import CHUNK_KINDS, chunk_kind
+from anchorkit.audit.schema import REPORT_SCHEMA
+from anchorkit.bedrock.audit import read_audit_lines
+from anchorkit.bedrock.runner import S3Store, Settings, run
+from anchorkit.chunk import sources, writers
+from anchorkit.cli import app
+from anchorkit.render.transform import PRIVATE
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "fixtures"
+N = 300
+runner = CliRunner()
+
+
+def stats(*args: str) -> tuple[int, dict[str, Any]]:
+    result = runner.invoke(app, ["stats", *args, "--json"])
+    report = json.loads(result.stdout)
+    jsonschema.validate(report, REPORT_SCHEMA)
+    return result.exit_code, report
+
+
+@pytest.fixture(scope="module")
+def cl100k() -> tokens.TiktokenTokenizer:
+    return tokens.load_cl100k_base()
+
+
+@pytest.fixture(scope="module")
+def chunked(cl100k: tokens.TiktokenTokenizer) -> list[Any]:
+    """The fixtures' tickets, chunked by anchorkit's chunker at N tokens."""
+    results = list(sources.chunk_items(sources.iter_source(FIXTURES), cl100k, N))
+    assert all(isinstance(result, sources.ChunkedTicket) or result == PRIVATE for result in results), results
+    return [result for result in results if isinstance(result, sources.ChunkedTicket)]
+
+
+@pytest.fixture(scope="module")
+def jsonl(chunked: list[Any], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("jsonl") / "chunks.jsonl"
+    writers.write_jsonl_file(chunked, path)
+    return path
+
+
+def fewest(chunked: list[Any], cl100k: tokens.TiktokenTokenizer) -> int:
+    """The packing bound, computed from the chunker's own chunk objects (not from the audited text)."""
+    total = 0
+    for ticket in chunked:
+        header = cl100k.count(ticket.chunks[1].header) if len(ticket.chunks) > 1 else 0
+        content = sum(cl100k.count(chunk.text) for chunk in ticket.chunks) - header * (len(ticket.chunks) - 1)
+        total += max(1, math.ceil((content - header) / (N - header)))
+    return total
+
+
+def test_anchorkits_own_chunks_as_json_lines_all_name_their_ticket_within_n_tokens(
+    jsonl: Path, chunked: list[Any], cl100k: tokens.TiktokenTokenizer
+) -> None:
+    code, report = stats(str(jsonl), "--chunk-tokens", str(N))
+    assert code == 0 and report["ok"]
+    assert (report["version"], report["layout"], report["source"]["kind"]) == (4, "chunks", "chunks-jsonl")
+    measured = report["chunks"]
+    count = sum(len(ticket.chunks) for ticket in chunked)
+    assert (measured["chunks"], measured["tickets"], measured["chunk_tokens"]) == (count, len(chunked), N)
+    assert (measured["identified"], measured["coverage_percent"]) == (count, 100.0)
+    assert [measured[name] for name in ("unknown_ticket", "no_own_anchor", "other_ticket_anchor")] == [0, 0, 0]
+    assert measured["over_chunk_tokens"] == 0 and 0 < measured["longest_chunk_tokens"] <= N
+    assert measured["tokens"] == sum(cl100k.count(chunk.text) for ticket in chunked for chunk in ticket.chunks)
+    assert measured["fewest_chunks"] == fewest(chunked, cl100k)
+    assert measured["ratio_to_fewest"] == round(count / measured["fewest_chunks"], 3) <= 1.25
+    assert measured["problems"] == []
+
+
+def test_a_chunk_folder_gives_the_same_figures_as_the_json_lines(
+    jsonl: Path, chunked: list[Any], tmp_path: Path
+) -> None:
+    folder = tmp_path / "chunks"
+    writers.write_chunk_folder(chunked, folder)
+    assert chunk_kind(folder) == "chunk-folder"
+    code, report = stats(str(folder), "--chunk-tokens", str(N))
+    _, from_jsonl = stats(str(jsonl), "--chunk-tokens", str(N))
+    assert code == 0 and (report["layout"], report["source"]["kind"]) == ("chunks", "chunk-folder")
+    assert report["chunks"] == from_jsonl["chunks"]
+
+
+def test_broken_chunks_are_counted_and_named(jsonl: Path, tmp_path: Path) -> None:
+    records = [json.loads(line) for line in jsonl.read_text(encoding="utf-8").splitlines()]
+    later = [index for index, record in enumerate(records) if not record["id"].endswith("-000")]
+    foreign = min(later, key=lambda index: len(records[index]["text"]))  # room for another anchor within N
+    headless, long = [index for index in later if index != foreign][:2]
+    own, other = (
+        records[headless]["ticket_id"],
+        next(r["ticket_id"] for r in records if r["ticket_id"] != records[foreign]["ticket_id"]),
+    )
+    header = records[headless]["text"].split("\n\n", 1)[0]
+    assert identified_ticket_ids(header) == {own}
+    records[headless]["text"] = records[headless]["text"].split("\n\n", 1)[1]  # its header removed
+    records[foreign]["text"] += f"\n\n{anchor_line(other, 'よそのチケット')}\n"  # another ticket's anchor
+    records[long]["text"] += "\n\n" + "長い行です。" * 200  # over N tokens
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+
+    code, report = stats(str(broken), "--chunk-tokens", str(N))
+    measured = report["chunks"]
+    assert code == 0  # no gate set: the figures say it
+    assert (measured["no_own_anchor"], measured["other_ticket_anchor"], measured["over_chunk_tokens"]) == (1, 1, 1)
+    assert measured["identified"] == len(records) - 2  # over-long but named: still covered
+    assert {item["where"].split(" ")[0]: item["problems"] for item in measured["problems"]} == {
+        f"broken.jsonl:{headless + 1}": ["no_own_anchor"],
+        f"broken.jsonl:{foreign + 1}": ["other_ticket_anchor"],
+        f"broken.jsonl:{long + 1}": ["over_chunk_tokens"],
+    }
+    code, report = stats(str(broken), "--chunk-tokens", str(N), "--fail-under-coverage", "100")
+    assert code == 1 and report["gates"]["failures"] == [
+        f"chunks as they are: coverage {measured['coverage_percent']}% is under 100.0%"
+    ]
+
+
+def test_a_line_that_is_not_a_chunk_is_an_error_naming_it_and_the_rest_is_measured(jsonl: Path, tmp_path: Path) -> None:
+    lines = jsonl.read_text(encoding="utf-8").splitlines()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([lines[0], "{not json", '{"id": "x"}', *lines[1:]]) + "\n", encoding="utf-8")
+    code, report = stats(str(bad))
+    assert code == 1 and not report["ok"]
+    assert [error["path"] for error in report["errors"]] == ["bad.jsonl:2", "bad.jsonl:3"]
+    assert report["chunks"]["chunks"] == len(lines)
+
+
+def test_document_options_are_refused_on_chunks(jsonl: Path) -> None:
+    result = runner.invoke(app, ["stats", str(jsonl), "--fail-over-overhead", "10"])
+    assert result.exit_code == 2 and "--fail-over-overhead: documents only" in result.stderr
+
+
+def test_a_documents_report_says_its_layout(tmp_path: Path) -> None:
+    code, report = stats(str(FIXTURES), "--lengths", "none", "--chunking", "fixed")
+    assert code == 0 and report["layout"] == "documents" and report["source"]["documents"] > 0
+    assert set(CHUNK_KINDS.values()) == {"chunks", "lambda output"}
+
+
+# --- the Bedrock Lambda's real output ------------------------------------------------------------
+
+
+@pytest.mark.s3
+def test_the_lambdas_output_batches_and_audit_lines_give_the_real_coverage(
+    s3_server: S3Server,
+    s3_prefix: str,
+    cl100k: tokens.TiktokenTokenizer,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Inject mode on fixed 300/20% chunks of the fixtures, in both batch shapes: the output batches,
+    downloaded, and the invocation's log, exported with other lines around it."""
+    caplog.set_level(logging.INFO, logger="anchorkit.bedrock")
+    client, bucket = s3_server.client(), s3_server.bucket
+    documents = rendered(FIXTURES)
+    files = []
+    for index, document in enumerate(documents):
+        texts = native_chunks(document.markdown, NATIVE_CHUNKERS["fixed"], cl100k)
+        batches = [documented_batch(part) for part in in_batches(texts, 10)]
+        if index % 2:  # the other shape
+            batches = [
+                {"version": "1.0", "chunks": [{"content": {"type": "TEXT", "text": t}} for t in part]}
+                for part in in_batches(texts, 10)
+            ]
+        files.append(put_file(client, bucket, s3_prefix, document.relpath, batches, {"ticket_id": document.ticket_id}))
+    settings = Settings.from_environment({"ANCHORKIT_REDMINE_URL": "https://redmine.example.co.jp"})
+    answer = run(event(bucket, files), settings, S3Store(client))
+
+    folder = tmp_path / "output"
+    for output in answer["outputFiles"]:
+        for batch in output["contentBatches"]:
+            path = folder / batch["key"]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(client.get_object(Bucket=bucket, Key=batch["key"])["Body"].read())
+    assert chunk_kind(folder) == "lambda-batches"
+    code, report = stats(str(folder))
+    counts, found = read_audit_lines(record.getMessage() for record in caplog.records)
+    assert found == 1 and counts.chunks_out > len(documents)
+    assert code == 0 and (report["layout"], report["source"]["kind"]) == ("lambda output", "lambda-batches")
+    assert report["chunks"]["chunks"] == counts.chunks_out
+    assert report["chunks"]["identified"] == counts.already_anchored + counts.anchored == counts.chunks_out
+    assert report["chunks"]["coverage_percent"] == 100.0
+
+    log = tmp_path / "cloudwatch.log"
+    exported = ["START RequestId: r1", *(f"[INFO]\tr1\t{record.getMessage()}" for record in caplog.records), "END"]
+    log.write_text("\n".join(exported * 2) + "\n", encoding="utf-8")  # two invocations
+    assert chunk_kind(log) == "lambda-log"
+    code, report = stats(str(log))
+    lambda_counts = report["lambda"]
+    assert code == 0 and report["source"]["kind"] == "lambda-log"
+    assert lambda_counts["invocations"] == 2
+    assert (lambda_counts["files"], lambda_counts["chunks_out"]) == (2 * counts.files, 2 * counts.chunks_out)
+    assert (lambda_counts["already_anchored"], lambda_counts["anchored"]) == (
+        2 * counts.already_anchored,
+        2 * counts.anchored,
+    )
+    assert lambda_counts["coverage_percent"] == 100.0 and report["source"]["chunks"] == 2 * counts.chunks_out
+
+
+def test_the_terminal_and_the_page_say_which_layout_was_audited(jsonl: Path, tmp_path: Path) -> None:
+    page = tmp_path / "stats.html"
+    result = runner.invoke(app, ["stats", str(jsonl), "--html", str(page)])
+    _, report = stats(str(jsonl))
+    count = report["chunks"]["chunks"]
+    assert result.exit_code == 0
+    assert f"stats: chunks (chunks-jsonl {jsonl})" in result.stdout
+    assert (
+        f"{count:,} chunks of {report['chunks']['tickets']:,} tickets: {count:,} name their own ticket" in result.stdout
+    )
+    html = page.read_text(encoding="utf-8")
+    assert "anchorkit stats: chunks as they are" in html and f"{count:,} chunks of" in html
+
+
+def test_documents_in_project_folders_are_not_taken_for_chunks_or_batches(tmp_path: Path) -> None:
+    (tmp_path / "2024-ops").mkdir()
+    (tmp_path / "2024-ops" / "12301.md").write_text("# チケット #12301: 件名\n", encoding="utf-8")
+    (tmp_path / "2024-ops" / "12301.md.metadata.json").write_text('{"metadataAttributes": {}}', encoding="utf-8")
+    (tmp_path / "notes.json").write_text("{}", encoding="utf-8")
+    assert chunk_kind(tmp_path) is None
+    (tmp_path / "2024-ops" / "12301.md").unlink()
+    assert chunk_kind(tmp_path) == "lambda-batches"
