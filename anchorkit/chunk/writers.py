@@ -13,6 +13,7 @@ Both take what ``sources.chunk_items`` yields and report tickets, chunks, files 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
@@ -70,8 +71,16 @@ def write_jsonl(results: Iterable[ChunkedTicket | TicketFailure | str], out: Bin
     return report
 
 
-def write_jsonl_file(results: Iterable[ChunkedTicket | TicketFailure | str], path: Path) -> ChunkReport:
-    """``write_jsonl`` into ``path``, which is replaced atomically, and only if its bytes change."""
+def write_jsonl_file(
+    results: Iterable[ChunkedTicket | TicketFailure | str], path: Path, check: bool = False
+) -> ChunkReport:
+    """``write_jsonl`` into ``path``, which is replaced atomically, and only if its bytes change (with
+    ``check``, only say whether it would: the lines are held in memory and compared)."""
+    if check:
+        lines = io.BytesIO()
+        report = write_jsonl(results, lines)
+        report.add(path.name, sync_file(path, lines.getvalue(), check=True))
+        return report
     with AtomicStream(path) as stream:
         report = write_jsonl(results, stream.file)
         report.add(path.name, stream.commit())
@@ -88,8 +97,10 @@ def write_chunk_folder(
     out_dir: Path,
     schema: str = "simple",
     check: bool = False,
+    sidecars: bool = True,
 ) -> ChunkReport:
-    """Bring ``out_dir`` up to date with the chunks (with ``check``, only say what would change)."""
+    """Bring ``out_dir`` up to date with the chunks (with ``check``, only say what would change);
+    ``sidecars``: each chunk file with its ``.metadata.json`` (in ``schema``), else the chunk files alone."""
     check_schema(schema)
     started = time.perf_counter()
     report = ChunkReport()
@@ -99,9 +110,12 @@ def write_chunk_folder(
         expected = set()
         for chunk in ticket.chunks:
             relpath = chunk_relpath(chunk)
-            sidecar, warnings = encode_sidecar(chunk.metadata, schema, f"#{chunk.ticket_id}")
-            report.warnings.extend(f"{relpath}: {warning}" for warning in warnings)
-            for name, data in ((relpath + SIDECAR_SUFFIX, sidecar), (relpath, chunk.text.encode("utf-8"))):
+            files = [(relpath, chunk.text.encode("utf-8"))]
+            if sidecars:
+                sidecar, warnings = encode_sidecar(chunk.metadata, schema, f"#{chunk.ticket_id}")
+                report.warnings.extend(f"{relpath}: {warning}" for warning in warnings)
+                files.insert(0, (relpath + SIDECAR_SUFFIX, sidecar))  # a reader never sees a chunk without it
+            for name, data in files:
                 report.add(name, sync_file(out_dir / name, data, check=check))
                 expected.add(name)
         _remove_stale(out_dir, str(ticket.ticket_id), expected, report, check)
