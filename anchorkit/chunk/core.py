@@ -48,12 +48,10 @@ from anchorkit.anchors import (
     find_anchors,
     find_titles,
     shortened,
-    strip_anchors,
 )
-from anchorkit.markdown_blocks import parse_blocks
 from anchorkit.render.sidecar import metadata_int, parse_note_numbers
 from anchorkit.render.spacing import cut_plan, sentence_cuts
-from anchorkit.tokens import Tokenizer
+from anchorkit.tokens import Tokenizer, without
 
 DEFAULT_CHUNK_TOKENS = 300
 # The anchor that heads every chunk may take at most this share of a chunk (a longer subject is cut,
@@ -238,8 +236,9 @@ class _Chunker:
         self.metadata = {key: value for key, value in metadata.items() if key != "note_numbers"}
         self.metadata["ticket_id"] = self.ticket_id
         self.base_url = str(metadata["url"]).split("#", 1)[0] if metadata.get("url") else None
-        self.content = strip_anchors(document)
-        self.segments, self.journals = _segments(document, self.content, self.ticket_id)
+        cuts = anchor_cuts(document)  # what strip_anchors takes out, found once for the content and the segments
+        self.content = without(document, cuts)
+        self.segments, self.journals = _segments(document, cuts, self.content, self.ticket_id)
         self.notes = self._note_numbers(metadata.get("note_numbers"))
         self.positions = _TokenPositions(self.content, tokenizer)
         self.pieces = [
@@ -480,7 +479,7 @@ class _Chunker:
                 pieces.append(new)
                 continue
             if code is None:
-                code = _code_lines(lines)
+                code = _code_lines(lines, plan.code_blocks)
             pieces.extend(self._split(new, after, lines, starts, range(first, stop), plan, code))
         return pieces
 
@@ -553,13 +552,11 @@ def _after_heading(lines: list[str], number: int) -> bool:
     return bool(_HEADING_LINE.match(lines[before]))
 
 
-def _code_lines(lines: list[str]) -> dict[int, tuple[str, str]]:
-    """Line number → (opening line, closing line) of the fenced or ``<pre>`` code block it is a code line of."""
+def _code_lines(lines: list[str], blocks: Mapping[int, int]) -> dict[int, tuple[str, str]]:
+    """Line number → (opening line, closing line) of the fenced or ``<pre>`` code block it is a code line
+    of (``blocks``: the top-level code blocks' lines, from the cut plan)."""
     inside: dict[int, tuple[str, str]] = {}
-    for token in parse_blocks("\n".join(lines)):
-        if token.level != 0 or token.map is None or token.type not in ("fence", "html_block"):
-            continue
-        start, end = token.map
+    for start, end in blocks.items():
         closer = code_closer(lines[start])
         if closer is None:
             continue
@@ -569,7 +566,9 @@ def _code_lines(lines: list[str]) -> dict[int, tuple[str, str]]:
     return inside
 
 
-def _segments(document: str, content: str, ticket_id: int) -> tuple[list[_Segment], list[tuple[str, str]]]:
+def _segments(
+    document: str, cuts: list[tuple[int, int]], content: str, ticket_id: int
+) -> tuple[list[_Segment], list[tuple[str, str]]]:
     """The content's sections and journals (as offsets), and each journal's heading date and author.
 
     A section heading (``##``) or journal heading (``###``) is a line of the document followed by a
@@ -577,7 +576,6 @@ def _segments(document: str, content: str, ticket_id: int) -> tuple[list[_Segmen
     content cannot hold a genuine anchor, so nothing else has that shape. A section whose next
     heading is a journal's is the history; its own heading goes with its first journal.
     """
-    cuts = anchor_cuts(document)
     cut_starts = [start for start, _ in cuts]
     removed = list(accumulate((end - start for start, end in cuts), initial=0))
     headings = []  # (content offset, "##" or "###", the heading line)
