@@ -9,6 +9,11 @@ For each corpus and N in (300, 512), exact cl100k_base counts (the vocabulary an
 - chunks over N tokens: 0 expected;
 - chunk count against the packing lower bound: the fewest chunks of N tokens that could hold each
   ticket's content with one header each, ceil((content - header) / (N - header)) (target <= 1.25x);
+- links: chunks with a ``url`` (target: all), and history chunks whose ``url`` ends in ``#note-n`` with n
+  the Redmine note number of the journal the chunk begins in, found from where the chunk starts among
+  the content's journal headings (target: all; that the numbers are Redmine's own is tested against a
+  real Redmine in tests/test_chunk_notes.py). Both corpora are made as today's pull writes them: the
+  journals numbered (source/notes.py) and the Redmine URL recorded;
 - where chunks begin: at a section or journal, at a heading or block, at a line, after a sentence,
   or inside a line (the last resort);
 - what the headers (and repeated fences and table heads) cost, as a share of all the chunks' tokens
@@ -17,8 +22,8 @@ For each corpus and N in (300, 512), exact cl100k_base counts (the vocabulary an
 
 Speed, on the largest corpus, side by side in one run, each in a fresh process on one core, the
 best of BENCH_CHUNK_ATTEMPTS (2) alternating runs: ``transform --sidecars`` (default options, exact
-cl100k) against chunking the same snapshot at 300 tokens into JSON Lines and into a Bedrock folder
-with sidecars (target: chunking at least as fast as transform).
+cl100k) against ``chunk_source`` (what ``anchorkit chunk`` calls) at 300 tokens into JSON Lines and
+into a Bedrock folder with sidecars (target: chunking at least as fast as transform).
 """
 
 from __future__ import annotations
@@ -27,9 +32,11 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -43,7 +50,9 @@ from anchorkit.anchors import strip_anchors  # noqa: E402
 from anchorkit.chunk.core import ChunkedTicket, chunk_document  # noqa: E402
 from anchorkit.chunk.sources import TicketDocument, iter_source  # noqa: E402
 from anchorkit.render.document import RenderOptions  # noqa: E402
+from anchorkit.render.sidecar import parse_note_numbers  # noqa: E402
 from anchorkit.render.transform import RenderedTicket, TransformOptions, iter_documents  # noqa: E402
+from anchorkit.source.notes import with_note_numbers  # noqa: E402
 from anchorkit.tokens import TiktokenTokenizer, load_cl100k_base  # noqa: E402
 
 TICKETS = [int(n) for n in os.environ.get("BENCH_CHUNK_TICKETS", "200,1000").split(",")]
@@ -73,6 +82,9 @@ class Figures:
     fitting_journals: int = 0  # journals short enough for one chunk
     split_journals: int = 0  # ... that a chunk boundary cuts all the same
     failed: int = 0
+    with_url: int = 0
+    history: int = 0  # chunks that begin in the history
+    right_note: int = 0  # ... whose url links to the note they begin in
 
 
 def where(chunk_start: int, content: str) -> str:
@@ -119,8 +131,20 @@ def measure(
             if index:
                 kind = where(chunk.start, content)
                 figures.starts[kind] = figures.starts.get(kind, 0) + 1
+        journals = journal_spans(content)
+        numbers = parse_note_numbers(document.metadata.get("note_numbers"))
+        for chunk in chunked.chunks:
+            url = chunk.metadata.get("url")
+            figures.with_url += bool(url)
+            if chunk.metadata["section"] == "history":
+                figures.history += 1
+                # The journal a chunk begins in: the last whose heading is at or before its start (the
+                # history's own heading goes with the first journal).
+                journal = max(bisect_right([start for start, _ in journals], chunk.start) - 1, 0)
+                expected = f"{document.metadata['url']}#note-{numbers[journal]}" if numbers else None
+                figures.right_note += expected is not None and url == expected
         cuts = [chunk.own_start for chunk in chunked.chunks[1:]]
-        for start, end in journal_spans(content):
+        for start, end in journals:
             if tokenizer.count(content[start:end]) <= limit - header:
                 figures.fitting_journals += 1
                 figures.split_journals += any(start < cut < end for cut in cuts)
@@ -146,6 +170,11 @@ def report(name: str, limit: int, figures: Figures) -> None:
         f"{figures.lower_bound:,} (target <= {RATIO_TARGET}x)"
     )
     print(
+        f"  links: {figures.with_url / figures.chunks:.2%} of the chunks have a url (target 100%); "
+        f"{figures.right_note / max(figures.history, 1):.2%} of the {figures.history:,} history chunks link to "
+        "the note they begin in (target 100%)"
+    )
+    print(
         f"  chunks after a ticket's first begin at: {starts}; journals that fit in a chunk split all the same: "
         f"{figures.split_journals / max(figures.fitting_journals, 1):.1%} of {figures.fitting_journals:,}"
     )
@@ -154,6 +183,18 @@ def report(name: str, limit: int, figures: Figures) -> None:
         f"chunk tokens / content - 1 = {figures.tokens / figures.content_tokens - 1:.1%} "
         f"(today's documents at --chunk-tokens {limit}: {figures.document_tokens / figures.content_tokens - 1:.1%})"
     )
+
+
+def as_pulled(snapshot: Path) -> Path:
+    """The snapshot as today's pull writes it: every journal with its Redmine note number, and the
+    Redmine's URL recorded (the fixtures have one, the generated tickets none)."""
+    for path in (snapshot / "issues").glob("*.json"):
+        document = json.loads(path.read_text(encoding="utf-8"))
+        path.write_text(json.dumps(with_note_numbers(document), ensure_ascii=False), encoding="utf-8")
+    state = json.loads((snapshot / "state.json").read_text(encoding="utf-8"))
+    state.setdefault("redmine_url", "https://redmine.example.com")
+    (snapshot / "state.json").write_text(json.dumps(state), encoding="utf-8")
+    return snapshot
 
 
 def corpus(source: Path, limit: int) -> tuple[list[TicketDocument], dict[int, str]]:
@@ -180,14 +221,13 @@ print(json.dumps({"tickets": report.tickets, "failed": len(report.failed), "seco
 CHUNK = """
 import json, sys, time
 from pathlib import Path
-from anchorkit.chunk.sources import chunk_items, iter_source
-from anchorkit.chunk.writers import write_chunk_folder, write_jsonl_file
-from anchorkit.tokens import load_cl100k_base
+from anchorkit.chunk.pipeline import ChunkOptions, chunk_source
+from anchorkit.render.transform import TransformOptions
 started = time.perf_counter()  # the vocabulary's loading included, as transform's is
-tokenizer = load_cl100k_base()
-chunks = chunk_items(iter_source(Path(sys.argv[1])), tokenizer, 300)
+options = ChunkOptions(TransformOptions(sidecars=True, tokenizer="cl100k_base"), chunk_tokens=300)
 out = Path(sys.argv[2])
-report = write_jsonl_file(chunks, out / "chunks.jsonl") if sys.argv[3] == "jsonl" else write_chunk_folder(chunks, out)
+where = {"jsonl": out / "chunks.jsonl"} if sys.argv[3] == "jsonl" else {"out": out}
+report = chunk_source(Path(sys.argv[1]), options=options, **where)
 seconds = time.perf_counter() - started
 figures = {"tickets": report.tickets, "chunks": report.chunks, "failed": len(report.failed), "seconds": seconds}
 print(json.dumps(figures))
@@ -227,11 +267,13 @@ def main() -> None:
     scratch_root = Path(os.environ.get("BENCH_TMPDIR", REPO / "build"))
     scratch_root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bench-chunk-", dir=scratch_root) as tmp:
-        sources = [("fixtures", REPO / "fixtures")]
+        fixtures = Path(tmp) / "fixtures"
+        shutil.copytree(REPO / "fixtures", fixtures)
+        sources = [("fixtures", as_pulled(fixtures))]
         for count in TICKETS:
             snapshot = Path(tmp) / f"long{count}"
             write_long_snapshot(snapshot, count, seed=SEED)
-            sources.append((f"{count} long tickets", snapshot))
+            sources.append((f"{count} long tickets", as_pulled(snapshot)))
         for name, source in sources:
             for limit in CHUNK_LENGTHS:
                 documents, spaced = corpus(source, limit)
