@@ -45,21 +45,25 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
 from support.long_tickets import write_long_snapshot  # noqa: E402
+from support.retrieval_corpus import write_retrieval_snapshot  # noqa: E402
 
-from anchorkit.anchors import strip_anchors  # noqa: E402
+from anchorkit import anchor_chunks  # noqa: E402
+from anchorkit.anchors import TITLE_PATTERN, strip_anchors  # noqa: E402
+from anchorkit.bedrock.anchoring import Ticket, holds_complete_anchor, with_anchor  # noqa: E402
 from anchorkit.chunk.core import ChunkedTicket, chunk_document  # noqa: E402
 from anchorkit.chunk.sources import TicketDocument, iter_source  # noqa: E402
 from anchorkit.render.document import RenderOptions  # noqa: E402
 from anchorkit.render.sidecar import parse_note_numbers  # noqa: E402
 from anchorkit.render.transform import RenderedTicket, TransformOptions, iter_documents  # noqa: E402
 from anchorkit.source.notes import with_note_numbers  # noqa: E402
-from anchorkit.tokens import TiktokenTokenizer, load_cl100k_base  # noqa: E402
+from anchorkit.tokens import ExactTokens, TiktokenTokenizer, load_cl100k_base  # noqa: E402
 
 TICKETS = [int(n) for n in os.environ.get("BENCH_CHUNK_TICKETS", "200,1000").split(",")]
 SEED = int(os.environ.get("BENCH_CHUNK_SEED", "0"))
 CHUNK_LENGTHS = (300, 512)
 RATIO_TARGET = 1.25
 ATTEMPTS = int(os.environ.get("BENCH_CHUNK_ATTEMPTS", "2"))
+RETRIEVAL_TICKETS = 160  # bench_retrieval.py's default corpus
 _SHAPE = re.compile(r"[>#] [^#\\\n]{1,40}? #(\d{1,12}):(?: .*)?")
 
 
@@ -262,6 +266,59 @@ def speed(snapshot: Path, scratch: Path) -> None:
     )
 
 
+# ---------------------------------------------------------------------------------------------
+# The Lambda (inject mode) and `inject` on the retrieval benchmark's corpus
+
+
+def windows_of(text: str, tokens: ExactTokens, size: int = 300, step: int = 240) -> list[str]:
+    """Fixed windows of ``size`` tokens every ``step`` (Bedrock's default 300 / 20%), cut at token offsets."""
+    data, offsets = text.encode("utf-8"), tokens.offsets
+    last = max(len(offsets) - 1 - size, 0)
+    return [
+        data[offsets[start] : offsets[min(start + size, len(offsets) - 1)]].decode("utf-8", "ignore")
+        for start in range(0, last + step, step)
+        if start <= last
+    ]
+
+
+def anchored_at_ingestion_and_query_time(scratch: Path, tokenizer: TiktokenTokenizer) -> None:
+    """Documents without anchors (``--chunk-tokens 0``, anchors stripped) of the retrieval benchmark's corpus,
+    cut by fixed 300/20% windows: what the Bedrock Lambda (inject mode: an anchor in front of each window
+    that lacks one) adds to the embedded tokens, and what ``inject`` adds to each retrieved chunk of the
+    prompt (nothing embedded). Both judged as the chunk-coverage figures are."""
+    snapshot = scratch / "retrieval"
+    write_retrieval_snapshot(snapshot, RETRIEVAL_TICKETS, seed=SEED)
+    options = TransformOptions(render=RenderOptions(chunk_tokens=0), tokenizer="cl100k_base")
+    documents = [r for r in iter_documents(snapshot, options) if isinstance(r, RenderedTicket)]
+    texts = [strip_anchors(document.markdown) for document in documents]
+    chunks = [
+        (document.ticket_id, window)
+        for document, text, tokens in zip(documents, texts, tokenizer.tokenize_many(texts), strict=True)
+        for window in windows_of(text, tokens)  # type: ignore[arg-type]
+    ]
+    subjects = {d.ticket_id: TITLE_PATTERN.match(d.markdown)["subject"] for d in documents}  # type: ignore[index]
+    plain = [tokenizer.count(window) for _, window in chunks]
+    lambda_tokens, lambda_named = 0, 0
+    for (ticket_id, window), tokens in zip(chunks, plain, strict=True):
+        ticket = Ticket(ticket_id, subjects[ticket_id], None, "metadata")
+        text = window if holds_complete_anchor(window, ticket) else with_anchor(window, ticket, "チケット")
+        lambda_tokens += tokens if text is window else tokenizer.count(text)
+        lambda_named += named_tickets(text) == {ticket_id}
+    retrieval = [{"text": w, "metadata": {"ticket_id": t, "subject": subjects[t]}} for t, w in chunks]
+    injected = anchor_chunks(retrieval).retrieval
+    added = [tokenizer.count(after["text"]) - tokens for after, tokens in zip(injected, plain, strict=True)]
+    named = sum(named_tickets(after["text"]) == {t} for after, (t, _) in zip(injected, chunks, strict=True))
+    print(
+        f"retrieval corpus ({len(documents)} tickets, seed {SEED}), fixed 300/20% windows of the documents "
+        f"without anchors: {len(chunks):,} chunks, {sum(plain):,} tokens, "
+        f"{sum(named_tickets(w) == {t} for t, w in chunks) / len(chunks):.1%} naming their ticket; "
+        f"through the Lambda (inject mode) {lambda_named / len(chunks):.1%} naming it, {lambda_tokens:,} tokens "
+        f"embedded (+{lambda_tokens / sum(plain) - 1:.1%}); through inject {named / len(chunks):.1%} naming it in "
+        f"the prompt, 0 tokens more embedded, {sum(added) / len(added):.1f} tokens more a retrieved chunk "
+        f"(max {max(added)})"
+    )
+
+
 def main() -> None:
     tokenizer = load_cl100k_base()
     scratch_root = Path(os.environ.get("BENCH_TMPDIR", REPO / "build"))
@@ -278,6 +335,7 @@ def main() -> None:
             for limit in CHUNK_LENGTHS:
                 documents, spaced = corpus(source, limit)
                 report(name, limit, measure(documents, spaced, tokenizer, limit))
+        anchored_at_ingestion_and_query_time(Path(tmp), tokenizer)
         speed(sources[-1][1], Path(tmp))
 
 
