@@ -239,6 +239,10 @@ class _Chunker:
         cuts = anchor_cuts(document)  # what strip_anchors takes out, found once for the content and the segments
         self.content = without(document, cuts)
         self.segments, self.journals = _segments(document, cuts, self.content, self.ticket_id)
+        # Without its anchors the content names no ticket but in its title line (forged anchors are
+        # escaped): then a chunk of whole lines of it names its ticket by its header alone, and only a
+        # chunk cut inside a line needs looking at (_check).
+        self.whole_lines_name_nothing = not find_anchors(self.content) and len(find_titles(self.content)) == 1
         self.notes = self._note_numbers(metadata.get("note_numbers"))
         self.positions = _TokenPositions(self.content, tokenizer)
         self.pieces = [
@@ -322,6 +326,10 @@ class _Chunker:
             return self.count(chunk.header) + self.count(chunk.reopened) + body + self.count(chunk.closed)
         return self.tokenizer.count(chunk.text)
 
+    def _line_start(self, offset: int) -> bool:
+        """Whether ``offset`` is where a line of the content starts (or its end)."""
+        return offset in (0, len(self.content)) or self.content[offset - 1] == "\n"
+
     def _clean(self, offset: int) -> bool:
         """Whether ``offset`` is the start of a line that is not blank (or an end of the content)."""
         content = self.content
@@ -401,7 +409,8 @@ class _Chunker:
         closed = pieces[end].close if end < len(pieces) else ""
         begin, own, stop = pieces[start].start, pieces[first].start, pieces[end - 1].end
         text = header + reopened + self.content[begin:stop] + closed
-        self._check(text, index)
+        if not (self.whole_lines_name_nothing and self._line_start(begin) and self._line_start(stop)):
+            self._check(text, index)
         segment = self.segments[pieces[start].segment]
         return Chunk(
             chunk_id(self.ticket_id, index),
