@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from anchorkit.anchors import find_anchors, find_titles
 from anchorkit.cli import app
 from anchorkit.tokens import load_cl100k_base
+from tests.test_transform import run as run_command
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
@@ -26,15 +27,13 @@ pytestmark = pytest.mark.usefixtures("clean_cli_environment")
 
 
 def run(*args: str) -> tuple[int, str, str]:
-    result = runner.invoke(app, ["chunk", *args])
-    return result.exit_code, result.stdout, result.stderr
+    return run_command("chunk", *args)
 
 
 @pytest.fixture
 def snapshot(tmp_path: Path) -> Path:
-    copy = tmp_path / "snapshot"
-    shutil.copytree(FIXTURES, copy, ignore=shutil.ignore_patterns("eval"))
-    return copy
+    """A copy of the fixtures, for a test to change."""
+    return Path(shutil.copytree(FIXTURES, tmp_path / "snapshot", ignore=shutil.ignore_patterns("eval")))
 
 
 def records_of(path: Path) -> list[dict[str, Any]]:
