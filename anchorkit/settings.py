@@ -118,7 +118,7 @@ SETTINGS: tuple[Setting, ...] = (
     _s("timeout", float, 60.0, *_REDMINE, min=0.1),
     _s("retries", int, 5, *_REDMINE, min=1),
     # Documents (transform)
-    _s("out", Path, None, *_RENDERED, UPLOAD),
+    _s("out", Path, None, *_DOCUMENTS, UPLOAD),
     _s("sidecars", bool, False, *_RENDERED),
     _s("sidecar_schema", str, "simple", *_RENDERED, choices=SIDECAR_SCHEMAS),
     _s("layout", str, "flat", *_DOCUMENTS, choices=LAYOUTS),
@@ -135,6 +135,8 @@ SETTINGS: tuple[Setting, ...] = (
     _s("max_text_bytes", int, 1_000_000, *_RENDERED, min=1),
     _s("link_issues", str, None, *_RENDERED),
     _s("check", bool, False, TRANSFORM, CHUNK),
+    # chunk's --out is a folder of chunk files, not documents (a config's out = "out" must not put them there).
+    _s("chunk_out", Path, None, CHUNK),
     _s("jsonl", Path, None, CHUNK),
     # Tokens (transform's --chunk-tokens, stats)
     _s("tokenizer", str, TOKENIZER_CHOICES[0], *_RENDERED, STATS, choices=TOKENIZER_CHOICES),

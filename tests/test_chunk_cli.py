@@ -228,3 +228,12 @@ def test_a_source_that_is_no_folder_of_tickets_is_a_usage_error(tmp_path: Path) 
     (tmp_path / "notes.txt").write_text("not tickets")
     code, _, stderr = run(str(tmp_path / "notes.txt"), "--jsonl", "a.jsonl")
     assert code == 2 and "neither a snapshot nor a folder of documents" in stderr
+
+
+def test_transforms_out_setting_is_not_the_chunk_folder(snapshot: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANCHORKIT_OUT", "documents")  # transform's output folder, for a scheduled job
+    assert run(str(snapshot), "--jsonl", "chunks.jsonl")[0] == 0 and not Path("documents").exists()
+    monkeypatch.setenv("ANCHORKIT_CHUNK_OUT", "chunks")
+    code, _, stderr = run(str(snapshot), "--jsonl", "chunks.jsonl")
+    assert code == 2 and "give exactly one of --jsonl FILE" in stderr
+    assert run(str(snapshot))[0] == 0 and list(Path("chunks").glob("*/*.md"))

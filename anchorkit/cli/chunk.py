@@ -54,7 +54,7 @@ def chunk_command(
             help='One JSON object a line per chunk {"id", "ticket_id", "text", "metadata"} ("-": stdout).',
         ),
     ] = default("jsonl"),
-    out: Annotated[
+    chunk_out: Annotated[
         Path | None,
         typer.Option(
             "--out",
@@ -62,7 +62,7 @@ def chunk_command(
             metavar="DIR",
             help="A folder of <id>/<id>-<n>.md chunk files (created if missing), for chunking strategy NONE.",
         ),
-    ] = default("out"),
+    ] = default("chunk_out"),
     chunking: Values = GROUP,
     sidecars: Values = GROUP,
     rendering: Values = GROUP,
@@ -101,19 +101,19 @@ def chunk_command(
         report = chunk_source(
             source,
             jsonl=sys.stdout.buffer if to_stdout else jsonl,
-            out=out,
+            out=chunk_out,
             options=options,
             check=check,
             progress=on_progress,
         )
     ok = not report.failed and not (check and report.differs)
-    target = "stdout" if to_stdout else str(out or jsonl)
+    target = "stdout" if to_stdout else str(chunk_out or jsonl)
     if json_output:  # on stderr when stdout holds the chunks
         output.print_json(
             {"ok": ok, "check": check, "out": target, **report.to_json()}, sys.stderr if to_stdout else None
         )
     else:
-        folder = None if to_stdout else out if out is not None else jsonl.parent if jsonl is not None else None
+        folder = None if to_stdout else chunk_out if chunk_out is not None else jsonl.parent if jsonl else None
         output.print_chunk_report(report, target, folder, check)
     if not ok:
         raise typer.Exit(1)
