@@ -127,8 +127,10 @@ SETTINGS: tuple[Setting, ...] = (
     _s("anchor_basic_info", bool, True, *_DOCUMENTS, STATS, command_defaults=_NOT_FOR_STATS),
     # Amazon Bedrock's default fixed-size chunk; docs/anchoring.md has the figures behind both defaults.
     _s("chunk_tokens", int, 300, *_RENDERED, STATS, min=0),
-    # chunk: tokens each chunk repeats of the previous one; none by default (its anchor names the ticket).
-    _s("chunk_overlap", int, 0, CHUNK, min=0),
+    # sync --chunks: the tickets published as anchorkit's own chunks of --chunk-tokens (docs/sync.md).
+    _s("chunks", bool, False, SYNC),
+    # chunk, sync --chunks: tokens a chunk repeats of the one before; none by default (its anchor names the ticket).
+    _s("chunk_overlap", int, 0, CHUNK, SYNC, min=0),
     _s("anchor_subject_chars", int, 40, *_DOCUMENTS, STATS, min=0, command_defaults=_NOT_FOR_STATS),
     _s("spacing_anchors", str, "short", *_DOCUMENTS, choices=SPACING_ANCHOR_FORMS),
     _s("timezone", str, "UTC", *_RENDERED),

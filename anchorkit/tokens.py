@@ -122,42 +122,66 @@ class ExactTokens:
         return [min(bisect_right(offsets, offset) - 1, last) for offset in byte_offsets]
 
 
-class TokensWithout:
-    """The tokens of a text with whole-token ranges taken out, read through the text's own tokens
-    (no second array of offsets: the audit's stripped documents are most of the text again).
+@dataclass(frozen=True, slots=True)
+class Reencoded:
+    """A piece of the shorter text encoded on its own: its character range there, and its tokens."""
 
-    ``kept`` are the token ranges [start, end) of ``whole`` that remain, ascending and not empty; the
-    last one ends at ``whole``'s end. Within a kept range every token keeps its length, so a
-    position here is the position there shifted by what was taken out before it.
+    char_start: int
+    char_end: int
+    tokens: ExactTokens
+
+
+Piece = tuple[int, int] | Reencoded  # a token range [start, end) of the whole text, or a piece encoded again
+
+
+class TokensWithout:
+    """The tokens of a text with character ranges taken out, read through the text's own tokens (no
+    second array of offsets: the audit's stripped documents are most of the text again).
+
+    ``pieces`` are, in order, what the shorter text is made of: token ranges [start, end) of
+    ``whole`` (not empty, ascending), where the text is unchanged and every token keeps its length,
+    and ``Reencoded`` pieces, the few lines around a cut encoded again. A position here is the
+    position in a piece's own tokens shifted by where the piece starts.
     """
 
-    def __init__(self, whole: ExactTokens, kept: Sequence[tuple[int, int]]) -> None:
+    def __init__(self, whole: ExactTokens, pieces: Sequence[Piece]) -> None:
         self.whole = whole
-        offsets = whole.offsets
-        self._starts_there = [start for start, _ in kept]  # token index in ``whole`` of each range's start
-        self._ends_there = [end for _, end in kept]
+        self.reencoded: list[tuple[int, Reencoded]] = []  # each re-encoded piece and its first token here
+        self._sources: list[ExactTokens] = []  # whose offsets each piece reads
+        self._starts_there: list[int] = []  # token index in its source of each piece's start
         self._starts_here: list[int] = []  # and here
-        self._bytes_there = [offsets[start] for start in self._starts_there]
+        self._bytes_there: list[int] = []
         self._bytes_here: list[int] = []
+        self._kept: list[tuple[int, int, int]] = []  # the ranges of ``whole``: start there, end there, start here
         tokens = size = 0
-        for start, end in kept:
+        for piece in pieces:
+            if isinstance(piece, Reencoded):
+                self.reencoded.append((tokens, piece))
+                source, (start, end) = piece.tokens, (0, piece.tokens.token_count)
+            else:
+                source, (start, end) = whole, piece
+                self._kept.append((start, end, tokens))
+            self._sources.append(source)
+            self._starts_there.append(start)
             self._starts_here.append(tokens)
+            self._bytes_there.append(source.offsets[start])
             self._bytes_here.append(size)
             tokens += end - start
-            size += offsets[end] - offsets[start]
+            size += source.offsets[end] - source.offsets[start]
         self.token_count = tokens
 
     def byte_offset(self, token_index: int) -> int:
         piece = max(bisect_right(self._starts_here, token_index) - 1, 0)
-        there = self.whole.offsets[token_index - self._starts_here[piece] + self._starts_there[piece]]
+        there = self._sources[piece].offsets[token_index - self._starts_here[piece] + self._starts_there[piece]]
         return there - self._bytes_there[piece] + self._bytes_here[piece]
 
     def token_at(self, byte_offset: int) -> int:
         return self.tokens_at([byte_offset])[0]
 
     def tokens_at(self, byte_offsets: Sequence[int]) -> list[int]:
-        offsets, last = self.whole.offsets, self.token_count - 1
-        starts_here, starts_there, bytes_here, bytes_there = (
+        last = self.token_count - 1
+        sources, starts_here, starts_there, bytes_here, bytes_there = (
+            self._sources,
             self._starts_here,
             self._starts_there,
             self._bytes_here,
@@ -166,26 +190,19 @@ class TokensWithout:
         result = []
         for offset in byte_offsets:
             piece = max(bisect_right(bytes_here, offset) - 1, 0)
-            token = bisect_right(offsets, offset - bytes_here[piece] + bytes_there[piece]) - 1
+            token = bisect_right(sources[piece].offsets, offset - bytes_here[piece] + bytes_there[piece]) - 1
             result.append(min(token - starts_there[piece] + starts_here[piece], last))
         return result
 
-    @property
-    def cut_bytes(self) -> list[tuple[int, int]]:
-        """The byte ranges of ``whole`` taken out, ascending."""
-        offsets = self.whole.offsets
-        ends = [0, *(offsets[end] for end in self._ends_there)]
-        return [(end, start) for end, start in zip(ends, self._bytes_there) if start > end]
-
     def kept_spans(self, spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-        """Token spans [first, last] of ``whole`` that lie in the kept ranges, as token spans here
-        (a span starting in a range taken out is dropped)."""
-        starts_there, ends_there, starts_here = self._starts_there, self._ends_there, self._starts_here
+        """Token spans [first, last] of ``whole`` that lie in the ranges read through, as token spans
+        here (a span starting anywhere else is dropped)."""
+        kept_starts = [start for start, _, _ in self._kept]
         kept = []
         for first, last in spans:
-            piece = bisect_right(starts_there, first) - 1
-            if piece >= 0 and first < ends_there[piece]:
-                shift = starts_here[piece] - starts_there[piece]
+            piece = bisect_right(kept_starts, first) - 1
+            if piece >= 0 and first < self._kept[piece][1]:
+                shift = self._kept[piece][2] - self._kept[piece][0]
                 kept.append((first + shift, last + shift))
         return kept
 
@@ -366,34 +383,34 @@ class TiktokenTokenizer:
     def tokenize_pairs(
         self, texts: Sequence[str], cuts: Sequence[Sequence[Cut]]
     ) -> list[tuple[TokenizedText, TokenizedText]]:
-        """Encode each text once; the shorter text's tokens are the text's tokens minus the cut ones.
+        """Encode each text once; the shorter text's tokens are the text's own tokens wherever it is
+        unchanged, and the lines around each cut encoded again (``splice_regions``): what encoding
+        the shorter text itself gives, for a few lines' work a cut."""
+        return [
+            (tokens, self._without(text, text_cuts, tokens) if text_cuts else tokens)
+            for text, text_cuts, tokens in zip(texts, cuts, self._exact_tokens(texts))
+        ]
 
-        Exact when every cut starts and ends at a line start and is followed by a non-blank line:
-        cl100k's pre-tokenizer never joins a line break with the non-space character after it, so
-        such positions are token boundaries in both texts (checked against the offsets too). Other
-        texts are encoded a second time without their cuts.
-        """
-        pairs: list[tuple[TokenizedText, TokenizedText | None]] = []
-        for text, text_cuts, tokens in zip(texts, cuts, self._exact_tokens(texts)):
-            if not text_cuts:
-                pairs.append((tokens, tokens))
-                continue
-            bounds = byte_offsets(text, [offset for cut in text_cuts for offset in cut])
-            token_bounds = [bisect_left(tokens.offsets, bound) for bound in bounds]
-            if all(_is_line_cut(text, start, end) for start, end in text_cuts) and all(
-                tokens.offsets[token] == bound for token, bound in zip(token_bounds, bounds)
-            ):
-                kept = [0, *token_bounds, tokens.token_count]
-                ranges = [(start, end) for start, end in zip(kept[::2], kept[1::2]) if end > start]
-                pairs.append((tokens, TokensWithout(tokens, ranges)))
-            else:
-                pairs.append((tokens, None))
-        retokenized = iter(
-            self.tokenize_many(
-                [without(text, text_cuts) for (_, bare), text, text_cuts in zip(pairs, texts, cuts) if bare is None]
-            )
-        )
-        return [(tokens, bare if bare is not None else next(retokenized)) for tokens, bare in pairs]
+    def _without(self, text: str, cuts: Sequence[Cut], tokens: ExactTokens) -> TokenizedText:
+        shorter = without(text, cuts)
+        regions = splice_regions(text, shorter, cuts)
+        bounds = byte_offsets(text, [offset for region in regions for offset in region[:2]])
+        token_bounds = [bisect_left(tokens.offsets, bound) for bound in bounds]
+        if any(tokens.offsets[token] != bound for token, bound in zip(token_bounds, bounds)):
+            # Not a token boundary after all: a tokenizer whose pre-tokenizer joins a line break
+            # with what follows (splice_regions' premise is cl100k's). Encode the whole text again.
+            return next(self._exact_tokens([shorter]))
+        pieces: list[Piece] = []
+        kept_from = 0
+        for (_, _, here_start, here_end), token_start, token_end in zip(regions, token_bounds[::2], token_bounds[1::2]):
+            if token_start > kept_from:
+                pieces.append((kept_from, token_start))
+            if here_end > here_start:
+                pieces.append(Reencoded(here_start, here_end, next(self._exact_tokens([shorter[here_start:here_end]]))))
+            kept_from = token_end
+        if kept_from < tokens.token_count:
+            pieces.append((kept_from, tokens.token_count))
+        return TokensWithout(tokens, pieces) if pieces else next(self._exact_tokens([shorter]))  # all cut out
 
     def _exact_tokens(self, texts: Sequence[str]) -> Iterator[ExactTokens]:
         """The token offsets of every text (one batched, multi-threaded encode; one text alone without
@@ -410,14 +427,52 @@ class TiktokenTokenizer:
             yield ExactTokens(array("q", accumulate(map(length_of, ids), initial=0)))
 
 
-def _is_line_cut(text: str, start: int, end: int) -> bool:
-    return (
-        (start == 0 or text[start - 1] == "\n")
-        and end < len(text)
-        and text[end - 1] == "\n"
-        and not text[start].isspace()
-        and not text[end].isspace()
-    )
+def splice_regions(text: str, shorter: str, cuts: Sequence[Cut]) -> list[tuple[int, int, int, int]]:
+    """Where to encode ``shorter`` (``text`` without the ascending ``cuts``) again so that its tokens
+    are ``text``'s tokens everywhere else: character ranges [start, end) of ``text`` around the
+    cuts, each with the same place [start, end) of ``shorter``, ascending and disjoint.
+
+    Each range starts and ends at a position that is a fresh start in both texts: the start or the
+    end of the text, or a line's first character when that is not whitespace. cl100k's pre-tokenizer
+    never joins a line break with a non-space character after it, and reads on from there without
+    looking back; what comes before such a position is cut into the same tokens whatever
+    non-space character follows, or when the text ends there (a final run of whitespace ending in a
+    line break is one piece either way). So between two such positions the same characters give the
+    same tokens in both texts, and a range encoded alone gives the tokens the whole text has there.
+    A range reaches from the cut back and on to the nearest such positions: usually the cut's own
+    edges (an anchor line between blocks), else the line before or after it (a cut that starts at a
+    blank line or joins two list items or table rows), or the next cut when none lies between.
+    """
+    regions: list[tuple[int, int, int, int]] = []
+    removed = 0  # characters of text cut out before the position considered
+    open_start: tuple[int, int] | None = None  # where the region being grown starts (text, shorter)
+    limit = 0  # the previous region's end: the next one starts there at the earliest
+
+    def fresh_in_both(position: int) -> bool:
+        return _fresh_start(text, position) and _fresh_start(shorter, position - removed)
+
+    for index, (start, end) in enumerate(cuts):
+        if open_start is None:
+            position = start
+            while position > limit and not fresh_in_both(position):
+                position = max(text.rfind("\n", limit, position - 1) + 1, limit)
+            open_start = (position, position - removed)
+        removed += end - start
+        next_start = cuts[index + 1][0] if index + 1 < len(cuts) else len(text)
+        position = end
+        while position < next_start and not fresh_in_both(position):
+            line_break = text.find("\n", position, next_start)
+            position = line_break + 1 if line_break >= 0 else next_start
+        if position < next_start or next_start == len(text) or fresh_in_both(position):
+            regions.append((open_start[0], position, open_start[1], position - removed))
+            open_start, limit = None, position
+    return regions
+
+
+def _fresh_start(text: str, position: int) -> bool:
+    """Whether cl100k's pre-tokenizer starts a piece at ``position`` whatever comes before it
+    (``splice_regions``): the start or end of the text, or after a line break, before a non-space."""
+    return position in (0, len(text)) or (text[position - 1] == "\n" and not text[position].isspace())
 
 
 class TokenizerUnavailable(UsageError):

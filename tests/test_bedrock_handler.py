@@ -5,22 +5,27 @@ from __future__ import annotations
 
 import json
 import logging
-import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.bedrock import (
     NATIVE_CHUNKERS,
+    REDMINE,
+    Intermediate,
+    audit_of,
+    capture,
     chunk_list_batch,
     cl100k,
     documented_batch,
     event,
+    genuine_lines,
     in_batches,
+    messages,
+    names_ticket,
     native_chunks,
-    put_file,
     rendered,
+    settings,
     sidecar_attributes,
 )
 from support.long_tickets import write_long_snapshot
@@ -29,14 +34,13 @@ from support.s3_server import S3Server
 from anchorkit import tokens
 from anchorkit.anchors import anchor_line, neutralize_forgeries
 from anchorkit.bedrock import handler
-from anchorkit.bedrock.audit import count_batches, read_audit_lines
+from anchorkit.bedrock.audit import count_batches
 from anchorkit.bedrock.batches import read_batch
-from anchorkit.bedrock.runner import ConfigurationError, FailedFiles, S3Store, Settings, _s3_client, run
+from anchorkit.bedrock.runner import ConfigurationError, FailedFiles, S3Store, _s3_client, run
 from anchorkit.render.transform import RenderedTicket
 
 pytestmark = pytest.mark.s3
 
-REDMINE = "https://redmine.example.co.jp"
 BATCH_SIZE = 25  # chunks per batch file: long tickets span several
 
 
@@ -61,40 +65,6 @@ def corpora(
     }
 
 
-def settings(**changes: Any) -> Settings:
-    environment = {"ANCHORKIT_REDMINE_URL": REDMINE, **changes}
-    return Settings.from_environment(environment)
-
-
-@dataclass
-class Intermediate:
-    """The knowledge base's intermediate bucket, under this test's prefix."""
-
-    client: Any
-    bucket: str
-    prefix: str
-
-    def put(
-        self, name: str, batches: list[Any], metadata: dict[str, Any] | None = None, source_uri: str | None = None
-    ) -> dict[str, Any]:
-        return put_file(self.client, self.bucket, self.prefix, name, batches, metadata, source_uri)
-
-    def run(self, files: list[Any], chunker: Any = None, version: str = "1.0", **environment: str) -> dict[str, Any]:
-        return run(event(self.bucket, files, version), settings(**environment), S3Store(self.client), chunker)
-
-    def raw(self, key: str) -> bytes:
-        body: bytes = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
-        return body
-
-    def batches(self, output: dict[str, Any]) -> list[bytes]:
-        return [self.raw(batch["key"]) for batch in output["contentBatches"]]
-
-    def chunks(self, output: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-        """(text, chunk metadata) of every item of the output file's batches, in order."""
-        batches = map(read_batch, self.batches(output))
-        return [(batch.text(item) or "", batch.metadata(item)) for batch in batches for item in batch.items]
-
-
 @pytest.fixture
 def kb(s3_server: S3Server, s3_prefix: str) -> Intermediate:
     return Intermediate(s3_server.client(), s3_server.bucket, s3_prefix)
@@ -102,28 +72,7 @@ def kb(s3_server: S3Server, s3_prefix: str) -> Intermediate:
 
 @pytest.fixture
 def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
-    caplog.set_level(logging.INFO, logger="anchorkit.bedrock")
-    return caplog
-
-
-def genuine_lines(document: str, ticket_id: int) -> set[str]:
-    """The document's own anchor and title lines of the ticket: what a chunk must hold one of, whole."""
-    shape = re.compile(rf"[>#] [^#\\\n]{{1,40}}? #{ticket_id}:(?: .*)?")
-    return {line for line in document.split("\n") if shape.fullmatch(line)}
-
-
-def names_ticket(chunk: str, lines: set[str]) -> bool:
-    return any(line in lines for line in chunk.split("\n"))
-
-
-def audit_of(logs: pytest.LogCaptureFixture) -> Any:
-    counts, found = read_audit_lines(record.getMessage() for record in logs.records)
-    assert found == 1
-    return counts
-
-
-def messages(logs: pytest.LogCaptureFixture, level: int) -> list[str]:
-    return [record.getMessage() for record in logs.records if record.levelno == level]
+    return capture(caplog)
 
 
 # The three ways a file's ticket is stored: the sidecar with the url the chunk layout's sidecars carry,
@@ -357,63 +306,3 @@ def test_the_lambda_entry_point_reads_its_settings_and_s3_from_the_environment(
     monkeypatch.setenv("ANCHORKIT_BEDROCK_MODE", "guess")
     with pytest.raises(ConfigurationError, match="ANCHORKIT_BEDROCK_MODE='guess': expected one of auto, chunk, inject"):
         handler(event(kb.bucket, files), None)
-
-
-def test_a_whole_document_goes_to_the_chunker_in_auto_mode_and_its_chunks_are_written_in_the_shape_received(
-    corpora: dict[str, list[RenderedTicket]], kb: Intermediate, logs: pytest.LogCaptureFixture
-) -> None:
-    """The chunk-mode plumbing, with a stand-in for the ticket-aware chunker (anchorkit.chunk)."""
-    doc = corpora["fixtures"][3]
-    calls = []
-
-    def halves(document: str, ticket: Any, max_tokens: int) -> list[Any]:
-        calls.append((document, dict(ticket), max_tokens))
-        middle = document.index("\n## ")
-        anchor = anchor_line(ticket["ticket_id"], ticket["subject"])
-        return [
-            _Chunk(document[:middle], {"section": "basic"}),
-            _Chunk(f"{anchor}\n\n{document[middle:]}", {"section": "rest", "url": "u#note-1"}),
-        ]
-
-    whole = kb.put(doc.relpath, [chunk_list_batch([doc.markdown], "chunkList")], sidecar_attributes(doc))
-
-    answer = kb.run([whole], chunker=halves, ANCHORKIT_CHUNK_TOKENS="512")
-
-    assert calls == [(doc.markdown, {**sidecar_attributes(doc), "url": f"{REDMINE}/issues/{doc.ticket_id}"}, 512)]
-    (raw,) = kb.batches(answer["outputFiles"][0])
-    out = read_batch(raw)
-    assert out.shape == "chunkList"
-    assert [out.metadata(item)["section"] for item in out.items] == ["basic", "rest"]
-    assert [out.metadata(item)["url"] for item in out.items] == [f"{REDMINE}/issues/{doc.ticket_id}", "u#note-1"]
-    counts = audit_of(logs)
-    assert (counts.chunk_files, counts.chunks_in, counts.chunks_out, counts.already_anchored) == (1, 1, 2, 2)
-
-    logs.clear()
-    kb.run([whole])  # no chunker in this build: anchors injected
-    assert audit_of(logs).inject_files == 1
-    assert any(
-        "a whole document, but this build has no ticket-aware chunker" in m for m in messages(logs, logging.INFO)
-    )
-    with pytest.raises(ConfigurationError, match="this build has no ticket-aware chunker"):
-        kb.run([whole], ANCHORKIT_BEDROCK_MODE="chunk")
-
-
-def test_a_document_the_chunker_refuses_fails_alone(
-    corpora: dict[str, list[RenderedTicket]], kb: Intermediate, logs: pytest.LogCaptureFixture
-) -> None:
-    def refuses(document: str, ticket: Any, max_tokens: int) -> list[Any]:
-        raise ValueError("a line longer than the chunk cannot be cut")
-
-    doc = corpora["fixtures"][4]
-    whole = kb.put(doc.relpath, [documented_batch([doc.markdown])], sidecar_attributes(doc))
-
-    answer = kb.run([whole], chunker=refuses)
-
-    assert answer == {"outputFiles": [whole]}
-    (error,) = messages(logs, logging.ERROR)
-    assert f"{doc.relpath} failed" in error and "chunker refused the document: a line longer than the chunk" in error
-
-
-class _Chunk:
-    def __init__(self, text: str, metadata: dict[str, Any]) -> None:
-        self.text, self.metadata = text, metadata

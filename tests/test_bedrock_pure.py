@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from support.bedrock import chunk_list_batch, documented_batch
 
-from anchorkit.bedrock.anchoring import Ticket, holds_complete_anchor, with_anchor
+from anchorkit.bedrock.anchoring import Ticket, holds_complete_anchor, ticket_from_texts, with_anchor
 from anchorkit.bedrock.audit import audit_line, count_batches, read_audit_lines
 from anchorkit.bedrock.batches import BatchError, read_batch
 from anchorkit.bedrock.counts import Counts
-from anchorkit.bedrock.runner import ConfigurationError, Settings, output_key
+from anchorkit.bedrock.runner import DEFAULT_OPTIONS, ConfigurationError, Settings, chunk_tokenizer, output_key
+from anchorkit.render.document import RenderOptions, render_document
+from anchorkit.tokens import VOCABULARY_FILE_ENV
 
 SUBJECT = "在宅勤務時にVPNが5〜10分おきに切断される"
 TICKET = Ticket(12301, SUBJECT, None, "metadata")
@@ -36,6 +39,17 @@ ANCHOR = f"> チケット #12301: {SUBJECT}"
 )
 def test_a_chunk_names_its_ticket_only_with_a_whole_anchor_or_title_line(text: str, holds: bool) -> None:
     assert holds_complete_anchor(text, TICKET) is holds
+
+
+def test_a_subject_read_from_the_text_is_the_one_the_sidecar_has_not_its_markdown_escapes() -> None:
+    subject = "C# と *強調* <b> #"
+    issue = {"id": 5, "subject": subject, "description": "本文"}
+    document = render_document(issue, {}, RenderOptions(text_format="common_mark"))
+    assert "\\*強調\\*" in document  # escaped in the Markdown
+
+    ticket = ticket_from_texts([document], None, {}, DEFAULT_OPTIONS)
+
+    assert ticket == Ticket(5, subject, None, "anchor")
 
 
 def test_the_anchor_put_in_front_cannot_carry_a_second_anchor_in_its_subject() -> None:
@@ -105,6 +119,35 @@ def test_a_batch_of_no_known_shape_is_refused_with_what_is_wrong(raw: bytes, mes
         read_batch(raw)
 
 
+def test_a_bad_setting_quotes_a_long_value_only_in_part() -> None:
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"  # pasted into the wrong variable
+
+    with pytest.raises(ConfigurationError) as raised:
+        Settings.from_environment({"ANCHORKIT_CHUNK_TOKENS": secret})
+
+    assert str(raised.value).startswith("ANCHORKIT_CHUNK_TOKENS='wJalrXUt…': expected a positive whole number")
+    assert secret[8:] not in str(raised.value)
+
+
+def test_chunk_tokens_are_read_from_the_environment() -> None:
+    assert Settings.from_environment({}).options.chunk_tokens == 300
+    assert Settings.from_environment({"ANCHORKIT_CHUNK_TOKENS": ""}).options.chunk_tokens == 300  # as unset
+    assert Settings.from_environment({"ANCHORKIT_CHUNK_TOKENS": " 0512 "}).options.chunk_tokens == 512
+
+
+def test_chunk_mode_without_its_tokenizer_is_a_configuration_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    vocabulary = tmp_path / "cl100k_base.tiktoken"
+    vocabulary.write_bytes(b"not a vocabulary\n")
+    monkeypatch.setenv(VOCABULARY_FILE_ENV, str(vocabulary))
+
+    with pytest.raises(
+        ConfigurationError, match=rf"chunk mode needs the cl100k_base tokenizer: .*{vocabulary}: sha256"
+    ):
+        chunk_tokenizer()
+
+
 def test_output_batches_go_beside_the_input_under_anchorkit() -> None:
     assert output_key("kb/job/file_1/batch_1.json") == "kb/job/file_1/anchorkit/batch_1.json"
     assert output_key("batch_1.json") == "anchorkit/batch_1.json"
@@ -113,7 +156,15 @@ def test_output_batches_go_beside_the_input_under_anchorkit() -> None:
 @pytest.mark.parametrize(
     ("environment", "message"),
     [
-        ({"ANCHORKIT_CHUNK_TOKENS": "0"}, "ANCHORKIT_CHUNK_TOKENS='0': expected a positive number of tokens"),
+        *(
+            (
+                {"ANCHORKIT_CHUNK_TOKENS": value},
+                re.escape(
+                    f"ANCHORKIT_CHUNK_TOKENS={value!r}: expected a positive whole number of tokens (default 300)"
+                ),
+            )
+            for value in ("0", "-300", "3.5", "300 tokens", "²")
+        ),
         ({"ANCHORKIT_URI_PATTERN": r"/\d+\.md$"}, "ANCHORKIT_URI_PATTERN: URI pattern .* must have exactly one group"),
         ({"ANCHORKIT_BEDROCK_STRICT": "yes"}, "ANCHORKIT_BEDROCK_STRICT='yes': expected true or false"),
     ],

@@ -13,7 +13,8 @@ from support.redmine_server import RedmineAdmin, RedmineServer
 
 from anchorkit.chunk.core import ChunkedTicket
 from anchorkit.chunk.sources import chunk_items, iter_source
-from anchorkit.render.sidecar import build_sidecar, format_note_numbers, parse_note_numbers
+from anchorkit.note_ranges import format_note_numbers, parse_note_numbers
+from anchorkit.render.sidecar import build_sidecar
 from anchorkit.render.transform import TransformOptions, transform_snapshot
 from anchorkit.source.notes import note_numbers, with_note_numbers
 from anchorkit.source.pull import PullReport, PullSettings, pull

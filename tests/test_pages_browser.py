@@ -24,7 +24,8 @@ from anchorkit.verify.citations import VerifyOptions, VerifyReport, verify_citat
 from anchorkit.verify.evaluation import EvalGates, evaluate, load_cases
 from anchorkit.verify.html import PageRecord, render_eval, render_report
 from anchorkit.verify.model import Answer, Chunk, Citation, Claim
-from anchorkit.verify.shapes import load_answers, load_retrieval
+from anchorkit.verify.shapes import load_answers, load_retrieval, read_answer, read_retrieval
+from tests.test_verify_notes import TICKET, bedrock_result, fixture_chunks
 
 pytestmark = pytest.mark.browser
 
@@ -104,6 +105,7 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Rendered]:
     answer = Answer("claims", claims=(*claims, Claim("存在しない #99999 の話", (Citation("kb-missing"),))))
     report = verify_citations(answer, chunks)
     rendered["verify-long"] = write(folder / "verify-long.html", render_report(report), report)
+    rendered["verify-notes"] = notes_page(folder)
     cases, errors = load_cases(EVAL / "cases.jsonl")
     summary = evaluate(cases, errors)
     eval_page = render_eval(summary, EvalGates(min_grounding=0.8, max_phantom_rate=0.0))
@@ -120,7 +122,31 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Rendered]:
     return rendered
 
 
-PAGES = ["verify-text", "verify-claims", "verify-results", "verify-long", "eval", "stats"]
+def notes_page(folder: Path) -> Rendered:
+    """anchorkit's own chunks of the fixtures, as Bedrock returns them, cited by their notes: three of
+    ticket TICKET's history chunks retrieved, a note of each cited, and one note that was not retrieved."""
+    _, records = fixture_chunks(folder / "notes")
+    history = [r for r in records.values() if r["ticket_id"] == TICKET and r["metadata"]["section"] == "history"]
+    retrieved, missing = history[:3], history[-1]["metadata"]["note"]
+    claims = [
+        {
+            "text": f"チケット #{TICKET} の記録です。",
+            "citations": [{"ticket_id": TICKET, "note": r["metadata"]["note"]}],
+        }
+        for r in retrieved
+    ]
+    claims.append(
+        {
+            "text": f"チケット #{TICKET} の note-{missing} で解消しました。",
+            "citations": [{"ticket_id": TICKET, "note": missing}],
+        }
+    )
+    chunks = read_retrieval({"retrievalResults": [bedrock_result(r) for r in retrieved]}, "r").chunks
+    report = verify_citations(read_answer({"claims": claims}, "a"), chunks)
+    return write(folder / "verify-notes.html", render_report(report), report)
+
+
+PAGES = ["verify-text", "verify-claims", "verify-results", "verify-long", "verify-notes", "eval", "stats"]
 
 
 @pytest.mark.parametrize("name", PAGES)
@@ -158,6 +184,20 @@ def test_the_long_chunks_page_links_every_cited_chunk_to_its_redmine_note(
     assert hrefs and all(re.fullmatch(rf"{REDMINE}/issues/\d+#note-\d+", href) for href in hrefs)
     # The phantom source is struck through on the page.
     assert check.page.locator("li.source.phantom del").inner_text() == "kb-missing"
+
+
+def test_real_chunks_link_to_their_redmine_notes_and_a_missing_note_is_struck(
+    browser: PageCheck, pages: dict[str, Rendered]
+) -> None:
+    check = browser.open(pages["verify-notes"].path)
+    hrefs = check.page.evaluate("() => [...document.querySelectorAll('.source-meta a')].map((a) => a.href)")
+    assert len(hrefs) == 3 and all(
+        re.fullmatch(rf"https://redmine\.example\.co\.jp/issues/{TICKET}#note-\d+", href) for href in hrefs
+    )
+    assert check.page.locator("a[href^='s3:']").count() == 0  # the stored chunk is named, not linked
+    struck = check.page.locator("p.claim-text del.phantom").inner_text()
+    assert re.fullmatch(rf"#{TICKET} の note-\d+", struck)
+    assert "but not this note" in check.page.locator("li.source.phantom").inner_text()
 
 
 @pytest.mark.parametrize(

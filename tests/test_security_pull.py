@@ -122,6 +122,36 @@ def test_a_private_subtasks_subject_reaches_neither_the_snapshot_nor_the_documen
     assert "来期の組織変更案" not in transformed(snap, out, parent)
 
 
+def test_a_private_parent_or_related_issue_contributes_its_number_only(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, redmine_project: dict[str, Any]
+) -> None:
+    """Redmine gives a parent and a relation as ids: nothing of a private one's text reaches the public
+    issue's snapshot or document (with the admin key, which sees the private issue itself)."""
+    project_id = redmine_project["id"]
+    secret_parent = redmine_admin.create_issue(project_id, "役員会議資料の準備", is_private=True)["id"]
+    child = redmine_admin.create_issue(project_id, "会議室のプロジェクタ不調", parent_issue_id=secret_parent)["id"]
+    secret_related = redmine_admin.create_issue(project_id, "懲戒処分の記録", is_private=True)["id"]
+    redmine_admin.request(
+        "POST",
+        f"/issues/{child}/relations.json",
+        json={"relation": {"issue_to_id": secret_related, "relation_type": "relates"}},
+    )
+    snap, out = tmp_path / "snap", tmp_path / "out"
+
+    report = pull(redmine_server.url, snap, redmine_server.admin_key, pulling(redmine_project, full=True))
+
+    assert report.ok and snapshot.stored_issue_ids(snap) == {child}
+    stored = json.loads(snapshot.issue_path(snap, child).read_text())["issue"]
+    assert stored["parent"] == {"id": secret_parent}, "the parent is kept, as its number"
+    assert any(secret_related in (r.get("issue_id"), r.get("issue_to_id")) for r in stored["relations"])
+    document = transformed(snap, out, child)
+    assert f"#{secret_parent}" in document and f"#{secret_related}" in document
+    everything = "".join(
+        path.read_text(encoding="utf-8") for path in [*snap.rglob("*.json"), *out.rglob("*")] if path.is_file()
+    )
+    assert "役員会議資料" not in everything and "懲戒処分" not in everything
+
+
 def test_a_snapshot_stored_before_subtasks_were_checked_is_fetched_again_once(
     tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, redmine_project: dict[str, Any]
 ) -> None:

@@ -125,21 +125,57 @@ def test_one_tokenizer_is_loaded_once_per_process() -> None:
 @given(
     st.lists(st.integers(1, 6), min_size=1, max_size=40),
     st.lists(st.integers(0, 39), max_size=8, unique=True),
+    st.lists(st.lists(st.integers(1, 6), max_size=4), min_size=5, max_size=5),
 )
-def test_tokens_without_cuts_read_through_the_whole_are_the_kept_tokens(lengths: list[int], cuts: list[int]) -> None:
+def test_tokens_without_cuts_read_through_the_whole_are_the_kept_tokens(
+    lengths: list[int], cuts: list[int], reencoded_lengths: list[list[int]]
+) -> None:
+    """The pieces: ranges of the whole's tokens read through, and pieces encoded again in the gaps."""
     whole = tokens.ExactTokens(array("q", accumulate(lengths, initial=0)))
     bounds = sorted(cut for cut in cuts if cut < len(lengths))[: len(cuts) // 2 * 2]
     kept = [0, *bounds, len(lengths)]
     ranges = [(start, end) for start, end in zip(kept[::2], kept[1::2]) if end > start]
-    assume(ranges and ranges[-1][1] == len(lengths))
-    view = tokens.TokensWithout(whole, ranges)
-    copied = tokens.ExactTokens(list(accumulate((lengths[i] for a, b in ranges for i in range(a, b)), initial=0)))
+    pieces: list[tokens.Piece] = []
+    here: list[int] = []  # the length of each token of the result
+    moved: list[tuple[int, int]] = []  # (token of whole, the same token here)
+    reencoded: list[int] = []  # where each piece encoded again starts here
+    for index, (start, end) in enumerate(ranges):
+        again = reencoded_lengths[index % 5]
+        if again and index % 2:
+            reencoded.append(len(here))
+            pieces.append(tokens.Reencoded(0, 0, tokens.ExactTokens(array("q", accumulate(again, initial=0)))))
+            here += again
+        pieces.append((start, end))
+        moved += [(token, len(here) + token - start) for token in range(start, end)]
+        here += lengths[start:end]
+    assume(pieces)
+    view = tokens.TokensWithout(whole, pieces)
+    copied = tokens.ExactTokens(list(accumulate(here, initial=0)))
     assert view.token_count == copied.token_count
     assert [view.byte_offset(i) for i in range(view.token_count + 1)] == list(copied.offsets)
     probes = list(range(copied.offsets[-1] + 3))
     assert view.tokens_at(probes) == copied.tokens_at(probes) == [view.token_at(offset) for offset in probes]
-    removed = [(end, start) for (_, end), (start, _) in zip([(0, 0), *ranges], ranges) if start > end]
-    assert view.cut_bytes == [(whole.offsets[start], whole.offsets[end]) for start, end in removed]
+    assert view.kept_spans([(token, token) for token in range(len(lengths))]) == [(i, i) for _, i in moved]
+    assert [start for start, _ in view.reencoded] == reencoded
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.text(alphabet="\n >#|-。a1\t\r\u3000", min_size=1, max_size=60),
+    st.lists(st.integers(0, 60), max_size=8, unique=True),
+)
+def test_the_text_without_cuts_has_the_tokens_of_its_own_encoding(
+    cl100k: tokens.TiktokenTokenizer, text: str, positions: list[int]
+) -> None:
+    """Spliced from the whole text's tokens and the lines around each cut encoded again, wherever
+    the cuts fall: the offsets of encoding the shorter text itself."""
+    bounds = sorted(position for position in positions if position <= len(text))[: len(positions) // 2 * 2]
+    cuts = [(start, end) for start, end in zip(bounds[::2], bounds[1::2]) if end > start]
+    [(_, spliced)] = cl100k.tokenize_pairs([text], [cuts])
+    [own] = cl100k.tokenize_many([tokens.without(text, cuts)])
+    assert [spliced.byte_offset(i) for i in range(spliced.token_count + 1)] == [
+        own.byte_offset(i) for i in range(own.token_count + 1)
+    ]
 
 
 def test_approx_tokens_is_calibrated_against_cl100k_on_the_fixtures(
@@ -203,8 +239,8 @@ def test_the_stripped_layout_borrowed_from_the_anchored_one_is_the_stripped_text
 @pytest.fixture(scope="module")
 def long_documents(tmp_path_factory: pytest.TempPathFactory) -> list[stats.SourceDocument]:
     """Long tickets with the anchors after headings only: all of them whole lines between blocks
-    (spacing anchors inside lists and tables are cut with the blank line before them, and such a
-    document is tokenized a second time without its anchors instead)."""
+    (spacing anchors inside lists and tables are cut with the blank line before them, and the
+    lines around such a cut are encoded again: the fixtures' documents have those)."""
     snapshot = tmp_path_factory.mktemp("long")
     write_long_snapshot(snapshot, 6, seed=5)
     options = TransformOptions(render=RenderOptions(chunk_tokens=0))

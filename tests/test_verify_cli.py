@@ -53,6 +53,7 @@ def test_verify_json_schema_is_stable() -> None:
         "grounding_score",
         "nothing_retrieved",
         "ok",
+        "sources",
         "unchecked",
         "valid_ids",
     ]

@@ -14,7 +14,7 @@ import itertools
 import math
 import re
 from bisect import bisect_left
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -131,11 +131,12 @@ class DocumentVersion:
 
 
 class StrippedVersion(DocumentVersion):
-    """The document without its anchors when they were whole lines of whole tokens
+    """The document without its anchors, its tokens read through the anchored version's
     (``TokensWithout``): what names the ticket and what mentions others are the anchored version's
-    spans outside the anchors, moved. The patterns that find them look at one line at a time (the
-    mention pattern at one character on each side, a line break at a cut's edges in both texts), so
-    on the stripped text they find exactly the anchored text's matches outside the cuts."""
+    spans in the runs of tokens read through, moved, and what the few lines encoded again hold. The
+    patterns that find them look at one line at a time (the mention pattern at one character on each
+    side), and the runs read through and the lines encoded again are whole lines of both texts, so
+    this finds exactly what the stripped text itself gives."""
 
     def __init__(self, text: str, anchored: DocumentVersion, tokens: TokensWithout, layout: TextLayout) -> None:
         super().__init__(text, anchored.ticket_id, tokens, layout)
@@ -144,11 +145,22 @@ class StrippedVersion(DocumentVersion):
 
     @cached_property
     def identifying(self) -> list[Span]:
-        return self._tokens_without.kept_spans(self._anchored.identifying)
+        return self._moved(self._anchored.identifying, lambda lines: identifying_char_spans(lines, self.ticket_id))
 
     @cached_property
     def mentions(self) -> list[Span]:
-        return self._tokens_without.kept_spans(self._anchored.mentions)
+        return self._moved(self._anchored.mentions, lambda lines: mention_char_spans(lines, self.ticket_id))
+
+    def _moved(self, anchored_spans: list[Span], find: Callable[[str], list[tuple[int, int]]]) -> list[Span]:
+        """``anchored_spans`` read through, and the spans ``find`` gives in the lines encoded again."""
+        spans = self._tokens_without.kept_spans(anchored_spans)
+        for first_token, piece in self._tokens_without.reencoded:
+            lines = self.text[piece.char_start : piece.char_end]
+            spans += [
+                (first + first_token, last + first_token)
+                for first, last in _token_spans(lines, piece.tokens, find(lines))
+            ]
+        return sorted(spans)
 
 
 def _token_spans(text: str, tokens: TokenizedText, char_spans: list[tuple[int, int]]) -> list[Span]:
@@ -387,11 +399,10 @@ class Measurer:
         """The document as it is, and without its anchors (which borrows the anchored layout)."""
         anchored = DocumentVersion(document.markdown, document.ticket_id, tokens[0])
         bare = tokens[1]
-        if isinstance(bare, TokensWithout) and bare.whole is tokens[0]:
-            layout = anchored.layout.without(stripped_text, bare.cut_bytes)
-            return anchored, StrippedVersion(stripped_text, anchored, bare, layout)
         byte_cuts = byte_offsets(document.markdown, [offset for cut in cuts for offset in cut])
         layout = anchored.layout.without(stripped_text, list(zip(byte_cuts[::2], byte_cuts[1::2])))
+        if isinstance(bare, TokensWithout) and bare.whole is tokens[0]:
+            return anchored, StrippedVersion(stripped_text, anchored, bare, layout)
         return anchored, DocumentVersion(stripped_text, document.ticket_id, bare, layout)
 
     def _measure(

@@ -16,21 +16,33 @@ Every text chunk of a known ticket gets ``ticket_id``, ``subject`` and ``url`` a
 which Bedrock lets override the file's.
 
 **Chunk mode** (chunking strategy NONE: the file arrives as one item, the whole document) hands the
-document to the ticket-aware chunker (``DocumentChunker``), then checks each chunk like inject mode
-does, so a chunk without its anchor can never reach the index.
+document to the ticket-aware chunker (``anchorkit.chunk``: chunks of at most N tokens, exact with
+cl100k_base, each beginning with the ticket's anchor, with metadata down to the note), then checks
+each chunk like inject mode does, so a chunk without its anchor can never reach the index.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
-from anchorkit.anchors import ANCHOR_PATTERN, TITLE_PATTERN, anchor_line, neutralize_forgeries, one_line
+from anchorkit.anchors import (
+    ANCHOR_PATTERN,
+    TITLE_PATTERN,
+    anchor_line,
+    find_anchors,
+    find_titles,
+    neutralize_forgeries,
+    one_line,
+)
 from anchorkit.bedrock.batches import Batch, Item, MetadataValue, plain_value
 from anchorkit.bedrock.counts import Counts
+from anchorkit.chunk.core import chunk_document
+from anchorkit.tokens import Tokenizer
 from anchorkit.verify.ids import parse_ticket_id, uri_ticket_id
+from anchorkit.verify.shapes import CHUNK_ID_METADATA
 
 Source = Literal["metadata", "key", "anchor"]
 Mode = Literal["chunk", "inject"]
@@ -52,23 +64,6 @@ class Ticket:
         if self.url:
             metadata["url"] = self.url
         return metadata
-
-
-class DocumentChunk(Protocol):
-    """One chunk the ticket-aware chunker made: its text (beginning with the ticket's anchor) and metadata."""
-
-    @property
-    def text(self) -> str: ...
-
-    @property
-    def metadata(self) -> Mapping[str, MetadataValue]: ...
-
-
-# The ticket-aware chunker (anchorkit.chunk): (the ticket's anchored Markdown document, the ticket's
-# metadata: the file's, with ticket_id/subject/url resolved, N) -> chunks of at most N cl100k tokens,
-# each beginning with the ticket's anchor or title line. ValueError: it cannot chunk this document
-# (that file fails alone).
-DocumentChunker = Callable[[str, Mapping[str, MetadataValue], int], Sequence[DocumentChunk]]
 
 
 @dataclass(frozen=True)
@@ -109,9 +104,9 @@ def ticket_from_texts(
     ticket, the one ticket all the genuine anchor and title lines name (None: none, or several)."""
     subjects: dict[int, list[str]] = {}  # titles first: an anchor's subject may be shortened
     for text in texts:
-        for pattern in (TITLE_PATTERN, ANCHOR_PATTERN):
-            for match in pattern.finditer(text):
-                subjects.setdefault(int(match["id"]), []).append((match["subject"] or "").strip())
+        # The subject as the sidecar has it, not as the Markdown escapes it (``C\#`` is ``C#``).
+        for anchor in (*find_titles(text), *find_anchors(text)):
+            subjects.setdefault(anchor.ticket_id, []).append(anchor.subject)
     if stored is not None:
         found = [subject for subject in subjects.get(stored.ticket_id, []) if subject]
         return replace(stored, subject=found[0]) if found else stored
@@ -176,26 +171,33 @@ def inject(batch: Batch, ticket: Ticket | None, options: Options) -> tuple[list[
 
 
 def chunk(
-    batch: Batch, ticket: Ticket, file_metadata: Mapping[str, Any], chunker: DocumentChunker, options: Options
-) -> tuple[list[Item], Counts]:
-    """The batch's one item, the whole document, cut by the ticket-aware chunker; each chunk checked.
+    batch: Batch, ticket: Ticket, file_metadata: Mapping[str, Any], tokenizer: Tokenizer, options: Options
+) -> tuple[list[Item], Counts, list[str]]:
+    """The batch's one item, the whole document, cut by the ticket-aware chunker into chunks of at most
+    ``options.chunk_tokens`` tokens of ``tokenizer``; each chunk checked; the chunker's warnings.
 
-    The chunker gets the file's metadata with the ticket's resolved; each chunk's own metadata (its
-    section, its note's URL) wins over the ticket's.
+    The chunker gets the file's metadata with the ticket's resolved (``note_numbers`` among them gives
+    the chunks their ``#note-n`` links). Each chunk's metadata is the item's own, less its chunk id (one
+    chunk became several), then the ticket's (``ticket_id``, ``subject``, ``url``: what an auditor reads
+    the output batches by), then what the chunker says of this chunk (section, the note's url and
+    author, position). The file's other keys (project, status, dates) are not repeated in every chunk:
+    Bedrock gives every chunk its file's metadata already, chunk-level keys overriding. ChunkError (a
+    ValueError): the chunker cannot cut this document.
     """
     (item,) = batch.items
     document = batch.text(item)
     assert document is not None  # is_whole_document chose this mode
     plain = {key: plain_value(value) for key, value in file_metadata.items()}
-    chunks = chunker(document, {**plain, **ticket.metadata()}, options.chunk_tokens)
-    counts = Counts(chunks_in=1, chunks_out=len(chunks))
-    items = [
-        batch.made(
-            _anchored(c.text, ticket, options, counts), {**batch.metadata(item), **ticket.metadata(), **c.metadata}
-        )
-        for c in chunks
-    ]
-    return items, counts
+    metadata = {**plain, **ticket.metadata()}
+    chunked = chunk_document(document.lstrip("\ufeff"), metadata, tokenizer, options.chunk_tokens)
+    kept = {key: value for key, value in batch.metadata(item).items() if key != CHUNK_ID_METADATA}
+    base = {**kept, **ticket.metadata()}
+    counts = Counts(chunks_in=1, chunks_out=len(chunked.chunks))
+    items = []
+    for c in chunked.chunks:
+        own = {key: value for key, value in c.metadata.items() if value is not None and metadata.get(key) != value}
+        items.append(batch.made(_anchored(c.text, ticket, options, counts), {**base, **own}))
+    return items, counts, chunked.warnings
 
 
 def _anchored(text: str, ticket: Ticket, options: Options, counts: Counts) -> str:

@@ -8,7 +8,8 @@ imports, read statically (modulefinder, so imports inside functions count too), 
 packages those modules import, with what those packages require. boto3 and botocore are not shipped:
 the Lambda Python runtime has them. A package the handler's modules import but never call is named
 in ``NOT_SHIPPED`` with the reason; any other third-party import the build does not know fails it, so
-that the handler can never come to need typer, rich or python-redmine unnoticed.
+that the handler can never come to need typer, rich or python-redmine unnoticed. The data files a
+shipped module reads (``PACKAGE_DATA``: the cl100k_base vocabulary of anchorkit.tokens) go with it.
 
 Third-party packages come from pip as wheels for the target (``--only-binary``, the Lambda runtime's
 Python version and manylinux platform), at the versions installed here, the ones the tests ran
@@ -42,6 +43,9 @@ NOT_SHIPPED = {
 # The third-party distributions anchorkit's pure core may bring into the Lambda: Markdown parsing
 # (markdown_blocks), and cl100k tokenizing for chunk mode (tiktoken, with the regex it requires).
 KNOWN_DEPENDENCIES = ("markdown-it-py", "mdurl", "tiktoken", "regex")
+# Files of anchorkit's own that a shipped module reads (importlib.resources), shipped with it: the
+# cl100k_base vocabulary chunk mode counts with, and its origin and licence.
+PACKAGE_DATA = {"anchorkit.tokens": ("anchorkit/data/cl100k_base.tiktoken.gz", "anchorkit/data/NOTICE.md")}
 _EXTRA_ONLY = re.compile(r";.*\bextra\s*==")
 _ZIP_DATE = (2020, 1, 1, 0, 0, 0)
 
@@ -67,7 +71,7 @@ class Target:
 
 @dataclass(frozen=True)
 class Contents:
-    modules: dict[str, Path]  # path inside the zip -> source file, for anchorkit's modules
+    modules: dict[str, Path]  # path inside the zip -> source file, for anchorkit's modules and their data
     distributions: dict[str, str]  # name -> version, the third-party packages shipped
 
 
@@ -85,6 +89,9 @@ def handler_contents(source_root: Path) -> Contents:
         for name, file in files.items()
         if (name == "anchorkit" or name.startswith("anchorkit.")) and file
     }
+    for name, data in PACKAGE_DATA.items():
+        if name in files:
+            modules.update((path, source_root / path) for path in data)
     imported = {name.split(".")[0] for name in finder.badmodules} - set(sys.stdlib_module_names) - {"anchorkit"}
     owners = importlib.metadata.packages_distributions()
     wanted: set[str] = set()
@@ -176,9 +183,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 1
     shipped = ", ".join(f"{name} {version}" for name, version in contents.distributions.items()) or "none"
+    modules = sum(path.endswith(".py") for path in contents.modules)
     print(
         f"{arguments.out}: {arguments.out.stat().st_size:,} bytes, handler {HANDLER}, "
-        f"Python {target.python_version} {target.architecture}; {len(contents.modules)} anchorkit modules; "
+        f"Python {target.python_version} {target.architecture}; {modules} anchorkit modules "
+        f"and {len(contents.modules) - modules} data files; "
         f"packages: {shipped}"
     )
     return 0

@@ -27,17 +27,18 @@ from typing import Any, Protocol
 
 from anchorkit.anchors import DEFAULT_LABEL
 from anchorkit.bedrock import anchoring
-from anchorkit.bedrock.anchoring import MODES, DocumentChunker, Mode, Options, Ticket
+from anchorkit.bedrock.anchoring import MODES, Mode, Options, Ticket
 from anchorkit.bedrock.audit import audit_line
 from anchorkit.bedrock.batches import Batch, BatchError, read_batch
 from anchorkit.bedrock.counts import Counts
 from anchorkit.bedrock.event import EventError, InputFile, Invocation, parse_event, response
+from anchorkit.chunk.core import DEFAULT_CHUNK_TOKENS, ChunkError
+from anchorkit.tokens import CL100K_BASE, Tokenizer, TokenizerUnavailable, choose_tokenizer
 from anchorkit.verify.ids import compile_uri_pattern
 from anchorkit.verify.model import DEFAULT_URI_PATTERN
 
 log = logging.getLogger("anchorkit.bedrock")
 
-DEFAULT_CHUNK_TOKENS = 300  # Amazon Bedrock's default fixed-size chunk, as transform's --chunk-tokens
 OUTPUT_FOLDER = "anchorkit"
 
 
@@ -74,17 +75,20 @@ class Settings:
     def from_environment(cls, environ: Mapping[str, str]) -> Settings:
         mode = environ.get("ANCHORKIT_BEDROCK_MODE", "auto").strip().lower() or "auto"
         if mode not in MODES:
-            raise ConfigurationError(f"ANCHORKIT_BEDROCK_MODE={mode!r}: expected one of {', '.join(MODES)}")
-        tokens = environ.get("ANCHORKIT_CHUNK_TOKENS", str(DEFAULT_CHUNK_TOKENS)).strip()
-        if not tokens.isdigit() or int(tokens) == 0:
-            raise ConfigurationError(f"ANCHORKIT_CHUNK_TOKENS={tokens!r}: expected a positive number of tokens")
+            raise ConfigurationError(f"ANCHORKIT_BEDROCK_MODE={_shown(mode)}: expected one of {', '.join(MODES)}")
+        tokens = environ.get("ANCHORKIT_CHUNK_TOKENS", "").strip() or str(DEFAULT_CHUNK_TOKENS)
+        if not _POSITIVE.fullmatch(tokens):
+            raise ConfigurationError(
+                f"ANCHORKIT_CHUNK_TOKENS={_shown(tokens)}: expected a positive whole number of tokens (default "
+                f"{DEFAULT_CHUNK_TOKENS})"
+            )
         try:
             pattern = compile_uri_pattern(environ.get("ANCHORKIT_URI_PATTERN") or DEFAULT_URI_PATTERN)
         except (re.error, ValueError) as error:  # not a regex, or not one group
             raise ConfigurationError(f"ANCHORKIT_URI_PATTERN: {error}") from None
         strict = environ.get("ANCHORKIT_BEDROCK_STRICT", "").strip().lower()
         if strict not in ("", "0", "false", "1", "true"):
-            raise ConfigurationError(f"ANCHORKIT_BEDROCK_STRICT={strict!r}: expected true or false")
+            raise ConfigurationError(f"ANCHORKIT_BEDROCK_STRICT={_shown(strict)}: expected true or false")
         options = Options(
             environ.get("ANCHORKIT_LABEL") or DEFAULT_LABEL,
             int(tokens),
@@ -92,6 +96,15 @@ class Settings:
             environ.get("ANCHORKIT_REDMINE_URL") or None,
         )
         return cls(mode, options, strict in ("1", "true"))
+
+
+_POSITIVE = re.compile(r"0*[1-9][0-9]{0,6}")  # ASCII digits: str.isdigit() also takes "²", which int() refuses
+
+
+def _shown(value: str) -> str:
+    """A bad setting's value as an error message quotes it: short, so that a secret pasted into the
+    wrong variable is not written to the log whole."""
+    return repr(value if len(value) <= 12 else value[:8] + "…")
 
 
 def output_key(key: str) -> str:
@@ -103,10 +116,8 @@ class FileFailure(Exception):
     """One file cannot be processed; the message names what and why."""
 
 
-def run(event: Any, settings: Settings, store: Store, chunker: DocumentChunker | None = None) -> dict[str, Any]:
+def run(event: Any, settings: Settings, store: Store) -> dict[str, Any]:
     """Process every file of the event; the response Bedrock expects. Logs one audit line."""
-    if settings.mode == "chunk" and chunker is None:
-        raise ConfigurationError("ANCHORKIT_BEDROCK_MODE=chunk, but this build has no ticket-aware chunker")
     try:
         invocation = parse_event(event)
     except EventError as error:
@@ -115,7 +126,7 @@ def run(event: Any, settings: Settings, store: Store, chunker: DocumentChunker |
     total, outputs, failed = Counts(), [], []
     for file in invocation.files:
         try:
-            output, counts = _process(file, invocation, settings, store, chunker)
+            output, counts = _process(file, invocation, settings, store)
         except FileFailure as failure:
             log.error("anchorkit: %s failed, answered with its original batches: %s", file.name, failure)
             output, counts = file.unchanged(), Counts(failed_files=1)
@@ -128,8 +139,17 @@ def run(event: Any, settings: Settings, store: Store, chunker: DocumentChunker |
     return response(outputs)
 
 
+def chunk_tokenizer() -> Tokenizer:
+    """cl100k_base (the vocabulary shipped in the zip), loaded when a file is first cut: inject mode never
+    loads tiktoken. tokens keeps it for the container's next invocations."""
+    try:
+        return choose_tokenizer(CL100K_BASE)
+    except TokenizerUnavailable as error:
+        raise ConfigurationError(f"chunk mode needs the cl100k_base tokenizer: {error}") from None
+
+
 def _process(
-    file: InputFile, invocation: Invocation, settings: Settings, store: Store, chunker: DocumentChunker | None
+    file: InputFile, invocation: Invocation, settings: Settings, store: Store
 ) -> tuple[dict[str, Any], Counts]:
     if file.problem:
         raise FileFailure(file.problem)
@@ -141,16 +161,21 @@ def _process(
     elif anchoring.needs_text(ticket):
         texts = (text for batch in batches for text in map(batch.text, batch.items) if text is not None)
         ticket = anchoring.ticket_from_texts(texts, ticket, file.metadata, settings.options)
-    mode = _mode(file, first, len(file.batch_keys), settings.mode, ticket, chunker)
+    mode, why = _mode(file, first, len(file.batch_keys), settings.mode, ticket)
+    tokenizer = chunk_tokenizer() if mode == "chunk" else None
     counts = Counts(chunk_files=1) if mode == "chunk" else Counts(inject_files=1)
     keys = []
     for key, batch in zip(file.batch_keys, batches, strict=True):
-        if mode == "chunk":
-            assert ticket is not None and chunker is not None  # _mode chose chunk mode only then
+        if tokenizer is not None:
+            assert ticket is not None  # _mode chose chunk mode only then
             try:
-                items, batch_counts = anchoring.chunk(batch, ticket, file.metadata, chunker, settings.options)
-            except ValueError as error:  # the chunker's way of refusing a document
-                raise FileFailure(f"the ticket-aware chunker refused the document: {error}") from None
+                items, batch_counts, warnings = anchoring.chunk(
+                    batch, ticket, file.metadata, tokenizer, settings.options
+                )
+            except ChunkError as error:
+                raise FileFailure(f"the ticket-aware chunker cannot cut the document: {error}") from None
+            for warning in warnings:
+                log.warning("anchorkit: %s: %s", file.name, warning)
         else:
             items, batch_counts = anchoring.inject(batch, ticket, settings.options)
         keys.append(output_key(key))
@@ -164,9 +189,11 @@ def _process(
             counts.unknown_ticket,
         )
     log.info(
-        "anchorkit: %s: %s mode, %s batch shape, ticket %s, %d chunks in, %d out (%d already anchored, %d anchored)",
+        "anchorkit: %s: %s mode (%s), %s batch shape, ticket %s, %d chunks in, %d out (%d already anchored, "
+        "%d anchored)",
         file.name,
         mode,
+        why,
         "/".join(sorted(counts.shapes)),
         f"#{ticket.ticket_id} (from its {ticket.source})" if ticket else "unknown",
         counts.chunks_in,
@@ -177,15 +204,11 @@ def _process(
     return file.output(keys), counts
 
 
-def _mode(
-    file: InputFile,
-    first: Batch,
-    batch_count: int,
-    setting: str,
-    ticket: Ticket | None,
-    chunker: DocumentChunker | None,
-) -> Mode:
-    if setting == "inject" or not anchoring.is_whole_document(first, batch_count):
+def _mode(file: InputFile, first: Batch, batch_count: int, setting: str, ticket: Ticket | None) -> tuple[Mode, str]:
+    """The file's mode and why, in the words of the log line."""
+    if setting == "inject":
+        return "inject", "ANCHORKIT_BEDROCK_MODE=inject"
+    if not anchoring.is_whole_document(first, batch_count):
         if setting == "chunk":
             log.warning(
                 "anchorkit: %s: ANCHORKIT_BEDROCK_MODE=chunk, but the file did not arrive as one document "
@@ -194,16 +217,11 @@ def _mode(
                 batch_count,
                 len(first.items),
             )
-        return "inject"
+        return "inject", f"{setting}: not one document (batches: {batch_count}, items in the first: {len(first.items)})"
     if ticket is None:
         log.warning("anchorkit: %s: a whole document of an unknown ticket cannot be chunked: passed through", file.name)
-        return "inject"
-    if chunker is None:
-        log.info(
-            "anchorkit: %s: a whole document, but this build has no ticket-aware chunker: anchors injected", file.name
-        )
-        return "inject"
-    return "chunk"
+        return "inject", f"{setting}: a whole document, ticket unknown"
+    return "chunk", f"{setting}: one item that begins with the document's title"
 
 
 class _Batches:

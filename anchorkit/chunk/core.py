@@ -49,7 +49,7 @@ from anchorkit.anchors import (
     find_titles,
     shortened,
 )
-from anchorkit.render.sidecar import metadata_int, parse_note_numbers
+from anchorkit.note_ranges import format_note_numbers, metadata_int, parse_note_numbers
 from anchorkit.render.spacing import cut_plan, sentence_cuts
 from anchorkit.tokens import Tokenizer, without
 
@@ -442,6 +442,15 @@ class _Chunker:
             if self.notes is not None:
                 metadata["note"] = self.notes[segment.journal]
                 url = f"{url}#note-{metadata['note']}" if url else None
+        if self.notes is not None:
+            # Every note the chunk holds text of (short journals are packed together): verify checks cited notes on it.
+            held = [
+                self.notes[s.journal]
+                for s in self.segments
+                if s.journal is not None and s.start < end and start < s.end
+            ]
+            if held:
+                metadata["chunk_notes"] = format_note_numbers(held)
         if url:
             metadata["url"] = url
         metadata["chunk_index"] = index

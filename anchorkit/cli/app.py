@@ -61,6 +61,8 @@ PANELS = {
         "label",
         "anchor_basic_info",
         "chunk_tokens",
+        "chunks",
+        "chunk_overlap",
         "anchor_subject_chars",
         "spacing_anchors",
         "timezone",

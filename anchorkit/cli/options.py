@@ -238,13 +238,17 @@ DOCUMENTS = (
         bool,
         "Anchor the basic-info section too (heading splitters cut it away from the title).",
     ),
-    Opt(
+    CHUNK_TOKENS_OPTION := Opt(
         "chunk_tokens",
         ("--chunk-tokens",),
         int,
         "Your knowledge base's chunk length: any window of N tokens holds an anchor or the title "
         "(0: anchors after headings only).",
-        {CHUNK: "The longest chunk, in tokens; each holds its ticket's anchor or title line."},
+        {
+            CHUNK: "The longest chunk, in tokens; each holds its ticket's anchor or title line.",
+            SYNC: "Your knowledge base's chunk length: any window of N tokens holds an anchor or the title "
+            "(0: anchors after headings only); with --chunks, the longest chunk.",
+        },
     ),
     Opt(
         "anchor_subject_chars",
@@ -279,6 +283,24 @@ DOCUMENTS = (
         "Your Redmine's base URL: turn #123 in ticket text into links to URL/issues/123.",
         metavar="URL",
     ),
+)
+# sync --chunks (with --chunk-tokens above): anchorkit's own chunks instead of documents.
+CHUNK_OVERLAP_OPTION = Opt(
+    "chunk_overlap",
+    ("--chunk-overlap",),
+    int,
+    "With --chunks: each chunk but a ticket's first also repeats up to N tokens of the one before (0: none).",
+    {CHUNK: "Each chunk but a ticket's first also repeats up to N tokens of the end of the one before (0: none)."},
+)
+CHUNKS = (
+    Opt(
+        "chunks",
+        ("--chunks",),
+        bool,
+        "Publish anchorkit's chunks (<id>/<id>-NNN.md, each with its sidecar; --chunk-tokens long) instead "
+        "of documents.",
+    ),
+    CHUNK_OVERLAP_OPTION,
 )
 PUBLISHING = (
     Opt("delete", ("--delete",), bool, "Delete objects under the prefix that have no local counterpart."),
@@ -407,15 +429,7 @@ CHECK = (
     ),
 )
 # anchorkit's own chunks: their length (transform's --chunk-tokens, meaning the same) and overlap.
-CHUNKING = (
-    *some_of(DOCUMENTS, "chunk_tokens"),
-    Opt(
-        "chunk_overlap",
-        ("--chunk-overlap",),
-        int,
-        "Each chunk but a ticket's first also repeats up to N tokens of the end of the one before (0: none).",
-    ),
-)
+CHUNKING = (*some_of(DOCUMENTS, "chunk_tokens"), CHUNK_OVERLAP_OPTION)
 CHECKS = (
     Opt(
         "uri_pattern",

@@ -11,6 +11,7 @@ import typer
 from anchorkit.cli import output
 from anchorkit.cli.options import (
     AWS,
+    CHUNKS,
     DOCUMENTS,
     ENCRYPTION,
     GROUP,
@@ -33,7 +34,7 @@ from anchorkit.settings import CONFIG_ENV, CONFIG_FILE_NAME, SYNC
 @with_options(
     SYNC,
     redmine=REDMINE,
-    documents=DOCUMENTS + TOKENIZER,
+    documents=DOCUMENTS + CHUNKS + TOKENIZER,
     destination=PUBLISHING + S3_CLIENT + AWS + ENCRYPTION + INGESTION,
     state=STATE,
 )
@@ -78,6 +79,7 @@ def sync_command(
 
         anchorkit sync s3://kb-docs/tickets --url https://redmine.example.com --snapshot snap --out out --delete
         anchorkit sync s3://kb-docs/tickets --url https://redmine.example.com --state s3://kb-docs/anchorkit-state/
+        anchorkit sync s3://kb-chunks/tickets --url https://redmine.example.com --state s3://kb-chunks/state/ --chunks
     """
     from anchorkit import sync as syncing
 

@@ -27,7 +27,12 @@ from anchorkit.settings import UPLOAD
 
 @with_options(UPLOAD, publishing=PUBLISHING, destination=S3_CLIENT + AWS + ENCRYPTION + INGESTION)
 def upload_command(
-    out: Annotated[Path, typer.Argument(help="The folder to publish (transform's output: documents and sidecars).")],
+    out: Annotated[
+        Path,
+        typer.Argument(
+            help="The folder to publish (transform's documents or anchorkit chunk's chunks, with sidecars)."
+        ),
+    ],
     dest: Annotated[str, typer.Argument(help="Where to: s3://bucket/prefix, or a local folder.")],
     publishing: Values = GROUP,
     destination: Values = GROUP,

@@ -86,8 +86,9 @@ def verify_command(
 ) -> None:
     """Check an answer against the chunks retrieved for it: the filtered answer on stdout, the findings on stderr.
 
-    Findings: phantom ticket ids and sources, answers that should have refused (critical), quote drift,
-    weak grounding, wrong tickets, mismatched URLs and subjects (warnings).
+    Findings: phantom ticket ids and sources, cited notes of a retrieved ticket that were not retrieved,
+    answers that should have refused (critical), quote drift, weak grounding, wrong tickets, mismatched
+    URLs and subjects (warnings). Sources link to the Redmine note their chunk's metadata names.
 
     Exit 0 (findings are reported, not fatal), 1 with --strict when something critical was found or when
     a line of a JSON Lines answer file could not be read, 2 for a usage error or input that cannot be read

@@ -32,6 +32,7 @@ from anchorkit.errors import UsageError
 from anchorkit.files import check_writable_folder, write_atomic
 from anchorkit.publish import aws
 from anchorkit.publish.aws import MISSING_CODES, InvalidKey, S3Location, describe_error, error_code, validate_key
+from anchorkit.publish.keys import CHUNKS, document_key_of, superseded, ticket_key, ticket_of_key
 from anchorkit.render.sidecar import SIDECAR_SUFFIX
 from anchorkit.settings import default
 
@@ -60,11 +61,6 @@ def content_type_for(key: str) -> str:
         if key.endswith(suffix):
             return content_type
     return FALLBACK_CONTENT_TYPE
-
-
-def document_key_of(key: str) -> str:
-    """The document a key belongs to: a sidecar `X.metadata.json` belongs to `X`, a document to itself."""
-    return key[: -len(SIDECAR_SUFFIX)] if key.endswith(SIDECAR_SUFFIX) else key
 
 
 # --------------------------------------------------------------------------------------------------
@@ -265,6 +261,9 @@ class Plan:
     skips: list[LocalObject] = field(default_factory=list)
     # Remote objects with no local counterpart; deleted only with `delete=True`.
     stale: list[RemoteObject] = field(default_factory=list)
+    # Remote chunks a ticket no longer has, or its objects in the layout it left (publish/keys.py):
+    # replaced by the local ones, so deleted with or without `delete`, and counted by the delete guard.
+    superseded: list[RemoteObject] = field(default_factory=list)
     # Remote objects of tickets withdrawn from publication (private now, moved out of the projects):
     # deleted with or without `delete`, and not counted by the delete guard.
     withdrawn: list[RemoteObject] = field(default_factory=list)
@@ -275,7 +274,12 @@ class Plan:
 
     @property
     def deletes(self) -> list[RemoteObject]:
-        return self.withdrawn + (self.stale if self.delete else [])
+        return self.withdrawn + self.superseded + (self.stale if self.delete else [])
+
+    @property
+    def guarded(self) -> list[RemoteObject]:
+        """The deletes the delete guard counts: all but the withdrawn tickets'."""
+        return self.superseded + (self.stale if self.delete else [])
 
     @property
     def upload_bytes(self) -> int:
@@ -299,7 +303,8 @@ def diff(
     """Pure comparison. `stored_sha256` holds the metadata checksum of every ambiguous remote object.
 
     `protected_keys` (local files that could not be read) are never planned for deletion; the remote
-    documents (and sidecars) of `withdrawn_ids` always are.
+    documents or chunks (and sidecars) of `withdrawn_ids` always are, and so are the ones the local chunks
+    of a ticket supersede (:func:`anchorkit.publish.keys.superseded`).
     """
     remote = {obj.key: obj for obj in remote_objects}
     plan = Plan(delete=delete, remote_count=len(remote))
@@ -313,23 +318,20 @@ def diff(
             plan.skips.append(local)
         else:
             plan.uploads.append(local)
-    for key, obj in sorted(remote.items()):
-        if key in local_keys:
-            continue
+    unmatched = {key: obj for key, obj in sorted(remote.items()) if key not in local_keys}
+    replaced = set(superseded(local_keys, unmatched))
+    for key, obj in unmatched.items():
         try:
             validate_key(key)
         except InvalidKey as error:
             if delete:
                 plan.failures.append(Failure(key, f"not deleted: {error}"))
             continue
-        (plan.withdrawn if ticket_of_key(key) in withdrawn_ids else plan.stale).append(obj)
+        if ticket_of_key(key) in withdrawn_ids:
+            plan.withdrawn.append(obj)
+        else:
+            (plan.superseded if key in replaced else plan.stale).append(obj)
     return plan
-
-
-def ticket_of_key(key: str) -> int | None:
-    """The ticket a document or sidecar key is of (``12345.md``, ``ops/12345.md.metadata.json``)."""
-    stem = document_key_of(key).rpartition("/")[2].removesuffix(".md")
-    return int(stem) if stem.isdigit() and stem.isascii() and len(stem) <= 12 else None
 
 
 def stored_sha256_or_none(target: Target, key: str) -> str | None:
@@ -407,15 +409,23 @@ def parse_max_delete(text: str) -> DeleteLimit:
         raise PublishError(f"--max-delete {text!r}: expected a count (e.g. 25) or a percentage (e.g. 10%)") from None
 
 
-def delete_refusal(plan: Plan, limit: DeleteLimit, force: bool) -> str | None:
-    """Why the planned deletes must not happen, or None when they may (withdrawn tickets' always may)."""
-    count = len(plan.stale) if plan.delete else 0
+def delete_refusal(plan: Plan, limit: DeleteLimit, force: bool, why: str = "") -> str | None:
+    """Why the planned deletes must not happen, or None when they may (withdrawn tickets' always may).
+    ``why``: what makes so many go, when the caller knows (a change of layout)."""
+    guarded = plan.guarded
+    count = len(guarded)
     if force or count == 0 or count <= limit.allowed(plan.remote_count):
         return None
-    # Worded for upload and both syncs alike: a stateless sync has no local folder to point at.
+    # Worded for upload and both syncs alike: a stateless sync has no local folder to point at. The
+    # tickets are named because with chunks one ticket is many objects, each counted.
+    tickets = {found.ticket_id for obj in guarded if (found := ticket_key(obj.key)) is not None}
+    chunks = sum(1 for obj in guarded if (found := ticket_key(obj.key)) is not None and found.layout == CHUNKS)
+    what = f"of {len(tickets)} ticket{'' if len(tickets) == 1 else 's'}" + (
+        f", {chunks} of them chunks or chunk sidecars" if chunks else ""
+    )
     return (
-        f"refusing to delete {count} of {plan.remote_count} objects (limit --max-delete {limit}); "
-        "if that many should go, raise --max-delete or pass --force"
+        f"refusing to delete {count} of {plan.remote_count} objects ({what}; every document, chunk and sidecar "
+        f"counts as one; limit --max-delete {limit}){why}; if that many should go, raise --max-delete or pass --force"
     )
 
 
@@ -553,6 +563,7 @@ class PublishReport:
                 "upload": len(plan.uploads),
                 "skip": len(plan.skips),
                 "delete": len(plan.deletes),
+                "superseded": len(plan.superseded),
                 "stale_kept": 0 if plan.delete else len(plan.stale),
                 "upload_bytes": plan.upload_bytes,
             },

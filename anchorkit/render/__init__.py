@@ -2,23 +2,13 @@
 
 textile, commonmark, markdown_text, textformat: Redmine text → Markdown; document: one issue → its
 anchored document (pure); spacing: the anchors --chunk-tokens adds (pure); sidecar: Bedrock metadata
-sidecars (pure); transform: the batch over a snapshot, with its options."""
+sidecars (pure); transform: the batch over a snapshot, with its options.
 
-from anchorkit.render.document import RenderOptions, render_document
-from anchorkit.render.sidecar import build_sidecar
-from anchorkit.render.spacing import approx_tokens_with_margin, space_anchors
-from anchorkit.render.textformat import to_markdown
-from anchorkit.render.transform import TransformOptions, TransformReport, iter_documents, transform_snapshot
+Nothing is imported here: the chunker, and the Lambda function with it, needs the pure sidecar and
+spacing modules, and importing this package must not bring transform's snapshot reading and the
+Redmine client with them (the Lambda zip holds what its modules import, anchorkit/bedrock/package.py).
+Import the modules themselves (``from anchorkit.render.transform import TransformOptions``); the
+library's entry points are at the top, ``anchorkit.transform_snapshot``.
+"""
 
-__all__ = [
-    "RenderOptions",
-    "TransformOptions",
-    "TransformReport",
-    "approx_tokens_with_margin",
-    "build_sidecar",
-    "iter_documents",
-    "render_document",
-    "space_anchors",
-    "to_markdown",
-    "transform_snapshot",
-]
+__all__: list[str] = []  # its modules are imported by name, each on its own

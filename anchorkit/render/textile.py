@@ -329,6 +329,10 @@ class TextileConverter:
         for row in rows_text:
             row = _ROW_ATTRS.sub("", row.strip(), count=1)
             cells = [self.table_cell(cell[2]) for cell in _CELL.finditer(row)]
+            # A line joined to a row that had already ended ("|" alone, say) starts without a "|".
+            lead = row[: row.find("|")].strip() if "|" in row else ""
+            if lead:
+                cells.insert(0, self.table_cell(lead))
             rest = row[row.rfind("|") + 1 :].strip() if "|" in row else row
             if rest:  # text after the last "|": Redmine drops it, we never drop text
                 cells.append(self.table_cell(rest))

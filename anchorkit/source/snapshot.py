@@ -1,4 +1,4 @@
-"""The snapshot on disk: ``issues/<id>.json``, ``lookups.json``, ``state.json`` (see DESIGN.md).
+"""The snapshot on disk: ``issues/<id>.json``, ``lookups.json``, ``state.json`` (docs/design.md).
 
 Reading is strict and explains itself: every problem names the file and what is wrong with it,
 so a batch can report it and go on with the other tickets.

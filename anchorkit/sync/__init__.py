@@ -6,9 +6,11 @@
 - :mod:`anchorkit.sync.apply`: the writes of a plan, in the documented order (documents, raw issues, manifest).
 - :mod:`anchorkit.sync.stateless`: `sync --state` and `pull --state`: read, pull, render, plan, apply.
 - :mod:`anchorkit.sync.folders`: the ordinary `sync` over local snapshot and output folders.
+- :mod:`anchorkit.sync.chunking`: `sync --chunks` (both syncs) through the chunk library.
 - :mod:`anchorkit.sync.runs`: the commands' runs: stores and destinations opened and checked, then the work.
 """
 
+from anchorkit.sync.chunking import ChunkLayout
 from anchorkit.sync.folders import FolderSyncReport, sync_folders
 from anchorkit.sync.manifest import Manifest, Scope, ScopeMismatch
 from anchorkit.sync.options import SyncSettings, resolve, resolve_from_environment
@@ -24,6 +26,7 @@ from anchorkit.sync.runs import (
 from anchorkit.sync.stateless import StatelessSyncReport, StatePullReport, pull_with_state, run_pull, run_sync
 
 __all__ = [
+    "ChunkLayout",
     "FolderSyncReport",
     "Manifest",
     "Scope",

@@ -1,5 +1,5 @@
-"""The ordinary `sync` (no ``--state``): pull into a snapshot folder, transform into an output folder, and
-publish that folder, each stage as its own command does it."""
+"""The ordinary `sync` (no ``--state``): pull into a snapshot folder, transform (or, with ``--chunks``, chunk)
+into an output folder, and publish that folder, each stage as its own command does it."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 from anchorkit.publish import upload as publish
 from anchorkit.render import transform
 from anchorkit.source import pull
+from anchorkit.sync.chunking import ChunkLayout, chunk_snapshot
 from anchorkit.sync.progress import SyncProgress, pulling_stage, stage_counter, stage_progress
 from anchorkit.sync.stateless import run_pull
 
@@ -18,7 +19,7 @@ from anchorkit.sync.stateless import run_pull
 @dataclass
 class FolderSyncReport:
     pull: pull.PullReport
-    transform: transform.TransformReport
+    transform: transform.TransformReport  # with --chunks, the chunk folder's report (ChunkReport)
     upload: publish.PublishReport
     out: Path
 
@@ -49,17 +50,22 @@ def sync_folders(
     pull_settings: pull.PullSettings = pull.PullSettings(),
     publish_settings: publish.PublishSettings = publish.PublishSettings(),
     *,
+    chunks: ChunkLayout | None = None,
     progress: SyncProgress | None = None,
 ) -> FolderSyncReport:
-    """pull → transform → upload over local folders. Issues that fail to pull keep their previous copy
-    and tickets that fail to transform keep their previous documents, so the upload still runs (and never
-    deletes their objects); ``report.ok`` is False when any stage failed. Raises :class:`pull.PullError`
-    or :class:`anchorkit.snapshot.SnapshotError` for unusable input (nothing uploaded then)."""
+    """pull → transform (with ``chunks``: chunk) → upload over local folders. Issues that fail to pull keep
+    their previous copy and tickets that fail to transform keep their previous documents (or chunks), so
+    the upload still runs (and never deletes their objects); ``report.ok`` is False when any stage failed.
+    Raises :class:`pull.PullError` or :class:`anchorkit.snapshot.SnapshotError` for unusable input (nothing
+    uploaded then)."""
     pulled = run_pull(
         url, api_key, snapshot_dir, pull_settings, full=pull_settings.full, known={}, progress=pulling_stage(progress)
     )
-    transformed = transform.transform_snapshot(
-        snapshot_dir, out_dir, options, progress=stage_progress(progress, "rendering")
+    rendering = stage_progress(progress, "rendering")
+    transformed = (
+        transform.transform_snapshot(snapshot_dir, out_dir, options, progress=rendering)
+        if chunks is None
+        else chunk_snapshot(snapshot_dir, out_dir, options, chunks, rendering)
     )
     uploading: Callable[[], None] = _nothing
 

@@ -9,6 +9,9 @@ state's ``issues/<id>.json``, and ``updated_on``, the version whose documents ar
 they are not all written). `pull --state` moves only the first (and the shared cursor), so `sync --state`
 publishes every ticket whose two versions differ. The lookups likewise: ``source_lookups`` are the raw
 issues' (None: the same as ``lookups``), ``lookups`` the ones the published documents used.
+
+``layout`` is what the tickets are published as: ``documents`` (one per ticket, what a manifest without
+the key describes) or ``chunks`` (`sync --state --chunks`); a run in the other layout replaces them all.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from anchorkit.errors import UsageError
+from anchorkit.publish.keys import CHUNKS, DOCUMENTS
 from anchorkit.source import snapshot
 from anchorkit.untrusted import without_userinfo
 
@@ -144,6 +148,7 @@ class Manifest:
     fingerprint: str | None = None
     tickets: dict[int, TicketEntry] = field(default_factory=dict)
     scope: Scope | None = None  # None: made before anchorkit recorded scopes
+    layout: str = DOCUMENTS  # what the tickets' objects are: DOCUMENTS or CHUNKS
 
     @property
     def cursor(self) -> str | None:
@@ -188,6 +193,9 @@ class Manifest:
         if not isinstance(tickets, dict):
             raise ManifestError(f"{where}: the state manifest is not an object with a 'tickets' table")
         scope = raw.get("scope")
+        layout = raw.get("layout", DOCUMENTS)
+        if layout not in (DOCUMENTS, CHUNKS):
+            raise ManifestError(f"{where}: the state manifest has an unknown layout {layout!r}")
         try:
             return cls(
                 pull=dict(raw.get("pull", {})),
@@ -204,6 +212,7 @@ class Manifest:
                     bool(scope.get("include_private")),
                     scope.get("destination"),
                 ),
+                layout=layout,
             )
         except (ValueError, TypeError, KeyError, AttributeError) as error:
             raise ManifestError(f"{where}: the state manifest has an unreadable entry ({error!r})") from None
@@ -220,6 +229,8 @@ class Manifest:
             written["source_lookups"] = self.source_lookups
         if self.scope is not None:
             written["scope"] = self.scope.to_json()
+        if self.layout != DOCUMENTS:  # a state of documents reads as before, by older anchorkits too
+            written["layout"] = self.layout
         return written
 
     def without_published(self) -> Manifest:

@@ -20,6 +20,7 @@ from anchorkit.publish.upload import PublishSettings
 from anchorkit.render.transform import TransformOptions
 from anchorkit.settings import ResolvedSettings, SettingError
 from anchorkit.source.pull import PullSettings
+from anchorkit.sync.chunking import ChunkLayout
 
 REQUIRED = ("url", "snapshot", "out", "dest")
 # With --state the snapshot is only a work folder (a temporary one by default) and nothing is written to out.
@@ -75,15 +76,19 @@ class SyncSettings:
     transform: TransformOptions
     publish: PublishSettings
     aws: AwsSettings
+    chunks: ChunkLayout | None = None  # --chunks: published as anchorkit's chunks instead of documents
 
     @classmethod
     def from_settings(cls, resolved: ResolvedSettings) -> SyncSettings:
         values = resolved.values
-        plain = {field.name: values[field.name] for field in fields(cls) if field.name in values}
+        plain = {
+            field.name: values[field.name] for field in fields(cls) if field.name in values and field.name != "chunks"
+        }
         return cls(
             **plain,
             pull=PullSettings.from_settings(values),
             transform=TransformOptions.from_settings(values),
             publish=PublishSettings.from_settings(values),
             aws=AwsSettings.from_settings(values),
+            chunks=ChunkLayout.from_settings(values),
         )

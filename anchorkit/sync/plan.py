@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from anchorkit.publish import upload as publish
+from anchorkit.publish.keys import DOCUMENTS
 from anchorkit.source import pull, snapshot
 from anchorkit.sync.manifest import Manifest, Scope, TicketEntry
 
@@ -111,6 +112,7 @@ class Listing:
     pull_state: dict[str, Any] = field(default_factory=dict)  # pull's state.json after the run
     lookups: dict[str, Any] = field(default_factory=dict)
     fingerprint: str = ""
+    layout: str = DOCUMENTS  # what this run publishes the tickets as (manifest.py)
 
 
 @dataclass(frozen=True)
@@ -244,6 +246,7 @@ class Plan:
             fingerprint=self.listing.fingerprint,
             tickets=tickets,
             scope=self.scope,
+            layout=self.listing.layout,
         )
 
 
@@ -292,7 +295,14 @@ def plan(manifest: Manifest, listing: Listing, local: Local, policy: DeletePolic
         raw_deletes=sorted((set(listing.removed) & stored) - rendered_ids),
         refused=None,
     )
-    return replace(drafted, refused=publish.delete_refusal(drafted.documents(), policy.max_delete, policy.force))
+    switch = ""
+    if manifest.layout != listing.layout and manifest.published_count():
+        switch = (
+            f"; this run publishes {listing.layout} where the state has {manifest.layout}, "
+            "so every published object of the other layout is replaced"
+        )
+    refusal = publish.delete_refusal(drafted.documents(), policy.max_delete, policy.force, switch)
+    return replace(drafted, refused=refusal)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from anchorkit.publish import state as states
 from anchorkit.publish import upload as publishing
 from anchorkit.publish.aws import AwsSettings, S3Location, parse_ingestion_target, parse_location, try_start_ingestion
 from anchorkit.source import pull as pulling
+from anchorkit.sync.chunking import check_out_layout
 from anchorkit.sync.folders import FolderSyncReport, sync_folders
 from anchorkit.sync.manifest import Manifest
 from anchorkit.sync.options import SyncSettings
@@ -42,6 +43,7 @@ def sync_with_folders(settings: SyncSettings, warn: Warn, progress: SyncProgress
     pull → transform → upload (and the ingestion once everything succeeded)."""
     assert settings.snapshot is not None and settings.out is not None  # REQUIRED without --state
     check_writable_folder(settings.out, "--out")  # before the pull, not after it
+    check_out_layout(settings.out, settings.chunks)
     destination = publishing.open_destination(
         settings.out, settings.dest, settings.publish, settings.aws, settings.start_ingestion
     )
@@ -55,6 +57,7 @@ def sync_with_folders(settings: SyncSettings, warn: Warn, progress: SyncProgress
         settings.transform,
         settings.pull,
         settings.publish,
+        chunks=settings.chunks,
         progress=progress,
     )
 
@@ -87,6 +90,7 @@ def sync_with_state(
             settings.publish,
             work_dir=settings.snapshot or scratch / "snapshot",
             rescope=rescope,
+            chunks=settings.chunks,
             progress=progress,
         )
     if ingestion is not None and report.ok and not report.dry_run:
@@ -140,6 +144,7 @@ class StateView:
             "cursor": manifest.cursor,
             "counts": manifest.counts(),
             "fingerprint": manifest.fingerprint,
+            "layout": manifest.layout,
             "lookups_refreshed_at": manifest.pull.get("lookups_refreshed_at"),
             "lease": self.lease.to_json(self.now) if self.lease else None,
         }

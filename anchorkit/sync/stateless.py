@@ -30,8 +30,9 @@ from anchorkit.render.sidecar import SIDECAR_SUFFIX
 from anchorkit.source import pull, snapshot
 from anchorkit.sync import plan as planning
 from anchorkit.sync.apply import apply, apply_pull
+from anchorkit.sync.chunking import ChunkLayout, TicketObjects, chunk_objects, layout_name
 from anchorkit.sync.manifest import Manifest, Scope, ScopeMismatch
-from anchorkit.sync.progress import SyncProgress, pulling_stage, stage_counter
+from anchorkit.sync.progress import SyncProgress, pulling_stage, stage_counter, stage_progress
 
 
 @dataclass
@@ -131,10 +132,15 @@ class StatePullReport:
         }
 
 
-def output_fingerprint(options: transform.TransformOptions, render: RenderOptions) -> str:
+def output_fingerprint(
+    options: transform.TransformOptions, render: RenderOptions, chunks: ChunkLayout | None = None
+) -> str:
     """What changes every document's bytes besides the issues and the lookups: version and options
-    (labels, language, layout, sidecars, the text format...). The lookups are compared on their own."""
-    described = {"anchorkit": __version__, "options": {**asdict(options), "render": asdict(render)}}
+    (labels, language, layout, sidecars, the text format..., and with ``chunks`` their length and
+    overlap). The lookups are compared on their own."""
+    described: dict[str, Any] = {"anchorkit": __version__, "options": {**asdict(options), "render": asdict(render)}}
+    if chunks is not None:  # only then: the fingerprint of a state of documents stays what it was
+        described["chunks"] = chunks.describe()
     canonical = json.dumps(described, ensure_ascii=False, sort_keys=True, default=str)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
@@ -234,9 +240,11 @@ def run_sync(
     *,
     work_dir: Path,
     rescope: bool = False,
+    chunks: ChunkLayout | None = None,
     progress: SyncProgress | None = None,
 ) -> StatelessSyncReport:
-    """pull → transform → upload with the state in ``store``, starting from an empty ``work_dir``.
+    """pull → transform → upload with the state in ``store``, starting from an empty ``work_dir``; with
+    ``chunks``, the tickets are published as anchorkit's chunks instead of documents.
 
     Only what changed is fetched, rendered and uploaded (everything is re-rendered from the stored issue
     JSON when the output fingerprint or the lookups changed), plus what a `pull --state` stored but
@@ -248,7 +256,8 @@ def run_sync(
     everything and what falls outside the new scope is gone (its documents deleted with ``delete``).
     Raises :class:`state.StateConflict` when another run holds or changed the state (nothing written
     then, unless this run outlived its lease), :class:`state.StateError` / :class:`pull.PullError` for
-    unusable input.
+    unusable input. A state of the other layout (documents, chunks) is a change of every ticket's
+    objects: the old ones are deleted (counted by the delete guard) as the new ones are published.
     """
     dry_run, threads = publishing.dry_run, publishing.threads
     report = StatelessSyncReport(store.describe(), target.describe(), dry_run=dry_run)
@@ -273,6 +282,7 @@ def run_sync(
             work_dir,
             policy,
             threads,
+            chunks,
             progress,
         )
         report.plan = plan
@@ -304,6 +314,7 @@ def _plan_sync(
     work_dir: Path,
     policy: planning.DeletePolicy,
     threads: int,
+    chunks: ChunkLayout | None,
     progress: SyncProgress | None,
 ) -> planning.Plan:
     """Everything a run reads (Redmine, the state's raw issues) and renders, then the plan."""
@@ -333,7 +344,7 @@ def _plan_sync(
     if rescoping:
         removed |= planning.outside_scope(manifest, scope.projects, snapshot.load_lookups(work_dir).get("projects", {}))
     render = transform.resolve_render_options(work_dir, options)
-    fingerprint = output_fingerprint(options, render)
+    fingerprint = output_fingerprint(options, render, chunks)
     # Render what pull fetched, what the state holds but never published, and everything when the
     # fingerprint or the names (a renamed status, user or version) changed. Raw JSON the state cannot
     # give back is fetched by a full listing; as that may refresh the names, the choice is made again
@@ -350,7 +361,7 @@ def _plan_sync(
             break
         attempted |= unrestorable
         pull_once(True, planning.unknown_stamps(stamps, attempted))
-    local = _render(report, work_dir, lookups, render, options, progress)
+    local = _render(report, work_dir, lookups, render, options, chunks, progress)
     listing = planning.Listing(
         fetched=frozenset(fetched),
         removed=frozenset(removed),
@@ -361,6 +372,7 @@ def _plan_sync(
         pull_state=snapshot.load_state(work_dir),
         lookups=lookups,
         fingerprint=fingerprint,
+        layout=layout_name(chunks),
     )
     return planning.plan(manifest, listing, local, policy, scope)
 
@@ -371,36 +383,60 @@ def _render(
     lookups: dict[str, Any],
     render: RenderOptions,
     options: transform.TransformOptions,
+    chunks: ChunkLayout | None,
     progress: SyncProgress | None,
 ) -> planning.Local:
-    """Render every issue in the work snapshot (the changed ones, or all when regenerating)."""
+    """Render every issue in the work snapshot (the changed ones, or all when regenerating), as documents
+    or, with ``chunks``, as chunks."""
     rendered: list[planning.Rendered] = []
     failed: dict[int, str | None] = {}
-    paths = list(snapshot.iter_issue_paths(work_dir))
-    advance = stage_counter(progress, "rendering", len(paths))
-    count_tokens = transform.spacing_counter(options)  # --tokenizer, as transform counts
-    for path in paths:
-        result = transform.render_ticket(path, lookups, render, options, count_tokens)
-        advance()
+    if chunks is None:
+        outcomes = _documents(work_dir, lookups, render, options, progress)
+    else:
+        outcomes = chunk_objects(work_dir, options, chunks, stage_progress(progress, "rendering"))
+    for result in outcomes:
         if isinstance(result, str):
             continue  # transform.PRIVATE: a private issue, left out on purpose
-        if not isinstance(result, transform.RenderedTicket):
+        if not isinstance(result, TicketObjects):
             report.transform_failures.append(result)
             if result.ticket_id is not None:
                 stamp = snapshot.stored_stamp(work_dir, result.ticket_id)
                 failed[result.ticket_id] = stamp.updated_on if stamp else None
             continue
         report.rendered += 1
-        objects = {result.relpath: result.markdown.encode("utf-8")}
-        if result.sidecar is not None:
-            objects[result.relpath + SIDECAR_SUFFIX] = result.sidecar
         stamp = snapshot.stored_stamp(work_dir, result.ticket_id)
         rendered.append(
             planning.Rendered(
-                result.ticket_id, stamp.updated_on if stamp else None, stamp.project_id if stamp else None, objects
+                result.ticket_id,
+                stamp.updated_on if stamp else None,
+                stamp.project_id if stamp else None,
+                result.objects,
             )
         )
     return planning.Local(tuple(rendered), failed)
+
+
+def _documents(
+    work_dir: Path,
+    lookups: dict[str, Any],
+    render: RenderOptions,
+    options: transform.TransformOptions,
+    progress: SyncProgress | None,
+) -> Iterator[TicketObjects | transform.TicketFailure | str]:
+    """Each issue's document and sidecar, rendered as transform renders them."""
+    paths = list(snapshot.iter_issue_paths(work_dir))
+    advance = stage_counter(progress, "rendering", len(paths))
+    count_tokens = transform.spacing_counter(options)  # --tokenizer, as transform counts
+    for path in paths:
+        result = transform.render_ticket(path, lookups, render, options, count_tokens)
+        advance()
+        if not isinstance(result, transform.RenderedTicket):
+            yield result
+            continue
+        objects = {result.relpath: result.markdown.encode("utf-8")}
+        if result.sidecar is not None:
+            objects[result.relpath + SIDECAR_SUFFIX] = result.sidecar
+        yield TicketObjects(result.ticket_id, objects)
 
 
 # ---------------------------------------------------------------------------------------------------

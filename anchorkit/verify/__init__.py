@@ -1,6 +1,7 @@
 """Answer-time verification: keep only ticket ids and citations that come from what was actually retrieved.
 
-model: the data (chunks, citations, claims, answers); ids: valid ids and the filtering of answers; similarity:
+model: the data (chunks, citations, claims, answers); ids: valid ids and the filtering of answers; links: where a
+chunk is in Redmine (its url, the notes it holds) and the notes an answer cites; similarity:
 quotes and claims against their sources; citations: the findings and the report; shapes: the one reader of
 retrieval, answer and context files; evaluation: eval over many cases; html: the report page; inject: anchors
 added to retrieved chunks at query time."""

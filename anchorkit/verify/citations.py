@@ -6,6 +6,7 @@ reading Bedrock and plain JSON), findings go out as data.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import (
     Iterable,
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from anchorkit.errors import UsageError
+from anchorkit.pages import is_web_url
 from anchorkit.settings import ON_EMPTY, ON_INVALID, default
 from anchorkit.verify.ids import (
     MARKER,
@@ -32,6 +34,7 @@ from anchorkit.verify.ids import (
     uri_ticket_id,
     valid_ids,
 )
+from anchorkit.verify.links import NoteReference, note_of, note_source, shown_notes, url_note
 from anchorkit.verify.model import (
     DEFAULT_GROUNDING_THRESHOLD,
     DEFAULT_MIN_ID_DIGITS,
@@ -147,6 +150,11 @@ class VerifyReport:
     nothing_retrieved: bool = False
     citations: int = 0  # citations of claims (markers included)
     retrieved: tuple[Chunk, ...] = ()  # every chunk checked against, in order: what ``[n]`` markers count
+    links: dict[Chunk, str] = field(default_factory=dict)  # chunk -> its url, where it is one to follow
+    foreign_urls: dict[Chunk, int] = field(default_factory=dict)  # chunk -> the other ticket its url names
+    chunk_notes: dict[Chunk, frozenset[int] | None] = field(default_factory=dict)  # chunk -> the notes it holds
+    missing_notes: frozenset[tuple[int, int]] = frozenset()  # (ticket, note) cited but not retrieved
+    cited_chunks: tuple[Chunk, ...] = ()  # the chunks citations resolved to, in order of first citation
 
     @property
     def critical(self) -> int:
@@ -176,6 +184,19 @@ class VerifyReport:
             "counts": {"critical": self.critical, "warning": self.warnings, "units": self.units},
             "findings": [f.to_json() for f in self.findings],
             "filtered_answer": self.filtered_answer,
+            "sources": [self.source_json(chunk) for chunk in self.cited_chunks],
+        }
+
+    def source_json(self, chunk: Chunk) -> dict[str, Any]:
+        """A cited chunk for ``--json``: where a person reads it (``url``: only a link to follow, the
+        Redmine note where the metadata names it) and where it is stored (``uri``)."""
+        notes = self.chunk_notes.get(chunk)
+        return {
+            "chunk_id": chunk.id,
+            "ticket_ids": sorted(self.chunk_tickets.get(chunk.id, ())),
+            "url": self.links.get(chunk),
+            "uri": chunk.uri,
+            "notes": None if notes is None else sorted(notes),
         }
 
 
@@ -196,9 +217,12 @@ class _Sources:
         self.by_uri: dict[str, list[Chunk]] = {}
         self.by_ticket: dict[int, list[Chunk]] = {}
         self.tickets: dict[str, frozenset[int]] = {}
+        self.links: dict[Chunk, str] = {}
+        self.foreign_urls: dict[Chunk, int] = {}
+        self.notes: dict[Chunk, frozenset[int] | None] = {}
         self._prepared: dict[int, MatchText] = {}
         for chunk in self.ordered:
-            ids = chunk_ticket_ids(chunk, uri_pattern)
+            ids = self.located(chunk)
             self.tickets[chunk.id] = self.tickets.get(chunk.id, frozenset()) | ids
             self.by_id.setdefault(chunk.id, []).append(chunk)
             if chunk.uri:
@@ -206,10 +230,39 @@ class _Sources:
             for ticket_id in ids:
                 self.by_ticket.setdefault(ticket_id, []).append(chunk)
 
+    def located(self, chunk: Chunk) -> frozenset[int]:
+        """The chunk's tickets; its link and its notes. A url naming another ticket than the chunk's
+        (by its metadata, its source URI or its anchors) is not used: neither followed nor believed,
+        also when it doubles as the chunk's source URI."""
+        ids = chunk_ticket_ids(chunk, self.uri_pattern)
+        url_ticket = uri_ticket_id(chunk.url, self.uri_pattern)
+        own = ids
+        if chunk.uri == chunk.url:  # the url doubles as the source URI: what else says which ticket it is
+            own = chunk_ticket_ids(dataclasses.replace(chunk, uri=None), self.uri_pattern)
+        notes = chunk.notes
+        if url_ticket is not None and own and url_ticket not in own:
+            self.foreign_urls[chunk] = url_ticket
+            ids = own
+        elif chunk.url:
+            if is_web_url(chunk.url):
+                self.links[chunk] = chunk.url
+            fragment = url_note(chunk.url) if url_ticket is not None else None
+            if fragment is not None:
+                notes = (notes or frozenset()) | {fragment}
+        self.notes[chunk] = notes
+        return ids
+
+    def holding(self, chunks: Iterable[Chunk], note: int) -> tuple[list[Chunk], bool]:
+        """The chunks that hold the note, and whether any says which notes it holds: then those that
+        say nothing hold none (verify.links)."""
+        chunks = list(chunks)
+        known = any(self.notes.get(c) is not None for c in chunks)
+        return [c for c in chunks if note in (self.notes.get(c) or ())], known
+
     def resolve(self, citation: Citation) -> list[Chunk]:
         """A citation's source: the chunk at its position; else a chunk id, a source URI, a ticket (a
-        URI or Redmine URL naming it, "12345", "#12345": the chunks of that ticket), or a bare number
-        as the chunk's 1-based position."""
+        URI or Redmine URL naming it, "12345", "#12345", or one of its notes, "12345#note-3": the
+        chunks of that ticket), or a bare number as the chunk's 1-based position."""
         if citation.position is not None:
             in_range = 0 <= citation.position < len(self.ordered)
             return [self.ordered[citation.position]] if in_range else []
@@ -218,7 +271,9 @@ class _Sources:
             return self.by_id[source_id]
         if source_id in self.by_uri:
             return self.by_uri[source_id]
+        noted = note_source(source_id)
         ticket_id = uri_ticket_id(source_id, self.uri_pattern) or parse_ticket_id(source_id)
+        ticket_id = noted.ticket_id if noted is not None else ticket_id
         if ticket_id is not None and ticket_id in self.by_ticket:
             return self.by_ticket[ticket_id]
         # A bare number that names nothing else is the chunk's 1-based number in the prompt.
@@ -252,9 +307,11 @@ def verify_citations(
 
     Findings (severity): ``phantom_ticket_id`` (critical: the answer names an id no retrieved chunk or
     context vouches for, anywhere: claims, text, summary, results, any other string), ``phantom_source_id``
-    (critical: a citation, ``[n]`` or ``[SRC:id]`` marker names no retrieved chunk), ``not_refused``
+    (critical: a citation, ``[n]`` or ``[SRC:id]`` marker names no retrieved chunk), ``note_not_retrieved``
+    (critical: a note of a retrieved ticket that no retrieved chunk holds, verify.links), ``not_refused``
     (critical: nothing was retrieved, or every chunk scored below ``min_score``, yet the answer asserts
-    something), ``quote_drift``, ``weak_grounding`` (per citation), ``wrong_ticket``, ``url_mismatch``,
+    something), ``quote_drift``, ``weak_grounding`` (per citation), ``wrong_ticket``, ``url_mismatch`` (a
+    result's url, or a retrieved chunk's url naming another ticket than the chunk's: not used),
     ``subject_mismatch``, ``uncited_claim`` (warnings), ``unchecked`` and ``nothing_retrieved`` (info).
     ``extra_valid_ids``: ids known valid from elsewhere (e.g. chunks of earlier retrievals); ``notes``:
     what reading the retrieval skipped (reported as ``skipped_chunk``, info).
@@ -347,6 +404,10 @@ class _Verification:
         self.citation_chunks: dict[tuple[int, int], list[Chunk]] = {}
         self.claim_citations: dict[int, tuple[Citation, ...]] = {}
         self.tokens: dict[str, tuple[set[str], set[str]]] = {}
+        self.cited_chunks: dict[Chunk, None] = {}  # in order of first citation
+        self.reported_notes: set[tuple[int, int]] = set()
+        self.missing_notes: set[tuple[int, int]] = set()
+        self.claims_missing_notes: set[int] = set()  # claims whose text names a note that was not retrieved
 
     @property
     def dropping(self) -> bool:
@@ -364,6 +425,10 @@ class _Verification:
             self.add(
                 "unchecked", "info", "no retrieved chunk carries a ticket id: ticket ids were passed through unchecked"
             )
+        for chunk, ticket_id in self.sources.foreign_urls.items():
+            own = ", ".join(f"#{t}" for t in sorted(self.sources.tickets[chunk.id])) or "none"
+            message = f"retrieved chunk {chunk.id!r}: its url names #{ticket_id}, not its own ticket ({own}): not used"
+            self.add("url_mismatch", "warning", message, source_id=chunk.id, ticket_id=ticket_id, part="retrieval")
         kept_claims: list[dict[str, Any]] = []
         dropped: set[int] = set()
         for index, claim in enumerate(self.answer.claims):
@@ -401,6 +466,11 @@ class _Verification:
             nothing_retrieved=self.nothing_retrieved or self.below_min_score,
             citations=self.citations,
             retrieved=tuple(self.sources.ordered),
+            links=dict(self.sources.links),
+            foreign_urls=dict(self.sources.foreign_urls),
+            chunk_notes=dict(self.sources.notes),
+            missing_notes=frozenset(self.missing_notes),
+            cited_chunks=tuple(self.cited_chunks),
         )
 
     def filtered(self, text: str, on_empty: OnEmpty) -> str:
@@ -427,10 +497,46 @@ class _Verification:
         """The ids a text names; each phantom id is reported once per answer."""
         if not text:
             return set()
-        named = {m.ticket_id for m in iter_mentions(text, self.options.min_id_digits, self.valid)}
+        found = list(iter_mentions(text, self.options.min_id_digits, self.valid))
+        named = {m.ticket_id for m in found}
         for ticket_id in sorted(named):
             self.named(ticket_id, claim=claim, part=part or "claim")
+        for mention in found:
+            reference = note_of(text, mention)
+            missing = reference is not None and self.note_named(reference, claim=claim, part=part or "claim")
+            if missing and claim is not None:
+                self.claims_missing_notes.add(claim)
         return named
+
+    def note_named(self, reference: NoteReference, **where: Any) -> bool:
+        """The answer names a note of a ticket: True when the ticket was retrieved but that note was
+        not. Each note is reported once per answer; a phantom ticket's notes are its phantom id's."""
+        key = (reference.ticket_id, reference.note)
+        if self.is_phantom(reference.ticket_id) or self.checker.unchecked:
+            return False
+        if key in self.reported_notes:
+            return key in self.missing_notes
+        self.reported_notes.add(key)
+        chunks = self.sources.by_ticket.get(reference.ticket_id, [])
+        # No chunk of it: the context of an earlier turn vouches for the ticket, and says nothing of notes.
+        return bool(chunks) and not self.noted(chunks, reference.note, **where)
+
+    def noted(self, chunks: list[Chunk], note: int, **where: Any) -> list[Chunk]:
+        """The chunks that hold the cited note; all of them when none says which notes it holds (the
+        note cannot be checked); none, with ``note_not_retrieved``, when the note is in none."""
+        held, known = self.sources.holding(chunks, note)
+        if held:
+            return held
+        if not known:
+            return chunks
+        tickets = sorted(self.sources.ticket_ids(chunks))
+        shown = ", ".join(f"#{t}" for t in tickets) or "the cited chunk"
+        where.setdefault("ticket_id", tickets[0] if tickets else None)
+        self.missing_notes.update((t, note) for t in tickets)
+        retrieved = set().union(*(self.sources.notes.get(c) or () for c in chunks))
+        message = f"note {note} of {shown} was not retrieved (the retrieved chunks hold {shown_notes(retrieved)})"
+        self.add("note_not_retrieved", "critical", message, **where)
+        return []
 
     def named(self, ticket_id: int, **where: Any) -> None:
         """The answer names this ticket; a phantom id is reported once per answer."""
@@ -466,7 +572,31 @@ class _Verification:
             if cited.position is not None:
                 message += f" (the retrieval has {len(self.sources.ordered)})"
             self.add("phantom_source_id", "critical", message, source_id=cited.source_id, **where)
+            return resolved
+        note = cited_note(cited)
+        if note is not None:
+            resolved = self.noted(resolved, note, source_id=cited.source_id, **where)
+        self.cited_chunks.update(dict.fromkeys(resolved))
         return resolved
+
+    def citation_link(self, citation: Citation, chunks: list[Chunk]) -> dict[str, Any]:
+        """What a kept citation of the filtered answer gains: the note it names, the url to follow (the
+        note's, else its chunk's, else its ticket's page when its chunks are of one issue)."""
+        extra: dict[str, Any] = {}
+        note = cited_note(citation)
+        if note is not None:
+            extra["note"] = note
+        if not self.sources.links:  # nothing retrieved has a link (an s3 layout without urls)
+            return extra
+        links = [self.sources.links[c] for c in chunks if c in self.sources.links]
+        pages = {link.split("#", 1)[0] for link in links}
+        if note is not None and len(pages) == 1:
+            extra["url"] = f"{pages.pop()}#note-{note}"
+        elif len(links) == 1 and len(chunks) == 1:
+            extra["url"] = links[0]
+        elif len(pages) == 1:
+            extra["url"] = pages.pop()
+        return extra
 
     def claim(self, index: int, claim: Claim) -> dict[str, Any] | None:
         """Check one claim; return it as it stays in the filtered answer (None: dropped)."""
@@ -480,7 +610,8 @@ class _Verification:
             resolved = self.citation(index, citation_index, citation)
             claim_chunks += resolved
             if (resolved or not self.dropping) and citation_index < len(claim.citations):
-                kept_citations.append({"source_id": citation.source_id, "quoted_span": citation.quoted_span})
+                kept = {"source_id": citation.source_id, "quoted_span": citation.quoted_span}
+                kept_citations.append(kept | self.citation_link(citation, resolved))
         if not citations:
             self.units += 1
             self.add("uncited_claim", "warning", "claim has no citation", claim=index, part="claim")
@@ -491,7 +622,7 @@ class _Verification:
                 shown = ", ".join(f"#{t}" for t in sorted(cited_tickets)) or "chunks without a ticket id"
                 message = f"claim names ticket #{ticket_id} but cites {shown}"
                 self.add("wrong_ticket", "warning", message, claim=index, ticket_id=ticket_id, part="claim")
-        names_phantom = any(self.is_phantom(t) for t in named)
+        names_phantom = any(self.is_phantom(t) for t in named) or index in self.claims_missing_notes
         lost_all_citations = bool(citations) and not claim_chunks
         if self.dropping and (names_phantom or lost_all_citations):
             return None
@@ -558,6 +689,8 @@ class _Verification:
                     message = f"result {index + 1}: {key} names #{url_ticket}, its issue_id #{ticket_id}"
                     self.add("url_mismatch", "warning", message, ticket_id=url_ticket, **where)
                     self.named(url_ticket, **where)
+                elif (reference := note_source(value)) is not None:
+                    self.note_named(reference, **where)
             elif key in ("subject", "title"):
                 self.subject(index, value, ticket_id)
             else:
@@ -575,6 +708,14 @@ class _Verification:
         also = f" (it is the subject of #{others[0]})" if others else ""
         message = f"result {index + 1}: subject is not that of #{ticket_id}{also}"
         self.add("subject_mismatch", "warning", message, result=index, ticket_id=ticket_id, part="result")
+
+
+def cited_note(citation: Citation) -> int | None:
+    """The note a citation names: its own ``note``, else its source id's (``"12345#note-3"``)."""
+    if citation.note is not None:
+        return citation.note
+    reference = note_source(citation.source_id)
+    return reference.note if reference is not None else None
 
 
 def _same_subject(given: str, known: str) -> bool:

@@ -27,6 +27,7 @@ from anchorkit.pages import escape, link
 from anchorkit.verify.citations import Finding, VerifyOptions, VerifyReport
 from anchorkit.verify.evaluation import CaseResult, EvalGates, EvalSummary
 from anchorkit.verify.ids import MARKER, chunk_subjects, mentioned_ids
+from anchorkit.verify.links import note_references, shown_notes
 from anchorkit.verify.model import Chunk, Citation
 
 _CSS = """
@@ -117,6 +118,7 @@ _KIND_WORDS = {
     "weak_grounding": "weak grounding",
     "wrong_ticket": "wrong ticket",
     "url_mismatch": "URL of another ticket",
+    "note_not_retrieved": "note not retrieved",
     "subject_mismatch": "subject of another ticket",
     "uncited_claim": "no citation",
     "unchecked": "unchecked",
@@ -150,16 +152,22 @@ class _Page:
         self.labels: dict[tuple[str, ...], str] = {}
         self.chunks: dict[tuple[str, ...], list[Chunk]] = {}
         self.flags: dict[tuple[str, ...], str] = {}
+        self.missing_note: dict[tuple[str, ...], str] = {}  # a cited note that was not retrieved: why
         self.phantom_ids = {
             f.ticket_id for f in report.findings if f.kind == "phantom_ticket_id" and f.ticket_id is not None
         }
         self.positions = {chunk: index + 1 for index, chunk in enumerate(report.retrieved)}
 
+    @staticmethod
+    def key(citation: Citation, chunks: list[Chunk]) -> tuple[str, ...]:
+        """What one number stands for: the chunks cited, or what a citation of nothing wrote."""
+        return tuple(f"{c.id}\0{c.uri}" for c in chunks) or ("\0phantom", citation.source_id, str(citation.note))
+
     def number(self, citation: Citation, chunks: list[Chunk], flag: str) -> int:
-        key = tuple(f"{c.id}\0{c.uri}" for c in chunks) or ("\0phantom", citation.source_id)
+        key = self.key(citation, chunks)
         if key not in self.numbers:
             self.numbers[key] = len(self.numbers) + 1
-            self.labels[key] = citation.source_id
+            self.labels[key] = citation.source_id + (f" (note {citation.note})" if citation.note is not None else "")
             self.chunks[key] = chunks
         # A source cited several times shows its worst state.
         self.flags[key] = max(self.flags.get(key, "ok"), flag, key=_FLAG_RANK.__getitem__)
@@ -179,6 +187,12 @@ class _Page:
             if mention.ticket_id in self.phantom_ids:
                 shown = escape(text[mention.start : mention.end])
                 spans.append((mention.start, mention.end, f'<del class="phantom" title="not retrieved">{shown}</del>'))
+        # Any mention counts here: only the notes verify found missing are struck through.
+        for reference in note_references(text, 1):
+            if (reference.ticket_id, reference.note) in self.report.missing_notes:
+                shown = escape(text[reference.start : reference.end])
+                title = "this note was not retrieved"
+                spans.append((reference.start, reference.end, f'<del class="phantom" title="{title}">{shown}</del>'))
         for match in MARKER.finditer(text):
             if any(start < match.end() and match.start() < end for start, end, _ in spans):
                 continue
@@ -232,9 +246,14 @@ class _Page:
             quotes: list[str] = []
             for citation_index, citation in enumerate(report.claim_citations.get(claim_index, claim.citations)):
                 kinds = {f.kind for f in findings if f.citation == citation_index}
-                flag = "phantom" if "phantom_source_id" in kinds else "drift" if "quote_drift" in kinds else "ok"
+                missing = kinds & {"phantom_source_id", "note_not_retrieved"}
+                flag = "phantom" if missing else "drift" if "quote_drift" in kinds else "ok"
                 chunks = report.citation_chunks.get((claim_index, citation_index), [])
                 number = self.number(citation, chunks, flag)
+                for finding in findings:
+                    if finding.citation == citation_index and finding.kind == "note_not_retrieved":
+                        why = f"The ticket was retrieved, but not this note: {finding.message}."
+                        self.missing_note[self.key(citation, chunks)] = why
                 marks[number] = max(marks.get(number, "ok"), flag, key=_FLAG_RANK.__getitem__)
                 if citation.quoted_span:
                     label = ' <span class="badge drift">quote drift</span>' if flag == "drift" else ""
@@ -348,9 +367,16 @@ class _Page:
             facts.append(f"ticket {_tickets(tickets)}")
         if chunk.score is not None:
             facts.append(f"score {chunk.score:.2f}")
+        notes = self.report.chunk_notes.get(chunk)
+        if notes:
+            facts.append(shown_notes(notes))
         if cited_as:
             facts.append(cited_as)
-        where = [link(chunk.url)] if chunk.url else []
+        where = [link(self.report.links[chunk])] if chunk in self.report.links else []
+        if chunk.url and chunk not in self.report.links:  # not a web URL, or one naming another ticket
+            foreign = self.report.foreign_urls.get(chunk)
+            why = f" (names #{foreign}, not this chunk's ticket: not linked)" if foreign is not None else ""
+            where.append(f"<code>{escape(chunk.url)}</code>{escape(why)}")
         if chunk.uri and chunk.uri != chunk.url:
             where.append(link(chunk.uri))
         badge = ' <span class="badge drift">quote drift</span>' if flag == "drift" else ""
@@ -370,12 +396,14 @@ class _Page:
             for key, number in self.numbers.items():
                 chunks = self.chunks[key]
                 if not chunks:
+                    why = self.missing_note.get(key) or (
+                        "Not a retrieved chunk: the answer cites a source it was not given (a phantom source)."
+                    )
                     items.append(
                         f'<li id="{self.prefix}ref-{number}" class="source phantom">'
                         f'<div class="source-head">[{number}] '
-                        f"<del>{escape(self.labels[key])}</del></div><p>Not a retrieved chunk: the answer cites a "
-                        "source it was not given (a phantom source). Claims that cite only phantom sources are "
-                        "dropped from the filtered answer.</p></li>"
+                        f"<del>{escape(self.labels[key])}</del></div><p>{escape(why)} Claims that cite only "
+                        "sources that were not retrieved are dropped from the filtered answer.</p></li>"
                     )
                     continue
                 for position, chunk in enumerate(chunks):

@@ -55,6 +55,7 @@ class Chunk:
     subject: str | None = None
     score: float | None = None
     url: str | None = None
+    notes: frozenset[int] | None = None  # the Redmine notes it holds text of (verify.links); None: not said
 
 
 @dataclass(frozen=True)
@@ -63,12 +64,15 @@ class Citation:
 
     ``position``: the 0-based position of the chunk in the retrieval, for citations that name a
     position instead of an id (``[2]`` markers, LangChain's integer source ids); ``source_id`` is
-    then how the answer wrote it.
+    then how the answer wrote it. ``note``: the Redmine note of the cited ticket the citation names
+    (a structured ``{"ticket_id": 12345, "note": 3}``); a source id such as ``"12345#note-3"`` names
+    one too (verify.links.note_source).
     """
 
     source_id: str
     quoted_span: str | None = None
     position: int | None = None
+    note: int | None = None
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from anchorkit.errors import UsageError
+from anchorkit.note_ranges import metadata_int
 from anchorkit.untrusted import JSONTooDeep, parse_json
 from anchorkit.verify.ids import parse_ticket_id
+from anchorkit.verify.links import metadata_notes
 from anchorkit.verify.model import Answer, Chunk, Citation, Claim
 
 RETRIEVAL_SHAPES = (
@@ -207,6 +209,7 @@ def read_chunk(item: Any, index: int, where: str, notes: list[str]) -> Chunk | N
         subject=_first(item, ("subject",)) or _first(metadata, ("subject",)),
         score=float(score) if score is not None else _first(metadata, ("score",), (int, float)),
         url=_first(metadata, ("url",)) or _first(item, ("url",)),
+        notes=held if (held := metadata_notes(metadata)) is not None else metadata_notes(item),
     )
 
 
@@ -337,10 +340,21 @@ def _claims(items: list[Any], origin: str) -> list[Claim]:
 
 
 def _citation(item: Any, where: str, positional: bool = False) -> Citation:
-    """A citation: {"source_id", "quoted_span" | "quote"} or a bare id. ``positional``: LangChain's
-    integer source ids are 0-based positions in the documents it was given."""
+    """A citation: {"source_id", "quoted_span" | "quote"}, {"ticket_id", "note"} (a note of a ticket,
+    verify.links) or a bare id. ``positional``: LangChain's integer source ids are 0-based positions in
+    the documents it was given."""
+    note = None
     if isinstance(item, Mapping):
         source_id, span = item.get("source_id"), item.get("quoted_span", item.get("quote"))
+        if source_id is None and item.get("ticket_id") is not None:
+            ticket_id = parse_ticket_id(item["ticket_id"])
+            if ticket_id is None:
+                raise InputError(f'{where}: "ticket_id" must be a ticket number')
+            source_id = f"#{ticket_id}"
+        if item.get("note") is not None:
+            note = metadata_int(item["note"])
+            if note is None:
+                raise InputError(f'{where}: "note" must be a note number')
     else:
         source_id, span = item, None
     if (
@@ -349,11 +363,12 @@ def _citation(item: Any, where: str, positional: bool = False) -> Citation:
         or (span is not None and not isinstance(span, str))
     ):
         raise InputError(
-            f'{where}: a citation needs "source_id" (string or number) and an optional string "quoted_span"'
+            f'{where}: a citation needs "source_id" (string or number) or "ticket_id", and an optional string '
+            '"quoted_span"'
         )
     if positional and isinstance(source_id, int):
-        return Citation(str(source_id), span, position=source_id)
-    return Citation(str(source_id), span)
+        return Citation(str(source_id), span, position=source_id, note=note)
+    return Citation(str(source_id), span, note=note)
 
 
 def _results(items: list[Any], origin: str) -> list[Mapping[str, Any]]:
@@ -490,9 +505,14 @@ def _json_documents(path: Path, what: str, shapes: tuple[str, ...]) -> tuple[lis
     return documents, errors
 
 
-def load_retrieval_json(path: Path) -> Any:
-    """The one JSON document of a retrieval file or stdin ("-"), not yet read as a shape."""
+def load_retrieval_json(path: Path, chunk_lines: bool = False) -> Any:
+    """The one JSON document of a retrieval file or stdin ("-"), not yet read as a shape. ``chunk_lines``:
+    JSON Lines of chunks (``anchorkit chunk --jsonl`` records, one a line) are the list of them (not for
+    inject, which writes back the shape it read)."""
     documents, errors = _json_documents(path, "retrieval", RETRIEVAL_SHAPES)
+    lines = chunk_lines and (path.suffix.lower() == ".jsonl" or len(documents) > 1)
+    if lines and not errors and documents and all(_is_chunk_line(origin, data) for origin, data in documents):
+        return [data for _, data in documents]
     if errors or len(documents) != 1 or not documents[0][0]:
         raise InputError(
             f"{_name(path)}: a retrieval must be one JSON document; {_accepted('retrieval', RETRIEVAL_SHAPES)}"
@@ -500,8 +520,13 @@ def load_retrieval_json(path: Path) -> Any:
     return documents[0][1]
 
 
+def _is_chunk_line(origin: str, data: Any) -> bool:
+    """A line of JSON Lines that is one chunk, not a whole retrieval."""
+    return bool(origin) and isinstance(data, Mapping) and _chunk_list(data, origin) is None
+
+
 def load_retrieval(path: Path) -> Retrieval:
-    return read_retrieval(load_retrieval_json(path), _name(path))
+    return read_retrieval(load_retrieval_json(path, chunk_lines=True), _name(path))
 
 
 def load_answers(path: Path) -> tuple[list[tuple[str, Answer]], list[str]]:

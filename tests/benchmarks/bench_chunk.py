@@ -52,8 +52,8 @@ from anchorkit.anchors import TITLE_PATTERN, strip_anchors  # noqa: E402
 from anchorkit.bedrock.anchoring import Ticket, holds_complete_anchor, with_anchor  # noqa: E402
 from anchorkit.chunk.core import ChunkedTicket, chunk_document  # noqa: E402
 from anchorkit.chunk.sources import TicketDocument, iter_source  # noqa: E402
+from anchorkit.note_ranges import parse_note_numbers  # noqa: E402
 from anchorkit.render.document import RenderOptions  # noqa: E402
-from anchorkit.render.sidecar import parse_note_numbers  # noqa: E402
 from anchorkit.render.transform import RenderedTicket, TransformOptions, iter_documents  # noqa: E402
 from anchorkit.source.notes import with_note_numbers  # noqa: E402
 from anchorkit.tokens import ExactTokens, TiktokenTokenizer, load_cl100k_base  # noqa: E402

@@ -15,6 +15,9 @@ BENCH_STATELESS_JOURNALS journals each (default 2) through ActiveRecord (bench_p
    empty disk, which publishes what the pull stored without fetching it again.
 
 Reports Redmine requests, S3 requests per operation (botocore event hooks) and wall time for each.
+BENCH_STATELESS_LAYOUTS (default ``documents``; ``documents,chunks`` for both) runs steps 1-3 for each
+layout side by side, each with its own state and prefix (chunks: `sync --state --chunks`, 300 tokens),
+and prints the chunk layout's objects, PUTs and time against the documents'.
 Uses the Redmine at $ANCHORKIT_REDMINE_URL, else starts one (and stops it after); always starts SeaweedFS.
 """
 
@@ -41,10 +44,12 @@ from anchorkit.render.document import RenderOptions
 from anchorkit.render.transform import TransformOptions
 from anchorkit.source.pull import PullSettings
 from anchorkit.sync import StatelessSyncReport, StatePullReport, pull_with_state, run_sync
+from anchorkit.sync.chunking import ChunkLayout
 
 ISSUES = int(os.environ.get("BENCH_STATELESS_ISSUES", "10000"))
 JOURNALS = int(os.environ.get("BENCH_STATELESS_JOURNALS", "2"))
 CHANGED_SHARE = 0.01
+LAYOUTS = os.environ.get("BENCH_STATELESS_LAYOUTS", "documents").split(",")
 THREADS = 16
 
 
@@ -87,11 +92,12 @@ def main() -> None:
         options = TransformOptions(render=RenderOptions(), sidecars=True)
         runs = 0
 
-        def sync_from_empty_disk() -> StatelessSyncReport:
+        def sync_from_empty_disk(layout: str = "documents") -> StatelessSyncReport:
             nonlocal runs
             runs += 1
-            store = S3StateStore(client, S3Location(s3.bucket, "anchorkit-state/"))
-            target = S3Target(client, S3Location(s3.bucket, "tickets/"))
+            where = "" if layout == "documents" else f"{layout}-"
+            store = S3StateStore(client, S3Location(s3.bucket, f"{where}anchorkit-state/"))
+            target = S3Target(client, S3Location(s3.bucket, f"{where}tickets/"))
             return run_sync(
                 server.url,
                 server.admin_key,
@@ -101,16 +107,30 @@ def main() -> None:
                 PullSettings(projects=(project["identifier"],)),
                 work_dir=Path(scratch) / f"run-{runs}",
                 publishing=PublishSettings(delete=True, threads=THREADS),
+                chunks=ChunkLayout() if layout == "chunks" else None,
             )
 
-        describe("first sync (empty state)", sync_from_empty_disk())
-        describe("second sync, nothing changed, empty disk", sync_from_empty_disk())
-        manifest = client.get_object(Bucket=s3.bucket, Key="anchorkit-state/manifest.json")["Body"].read()
+        def each_layout(name: str) -> None:
+            reports = {layout: sync_from_empty_disk(layout) for layout in LAYOUTS}
+            for layout, report in reports.items():
+                describe(f"{name} [{layout}]" if len(LAYOUTS) > 1 else name, report)
+            if {"documents", "chunks"} <= set(reports):
+                documents, chunks = reports["documents"], reports["chunks"]
+                puts = [r.s3_requests.get("PutObject", 0) for r in (chunks, documents)]
+                print(
+                    f"  chunks / documents: objects uploaded {len(chunks.uploaded)} / {len(documents.uploaded)}, "
+                    f"PUT {puts[0]} / {puts[1]}, wall {chunks.seconds / max(documents.seconds, 1e-9):.2f}x"
+                )
+
+        each_layout("first sync (empty state)")
+        each_layout("second sync, nothing changed, empty disk")
+        state_of_first = "anchorkit-state/" if LAYOUTS[0] == "documents" else f"{LAYOUTS[0]}-anchorkit-state/"
+        manifest = client.get_object(Bucket=s3.bucket, Key=f"{state_of_first}manifest.json")["Body"].read()
         issue_ids = sorted(int(key) for key in json.loads(manifest)["tickets"])
         changed = random.Random(7).sample(issue_ids, max(1, int(len(issue_ids) * CHANGED_SHARE)))
         for issue_id in changed:
             note_with_retries(admin, issue_id)
-        describe(f"after {len(changed)} changed ({CHANGED_SHARE:.0%}), empty disk", sync_from_empty_disk())
+        each_layout(f"after {len(changed)} changed ({CHANGED_SHARE:.0%}), empty disk")
         changed = random.Random(8).sample(issue_ids, len(changed))
         for issue_id in changed:
             note_with_retries(admin, issue_id)

@@ -4,18 +4,27 @@ batch files in either shape, and the event that names them."""
 from __future__ import annotations
 
 import json
+import logging
+import re
+import shutil
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from anchorkit.audit.chunkers import FixedSizeChunker, HierarchicalChunker, SemanticChunker, TextLayout, TokenChunker
+from anchorkit.bedrock.audit import read_audit_lines
+from anchorkit.bedrock.batches import read_batch
+from anchorkit.bedrock.counts import Counts
+from anchorkit.bedrock.runner import S3Store, Settings, run
 from anchorkit.render.document import DEFAULT_CHUNK_TOKENS, RenderOptions
 from anchorkit.render.transform import RenderedTicket, TransformOptions, iter_documents
-from anchorkit.tokens import TiktokenTokenizer, load_cl100k_base
-from support import skip_or_fail
+from anchorkit.source.notes import with_note_numbers
+from anchorkit.tokens import CL100K_BASE, TiktokenTokenizer, load_cl100k_base
 
-REPO = Path(__file__).resolve().parents[2]
-VOCABULARY = REPO.parent / "shared" / "data" / "cl100k_base.tiktoken"
+REDMINE = "https://redmine.example.co.jp"
 
 # Bedrock's native strategies as the issue names them: fixed 300 / 20 %, hierarchical 1,500 / 300
 # (the children are what is embedded and retrieved), semantic (the audit's lexical stand-in).
@@ -27,10 +36,18 @@ NATIVE_CHUNKERS: dict[str, TokenChunker] = {
 
 
 def cl100k() -> TiktokenTokenizer:
-    """cl100k_base from the shared vocabulary (an integration prerequisite: skipped locally, failed in CI)."""
-    if not VOCABULARY.is_file():
-        skip_or_fail(f"cl100k_base vocabulary not found at {VOCABULARY}")
-    return load_cl100k_base(VOCABULARY)
+    """cl100k_base, as the handler's chunk mode counts with it (the vocabulary ships with anchorkit)."""
+    return load_cl100k_base()
+
+
+def numbered_snapshot(source: Path, target: Path) -> Path:
+    """A copy of the snapshot whose journals carry Redmine's note numbers, as pull stores them when its
+    key sees every journal: the sidecars then list them (``note_numbers``) and chunks link to notes."""
+    shutil.copytree(source, target)
+    for path in (target / "issues").glob("*.json"):
+        numbered = with_note_numbers(json.loads(path.read_text(encoding="utf-8")))
+        path.write_text(json.dumps(numbered, ensure_ascii=False), encoding="utf-8")
+    return target
 
 
 def rendered(snapshot: Path, chunk_tokens: int = DEFAULT_CHUNK_TOKENS) -> list[RenderedTicket]:
@@ -38,8 +55,7 @@ def rendered(snapshot: Path, chunk_tokens: int = DEFAULT_CHUNK_TOKENS) -> list[R
     options = TransformOptions(
         render=RenderOptions(chunk_tokens=chunk_tokens),
         sidecars=True,
-        tokenizer="cl100k_base",
-        tiktoken_file=VOCABULARY,
+        tokenizer=CL100K_BASE,
     )
     return [result for result in iter_documents(snapshot, options) if isinstance(result, RenderedTicket)]
 
@@ -122,3 +138,62 @@ def sidecar_attributes(ticket: RenderedTicket) -> dict[str, Any]:
 
 def in_batches(texts: Sequence[str], size: int) -> list[list[str]]:
     return [list(texts[start : start + size]) for start in range(0, len(texts), size)] or [[]]
+
+
+def settings(**changes: str) -> Settings:
+    return Settings.from_environment({"ANCHORKIT_REDMINE_URL": REDMINE, **changes})
+
+
+@dataclass
+class Intermediate:
+    """The knowledge base's intermediate bucket, under a test's prefix."""
+
+    client: Any
+    bucket: str
+    prefix: str
+
+    def put(
+        self, name: str, batches: list[Any], metadata: dict[str, Any] | None = None, source_uri: str | None = None
+    ) -> dict[str, Any]:
+        return put_file(self.client, self.bucket, self.prefix, name, batches, metadata, source_uri)
+
+    def run(self, files: list[Any], version: str = "1.0", **environment: str) -> dict[str, Any]:
+        return run(event(self.bucket, files, version), settings(**environment), S3Store(self.client))
+
+    def raw(self, key: str) -> bytes:
+        body: bytes = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        return body
+
+    def batches(self, output: dict[str, Any]) -> list[bytes]:
+        return [self.raw(batch["key"]) for batch in output["contentBatches"]]
+
+    def chunks(self, output: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """(text, chunk metadata) of every item of the output file's batches, in order."""
+        batches = map(read_batch, self.batches(output))
+        return [(batch.text(item) or "", batch.metadata(item)) for batch in batches for item in batch.items]
+
+
+def genuine_lines(document: str, ticket_id: int) -> set[str]:
+    """The document's own anchor and title lines of the ticket: what a chunk must hold one of, whole."""
+    shape = re.compile(rf"[>#] [^#\\\n]{{1,40}}? #{ticket_id}:(?: .*)?")
+    return {line for line in document.split("\n") if shape.fullmatch(line)}
+
+
+def names_ticket(chunk: str, lines: set[str]) -> bool:
+    return any(line in lines for line in chunk.split("\n"))
+
+
+def audit_of(logs: pytest.LogCaptureFixture) -> Counts:
+    """The counts of the one audit line the invocation logged."""
+    counts, found = read_audit_lines(record.getMessage() for record in logs.records)
+    assert found == 1
+    return counts
+
+
+def messages(logs: pytest.LogCaptureFixture, level: int) -> list[str]:
+    return [record.getMessage() for record in logs.records if record.levelno == level]
+
+
+def capture(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    caplog.set_level(logging.INFO, logger="anchorkit.bedrock")
+    return caplog

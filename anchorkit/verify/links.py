@@ -1,0 +1,118 @@
+"""Where a retrieved chunk is in Redmine, and which of a ticket's notes an answer cites.
+
+A chunk's ``url`` (its metadata's: the Redmine issue, or ``…#note-n`` for the note it starts in) is
+the link a person follows from a report. The notes a chunk holds come from its metadata:
+``chunk_notes`` (anchorkit's chunks: every note the chunk holds text of, ``"3-6"``), ``note_numbers``
+(a document's sidecar: the notes of the whole document, which is all the document layout can say),
+``note`` and the url's ``#note-n``. A chunk that says nothing of notes holds none when another chunk
+of its ticket does say (anchorkit's chunker writes ``chunk_notes`` on every chunk holding a note when
+it knows the numbers); when no chunk of the ticket says, its notes cannot be checked.
+
+An answer cites a note with a ticket mention followed by the note (``#12345-note-3``,
+``#12345#note-3``, ``チケット #12345 の note-3``, ``#12345 の注記 #3``), a Redmine URL with its
+fragment (``https://host/issues/12345#note-3``), the same as a citation's source id
+(``"12345#note-3"``), or a structured citation ``{"ticket_id": 12345, "note": 3}``.
+
+Pure: chunks and answers in, facts out; nothing is built from untrusted text but what it matched.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Set
+from dataclasses import dataclass
+from typing import Any
+
+from anchorkit.note_ranges import format_note_numbers, metadata_int, parse_note_numbers
+from anchorkit.verify.ids import Mention, iter_mentions
+
+# What follows a ticket mention to name one of its notes: "-note-3", "#note-3", " の note-3", "の注記 #3".
+_NOTE_AFTER_MENTION = re.compile(
+    r"(?:[-#＃]|[ \t\u3000]*(?:の[ \t\u3000]*)?)(?:(?i:note)|注記)[-_ \t\u3000]*[#＃]?(?P<note>\d+)(?!\d)"
+)
+# A Redmine URL's note fragment ("…/issues/12345#note-3"; the URL may run into the sentence's "。").
+_NOTE_FRAGMENT = re.compile(r"#note-(?P<note>\d+)(?!\d)")
+# What a source id naming a note must hold somewhere (full-width letters before NFKC too).
+_MAY_NAME_NOTE = re.compile(r"(?i:note|ｎｏｔｅ)|注記")
+# A note number longer than this can be no note of any ticket; it is kept short, never converted whole.
+_MAX_NOTE_DIGITS = 12
+
+
+@dataclass(frozen=True)
+class NoteReference:
+    """A note of a ticket named in a text: ``text[start:end]`` is the mention with its note."""
+
+    ticket_id: int
+    note: int
+    start: int
+    end: int
+
+
+def _number(digits: str) -> int:
+    return int(digits[:_MAX_NOTE_DIGITS])
+
+
+def note_of(text: str, mention: Mention) -> NoteReference | None:
+    """The note a ticket mention of ``text`` goes on to name, if it does."""
+    if "://" in text[mention.start : mention.end]:  # a Redmine URL: its fragment
+        fragment = _NOTE_FRAGMENT.search(text, mention.start, mention.end)
+        if fragment is None:
+            return None
+        return NoteReference(mention.ticket_id, _number(fragment["note"]), mention.start, mention.end)
+    after = _NOTE_AFTER_MENTION.match(text, mention.end)
+    if after is None:
+        return None
+    return NoteReference(mention.ticket_id, _number(after["note"]), mention.start, after.end())
+
+
+def note_references(text: str, min_digits: int, known: Set[int] = frozenset()) -> list[NoteReference]:
+    """The notes a text names, in order (a mention counts as for ``ids.mentioned_ids``)."""
+    return [ref for mention in iter_mentions(text, min_digits, known) if (ref := note_of(text, mention)) is not None]
+
+
+def note_source(source_id: str) -> NoteReference | None:
+    """The note a citation's source id names: the whole id is one note reference (``"12345#note-3"``,
+    ``"#12345-note-3"``, ``"チケット #12345 の note-3"``, a Redmine URL with ``#note-3``); None for any
+    other id."""
+    if _MAY_NAME_NOTE.search(source_id) is None:  # most ids: a chunk id, a URI (one scan, no normalising)
+        return None
+    text = unicodedata.normalize("NFKC", source_id).strip()
+    if text[:1].isdigit():  # a bare ticket number: "12345#note-3"
+        text = "#" + text
+    references = note_references(text, 1)
+    if len(references) != 1 or references[0].end != len(text):
+        return None
+    before = text[: references[0].start]  # nothing but the label words of the mention ("チケット ")
+    return references[0] if not any(c.isdigit() for c in before) else None
+
+
+def url_note(url: str | None) -> int | None:
+    """The note a Redmine URL's fragment names (``…#note-3``)."""
+    fragment = _NOTE_FRAGMENT.search(url) if url else None
+    return _number(fragment["note"]) if fragment else None
+
+
+def metadata_notes(metadata: Mapping[str, Any]) -> frozenset[int] | None:
+    """The Redmine notes a chunk holds text of, by its metadata; None when the metadata does not say
+    (its url's fragment may, see ``url_note``)."""
+    notes: set[int] = set()
+    said = False
+    for key in ("chunk_notes", "note_numbers"):
+        numbers = parse_note_numbers(metadata.get(key))
+        if numbers is not None:
+            notes.update(numbers)
+            said = True
+    note = metadata_int(metadata.get("note"))
+    if note is not None:
+        notes.add(note)
+        said = True
+    return frozenset(n for n in notes if n > 0) if said else None
+
+
+def shown_notes(notes: Iterable[int]) -> str:
+    """Notes for people: ``notes 1-3,7`` (``no note`` for none)."""
+    ordered = sorted(set(notes))
+    if not ordered:
+        return "no note"
+    return ("note " if len(ordered) == 1 else "notes ") + format_note_numbers(ordered)

@@ -1,0 +1,247 @@
+"""`sync --chunks` against the real Redmine and the real S3 server (SeaweedFS): pull → chunk → publish, with
+local folders and with --state. What is published is the chunk folder `anchorkit chunk --out` writes
+(`<id>/<id>-NNN.md` + sidecars), by content; a ticket that shrank loses its extra chunks, a private one
+all of them; the delete guard counts chunks; a change of layout replaces the objects under the guard."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.folders import tree
+from support.redmine_server import RedmineAdmin, RedmineServer
+from support.s3_server import S3Server
+from test_sync_scope import Job as ScheduledJob
+from test_sync_state import manifest_of, objects_under
+from typer.testing import CliRunner
+
+from anchorkit.anchors import identified_ticket_ids
+from anchorkit.cli import app
+from anchorkit.publish.keys import CHUNKS, ticket_key
+from anchorkit.render.sidecar import SIDECAR_SUFFIX, read_sidecar
+
+runner = CliRunner()
+TOKENS = "120"  # short chunks, so that a ticket of a few paragraphs makes several
+LONG = "\n\n".join(f"手順{n}: ルーターの設定を確認し、ファームウェアを更新してから再接続を試した。" for n in range(24))
+
+
+class Job(ScheduledJob):
+    """A scheduled `sync --chunks` (folders, or --state) and what it left in S3."""
+
+    def run(self, *args: str) -> tuple[int, dict[str, Any] | None, str]:
+        result = runner.invoke(app, ["sync", self.docs, "--url", self.redmine.url, "--json", *args])
+        return result.exit_code, json.loads(result.stdout) if result.stdout.strip() else None, result.stderr
+
+    def published(self) -> dict[str, bytes]:
+        return objects_under(self.s3, self.docs_prefix)
+
+    def manifest(self) -> dict[str, Any]:
+        return manifest_of(self.s3, self.state_prefix)
+
+    def chunk_names(self, ticket_id: int) -> list[str]:
+        return sorted(k for k in self.published() if k.startswith(f"{ticket_id}/") and k.endswith(".md"))
+
+    def assert_shrunk(self, ticket_id: int, before: list[str]) -> None:
+        """The ticket has fewer chunks than ``before``, numbered from 000 without a gap."""
+        after = self.chunk_names(ticket_id)
+        assert 0 < len(after) < len(before)
+        assert after == [f"{ticket_id}/{ticket_id}-{n:03d}.md" for n in range(len(after))]
+
+
+@pytest.fixture
+def job(
+    redmine_server: RedmineServer, s3_server: S3Server, s3_prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Job:
+    return Job(redmine_server, s3_server, s3_prefix, tmp_path, monkeypatch)
+
+
+def seed(admin: RedmineAdmin) -> tuple[dict[str, Any], int, int, int]:
+    project = admin.create_project(name="社内ITサービスデスク")
+    long = admin.create_issue(project["id"], "VPN接続が不安定になる", description=LONG)["id"]
+    admin.add_note(long, "対応履歴: ルーターを再起動したら解消した。")
+    private = admin.create_issue(project["id"], "プリンタが印刷しない", description=LONG[: len(LONG) // 2])["id"]
+    short = admin.create_issue(project["id"], "パスワードを忘れた", description="再発行を依頼。")["id"]
+    return project, long, private, short
+
+
+def assert_published_chunks(published: dict[str, bytes], ticket_ids: set[int], redmine: str) -> None:
+    """Every object a chunk of one of these tickets or its sidecar; each chunk names its ticket and has its
+    sidecar, which links to the ticket."""
+    assert published
+    found = {key: ticket_key(key) for key in published}
+    assert all(f is not None and f.layout == CHUNKS for f in found.values()), sorted(published)
+    assert {f.ticket_id for f in found.values() if f is not None} == ticket_ids
+    for key, data in published.items():
+        if key.endswith(SIDECAR_SUFFIX):
+            continue
+        ticket_id = int(key.split("/")[0])
+        assert identified_ticket_ids(data.decode("utf-8").split("\n", 1)[0]) == {ticket_id}
+        sidecar = read_sidecar(published[key + SIDECAR_SUFFIX])
+        assert sidecar["ticket_id"] == ticket_id and sidecar["url"].startswith(f"{redmine}/issues/{ticket_id}")
+
+
+@pytest.mark.redmine
+@pytest.mark.s3
+@pytest.mark.timeout(300)
+def test_the_ordinary_sync_publishes_chunks_by_content_and_keeps_s3_in_step_with_the_tickets(
+    job: Job, redmine_admin: RedmineAdmin
+) -> None:
+    project, long, private, short = seed(redmine_admin)
+    out = job.tmp_path / "out"
+    base = ["--project", project["identifier"], "--snapshot", str(job.tmp_path / "snap"), "--out", str(out)]
+    base += ["--chunks", "--chunk-tokens", TOKENS]
+
+    status, first, stderr = job.run(*base)
+    assert status == 0, stderr
+    assert first is not None and first["transform"]["chunks"] >= 8
+    published = job.published()
+    assert published == tree(out)
+    assert first["upload"]["uploaded"] == len(published) == 2 * first["transform"]["chunks"]
+    assert_published_chunks(published, {long, private, short}, job.redmine.url)
+    assert len(job.chunk_names(long)) >= 4
+
+    status, second, stderr = job.run(*base)
+    assert status == 0, stderr
+    assert second is not None and "PutObject" not in second["upload"]["requests"]
+    assert (second["upload"]["uploaded"], second["upload"]["deleted"]) == (0, 0)
+
+    # Shorter: its extra chunks go, without --delete, counted by the guard (too many for 10% here).
+    before, long_before = job.published(), job.chunk_names(long)
+    redmine_admin.update_issue(long, description="再接続で解消。")
+    status, refused, stderr = job.run(*base)
+    assert status == 1 and refused is not None
+    assert "chunks or chunk sidecars" in refused["upload"]["refused"], refused["upload"]["refused"]
+    assert job.published() == before
+    dry_status, dry, _ = job.run(*base, "--max-delete", "100%", "--dry-run")
+    assert dry_status == 0 and dry is not None and dry["upload"]["planned"]["superseded"] > 0
+    assert job.published() == before
+    status, shrunk, stderr = job.run(*base, "--max-delete", "100%")
+    assert status == 0, stderr
+    assert shrunk is not None and shrunk["upload"]["deleted"] == shrunk["upload"]["planned"]["superseded"] > 0
+    assert job.published() == tree(out)
+    job.assert_shrunk(long, long_before)
+
+    # Private now: every chunk of it goes, without --delete and outside the guard.
+    redmine_admin.update_issue(private, is_private=True)
+    status, _, stderr = job.run(*base, "--max-delete", "0")
+    assert status == 0, stderr
+    assert job.chunk_names(private) == [] and job.published() == tree(out)
+    assert_published_chunks(job.published(), {long, short}, job.redmine.url)
+
+
+@pytest.mark.redmine
+@pytest.mark.s3
+@pytest.mark.timeout(300)
+def test_sync_with_state_publishes_chunks_and_records_the_layout(job: Job, redmine_admin: RedmineAdmin) -> None:
+    project, long, private, short = seed(redmine_admin)
+    base = ["--state", job.state, "--project", project["identifier"], "--chunks", "--chunk-tokens", TOKENS]
+
+    status, first, stderr = job.run(*base)
+    assert status == 0, stderr
+    published = job.published()
+    assert first is not None and first["uploaded"] == len(published)
+    assert_published_chunks(published, {long, private, short}, job.redmine.url)
+    manifest = job.manifest()
+    assert manifest["layout"] == "chunks"
+    assert {k for entry in manifest["tickets"].values() for k in entry["objects"]} == set(published)
+
+    # The same chunks as the ordinary sync writes into --out.
+    out = job.tmp_path / "out"
+    folders = ["--snapshot", str(job.tmp_path / "snap"), "--out", str(out), "--dry-run"]
+    assert job.run("--project", project["identifier"], "--chunks", "--chunk-tokens", TOKENS, *folders)[0] == 0
+    assert tree(out) == published
+
+    status, second, stderr = job.run(*base)
+    assert status == 0, stderr
+    assert second is not None and second["uploaded"] == 0 and not second["state_written"]
+    assert "PutObject" not in second["s3_requests"]
+
+    before, before_manifest, long_before = job.published(), job.manifest(), job.chunk_names(long)
+    redmine_admin.update_issue(long, description="再接続で解消。")
+    status, refused, stderr = job.run(*base)
+    assert status == 1 and refused is not None and "chunks or chunk sidecars" in refused["refused"]
+    status, dry, stderr = job.run(*base, "--force", "--dry-run")
+    assert status == 0 and dry is not None and dry["planned"]["delete"] > 0
+    assert job.published() == before and job.manifest() == before_manifest
+    status, shrunk, stderr = job.run(*base, "--force")
+    assert status == 0, stderr
+    job.assert_shrunk(long, long_before)
+    kept = {key for key in job.published() if key.startswith(f"{long}/")}
+    assert shrunk is not None and shrunk["deleted"] == 2 * len(long_before) - len(kept)
+    assert set(job.manifest()["tickets"][str(long)]["objects"]) == kept
+
+    redmine_admin.update_issue(private, is_private=True)
+    status, withdrawn, stderr = job.run(*base, "--max-delete", "0")
+    assert status == 0, stderr
+    assert withdrawn is not None and withdrawn["withdrawn"] == [private]
+    assert job.chunk_names(private) == []
+    assert_published_chunks(job.published(), {long, short}, job.redmine.url)
+
+
+@pytest.mark.redmine
+@pytest.mark.s3
+@pytest.mark.timeout(300)
+def test_a_state_switched_between_documents_and_chunks_replaces_every_object_under_the_guard(
+    job: Job, redmine_admin: RedmineAdmin
+) -> None:
+    project, long, private, short = seed(redmine_admin)
+    base = ["--state", job.state, "--project", project["identifier"], "--sidecars"]
+    assert job.run(*base)[0] == 0
+    documents = job.published()
+    assert set(documents) == {f"{i}.md{s}" for i in (long, private, short) for s in ("", SIDECAR_SUFFIX)}
+
+    chunked = [*base, "--chunks", "--chunk-tokens", TOKENS]
+    status, refused, stderr = job.run(*chunked)
+    assert status == 1 and refused is not None
+    assert refused["refused"].startswith("refusing to delete 6 of 6 objects")
+    assert "publishes chunks where the state has documents" in refused["refused"]
+    assert job.published() == documents and "layout" not in job.manifest()
+
+    status, _, stderr = job.run(*chunked, "--force")
+    assert status == 0, stderr
+    assert_published_chunks(job.published(), {long, private, short}, job.redmine.url)
+    assert job.manifest()["layout"] == "chunks"
+
+    status, _, stderr = job.run(*base, "--max-delete", "100%")
+    assert status == 0, stderr
+    assert job.published() == documents and "layout" not in job.manifest()
+
+
+def test_an_out_folder_holding_the_other_layout_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "12.md").write_text("# チケット #12: 件名\n", encoding="utf-8")
+    command = ["sync", str(tmp_path / "published"), "--url", "http://127.0.0.1:9", "--snapshot", str(tmp_path / "s")]
+    refused = runner.invoke(app, [*command, "--out", str(out), "--chunks"])
+    assert refused.exit_code == 2
+    assert f"--out {out} holds documents (e.g. 12.md) and this sync writes chunks" in refused.stderr
+    chunks = tmp_path / "chunks"
+    (chunks / "12").mkdir(parents=True)
+    (chunks / "12" / "12-000.md").write_text("# チケット #12: 件名\n", encoding="utf-8")
+    refused = runner.invoke(app, [*command, "--out", str(chunks)])
+    assert (
+        refused.exit_code == 2 and "holds chunks (e.g. 12/12-000.md) and this sync writes documents" in refused.stderr
+    )
+    assert not (tmp_path / "s").exists() and not (tmp_path / "published").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--chunk-tokens", "0"], "--chunk-tokens must be positive with --chunks, not 0"),
+        (["--chunk-tokens", "100", "--chunk-overlap", "51"], "--chunk-overlap must be between 0 and half of"),
+    ],
+)
+def test_chunk_options_that_cannot_chunk_are_refused_before_anything_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: list[str], message: str
+) -> None:
+    command = ["sync", str(tmp_path / "published"), "--url", "http://127.0.0.1:9", "--snapshot", str(tmp_path / "s")]
+    refused = runner.invoke(app, [*command, "--out", str(tmp_path / "out"), "--chunks", *options])
+    assert refused.exit_code == 2 and message in refused.stderr
+    assert not (tmp_path / "s").exists() and not (tmp_path / "out").exists()
+    # Without --chunks, --chunk-tokens 0 is transform's "anchors after headings only": not refused for that.
+    monkeypatch.delenv("REDMINE_API_KEY", raising=False)  # so that the run stops at the key, after the settings
+    plain = runner.invoke(app, [*command, "--out", str(tmp_path / "o"), "--chunk-tokens", "0"])
+    assert plain.exit_code == 2 and "no Redmine API key" in plain.stderr
