@@ -32,6 +32,10 @@ _API = {
     "chunk_document": "anchorkit.chunk",
     "ChunkedTicket": "anchorkit.chunk",
     "choose_tokenizer": "anchorkit.tokens",
+    # a snapshot or a transform output folder → JSON Lines or a Bedrock folder of chunks (`anchorkit chunk`)
+    "chunk_source": "anchorkit.chunk.pipeline",
+    "ChunkOptions": "anchorkit.chunk.pipeline",
+    "ChunkReport": "anchorkit.chunk.writers",
     # an answer against its retrieval: parse both, check, filter, page
     "read_retrieval": "anchorkit.verify.shapes",
     "read_answer": "anchorkit.verify.shapes",
@@ -46,7 +50,6 @@ _API = {
     # retrieved chunks anchored at query time
     "anchor_chunks": "anchorkit.verify.inject",
     "InjectReport": "anchorkit.verify.inject",
-    # (a folder-level chunk entry point, when `anchorkit chunk` has one, belongs beside chunk_document)
 }
 
 __all__ = ["__version__", *_API]

@@ -2,6 +2,9 @@
 
 from anchorkit.chunk import ChunkedTicket as ChunkedTicket
 from anchorkit.chunk import chunk_document as chunk_document
+from anchorkit.chunk.pipeline import ChunkOptions as ChunkOptions
+from anchorkit.chunk.pipeline import chunk_source as chunk_source
+from anchorkit.chunk.writers import ChunkReport as ChunkReport
 from anchorkit.render.document import RenderOptions as RenderOptions
 from anchorkit.render.transform import TransformOptions as TransformOptions
 from anchorkit.render.transform import TransformReport as TransformReport

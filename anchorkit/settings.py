@@ -57,9 +57,10 @@ ON_EMPTY = ("pass", "block")
 # The commands (``state show`` is the ``show`` command of the ``state`` group).
 PULL, TRANSFORM, UPLOAD, SYNC, STATS = "pull", "transform", "upload", "sync", "stats"
 VERIFY, EVAL, INJECT, STATE_SHOW, STATE_BREAK_LEASE = "verify", "eval", "inject", "state show", "state break-lease"
-COMMANDS = (PULL, TRANSFORM, UPLOAD, SYNC, STATS, VERIFY, EVAL, INJECT, STATE_SHOW, STATE_BREAK_LEASE)
+CHUNK = "chunk"
+COMMANDS = (PULL, TRANSFORM, CHUNK, UPLOAD, SYNC, STATS, VERIFY, EVAL, INJECT, STATE_SHOW, STATE_BREAK_LEASE)
 # Config tables: they group keys for people; a key means the same in every one of them.
-CONFIG_TABLES = (PULL, TRANSFORM, UPLOAD, SYNC, STATS, VERIFY, EVAL, INJECT, "state")
+CONFIG_TABLES = (PULL, TRANSFORM, CHUNK, UPLOAD, SYNC, STATS, VERIFY, EVAL, INJECT, "state")
 
 
 class SettingError(UsageError):
@@ -95,6 +96,7 @@ def _s(name: str, kind: type, default: Any, *commands: str, **extra: Any) -> Set
 
 _REDMINE = (PULL, SYNC)
 _DOCUMENTS = (TRANSFORM, SYNC)
+_RENDERED = (*_DOCUMENTS, CHUNK)  # chunk renders a snapshot's tickets as transform does
 _S3 = (UPLOAD, PULL, SYNC)  # the commands that write to S3 (pull: with --state)
 _AWS = (*_S3, STATE_SHOW, STATE_BREAK_LEASE)
 _CHECKS = (VERIFY, EVAL)
@@ -102,41 +104,45 @@ _NOT_FOR_STATS = {STATS: None}  # stats: a snapshot is transformed with transfor
 
 SETTINGS: tuple[Setting, ...] = (
     # Redmine (pull)
-    _s("url", str, None, *_REDMINE, extra_env=("REDMINE_URL",)),
+    _s("url", str, None, *_REDMINE, CHUNK, extra_env=("REDMINE_URL",)),
     _s("snapshot", Path, None, *_REDMINE, TRANSFORM),
     _s("project", list, [], *_REDMINE),
     _s("full", bool, False, *_REDMINE),
     _s("concurrency", int, 4, *_REDMINE, min=1, max=64),
-    _s("include_private", bool, False, *_REDMINE, TRANSFORM),
+    _s("include_private", bool, False, *_REDMINE, TRANSFORM, CHUNK),
     _s("api_key_file", Path, None, *_REDMINE),
     _s("full_every", int, 10, *_REDMINE, min=0),
     _s("overlap", float, 120, *_REDMINE, min=0),
     _s("lookups_max_age", float, 24 * 3600, *_REDMINE, min=0),
-    _s("text_format", str, None, *_REDMINE, TRANSFORM, choices=TEXT_FORMATS),
+    _s("text_format", str, None, *_REDMINE, TRANSFORM, CHUNK, choices=TEXT_FORMATS),
     _s("timeout", float, 60.0, *_REDMINE, min=0.1),
     _s("retries", int, 5, *_REDMINE, min=1),
     # Documents (transform)
     _s("out", Path, None, *_DOCUMENTS, UPLOAD),
-    _s("sidecars", bool, False, *_DOCUMENTS),
-    _s("sidecar_schema", str, "simple", *_DOCUMENTS, choices=SIDECAR_SCHEMAS),
+    _s("sidecars", bool, False, *_RENDERED),
+    _s("sidecar_schema", str, "simple", *_RENDERED, choices=SIDECAR_SCHEMAS),
     _s("layout", str, "flat", *_DOCUMENTS, choices=LAYOUTS),
-    _s("lang", str, "ja", *_DOCUMENTS, choices=LANGS),
-    _s("label", str, None, *_DOCUMENTS, INJECT),
+    _s("lang", str, "ja", *_RENDERED, choices=LANGS),
+    _s("label", str, None, *_RENDERED, INJECT),
     _s("anchor_basic_info", bool, True, *_DOCUMENTS, STATS, command_defaults=_NOT_FOR_STATS),
     # Amazon Bedrock's default fixed-size chunk; docs/anchoring.md has the figures behind both defaults.
-    _s("chunk_tokens", int, 300, *_DOCUMENTS, STATS, min=0),
+    _s("chunk_tokens", int, 300, *_RENDERED, STATS, min=0),
     # sync --chunks: the tickets published as anchorkit's own chunks of --chunk-tokens (docs/sync.md).
     _s("chunks", bool, False, SYNC),
-    _s("chunk_overlap", int, 0, SYNC, min=0),
+    # chunk, sync --chunks: tokens a chunk repeats of the one before; none by default (its anchor names the ticket).
+    _s("chunk_overlap", int, 0, CHUNK, SYNC, min=0),
     _s("anchor_subject_chars", int, 40, *_DOCUMENTS, STATS, min=0, command_defaults=_NOT_FOR_STATS),
     _s("spacing_anchors", str, "short", *_DOCUMENTS, choices=SPACING_ANCHOR_FORMS),
-    _s("timezone", str, "UTC", *_DOCUMENTS),
-    _s("max_text_bytes", int, 1_000_000, *_DOCUMENTS, min=1),
-    _s("link_issues", str, None, *_DOCUMENTS),
-    _s("check", bool, False, TRANSFORM),
+    _s("timezone", str, "UTC", *_RENDERED),
+    _s("max_text_bytes", int, 1_000_000, *_RENDERED, min=1),
+    _s("link_issues", str, None, *_RENDERED),
+    _s("check", bool, False, TRANSFORM, CHUNK),
+    # chunk's --out is a folder of chunk files, not documents (a config's out = "out" must not put them there).
+    _s("chunk_out", Path, None, CHUNK),
+    _s("jsonl", Path, None, CHUNK),
     # Tokens (transform's --chunk-tokens, stats)
-    _s("tokenizer", str, TOKENIZER_CHOICES[0], *_DOCUMENTS, STATS, choices=TOKENIZER_CHOICES),
-    _s("tiktoken_file", Path, None, *_DOCUMENTS, STATS),
+    _s("tokenizer", str, TOKENIZER_CHOICES[0], *_RENDERED, STATS, choices=TOKENIZER_CHOICES),
+    _s("tiktoken_file", Path, None, *_RENDERED, STATS),
     _s("jobs", int, 0, TRANSFORM, STATS, min=0),
     # Destination (upload)
     _s("dest", str, None, UPLOAD, SYNC),

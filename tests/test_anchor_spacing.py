@@ -407,8 +407,9 @@ def test_the_line_scan_plans_the_same_cuts_as_the_parser_wherever_it_answers(lin
     by_lines = _plan_by_lines(lines)
     if by_lines is not None:
         parsed = _plan(lines)
-        assert (dict(by_lines), by_lines.paragraph_lines, by_lines.code_openers) == (
+        assert (dict(by_lines), by_lines.paragraph_lines, by_lines.code_openers, by_lines.code_blocks) == (
             dict(parsed),
             parsed.paragraph_lines,
             parsed.code_openers,
+            parsed.code_blocks,
         )

@@ -31,7 +31,7 @@ from anchorkit import tokens
 from anchorkit.anchors import ANCHOR_PATTERN, find_anchors, find_titles
 from anchorkit.bedrock.batches import read_batch
 from anchorkit.chunk import SECTIONS, chunk_document
-from anchorkit.render.sidecar import parse_note_numbers
+from anchorkit.note_ranges import parse_note_numbers
 from anchorkit.render.transform import RenderedTicket
 
 pytestmark = pytest.mark.s3

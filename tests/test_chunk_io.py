@@ -15,8 +15,16 @@ from anchorkit.anchors import find_anchors, find_titles
 from anchorkit.chunk.core import ChunkedTicket
 from anchorkit.chunk.sources import chunk_items, iter_source
 from anchorkit.chunk.writers import write_chunk_folder, write_jsonl, write_jsonl_file
+from anchorkit.files import write_new_folder
 from anchorkit.render.document import RenderOptions
-from anchorkit.render.sidecar import MAX_FILE_BYTES, MAX_LIST_ITEMS, MAX_STRING_CHARS, RESERVED_PREFIX
+from anchorkit.render.sidecar import (
+    MAX_FILE_BYTES,
+    MAX_LIST_ITEMS,
+    MAX_STRING_CHARS,
+    RESERVED_PREFIX,
+    encode_sidecar,
+    encode_sidecars,
+)
 from anchorkit.render.transform import TicketFailure, TransformOptions, transform_snapshot
 from anchorkit.source.notes import with_note_numbers
 from tests.test_chunk import BYTES
@@ -230,3 +238,36 @@ def test_private_issues_and_private_notes_stay_out_of_the_chunks_unless_asked_fo
     options = TransformOptions(render=RenderOptions(include_private=True))
     widened = [c.text for t in chunks_of(FIXTURES, options=options) if isinstance(t, ChunkedTicket) for c in t.chunks]
     assert all(note[:20] in "\n".join(widened) for note in private_notes)
+
+
+def test_sidecars_encoded_together_are_the_sidecars_encoded_one_by_one() -> None:
+    shared = {"ticket_id": 7, "subject": "件名", "cf_長い": "あ" * (MAX_STRING_CHARS + 5), "cf_list": ["a"] * 12}
+    fitting = {"ticket_id": 7, "subject": "件名", "project": "p"}
+    many = [
+        {**fitting, "chunk_index": 0},
+        {**fitting, "chunk_index": 1, f"{RESERVED_PREFIX}x": "y"},
+        {**shared, "chunk_index": 2},
+        {**fitting, "chunk_index": 3, **{f"cf_{n}": "い" * 2000 for n in range(8)}},  # over 10 KB
+        {**fitting, "chunk_index": 4},
+    ]
+    for schema in ("simple", "typed"):
+        together = list(encode_sidecars(many, schema, "#7"))
+        assert together == [encode_sidecar(attributes, schema, "#7") for attributes in many]
+        assert all(len(data) <= MAX_FILE_BYTES for data, _ in together) and together[2][1] and together[3][1]
+
+
+def test_a_new_ticket_folder_appears_whole_and_an_interrupted_one_is_cleaned_up(tmp_path: Path) -> None:
+    target = tmp_path / "out" / "12"
+    assert write_new_folder(target, [("12-000.md", b"a"), ("12-001.md", b"b")])
+    assert sorted(p.name for p in target.iterdir()) == ["12-000.md", "12-001.md"]
+    assert not write_new_folder(target, [("12-000.md", b"other")]) and (target / "12-000.md").read_bytes() == b"a"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["12"]  # no temporary folder left
+
+    out = tmp_path / "chunks"
+    interrupted, foreign = out / ".12345.4242.tmp", out / ".12346.4242.tmp"
+    for folder, name in ((interrupted, "12345-000.md"), (foreign, "notes.txt")):
+        folder.mkdir(parents=True)
+        (folder / name).write_text("cut sh")
+    write_chunk_folder(chunk_items(iter_source(FIXTURES), BYTES, LIMIT), out)
+    assert not interrupted.exists() and (foreign / "notes.txt").exists()
+    assert (out / "12345" / "12345-000.md").is_file()

@@ -22,7 +22,7 @@ from anchorkit.cli import app
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
-COMMANDS = ["transform", "upload", "pull", "sync", "stats", "verify", "eval"]
+COMMANDS = ["transform", "chunk", "upload", "pull", "sync", "stats", "verify", "eval"]
 runner = CliRunner()
 
 

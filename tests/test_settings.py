@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 EVAL = REPO / "fixtures" / "eval"
 runner = CliRunner()
 # Arguments that are the command's input, not a setting (nothing to default or configure).
-INPUT_ARGUMENTS = {("stats", "path"), ("eval", "cases_file")}
+INPUT_ARGUMENTS = {("stats", "path"), ("chunk", "source"), ("eval", "cases_file")}
 COMMANDS = command_names(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
 
 

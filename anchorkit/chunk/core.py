@@ -48,12 +48,10 @@ from anchorkit.anchors import (
     find_anchors,
     find_titles,
     shortened,
-    strip_anchors,
 )
-from anchorkit.markdown_blocks import parse_blocks
 from anchorkit.note_ranges import format_note_numbers, metadata_int, parse_note_numbers
 from anchorkit.render.spacing import cut_plan, sentence_cuts
-from anchorkit.tokens import Tokenizer
+from anchorkit.tokens import Tokenizer, without
 
 DEFAULT_CHUNK_TOKENS = 300
 # The anchor that heads every chunk may take at most this share of a chunk (a longer subject is cut,
@@ -238,8 +236,13 @@ class _Chunker:
         self.metadata = {key: value for key, value in metadata.items() if key != "note_numbers"}
         self.metadata["ticket_id"] = self.ticket_id
         self.base_url = str(metadata["url"]).split("#", 1)[0] if metadata.get("url") else None
-        self.content = strip_anchors(document)
-        self.segments, self.journals = _segments(document, self.content, self.ticket_id)
+        cuts = anchor_cuts(document)  # what strip_anchors takes out, found once for the content and the segments
+        self.content = without(document, cuts)
+        self.segments, self.journals = _segments(document, cuts, self.content, self.ticket_id)
+        # Without its anchors the content names no ticket but in its title line (forged anchors are
+        # escaped): then a chunk of whole lines of it names its ticket by its header alone, and only a
+        # chunk cut inside a line needs looking at (_check).
+        self.whole_lines_name_nothing = not find_anchors(self.content) and len(find_titles(self.content)) == 1
         self.notes = self._note_numbers(metadata.get("note_numbers"))
         self.positions = _TokenPositions(self.content, tokenizer)
         self.pieces = [
@@ -323,6 +326,10 @@ class _Chunker:
             return self.count(chunk.header) + self.count(chunk.reopened) + body + self.count(chunk.closed)
         return self.tokenizer.count(chunk.text)
 
+    def _line_start(self, offset: int) -> bool:
+        """Whether ``offset`` is where a line of the content starts (or its end)."""
+        return offset in (0, len(self.content)) or self.content[offset - 1] == "\n"
+
     def _clean(self, offset: int) -> bool:
         """Whether ``offset`` is the start of a line that is not blank (or an end of the content)."""
         content = self.content
@@ -402,7 +409,8 @@ class _Chunker:
         closed = pieces[end].close if end < len(pieces) else ""
         begin, own, stop = pieces[start].start, pieces[first].start, pieces[end - 1].end
         text = header + reopened + self.content[begin:stop] + closed
-        self._check(text, index)
+        if not (self.whole_lines_name_nothing and self._line_start(begin) and self._line_start(stop)):
+            self._check(text, index)
         segment = self.segments[pieces[start].segment]
         return Chunk(
             chunk_id(self.ticket_id, index),
@@ -489,7 +497,7 @@ class _Chunker:
                 pieces.append(new)
                 continue
             if code is None:
-                code = _code_lines(lines)
+                code = _code_lines(lines, plan.code_blocks)
             pieces.extend(self._split(new, after, lines, starts, range(first, stop), plan, code))
         return pieces
 
@@ -562,13 +570,11 @@ def _after_heading(lines: list[str], number: int) -> bool:
     return bool(_HEADING_LINE.match(lines[before]))
 
 
-def _code_lines(lines: list[str]) -> dict[int, tuple[str, str]]:
-    """Line number → (opening line, closing line) of the fenced or ``<pre>`` code block it is a code line of."""
+def _code_lines(lines: list[str], blocks: Mapping[int, int]) -> dict[int, tuple[str, str]]:
+    """Line number → (opening line, closing line) of the fenced or ``<pre>`` code block it is a code line
+    of (``blocks``: the top-level code blocks' lines, from the cut plan)."""
     inside: dict[int, tuple[str, str]] = {}
-    for token in parse_blocks("\n".join(lines)):
-        if token.level != 0 or token.map is None or token.type not in ("fence", "html_block"):
-            continue
-        start, end = token.map
+    for start, end in blocks.items():
         closer = code_closer(lines[start])
         if closer is None:
             continue
@@ -578,7 +584,9 @@ def _code_lines(lines: list[str]) -> dict[int, tuple[str, str]]:
     return inside
 
 
-def _segments(document: str, content: str, ticket_id: int) -> tuple[list[_Segment], list[tuple[str, str]]]:
+def _segments(
+    document: str, cuts: list[tuple[int, int]], content: str, ticket_id: int
+) -> tuple[list[_Segment], list[tuple[str, str]]]:
     """The content's sections and journals (as offsets), and each journal's heading date and author.
 
     A section heading (``##``) or journal heading (``###``) is a line of the document followed by a
@@ -586,7 +594,6 @@ def _segments(document: str, content: str, ticket_id: int) -> tuple[list[_Segmen
     content cannot hold a genuine anchor, so nothing else has that shape. A section whose next
     heading is a journal's is the history; its own heading goes with its first journal.
     """
-    cuts = anchor_cuts(document)
     cut_starts = [start for start, _ in cuts]
     removed = list(accumulate((end - start for start, end in cuts), initial=0))
     headings = []  # (content offset, "##" or "###", the heading line)

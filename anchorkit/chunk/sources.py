@@ -18,10 +18,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from anchorkit.chunk.core import DEFAULT_CHUNK_TOKENS, ChunkedTicket, ChunkError, chunk_document
 from anchorkit.errors import UsageError
@@ -51,29 +51,44 @@ class TicketDocument:
 
 
 Item = TicketDocument | TicketFailure | str  # str: PRIVATE, a private issue left out on purpose
+Progress = Callable[[int, int], None]  # (tickets done, tickets in the source), after each ticket
+Ticket = TypeVar("Ticket")
 
 
-def iter_source(source: Path, options: TransformOptions | None = None) -> Iterator[Item]:
+def iter_source(
+    source: Path, options: TransformOptions | None = None, progress: Progress | None = None
+) -> Iterator[Item]:
     """The tickets of a snapshot or of a transform output folder, in ticket-id order.
 
     ``options``: how a snapshot's tickets are rendered (its chunk tokens and sidecar settings are
-    set here); ``options.redmine_url`` is also the url of documents that have no sidecar.
+    set here); ``options.redmine_url``, when given, is the Redmine the chunks link to (else the one
+    the snapshot or each document's sidecar recorded).
     """
     options = options or TransformOptions()
     if looks_like_snapshot(source):
-        return iter_snapshot(source, options)
+        return iter_snapshot(source, options, progress)
     if source.is_dir():
-        return iter_folder(source, options.redmine_url)
+        return iter_folder(source, options.redmine_url, progress)
     raise UsageError(f"{source}: neither a snapshot nor a folder of documents")
 
 
-def iter_snapshot(snapshot_dir: Path, options: TransformOptions) -> Iterator[Item]:
+def _counted(tickets: Sequence[Ticket], progress: Progress | None) -> Iterator[Ticket]:
+    """The tickets, each reported done when the next is asked for (the last at the end)."""
+    for done, ticket in enumerate(tickets):
+        if progress is not None and done:
+            progress(done, len(tickets))
+        yield ticket
+    if progress is not None:
+        progress(len(tickets), len(tickets))
+
+
+def iter_snapshot(snapshot_dir: Path, options: TransformOptions, progress: Progress | None = None) -> Iterator[Item]:
     render = dataclasses.replace(options.render, chunk_tokens=0)
     options = dataclasses.replace(options, render=render, sidecars=True, sidecar_schema="simple")
     options = resolve_redmine_url(snapshot_dir, options)
     render_options = resolve_render_options(snapshot_dir, options)
     lookups = load_lookups(snapshot_dir)
-    for path in iter_issue_paths(snapshot_dir):
+    for path in _counted(list(iter_issue_paths(snapshot_dir)), progress):
         result = render_ticket(path, lookups, render_options, options)
         if isinstance(result, RenderedTicket):
             assert result.sidecar is not None  # sidecars=True
@@ -84,8 +99,8 @@ def iter_snapshot(snapshot_dir: Path, options: TransformOptions) -> Iterator[Ite
             yield result
 
 
-def iter_folder(folder: Path, redmine_url: str | None = None) -> Iterator[Item]:
-    for ticket_id, path in _document_paths(folder):
+def iter_folder(folder: Path, redmine_url: str | None = None, progress: Progress | None = None) -> Iterator[Item]:
+    for ticket_id, path in _counted(_document_paths(folder), progress):
         try:
             markdown = path.read_text(encoding="utf-8")
             sidecar = path.with_name(path.name + SIDECAR_SUFFIX)
@@ -99,7 +114,7 @@ def iter_folder(folder: Path, redmine_url: str | None = None) -> Iterator[Item]:
         except OSError as error:
             yield TicketFailure(str(path), ticket_id, f"{error.filename or path}: cannot read ({error.strerror})")
             continue
-        url = metadata.get("url") or issue_url(redmine_url, ticket_id)
+        url = issue_url(redmine_url, ticket_id) or metadata.get("url")
         yield TicketDocument(
             str(path), ticket_id, markdown, {"ticket_id": ticket_id, **metadata, **({"url": url} if url else {})}
         )

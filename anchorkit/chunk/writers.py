@@ -13,9 +13,11 @@ Both take what ``sources.chunk_items`` yields and report tickets, chunks, files 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
+import shutil
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -24,12 +26,13 @@ from typing import Any, BinaryIO
 
 from anchorkit.anchors import identified_ticket_ids
 from anchorkit.chunk.core import Chunk, ChunkedTicket
-from anchorkit.files import AtomicStream, sync_file
-from anchorkit.render.sidecar import SIDECAR_SUFFIX, check_schema, encode_sidecar
+from anchorkit.files import AtomicStream, sync_file, write_atomic, write_new_folder
+from anchorkit.render.sidecar import SIDECAR_SUFFIX, check_schema, encode_sidecars
 from anchorkit.render.transform import TicketFailure, TransformReport, written_for
 
 _CHUNK_NAME = re.compile(rf"^(\d+)-\d{{3,}}\.md(?:{re.escape(SIDECAR_SUFFIX)})?$")
 _TEMP_NAME = re.compile(rf"^\.\d+-\d{{3,}}\.md(?:{re.escape(SIDECAR_SUFFIX)})?\..*\.tmp$")
+_TEMP_FOLDER = re.compile(r"^\.(\d+)\.\d+\.tmp$")  # files.write_new_folder's, of a ticket's folder
 
 
 @dataclass
@@ -70,8 +73,16 @@ def write_jsonl(results: Iterable[ChunkedTicket | TicketFailure | str], out: Bin
     return report
 
 
-def write_jsonl_file(results: Iterable[ChunkedTicket | TicketFailure | str], path: Path) -> ChunkReport:
-    """``write_jsonl`` into ``path``, which is replaced atomically, and only if its bytes change."""
+def write_jsonl_file(
+    results: Iterable[ChunkedTicket | TicketFailure | str], path: Path, check: bool = False
+) -> ChunkReport:
+    """``write_jsonl`` into ``path``, which is replaced atomically, and only if its bytes change (with
+    ``check``, only say whether it would: the lines are held in memory and compared)."""
+    if check:
+        lines = io.BytesIO()
+        report = write_jsonl(results, lines)
+        report.add(path.name, sync_file(path, lines.getvalue(), check=True))
+        return report
     with AtomicStream(path) as stream:
         report = write_jsonl(results, stream.file)
         report.add(path.name, stream.commit())
@@ -88,59 +99,100 @@ def write_chunk_folder(
     out_dir: Path,
     schema: str = "simple",
     check: bool = False,
+    sidecars: bool = True,
 ) -> ChunkReport:
-    """Bring ``out_dir`` up to date with the chunks (with ``check``, only say what would change)."""
+    """Bring ``out_dir`` up to date with the chunks (with ``check``, only say what would change);
+    ``sidecars``: each chunk file with its ``.metadata.json`` (in ``schema``), else the chunk files alone.
+
+    A ticket's new folder is written whole, then renamed into place (files.write_new_folder); in a
+    folder that exists, each file is compared with what it holds and rewritten only if it differs.
+    """
     check_schema(schema)
     started = time.perf_counter()
     report = ChunkReport()
     seen: set[int] = set()
     for ticket in _tickets(results, report):
         seen.add(ticket.ticket_id)
-        expected = set()
-        for chunk in ticket.chunks:
-            relpath = chunk_relpath(chunk)
-            sidecar, warnings = encode_sidecar(chunk.metadata, schema, f"#{chunk.ticket_id}")
-            report.warnings.extend(f"{relpath}: {warning}" for warning in warnings)
-            for name, data in ((relpath + SIDECAR_SUFFIX, sidecar), (relpath, chunk.text.encode("utf-8"))):
-                report.add(name, sync_file(out_dir / name, data, check=check))
-                expected.add(name)
-        _remove_stale(out_dir, str(ticket.ticket_id), expected, report, check)
+        _sync_ticket(out_dir / str(ticket.ticket_id), _ticket_files(ticket, schema, sidecars, report), report, check)
     kept = seen | {failure.ticket_id for failure in report.failed if failure.ticket_id is not None}
     if out_dir.is_dir():
         for entry in sorted(os.listdir(out_dir)):
             if entry.isdigit() and int(entry) not in kept and (out_dir / entry).is_dir():
-                _remove_stale(out_dir, entry, set(), report, check)
+                _remove_stale(out_dir / entry, int(entry), set(os.listdir(out_dir / entry)), report, check, whole=True)
+            elif not check and (interrupted := _TEMP_FOLDER.match(entry)):
+                _remove_interrupted(out_dir / entry, interrupted[1])
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _remove_stale(out_dir: Path, folder: str, expected: set[str], report: ChunkReport, check: bool) -> None:
-    """Remove the chunk files of ticket ``folder`` that this run did not write, and the folder once empty.
+def _ticket_files(ticket: ChunkedTicket, schema: str, sidecars: bool, report: ChunkReport) -> list[tuple[str, bytes]]:
+    """The name (in the ticket's folder) and bytes of each chunk file, each after its sidecar if any (a
+    reader of the folder then never finds a chunk without its metadata)."""
+    chunks = [(f"{chunk.id}.md", chunk.text.encode("utf-8")) for chunk in ticket.chunks]
+    if not sidecars:
+        return chunks
+    files = []
+    encoded = encode_sidecars((chunk.metadata for chunk in ticket.chunks), schema, f"#{ticket.ticket_id}")
+    for (name, text), (sidecar, warnings) in zip(chunks, encoded, strict=True):
+        report.warnings.extend(f"{ticket.ticket_id}/{name}: {warning}" for warning in warnings)
+        files += [(name + SIDECAR_SUFFIX, sidecar), (name, text)]
+    return files
+
+
+def _sync_ticket(directory: Path, files: list[tuple[str, bytes]], report: ChunkReport, check: bool) -> None:
+    """Bring one ticket's folder up to date with its files."""
+    folder = directory.name
+    try:
+        existing = set(os.listdir(directory))
+    except FileNotFoundError:
+        if check or write_new_folder(directory, files):
+            report.created.extend(f"{folder}/{name}" for name, _ in files)
+            return
+        existing = set(os.listdir(directory))  # made meanwhile by someone else: file by file, then
+    for name, data in files:
+        if name in existing:
+            status = sync_file(directory / name, data, check=check)
+        else:  # (no need to read what is not there)
+            status = "created"
+            if not check:
+                write_atomic(directory / name, data)
+        report.add(f"{folder}/{name}", status)
+    _remove_stale(directory, int(folder), existing - {name for name, _ in files}, report, check)
+
+
+def _remove_stale(
+    directory: Path, ticket_id: int, names: set[str], report: ChunkReport, check: bool, whole: bool = False
+) -> None:
+    """Remove those of ``names`` in ticket ``ticket_id``'s folder ``directory`` that are its chunk files
+    (and, ``whole``: the ticket is gone, the folder once empty).
 
     A file is ours by its name and its content (a chunk begins with its ticket's title or anchor, a
     sidecar holds its ticket's id), or it is the temporary file of an interrupted write of one;
     anything else is left alone.
     """
-    directory = out_dir / folder
-    try:
-        names = sorted(os.listdir(directory))
-    except FileNotFoundError:
-        return
-    for name in names:
-        relpath = f"{folder}/{name}"
-        if relpath in expected:
-            continue
+    folder = directory.name
+    for name in sorted(names):
         match = _CHUNK_NAME.match(name)
         ours = bool(_TEMP_NAME.match(name)) or (
-            match is not None and match[1] == folder and written_for(directory / name, int(folder), _names_chunk_ticket)
+            match is not None
+            and int(match[1]) == ticket_id
+            and written_for(directory / name, ticket_id, _names_chunk_ticket)
         )
         if ours:
-            report.removed.append(relpath)
+            report.removed.append(f"{folder}/{name}")
             if not check:
                 (directory / name).unlink()
-    if not check and not expected:
+    if not check and whole:
         with contextlib.suppress(OSError):  # not empty: someone else's files are there too
             directory.rmdir()
+
+
+def _remove_interrupted(directory: Path, ticket_id: str) -> None:
+    """The temporary folder of a ticket that a killed run was writing: removed if it holds that ticket's
+    chunk files only (whole or cut short: it never was the ticket's folder, nobody read it)."""
+    names = os.listdir(directory)
+    if all((match := _CHUNK_NAME.match(name)) and match[1] == ticket_id for name in names):
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _names_chunk_ticket(line: str, ticket_id: int) -> bool:

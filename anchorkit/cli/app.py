@@ -25,7 +25,7 @@ import typer
 from typer._click.exceptions import UsageError as ClickUsageError  # typer vendors click and re-exports none of it
 
 from anchorkit import __version__
-from anchorkit.cli import output, pull, state, stats, sync, transform, upload, verify
+from anchorkit.cli import chunk, output, pull, state, stats, sync, transform, upload, verify
 from anchorkit.cli.help import HelpCommand, HelpGroup
 from anchorkit.cli.options import PER_INVOCATION
 from anchorkit.errors import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, AnchorkitError
@@ -231,6 +231,7 @@ def main(
 
 
 app.command("transform", cls=HelpCommand)(transform.transform_command)
+app.command("chunk", cls=HelpCommand)(chunk.chunk_command)
 app.command("upload", cls=HelpCommand)(upload.upload_command)
 app.command("pull", cls=HelpCommand)(pull.pull_command)
 app.command("verify", cls=HelpCommand)(verify.verify_command)

@@ -22,7 +22,7 @@ import typer
 
 from anchorkit import settings
 from anchorkit.cli import output
-from anchorkit.settings import SETTINGS_BY_NAME, SYNC
+from anchorkit.settings import CHUNK, SETTINGS_BY_NAME, SYNC, TRANSFORM
 
 # Choices as types, so that --help and shell completion list them (and a typo is refused by name).
 Lang = Literal[settings.LANGS]  # type: ignore[valid-type]
@@ -143,12 +143,23 @@ def with_options(command: str, **groups: tuple[Opt, ...]) -> Callable[[Function]
     return decorate
 
 
+def some_of(group: tuple[Opt, ...], *names: str) -> tuple[Opt, ...]:
+    """The options of ``group`` named ``names``, in the group's order: for a command that takes only those."""
+    unknown = set(names) - {opt.name for opt in group}
+    if unknown:
+        raise KeyError(f"not in the group: {', '.join(sorted(unknown))}")
+    return tuple(opt for opt in group if opt.name in names)
+
+
+RENDERING_COMMANDS = (TRANSFORM, CHUNK)  # they render a snapshot's tickets, and say so alike
+
 REDMINE = (
     Opt(
         "url",
         ("--url",),
         str,
         "Redmine base URL, e.g. https://redmine.example.com.",
+        {CHUNK: "Redmine base URL of the chunks' links (default: what the snapshot or the sidecars recorded)."},
         metavar="URL",
         required=(settings.PULL,),
     ),
@@ -166,6 +177,7 @@ REDMINE = (
         ("--include-private",),
         bool,
         "Keep private issues and private notes (left out by default).",
+        dict.fromkeys(RENDERING_COMMANDS, "Include private issues and private notes (left out by default)."),
     ),
     Opt(
         "api_key_file",
@@ -194,12 +206,21 @@ REDMINE = (
         ("--text-format",),
         TextFormat,
         "The Redmine's text format, recorded in a new snapshot (an existing one is kept; default textile).",
+        dict.fromkeys(
+            RENDERING_COMMANDS, "Text format of every text (default: the snapshot's state.json, else textile)."
+        ),
     ),
     Opt("timeout", ("--timeout",), float, "Read timeout per Redmine request.", metavar="SECONDS"),
     Opt("retries", ("--retries",), int, "Attempts per Redmine request, the first included."),
 )
 DOCUMENTS = (
-    Opt("sidecars", ("--sidecars",), bool, "Also write Bedrock Knowledge Base <id>.md.metadata.json sidecars."),
+    Opt(
+        "sidecars",
+        ("--sidecars",),
+        bool,
+        "Also write Bedrock Knowledge Base <id>.md.metadata.json sidecars.",
+        {CHUNK: "With --out: a Bedrock Knowledge Base .metadata.json sidecar beside each chunk file."},
+    ),
     Opt(
         "sidecar_schema",
         ("--sidecar-schema",),
@@ -224,8 +245,9 @@ DOCUMENTS = (
         "Your knowledge base's chunk length: any window of N tokens holds an anchor or the title "
         "(0: anchors after headings only).",
         {
+            CHUNK: "The longest chunk, in tokens; each holds its ticket's anchor or title line.",
             SYNC: "Your knowledge base's chunk length: any window of N tokens holds an anchor or the title "
-            "(0: anchors after headings only); with --chunks, the longest chunk."
+            "(0: anchors after headings only); with --chunks, the longest chunk.",
         },
     ),
     Opt(
@@ -268,6 +290,7 @@ CHUNK_OVERLAP_OPTION = Opt(
     ("--chunk-overlap",),
     int,
     "With --chunks: each chunk but a ticket's first also repeats up to N tokens of the one before (0: none).",
+    {CHUNK: "Each chunk but a ticket's first also repeats up to N tokens of the end of the one before (0: none)."},
 )
 CHUNKS = (
     Opt(
@@ -393,6 +416,20 @@ JOBS = (
         {settings.STATS: "Processes that measure documents (same report); 0: one per core beyond 256 documents."},
     ),
 )
+CHECK = (
+    Opt(
+        "check",
+        ("--check",),
+        bool,
+        "Write nothing: list what would change; exit 1 if anything would, 0 if OUT is up to date.",
+        {
+            CHUNK: "Write nothing: list what would change; exit 1 if anything would, 0 if --out or --jsonl "
+            "is up to date."
+        },
+    ),
+)
+# anchorkit's own chunks: their length (transform's --chunk-tokens, meaning the same) and overlap.
+CHUNKING = (*some_of(DOCUMENTS, "chunk_tokens"), CHUNK_OVERLAP_OPTION)
 CHECKS = (
     Opt(
         "uri_pattern",

@@ -33,6 +33,7 @@ from anchorkit.untrusted import printable  # small: safe to load at start-up
 if TYPE_CHECKING:  # the library loads with the command that uses it, not at start-up
     from pathlib import Path
 
+    from anchorkit.chunk.writers import ChunkReport
     from anchorkit.publish import upload as publishing
     from anchorkit.render import transform as transforming
     from anchorkit.source import pull as pulling
@@ -163,9 +164,9 @@ def sync_progress(requested: bool) -> Iterator[SyncProgress]:
         yield on_progress
 
 
-def print_json(payload: Any) -> None:
-    """Machine-readable output: one JSON document on stdout, keys sorted for stable diffs."""
-    sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2, sort_keys=True) + "\n")
+def print_json(payload: Any, file: TextIO | None = None) -> None:
+    """Machine-readable output: one JSON document on stdout (or ``file``), keys sorted for stable diffs."""
+    (file or sys.stdout).write(json.dumps(payload, ensure_ascii=False, indent=2, sort_keys=True) + "\n")
 
 
 _PROBLEM_COLOURS = {
@@ -199,19 +200,27 @@ def print_ingestion_job(job: dict[str, str] | None) -> None:
         console.print(f"ingestion job {job['ingestion_job_id']} ({job['status']})", highlight=False, markup=False)
 
 
-def print_transform_report(report: transforming.TransformReport, out: Path, check: bool) -> None:
+def _print_problems_and_changes(
+    report: transforming.TransformReport, out: Path | None, check: bool, on: Console
+) -> None:
+    """A transform-like report's warnings and failures, and with ``check`` what would change under ``out``."""
     for warning in report.warnings:
         print_problem("warning", warning)
     for failure in report.failed:
         print_problem("failed", failure.message)
-    if check:
+    if check and out is not None:
         for verb, paths in (
             ("would create", report.created),
             ("would change", report.changed),
             ("would remove", report.removed),
         ):
             for path in paths:
-                console.print(f"{verb} {out / path}", highlight=False, markup=False)
+                on.print(f"{verb} {out / path}", highlight=False, markup=False)
+
+
+def print_transform_report(report: transforming.TransformReport, out: Path, check: bool) -> None:
+    _print_problems_and_changes(report, out, check, console)
+    if check:
         state = "differs from the snapshot" if report.differs else "is up to date"
         console.print(
             f"check: {out} {state} ({plural(report.tickets, 'ticket')}, {len(report.failed)} failed)", highlight=False
@@ -223,6 +232,25 @@ def print_transform_report(report: transforming.TransformReport, out: Path, chec
         f"{report.unchanged} unchanged, {len(report.removed)} removed, {len(report.failed)} failed, "
         f"{report.private_skipped} private skipped in {report.seconds:.2f} s",
         highlight=False,
+    )
+
+
+def print_chunk_report(report: ChunkReport, target: str, folder: Path | None, check: bool) -> None:
+    """chunk's summary of what it wrote to ``target`` (the files named in the report are in ``folder``), on
+    stdout; on stderr when the chunks went to stdout (``folder`` None), and then nothing with -q."""
+    on = console if folder is not None or console.quiet else err_console
+    _print_problems_and_changes(report, folder, check, on)
+    counts = f"{plural(report.tickets, 'ticket')}, {plural(report.chunks, 'chunk')}"
+    if check:
+        state = "differs from the source" if report.differs else "is up to date"
+        on.print(f"check: {target} {state} ({counts}, {len(report.failed)} failed)", highlight=False, markup=False)
+        return
+    on.print(
+        f"chunk: {counts} → {target}: {len(report.created)} created, {len(report.changed)} changed, "
+        f"{report.unchanged} unchanged, {len(report.removed)} removed, {len(report.failed)} failed, "
+        f"{report.private_skipped} private skipped in {report.seconds:.2f} s",
+        highlight=False,
+        markup=False,
     )
 
 

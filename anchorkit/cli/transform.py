@@ -9,21 +9,31 @@ import typer
 
 from anchorkit.cli import output
 from anchorkit.cli.options import (
+    CHECK,
     DOCUMENTS,
     GROUP,
     JOBS,
+    REDMINE,
     TOKENIZER,
     JsonFlag,
     QuietFlag,
-    TextFormat,
     Values,
     VerboseFlag,
+    some_of,
 )
 from anchorkit.cli.options import with_options as options_of
-from anchorkit.settings import TRANSFORM, default
+from anchorkit.settings import TRANSFORM
 
 
-@options_of(TRANSFORM, documents=DOCUMENTS, tokenizer=TOKENIZER, jobs=JOBS)
+@options_of(
+    TRANSFORM,
+    documents=DOCUMENTS,
+    privacy=some_of(REDMINE, "include_private"),
+    tokenizer=TOKENIZER,
+    text_format=some_of(REDMINE, "text_format"),
+    checking=CHECK,
+    jobs=JOBS,
+)
 def transform_command(
     snapshot: Annotated[
         Path, typer.Argument(help="Snapshot folder (issues/<id>.json, lookups.json, state.json), e.g. fixtures.")
@@ -33,24 +43,10 @@ def transform_command(
         typer.Option("--out", "-o", metavar="DIR", help="Output folder of the <id>.md documents (created if missing)."),
     ],
     documents: Values = GROUP,
-    include_private: Annotated[
-        bool, typer.Option("--include-private", help="Include private issues and private notes (left out by default).")
-    ] = default("include_private"),
+    privacy: Values = GROUP,
     tokenizer: Values = GROUP,
-    text_format: Annotated[
-        TextFormat | None,
-        typer.Option(
-            "--text-format",
-            help="Text format of every text (default: the snapshot's state.json, else textile).",
-        ),
-    ] = default("text_format"),
-    check: Annotated[
-        bool,
-        typer.Option(
-            "--check",
-            help="Write nothing: list what would change; exit 1 if anything would, 0 if OUT is up to date.",
-        ),
-    ] = default("check"),
+    text_format: Values = GROUP,
+    checking: Values = GROUP,
     jobs: Values = GROUP,
     json_output: JsonFlag = False,
     verbose: VerboseFlag = False,
@@ -71,8 +67,9 @@ def transform_command(
     from anchorkit.files import check_writable_folder
     from anchorkit.render.transform import TransformOptions, transform_snapshot
 
-    values = {**documents, **tokenizer, "include_private": include_private, "text_format": text_format}
+    values = {**documents, **privacy, **tokenizer, **text_format}
     options = TransformOptions.from_settings(values)
+    check = checking["check"]
     if not check:
         check_writable_folder(out, "--out")
     with output.progress_bar("rendering", "tickets", not json_output) as on_progress:

@@ -18,7 +18,7 @@ chunk comes from; they are left out when pull could not know the numbers (anchor
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from anchorkit.anchors import one_line
@@ -103,6 +103,29 @@ def encode_sidecar(attributes: dict[str, Value], schema: str, ticket: str) -> tu
         del attributes[dropped]
         warnings.append(f"{ticket}: sidecar over {MAX_FILE_BYTES} bytes, dropped attribute {dropped!r}")
     return data, warnings
+
+
+def encode_sidecars(many: Iterable[dict[str, Value]], schema: str, ticket: str) -> Iterator[tuple[bytes, list[str]]]:
+    """``encode_sidecar`` of each of ``many`` attribute sets that share most of their values (the chunks of
+    one ticket): a value found within Bedrock's limits is not looked at again when the next set holds
+    the same object, and a set whose values are all within them is encoded as it is; only one that is
+    not (or whose file would be too large) goes through ``encode_sidecar``'s fitting."""
+    check_schema(schema)
+    within: dict[str, Any] = {}  # key → a value (the object itself) already found within the limits
+    for attributes in many:
+        fits = True
+        for key, value in attributes.items():
+            if within.get(key, _NOTHING) is value:
+                continue
+            if key.startswith(RESERVED_PREFIX) or _fit(key, value, ticket, []) != value:
+                fits = False
+                break
+            within[key] = value
+        data = _encode(attributes, schema) if fits else b""
+        yield (data, []) if fits and len(data) <= MAX_FILE_BYTES else encode_sidecar(attributes, schema, ticket)
+
+
+_NOTHING = object()
 
 
 def check_schema(schema: str) -> None:

@@ -391,6 +391,9 @@ class _Plan(dict[int, str]):
         self.paragraph_lines: dict[int, int] = {}  # line → first line of its paragraph
         self.code_openers: dict[int, str] = {}  # code line → its fence's (or <pre>'s) opening line
         self.table_heads: dict[int, tuple[str, str]] = {}  # row → header and delimiter rows
+        # Top-level fenced or HTML code block: first line → the line after it (what the chunker needs
+        # to close and reopen code it cuts: known here without parsing the text again).
+        self.code_blocks: dict[int, int] = {}
 
     def paragraph_prefix(self, content: list[str], number: int) -> str:
         first = self.paragraph_lines.get(number, number)
@@ -428,6 +431,8 @@ def _plan(content: list[str]) -> _Plan:
             plan[start] = _BLOCK
         first_block = False
         kind = token.type
+        if kind in ("fence", "html_block"):
+            plan.code_blocks[start] = end
         if kind == "paragraph_open":
             for number in range(start, end):
                 plan.paragraph_lines[number] = start
@@ -490,6 +495,7 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
     ):
         return None
     plan = _Plan()
+    plan.code_blocks = fences
     kind = ""  # of the block being read ("" after a blank line)
     marker = ""  # of the list being read
     indent = 0  # where the text of its current item starts

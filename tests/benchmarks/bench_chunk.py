@@ -9,6 +9,11 @@ For each corpus and N in (300, 512), exact cl100k_base counts (the vocabulary an
 - chunks over N tokens: 0 expected;
 - chunk count against the packing lower bound: the fewest chunks of N tokens that could hold each
   ticket's content with one header each, ceil((content - header) / (N - header)) (target <= 1.25x);
+- links: chunks with a ``url`` (target: all), and history chunks whose ``url`` ends in ``#note-n`` with n
+  the Redmine note number of the journal the chunk begins in, found from where the chunk starts among
+  the content's journal headings (target: all; that the numbers are Redmine's own is tested against a
+  real Redmine in tests/test_chunk_notes.py). Both corpora are made as today's pull writes them: the
+  journals numbered (source/notes.py) and the Redmine URL recorded;
 - where chunks begin: at a section or journal, at a heading or block, at a line, after a sentence,
   or inside a line (the last resort);
 - what the headers (and repeated fences and table heads) cost, as a share of all the chunks' tokens
@@ -17,8 +22,8 @@ For each corpus and N in (300, 512), exact cl100k_base counts (the vocabulary an
 
 Speed, on the largest corpus, side by side in one run, each in a fresh process on one core, the
 best of BENCH_CHUNK_ATTEMPTS (2) alternating runs: ``transform --sidecars`` (default options, exact
-cl100k) against chunking the same snapshot at 300 tokens into JSON Lines and into a Bedrock folder
-with sidecars (target: chunking at least as fast as transform).
+cl100k) against ``chunk_source`` (what ``anchorkit chunk`` calls) at 300 tokens into JSON Lines and
+into a Bedrock folder with sidecars (target: chunking at least as fast as transform).
 """
 
 from __future__ import annotations
@@ -27,9 +32,11 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -38,19 +45,25 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
 from support.long_tickets import write_long_snapshot  # noqa: E402
+from support.retrieval_corpus import write_retrieval_snapshot  # noqa: E402
 
-from anchorkit.anchors import strip_anchors  # noqa: E402
+from anchorkit import anchor_chunks  # noqa: E402
+from anchorkit.anchors import TITLE_PATTERN, strip_anchors  # noqa: E402
+from anchorkit.bedrock.anchoring import Ticket, holds_complete_anchor, with_anchor  # noqa: E402
 from anchorkit.chunk.core import ChunkedTicket, chunk_document  # noqa: E402
 from anchorkit.chunk.sources import TicketDocument, iter_source  # noqa: E402
+from anchorkit.note_ranges import parse_note_numbers  # noqa: E402
 from anchorkit.render.document import RenderOptions  # noqa: E402
 from anchorkit.render.transform import RenderedTicket, TransformOptions, iter_documents  # noqa: E402
-from anchorkit.tokens import TiktokenTokenizer, load_cl100k_base  # noqa: E402
+from anchorkit.source.notes import with_note_numbers  # noqa: E402
+from anchorkit.tokens import ExactTokens, TiktokenTokenizer, load_cl100k_base  # noqa: E402
 
 TICKETS = [int(n) for n in os.environ.get("BENCH_CHUNK_TICKETS", "200,1000").split(",")]
 SEED = int(os.environ.get("BENCH_CHUNK_SEED", "0"))
 CHUNK_LENGTHS = (300, 512)
 RATIO_TARGET = 1.25
 ATTEMPTS = int(os.environ.get("BENCH_CHUNK_ATTEMPTS", "2"))
+RETRIEVAL_TICKETS = 160  # bench_retrieval.py's default corpus
 _SHAPE = re.compile(r"[>#] [^#\\\n]{1,40}? #(\d{1,12}):(?: .*)?")
 
 
@@ -73,6 +86,9 @@ class Figures:
     fitting_journals: int = 0  # journals short enough for one chunk
     split_journals: int = 0  # ... that a chunk boundary cuts all the same
     failed: int = 0
+    with_url: int = 0
+    history: int = 0  # chunks that begin in the history
+    right_note: int = 0  # ... whose url links to the note they begin in
 
 
 def where(chunk_start: int, content: str) -> str:
@@ -119,8 +135,20 @@ def measure(
             if index:
                 kind = where(chunk.start, content)
                 figures.starts[kind] = figures.starts.get(kind, 0) + 1
+        journals = journal_spans(content)
+        numbers = parse_note_numbers(document.metadata.get("note_numbers"))
+        for chunk in chunked.chunks:
+            url = chunk.metadata.get("url")
+            figures.with_url += bool(url)
+            if chunk.metadata["section"] == "history":
+                figures.history += 1
+                # The journal a chunk begins in: the last whose heading is at or before its start (the
+                # history's own heading goes with the first journal).
+                journal = max(bisect_right([start for start, _ in journals], chunk.start) - 1, 0)
+                expected = f"{document.metadata['url']}#note-{numbers[journal]}" if numbers else None
+                figures.right_note += expected is not None and url == expected
         cuts = [chunk.own_start for chunk in chunked.chunks[1:]]
-        for start, end in journal_spans(content):
+        for start, end in journals:
             if tokenizer.count(content[start:end]) <= limit - header:
                 figures.fitting_journals += 1
                 figures.split_journals += any(start < cut < end for cut in cuts)
@@ -146,6 +174,11 @@ def report(name: str, limit: int, figures: Figures) -> None:
         f"{figures.lower_bound:,} (target <= {RATIO_TARGET}x)"
     )
     print(
+        f"  links: {figures.with_url / figures.chunks:.2%} of the chunks have a url (target 100%); "
+        f"{figures.right_note / max(figures.history, 1):.2%} of the {figures.history:,} history chunks link to "
+        "the note they begin in (target 100%)"
+    )
+    print(
         f"  chunks after a ticket's first begin at: {starts}; journals that fit in a chunk split all the same: "
         f"{figures.split_journals / max(figures.fitting_journals, 1):.1%} of {figures.fitting_journals:,}"
     )
@@ -154,6 +187,18 @@ def report(name: str, limit: int, figures: Figures) -> None:
         f"chunk tokens / content - 1 = {figures.tokens / figures.content_tokens - 1:.1%} "
         f"(today's documents at --chunk-tokens {limit}: {figures.document_tokens / figures.content_tokens - 1:.1%})"
     )
+
+
+def as_pulled(snapshot: Path) -> Path:
+    """The snapshot as today's pull writes it: every journal with its Redmine note number, and the
+    Redmine's URL recorded (the fixtures have one, the generated tickets none)."""
+    for path in (snapshot / "issues").glob("*.json"):
+        document = json.loads(path.read_text(encoding="utf-8"))
+        path.write_text(json.dumps(with_note_numbers(document), ensure_ascii=False), encoding="utf-8")
+    state = json.loads((snapshot / "state.json").read_text(encoding="utf-8"))
+    state.setdefault("redmine_url", "https://redmine.example.com")
+    (snapshot / "state.json").write_text(json.dumps(state), encoding="utf-8")
+    return snapshot
 
 
 def corpus(source: Path, limit: int) -> tuple[list[TicketDocument], dict[int, str]]:
@@ -180,14 +225,13 @@ print(json.dumps({"tickets": report.tickets, "failed": len(report.failed), "seco
 CHUNK = """
 import json, sys, time
 from pathlib import Path
-from anchorkit.chunk.sources import chunk_items, iter_source
-from anchorkit.chunk.writers import write_chunk_folder, write_jsonl_file
-from anchorkit.tokens import load_cl100k_base
+from anchorkit.chunk.pipeline import ChunkOptions, chunk_source
+from anchorkit.render.transform import TransformOptions
 started = time.perf_counter()  # the vocabulary's loading included, as transform's is
-tokenizer = load_cl100k_base()
-chunks = chunk_items(iter_source(Path(sys.argv[1])), tokenizer, 300)
+options = ChunkOptions(TransformOptions(sidecars=True, tokenizer="cl100k_base"), chunk_tokens=300)
 out = Path(sys.argv[2])
-report = write_jsonl_file(chunks, out / "chunks.jsonl") if sys.argv[3] == "jsonl" else write_chunk_folder(chunks, out)
+where = {"jsonl": out / "chunks.jsonl"} if sys.argv[3] == "jsonl" else {"out": out}
+report = chunk_source(Path(sys.argv[1]), options=options, **where)
 seconds = time.perf_counter() - started
 figures = {"tickets": report.tickets, "chunks": report.chunks, "failed": len(report.failed), "seconds": seconds}
 print(json.dumps(figures))
@@ -222,20 +266,76 @@ def speed(snapshot: Path, scratch: Path) -> None:
     )
 
 
+# ---------------------------------------------------------------------------------------------
+# The Lambda (inject mode) and `inject` on the retrieval benchmark's corpus
+
+
+def windows_of(text: str, tokens: ExactTokens, size: int = 300, step: int = 240) -> list[str]:
+    """Fixed windows of ``size`` tokens every ``step`` (Bedrock's default 300 / 20%), cut at token offsets."""
+    data, offsets = text.encode("utf-8"), tokens.offsets
+    last = max(len(offsets) - 1 - size, 0)
+    return [
+        data[offsets[start] : offsets[min(start + size, len(offsets) - 1)]].decode("utf-8", "ignore")
+        for start in range(0, last + step, step)
+        if start <= last
+    ]
+
+
+def anchored_at_ingestion_and_query_time(scratch: Path, tokenizer: TiktokenTokenizer) -> None:
+    """Documents without anchors (``--chunk-tokens 0``, anchors stripped) of the retrieval benchmark's corpus,
+    cut by fixed 300/20% windows: what the Bedrock Lambda (inject mode: an anchor in front of each window
+    that lacks one) adds to the embedded tokens, and what ``inject`` adds to each retrieved chunk of the
+    prompt (nothing embedded). Both judged as the chunk-coverage figures are."""
+    snapshot = scratch / "retrieval"
+    write_retrieval_snapshot(snapshot, RETRIEVAL_TICKETS, seed=SEED)
+    options = TransformOptions(render=RenderOptions(chunk_tokens=0), tokenizer="cl100k_base")
+    documents = [r for r in iter_documents(snapshot, options) if isinstance(r, RenderedTicket)]
+    texts = [strip_anchors(document.markdown) for document in documents]
+    chunks = [
+        (document.ticket_id, window)
+        for document, text, tokens in zip(documents, texts, tokenizer.tokenize_many(texts), strict=True)
+        for window in windows_of(text, tokens)  # type: ignore[arg-type]
+    ]
+    subjects = {d.ticket_id: TITLE_PATTERN.match(d.markdown)["subject"] for d in documents}  # type: ignore[index]
+    plain = [tokenizer.count(window) for _, window in chunks]
+    lambda_tokens, lambda_named = 0, 0
+    for (ticket_id, window), tokens in zip(chunks, plain, strict=True):
+        ticket = Ticket(ticket_id, subjects[ticket_id], None, "metadata")
+        text = window if holds_complete_anchor(window, ticket) else with_anchor(window, ticket, "チケット")
+        lambda_tokens += tokens if text is window else tokenizer.count(text)
+        lambda_named += named_tickets(text) == {ticket_id}
+    retrieval = [{"text": w, "metadata": {"ticket_id": t, "subject": subjects[t]}} for t, w in chunks]
+    injected = anchor_chunks(retrieval).retrieval
+    added = [tokenizer.count(after["text"]) - tokens for after, tokens in zip(injected, plain, strict=True)]
+    named = sum(named_tickets(after["text"]) == {t} for after, (t, _) in zip(injected, chunks, strict=True))
+    print(
+        f"retrieval corpus ({len(documents)} tickets, seed {SEED}), fixed 300/20% windows of the documents "
+        f"without anchors: {len(chunks):,} chunks, {sum(plain):,} tokens, "
+        f"{sum(named_tickets(w) == {t} for t, w in chunks) / len(chunks):.1%} naming their ticket; "
+        f"through the Lambda (inject mode) {lambda_named / len(chunks):.1%} naming it, {lambda_tokens:,} tokens "
+        f"embedded (+{lambda_tokens / sum(plain) - 1:.1%}); through inject {named / len(chunks):.1%} naming it in "
+        f"the prompt, 0 tokens more embedded, {sum(added) / len(added):.1f} tokens more a retrieved chunk "
+        f"(max {max(added)})"
+    )
+
+
 def main() -> None:
     tokenizer = load_cl100k_base()
     scratch_root = Path(os.environ.get("BENCH_TMPDIR", REPO / "build"))
     scratch_root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bench-chunk-", dir=scratch_root) as tmp:
-        sources = [("fixtures", REPO / "fixtures")]
+        fixtures = Path(tmp) / "fixtures"
+        shutil.copytree(REPO / "fixtures", fixtures)
+        sources = [("fixtures", as_pulled(fixtures))]
         for count in TICKETS:
             snapshot = Path(tmp) / f"long{count}"
             write_long_snapshot(snapshot, count, seed=SEED)
-            sources.append((f"{count} long tickets", snapshot))
+            sources.append((f"{count} long tickets", as_pulled(snapshot)))
         for name, source in sources:
             for limit in CHUNK_LENGTHS:
                 documents, spaced = corpus(source, limit)
                 report(name, limit, measure(documents, spaced, tokenizer, limit))
+        anchored_at_ingestion_and_query_time(Path(tmp), tokenizer)
         speed(sources[-1][1], Path(tmp))
 
 

@@ -1,0 +1,112 @@
+"""``anchorkit chunk`` in one call: a snapshot or a transform output folder → chunks, as JSON Lines (a
+file or a stream) or as a folder of chunk files with their Bedrock sidecars.
+
+The options are checked before anything is read or written (a bad one is a usage error naming it);
+a ticket that cannot be read or chunked is a failure in the report, and the others are still done.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from anchorkit.chunk.core import MIN_CONTENT_TOKENS
+from anchorkit.chunk.sources import chunk_items, iter_source
+from anchorkit.chunk.writers import ChunkReport, write_chunk_folder, write_jsonl, write_jsonl_file
+from anchorkit.errors import UsageError
+from anchorkit.files import check_writable_folder
+from anchorkit.render.sidecar import check_schema
+from anchorkit.render.transform import TransformOptions
+from anchorkit.settings import default
+from anchorkit.tokens import choose_tokenizer
+from anchorkit.untrusted import public_url
+
+# The shortest chunk asked for: room for an anchor (cut to a few characters of the subject if need be)
+# and some content. Shorter, every ticket would fail alone; this says so once.
+MIN_CHUNK_TOKENS = 2 * MIN_CONTENT_TOKENS
+
+
+@dataclass(frozen=True)
+class ChunkOptions:
+    """What ``anchorkit chunk`` is told: how long the chunks are, and how a snapshot's tickets are rendered
+    (``transform``: labels, time zone, privacy, text format; its ``sidecars`` and ``sidecar_schema`` are the
+    chunk folder's, its ``tokenizer`` what the chunks are counted with, its ``redmine_url`` where they link to)."""
+
+    transform: TransformOptions = field(default_factory=TransformOptions)
+    chunk_tokens: int = default("chunk_tokens")
+    overlap_tokens: int = default("chunk_overlap")
+
+    def __post_init__(self) -> None:
+        if self.chunk_tokens < MIN_CHUNK_TOKENS:
+            raise UsageError(f"--chunk-tokens must be at least {MIN_CHUNK_TOKENS} to chunk, not {self.chunk_tokens}")
+        if not 0 <= self.overlap_tokens <= self.chunk_tokens // 2:
+            raise UsageError(
+                f"--chunk-overlap must be between 0 and half of --chunk-tokens ({self.chunk_tokens // 2}), "
+                f"not {self.overlap_tokens}"
+            )
+
+    @classmethod
+    def from_settings(cls, values: Mapping[str, Any]) -> ChunkOptions:
+        """The options from the settings catalogue's values (chunk's; a setting not given takes its default),
+        checked: a bad value is a usage error naming the option."""
+        transform = TransformOptions.from_settings(values)
+        url = values.get("url")
+        if url:
+            if not re.match(r"https?://[^\s/]+", url):
+                raise UsageError(f"--url must be an http(s) URL, not {url!r}")
+            transform = dataclasses.replace(transform, redmine_url=public_url(url))
+        return cls(
+            transform,
+            values.get("chunk_tokens", default("chunk_tokens")),
+            values.get("chunk_overlap", default("chunk_overlap")),
+        )
+
+
+def chunk_source(
+    source: Path,
+    *,
+    jsonl: Path | BinaryIO | None = None,
+    out: Path | None = None,
+    options: ChunkOptions | None = None,
+    check: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> ChunkReport:
+    """Chunk every ticket of ``source`` (a snapshot, or a folder ``anchorkit transform`` wrote) into
+    exactly one of: ``jsonl``, a JSON Lines file (replaced atomically, only if its bytes change) or an
+    open binary stream (stdout); ``out``, a folder of ``<id>/<id>-<n>.md`` chunk files (with sidecars if
+    ``options.transform.sidecars``), brought up to date: unchanged files are not rewritten, the chunk files
+    of a ticket that shrank or left the source are removed.
+
+    ``check``: write nothing, report what would change (not for a stream). ``progress(done, total)`` is
+    called after each ticket. Raises :class:`UsageError` for a bad combination, a source that is neither a
+    snapshot nor a folder of documents, or a tokenizer that cannot be loaded.
+    """
+    options = options or ChunkOptions()
+    if (jsonl is None) == (out is None):
+        raise UsageError("give exactly one of --jsonl FILE ('-': stdout) and --out DIR")
+    if check and jsonl is not None and not isinstance(jsonl, Path):
+        raise UsageError("--check compares with a file or a folder: give --jsonl FILE or --out DIR, not stdout")
+    settings = options.transform
+    if out is not None and settings.sidecars:
+        check_schema(settings.sidecar_schema)
+    if not check and out is not None:
+        check_writable_folder(out, "--out")
+    elif not check and isinstance(jsonl, Path):
+        check_writable_folder(jsonl.parent, "--jsonl")
+    tokenizer = choose_tokenizer(settings.tokenizer, settings.tiktoken_file)
+    chunks = chunk_items(
+        iter_source(source, settings, progress), tokenizer, options.chunk_tokens, options.overlap_tokens
+    )
+    if out is not None:
+        report = write_chunk_folder(chunks, out, settings.sidecar_schema, check=check, sidecars=settings.sidecars)
+    elif isinstance(jsonl, Path):
+        report = write_jsonl_file(chunks, jsonl, check=check)
+    else:
+        assert jsonl is not None
+        report = write_jsonl(chunks, jsonl)
+    report.tokenizer = settings.tokenizer
+    return report

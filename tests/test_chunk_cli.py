@@ -1,0 +1,239 @@
+"""`anchorkit chunk`: the command over a snapshot or a transform folder, to JSON Lines or a Bedrock folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from anchorkit.anchors import find_anchors, find_titles
+from anchorkit.cli import app
+from anchorkit.tokens import load_cl100k_base
+from tests.test_transform import run as run_command
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "fixtures"
+runner = CliRunner()
+
+pytestmark = pytest.mark.usefixtures("clean_cli_environment")
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    return run_command("chunk", *args)
+
+
+@pytest.fixture
+def snapshot(tmp_path: Path) -> Path:
+    """A copy of the fixtures, for a test to change."""
+    return Path(shutil.copytree(FIXTURES, tmp_path / "snapshot", ignore=shutil.ignore_patterns("eval")))
+
+
+def records_of(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def named(text: str) -> set[int]:
+    return {found.ticket_id for found in find_anchors(text) + find_titles(text)}
+
+
+def issues(snapshot: Path) -> dict[int, dict[str, Any]]:
+    found = {}
+    for path in (snapshot / "issues").glob("*.json"):
+        issue = json.loads(path.read_text(encoding="utf-8"))["issue"]
+        found[issue["id"]] = issue
+    return found
+
+
+def mtimes(folder: Path) -> dict[Path, int]:
+    return {path: path.stat().st_mtime_ns for path in folder.rglob("*")}
+
+
+@pytest.mark.parametrize("limit", [300, 512])
+def test_jsonl_chunks_name_their_own_ticket_only_and_fit_in_n_cl100k_tokens(snapshot: Path, limit: int) -> None:
+    code, stdout, _ = run(str(snapshot), "--chunk-tokens", str(limit), "--jsonl", "chunks.jsonl", "--json")
+    assert code == 0
+    report, records = json.loads(stdout), records_of(Path("chunks.jsonl"))
+    public = {ticket_id for ticket_id, issue in issues(snapshot).items() if not issue.get("is_private")}
+    assert (report["tickets"], report["chunks"], report["private_skipped"]) == (len(public), len(records), 1)
+    assert {record["ticket_id"] for record in records} == public
+    tokenizer = load_cl100k_base()
+    assert max(tokenizer.count(record["text"]) for record in records) <= limit
+    for record in records:
+        assert named(record["text"]) == {record["ticket_id"]}
+        assert record["metadata"]["url"].startswith(f"https://redmine.example.co.jp/issues/{record['ticket_id']}")
+
+
+def test_a_folder_with_sidecars_then_a_second_run_writes_nothing_and_check_agrees(snapshot: Path) -> None:
+    code, stdout, _ = run(str(snapshot), "--out", "chunks", "--sidecars", "--json")
+    report = json.loads(stdout)
+    assert code == 0 and report["chunks"] > 34 and len(report["created"]) == 2 * report["chunks"]
+    chunk_files = sorted(Path("chunks").glob("*/*.md"))
+    assert len(chunk_files) == report["chunks"]
+    for path in chunk_files:
+        sidecar = json.loads(path.with_name(path.name + ".metadata.json").read_text(encoding="utf-8"))
+        assert sidecar["metadataAttributes"]["ticket_id"] == int(path.parent.name)
+        assert named(path.read_text(encoding="utf-8")) == {int(path.parent.name)}
+    before = mtimes(Path("chunks"))
+
+    code, stdout, _ = run(str(snapshot), "--out", "chunks", "--sidecars", "--json")
+    again = json.loads(stdout)
+    assert code == 0 and (again["created"], again["changed"], again["removed"]) == ([], [], [])
+    assert again["unchanged"] == len(report["created"]) and mtimes(Path("chunks")) == before
+    code, stdout, _ = run(str(snapshot), "--out", "chunks", "--sidecars", "--check")
+    assert code == 0 and "is up to date" in stdout
+
+    code, stdout, _ = run(str(snapshot), "--out", "chunks", "--sidecars", "--chunk-tokens", "200", "--check")
+    assert code == 1 and "would create" in stdout and "differs from the source" in stdout
+    assert mtimes(Path("chunks")) == before
+
+
+def test_without_sidecars_the_folder_holds_the_chunk_files_alone(snapshot: Path) -> None:
+    assert run(str(snapshot), "--out", "chunks")[0] == 0
+    assert list(Path("chunks").glob("*/*.md")) and not list(Path("chunks").glob("*/*.json"))
+
+
+def test_a_ticket_that_shrank_loses_its_stale_chunk_files(snapshot: Path) -> None:
+    assert run(str(snapshot), "--out", "chunks", "--sidecars")[0] == 0
+    had = sorted(p.name for p in Path("chunks/12345").iterdir())
+    path = snapshot / "issues" / "12345.json"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    document["issue"]["journals"] = document["issue"]["journals"][:1]
+    document["issue"]["description"] = "短くなった。"
+    path.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
+
+    code, stdout, _ = run(str(snapshot), "--out", "chunks", "--sidecars", "--json")
+    report = json.loads(stdout)
+    left = sorted(p.name for p in Path("chunks/12345").iterdir())
+    assert code == 0 and len(left) < len(had)
+    assert sorted(report["removed"]) == sorted(f"12345/{name}" for name in set(had) - set(left))
+    assert left == sorted(
+        f"12345-{n:03d}.md{suffix}" for n in range(len(left) // 2) for suffix in ("", ".metadata.json")
+    )
+
+
+def test_a_bad_ticket_file_fails_alone_naming_the_file_and_the_exit_code_says_so(snapshot: Path) -> None:
+    bad = snapshot / "issues" / "12310.json"
+    bad.write_text('{"issue": {"id": 12310, "subject": ', encoding="utf-8")
+    code, stdout, stderr = run(str(snapshot), "--jsonl", "chunks.jsonl")
+    assert code == 1
+    failed = [line for line in stderr.splitlines() if line.startswith("failed:")]
+    assert len(failed) == 1 and str(bad) in failed[0]
+    assert "1 failed" in stdout
+    chunked = {record["ticket_id"] for record in records_of(Path("chunks.jsonl"))}
+    assert 12310 not in chunked and len(chunked) == 33
+
+
+def test_private_issues_and_notes_stay_out_unless_included(snapshot: Path) -> None:
+    everything = issues(snapshot)
+    private_issue = next(ticket_id for ticket_id, issue in everything.items() if issue.get("is_private"))
+    private_notes = [
+        journal["notes"][:20]
+        for issue in everything.values()
+        if not issue.get("is_private")
+        for journal in issue.get("journals", [])
+        if journal.get("private_notes") and journal.get("notes")
+    ]
+    assert private_notes
+    assert run(str(snapshot), "--jsonl", "public.jsonl")[0] == 0
+    public = records_of(Path("public.jsonl"))
+    text = "\n".join(record["text"] for record in public)
+    assert private_issue not in {record["ticket_id"] for record in public}
+    assert not [note for note in private_notes if note in text]
+
+    assert run(str(snapshot), "--jsonl", "all.jsonl", "--include-private")[0] == 0
+    widened = records_of(Path("all.jsonl"))
+    text = "\n".join(record["text"] for record in widened)
+    assert private_issue in {record["ticket_id"] for record in widened}
+    assert all(note in text for note in private_notes)
+
+
+def test_jsonl_to_stdout_puts_nothing_else_on_stdout(tmp_path: Path) -> None:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("ANCHORKIT_", "REDMINE_"))}
+    command = [sys.executable, "-m", "anchorkit", "chunk", str(FIXTURES), "--jsonl", "-"]
+    done = subprocess.run([*command, "--json"], capture_output=True, text=True, env=environment, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    records = [json.loads(line) for line in done.stdout.splitlines()]
+    assert records and all(set(record) == {"id", "ticket_id", "text", "metadata"} for record in records)
+    report = json.loads(done.stderr)
+    assert report["ok"] and report["chunks"] == len(records) and report["out"] == "stdout"
+
+    summary = subprocess.run(command, capture_output=True, text=True, env=environment, cwd=tmp_path)
+    assert summary.stdout == done.stdout and f"{len(records)} chunks" in summary.stderr
+    quiet = subprocess.run([*command, "-q"], capture_output=True, text=True, env=environment, cwd=tmp_path)
+    assert quiet.stdout == done.stdout and quiet.stderr == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_transform_folder_gives_the_chunks_its_snapshot_gives(snapshot: Path) -> None:
+    assert runner.invoke(app, ["transform", str(snapshot), "--out", "out", "--sidecars"]).exit_code == 0
+    assert run(str(snapshot), "--jsonl", "from-snapshot.jsonl")[0] == 0
+    assert run("out", "--jsonl", "from-folder.jsonl")[0] == 0
+    assert Path("from-folder.jsonl").read_bytes() == Path("from-snapshot.jsonl").read_bytes()
+
+
+def test_url_sets_the_links_without_its_credentials(snapshot: Path) -> None:
+    assert run(str(snapshot), "--jsonl", "chunks.jsonl", "--url", "https://bot:s3cret@tickets.example.jp/")[0] == 0
+    records = records_of(Path("chunks.jsonl"))
+    assert {record["metadata"]["url"] for record in records} == {
+        f"https://tickets.example.jp/issues/{record['ticket_id']}" for record in records
+    }
+    assert "s3cret" not in Path("chunks.jsonl").read_text(encoding="utf-8")
+
+
+def test_overlap_repeats_the_end_of_the_previous_chunk(snapshot: Path) -> None:
+    assert run(str(snapshot), "--jsonl", "plain.jsonl")[0] == 0
+    assert run(str(snapshot), "--jsonl", "overlap.jsonl", "--chunk-overlap", "60")[0] == 0
+    plain, overlapping = records_of(Path("plain.jsonl")), records_of(Path("overlap.jsonl"))
+    assert not any(a["metadata"]["char_end"] > b["metadata"]["char_start"] for a, b in pairs(plain))
+    repeated = [(a, b) for a, b in pairs(overlapping) if a["metadata"]["char_end"] > b["metadata"]["char_start"]]
+    assert len(repeated) >= len(overlapping) - 2 * len({r["ticket_id"] for r in overlapping})
+    tokenizer = load_cl100k_base()
+    assert max(tokenizer.count(record["text"]) for record in overlapping) <= 300
+
+
+def pairs(records: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Consecutive chunks of the same ticket."""
+    return [(a, b) for a, b in pairwise(records) if a["ticket_id"] == b["ticket_id"]]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "give exactly one of --jsonl FILE"),
+        (["--jsonl", "a.jsonl", "--out", "chunks"], "give exactly one of --jsonl FILE"),
+        (["--jsonl", "-", "--check"], "--check compares with a file or a folder"),
+        (["--jsonl", "a.jsonl", "--chunk-tokens", "10"], "--chunk-tokens must be at least"),
+        (["--jsonl", "a.jsonl", "--chunk-overlap", "200"], "--chunk-overlap must be between 0 and half"),
+        (["--jsonl", "a.jsonl", "--url", "redmine.example.jp"], "--url must be an http(s) URL"),
+        (["--out", "chunks", "--sidecars", "--timezone", "Mars/Olympus"], "--timezone: unknown time zone"),
+    ],
+)
+def test_usage_errors_say_what_is_wrong_and_write_nothing(
+    snapshot: Path, tmp_path: Path, args: list[str], message: str
+) -> None:
+    code, stdout, stderr = run(str(snapshot), *args, "--json")
+    assert code == 2 and message in stderr and json.loads(stdout)["exit_code"] == 2
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["snapshot"]
+
+
+def test_a_source_that_is_no_folder_of_tickets_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("not tickets")
+    code, _, stderr = run(str(tmp_path / "notes.txt"), "--jsonl", "a.jsonl")
+    assert code == 2 and "neither a snapshot nor a folder of documents" in stderr
+
+
+def test_transforms_out_setting_is_not_the_chunk_folder(snapshot: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANCHORKIT_OUT", "documents")  # transform's output folder, for a scheduled job
+    assert run(str(snapshot), "--jsonl", "chunks.jsonl")[0] == 0 and not Path("documents").exists()
+    monkeypatch.setenv("ANCHORKIT_CHUNK_OUT", "chunks")
+    code, _, stderr = run(str(snapshot), "--jsonl", "chunks.jsonl")
+    assert code == 2 and "give exactly one of --jsonl FILE" in stderr
+    assert run(str(snapshot))[0] == 0 and list(Path("chunks").glob("*/*.md"))
