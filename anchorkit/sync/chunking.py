@@ -13,19 +13,18 @@ the other layout replaces every ticket's objects, which the delete guard counts 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from anchorkit.chunk.core import ChunkedTicket
-from anchorkit.chunk.sources import Item, chunk_items, iter_source
+from anchorkit.chunk.sources import Progress, chunk_items, iter_source
 from anchorkit.chunk.writers import ChunkReport, write_chunk_folder
 from anchorkit.errors import UsageError
 from anchorkit.publish.keys import CHUNKS, DOCUMENTS, ticket_key
 from anchorkit.render.transform import TicketFailure, TransformOptions
 from anchorkit.settings import default
-from anchorkit.source.snapshot import iter_issue_paths
 from anchorkit.sync.scratch import scratch_folder
 from anchorkit.tokens import choose_tokenizer
 
@@ -62,24 +61,12 @@ def layout_name(chunks: ChunkLayout | None) -> str:
     return DOCUMENTS if chunks is None else CHUNKS
 
 
-Progress = Callable[[int, int], None]  # (tickets done, tickets in the snapshot)
-
-
-def _counted(items: Iterable[Item], total: int, progress: Progress | None) -> Iterator[Item]:
-    for done, item in enumerate(items, start=1):
-        yield item
-        if progress is not None:
-            progress(done, total)
-
-
 def _chunks(
     snapshot_dir: Path, options: TransformOptions, layout: ChunkLayout, progress: Progress | None
 ) -> Iterator[ChunkedTicket | TicketFailure | str]:
     """Every ticket of the snapshot, chunked as `anchorkit chunk` chunks it (tokens counted by --tokenizer)."""
     tokenizer = choose_tokenizer(options.tokenizer, options.tiktoken_file)
-    total = sum(1 for _ in iter_issue_paths(snapshot_dir))
-    items = _counted(iter_source(snapshot_dir, options), total, progress)
-    return chunk_items(items, tokenizer, layout.tokens, layout.overlap)
+    return chunk_items(iter_source(snapshot_dir, options, progress), tokenizer, layout.tokens, layout.overlap)
 
 
 def chunk_snapshot(

@@ -19,9 +19,8 @@ Layouts, all made by anchorkit's CLI in a subprocess (the same questions and ret
 - no anchors: ``--chunk-tokens 0`` documents with their anchors taken out (the title line stays);
 - contract anchors only: ``--chunk-tokens 0`` (an anchor after each section and journal heading);
 - today's default: ``--chunk-tokens 300``, spacing anchors carrying the subject;
-- new default: spacing anchors in the short ID-only form (skipped, saying why, until transform makes them);
-- chunks: ``anchorkit chunk SNAPSHOT --chunk-tokens 300 --jsonl FILE``, used as they come (skipped, saying
-  why, until the command exists).
+- new default: spacing anchors in the short ID-only form (``--spacing-anchors short``);
+- chunks: ``anchorkit chunk SNAPSHOT --chunk-tokens 300 --jsonl FILE``, used as they come.
 
 Document layouts are cut by fixed windows of 300 cl100k tokens sharing 20% (Bedrock's default) and by
 LangChain's ``RecursiveCharacterTextSplitter`` 1,000/200 characters. Retrievers: BM25 over Japanese
