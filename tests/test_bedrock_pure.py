@@ -41,6 +41,13 @@ def test_a_chunk_names_its_ticket_only_with_a_whole_anchor_or_title_line(text: s
     assert holds_complete_anchor(text, TICKET) is holds
 
 
+def test_an_anchor_that_ends_a_chunk_counts_whole_with_its_subject_escaped_as_documents_write_it() -> None:
+    ticket = Ticket(12301, "VPN *至急* <b>", None, "metadata")
+    assert holds_complete_anchor("本文\n\n> チケット #12301: VPN \\*至急\\* \\<b>", ticket)
+    assert holds_complete_anchor("本文\n\n> チケット #12301: VPN \\*至…", ticket)
+    assert not holds_complete_anchor("本文\n\n> チケット #12301: VPN \\*至", ticket)
+
+
 def test_a_subject_read_from_the_text_is_the_one_the_sidecar_has_not_its_markdown_escapes() -> None:
     subject = "C# と *強調* <b> #"
     issue = {"id": 5, "subject": subject, "description": "本文"}

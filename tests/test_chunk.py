@@ -253,6 +253,22 @@ def test_a_subject_too_long_for_the_header_is_cut_in_the_header_only() -> None:
     assert find_anchors(chunks[1].header)[0].ticket_id == 5
 
 
+def test_every_header_writes_a_subject_with_markup_as_the_title_does() -> None:
+    """A subject with HTML or Markdown in it reads as text in every chunk, as in the document's title,
+    whether the subject comes from the metadata (a sidecar, the Lambda's file metadata) or the title."""
+    subject = "<script>alert(1)</script> *至急* [VPN](x) C# 対応"
+    doc = document("本文です。" * 1200, subject=subject)
+    title = doc.split("\n", 1)[0]
+    for metadata in ({}, {"subject": subject}):
+        chunks = chunk_document(doc, metadata, BYTES, 1000).chunks  # a header within a quarter: not cut
+        assert len(chunks) > 2 and chunks[0].text.startswith(title + "\n")
+        for chunk in chunks[1:]:
+            assert chunk.header.split("\n", 1)[0] == "> チケット #5: " + title.split(": ", 1)[1], metadata
+            assert not re.search(r"(?<!\\)<script>", chunk.text) and "\\*至急\\*" in chunk.header
+        if metadata:  # the metadata keeps the subject as Redmine has it
+            assert chunks[1].metadata["subject"] == subject
+
+
 # ---------------------------------------------------------------------------------------------
 # Metadata: where the chunk comes from
 

@@ -39,7 +39,7 @@ from anchorkit.anchors import (
 )
 from anchorkit.bedrock.batches import Batch, Item, MetadataValue, plain_value
 from anchorkit.bedrock.counts import Counts
-from anchorkit.chunk.core import chunk_document
+from anchorkit.chunk.core import chunk_document, written_subject
 from anchorkit.tokens import Tokenizer
 from anchorkit.verify.ids import parse_ticket_id, uri_ticket_id
 from anchorkit.verify.shapes import CHUNK_ID_METADATA
@@ -136,7 +136,12 @@ def holds_complete_anchor(text: str, ticket: Ticket) -> bool:
 
 
 def _whole_subject(found: str, subject: str) -> bool:
-    return bool(subject) and (found == subject or (found.endswith("…") and subject.startswith(found[:-1])))
+    """Whether an anchor's subject is the ticket's, whole or cut with ``…``, as read or as documents and
+    anchorkit's chunks write it (escaped as plain Markdown text)."""
+    return bool(subject) and any(
+        found == form or (found.endswith("…") and form.startswith(found[:-1]))
+        for form in (subject, written_subject(subject))
+    )
 
 
 def with_anchor(text: str, ticket: Ticket, label: str) -> str:

@@ -50,6 +50,7 @@ from anchorkit.anchors import (
     shortened,
 )
 from anchorkit.note_ranges import format_note_numbers, metadata_int, parse_note_numbers
+from anchorkit.render.markdown_text import escape_plain
 from anchorkit.render.spacing import cut_plan, sentence_cuts
 from anchorkit.tokens import Tokenizer, without
 
@@ -107,6 +108,11 @@ class ChunkedTicket:
     ticket_id: int
     chunks: list[Chunk]
     warnings: list[str] = field(default_factory=list)
+
+
+def written_subject(subject: str) -> str:
+    """A subject as documents and chunk headers write it: escaped as plain Markdown text."""
+    return escape_plain(subject)
 
 
 def chunk_id(ticket_id: int, index: int) -> str:
@@ -222,9 +228,10 @@ class _Chunker:
         what = f"ticket #{self.ticket_id}"
         if chunk_tokens <= 0 or overlap_tokens < 0:
             raise ChunkError(f"{what}: chunk tokens must be positive and overlap tokens not negative")
+        # Every header writes the subject as the document's title and anchors do (escaped as plain text),
+        # so that a subject with Markdown or HTML in it reads as text in every chunk, not only the first.
         subject = metadata.get("subject")
-        if not isinstance(subject, str):
-            subject = (title["subject"] or "").replace("\\#", "#")
+        subject = written_subject(subject) if isinstance(subject, str) else (title["subject"] or "").replace("\\#", "#")
         self.header, self.header_cost = self._header(subject, title["label"])
         self.limit = chunk_tokens - self.header_cost - overlap_tokens
         if self.limit < MIN_CONTENT_TOKENS:
