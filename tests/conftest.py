@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-# Real-server fixtures live in tests/support/ (one plugin per server).
-pytest_plugins: list[str] = ["support.s3_server", "support.redmine_server", "support.browser"]
+# Real-server fixtures live in tests/support/ (one plugin per server), and the Lambda tests' (support.bedrock).
+pytest_plugins: list[str] = ["support.s3_server", "support.redmine_server", "support.browser", "support.bedrock"]
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"

@@ -14,7 +14,6 @@ from support.bedrock import (
     REDMINE,
     Intermediate,
     audit_of,
-    capture,
     chunk_list_batch,
     cl100k,
     documented_batch,
@@ -25,7 +24,6 @@ from support.bedrock import (
     sidecar_attributes,
 )
 from support.long_tickets import write_long_snapshot
-from support.s3_server import S3Server
 
 from anchorkit import tokens
 from anchorkit.anchors import ANCHOR_PATTERN, find_anchors, find_titles
@@ -65,16 +63,6 @@ def snapshots(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def corpora(snapshots: dict[str, Path]) -> dict[str, list[RenderedTicket]]:
     return {name: rendered(snapshot) for name, snapshot in snapshots.items()}
-
-
-@pytest.fixture
-def kb(s3_server: S3Server, s3_prefix: str) -> Intermediate:
-    return Intermediate(s3_server.client(), s3_server.bucket, s3_prefix)
-
-
-@pytest.fixture
-def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
-    return capture(caplog)
 
 
 def journal_authors(snapshot: Path, ticket_id: int) -> dict[int, str]:

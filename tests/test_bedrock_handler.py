@@ -14,7 +14,6 @@ from support.bedrock import (
     REDMINE,
     Intermediate,
     audit_of,
-    capture,
     chunk_list_batch,
     cl100k,
     documented_batch,
@@ -63,16 +62,6 @@ def corpora(
         "long": rendered(long_snapshot),
         "long-structural": rendered(long_snapshot, 0),
     }
-
-
-@pytest.fixture
-def kb(s3_server: S3Server, s3_prefix: str) -> Intermediate:
-    return Intermediate(s3_server.client(), s3_server.bucket, s3_prefix)
-
-
-@pytest.fixture
-def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
-    return capture(caplog)
 
 
 # The three ways a file's ticket is stored: the sidecar with the url the chunk layout's sidecars carry,

@@ -23,6 +23,7 @@ from anchorkit.render.document import DEFAULT_CHUNK_TOKENS, RenderOptions
 from anchorkit.render.transform import RenderedTicket, TransformOptions, iter_documents
 from anchorkit.source.notes import with_note_numbers
 from anchorkit.tokens import CL100K_BASE, TiktokenTokenizer, load_cl100k_base
+from support.s3_server import S3Server
 
 REDMINE = "https://redmine.example.co.jp"
 
@@ -197,3 +198,15 @@ def messages(logs: pytest.LogCaptureFixture, level: int) -> list[str]:
 def capture(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
     caplog.set_level(logging.INFO, logger="anchorkit.bedrock")
     return caplog
+
+
+# Fixtures of the handler's tests (a pytest plugin: tests/conftest.py lists this module).
+@pytest.fixture
+def kb(s3_server: S3Server, s3_prefix: str) -> Intermediate:
+    """The intermediate bucket of one test, on the real S3 server."""
+    return Intermediate(s3_server.client(), s3_server.bucket, s3_prefix)
+
+
+@pytest.fixture
+def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    return capture(caplog)
