@@ -230,7 +230,8 @@ def test_an_out_folder_holding_the_other_layout_is_refused_before_anything_runs(
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (["--chunk-tokens", "0"], "--chunk-tokens must be positive with --chunks, not 0"),
+        (["--chunk-tokens", "0"], "--chunk-tokens must be at least 32 to chunk, not 0"),
+        (["--chunk-tokens", "10"], "--chunk-tokens must be at least 32 to chunk, not 10"),  # as `chunk` says
         (["--chunk-tokens", "100", "--chunk-overlap", "51"], "--chunk-overlap must be between 0 and half of"),
     ],
 )

@@ -30,6 +30,16 @@ from anchorkit.untrusted import public_url
 MIN_CHUNK_TOKENS = 2 * MIN_CONTENT_TOKENS
 
 
+def check_chunk_size(chunk_tokens: int, overlap_tokens: int) -> None:
+    """UsageError for a chunk length or overlap no ticket could be chunked with (``chunk`` and ``sync --chunks``)."""
+    if chunk_tokens < MIN_CHUNK_TOKENS:
+        raise UsageError(f"--chunk-tokens must be at least {MIN_CHUNK_TOKENS} to chunk, not {chunk_tokens}")
+    if not 0 <= overlap_tokens <= chunk_tokens // 2:
+        raise UsageError(
+            f"--chunk-overlap must be between 0 and half of --chunk-tokens ({chunk_tokens // 2}), not {overlap_tokens}"
+        )
+
+
 @dataclass(frozen=True)
 class ChunkOptions:
     """What ``anchorkit chunk`` is told: how long the chunks are, and how a snapshot's tickets are rendered
@@ -41,13 +51,7 @@ class ChunkOptions:
     overlap_tokens: int = default("chunk_overlap")
 
     def __post_init__(self) -> None:
-        if self.chunk_tokens < MIN_CHUNK_TOKENS:
-            raise UsageError(f"--chunk-tokens must be at least {MIN_CHUNK_TOKENS} to chunk, not {self.chunk_tokens}")
-        if not 0 <= self.overlap_tokens <= self.chunk_tokens // 2:
-            raise UsageError(
-                f"--chunk-overlap must be between 0 and half of --chunk-tokens ({self.chunk_tokens // 2}), "
-                f"not {self.overlap_tokens}"
-            )
+        check_chunk_size(self.chunk_tokens, self.overlap_tokens)
 
     @classmethod
     def from_settings(cls, values: Mapping[str, Any]) -> ChunkOptions:

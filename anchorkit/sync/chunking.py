@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from anchorkit.chunk.core import ChunkedTicket
+from anchorkit.chunk.pipeline import check_chunk_size
 from anchorkit.chunk.sources import Progress, chunk_items, iter_source
 from anchorkit.chunk.writers import ChunkReport, write_chunk_folder
 from anchorkit.errors import UsageError
@@ -37,13 +38,8 @@ class ChunkLayout:
     overlap: int = default("chunk_overlap")
 
     def __post_init__(self) -> None:
-        # Checked once for the run: the chunker would otherwise fail every ticket alone for it.
-        if self.tokens <= 0:
-            raise UsageError(f"--chunk-tokens must be positive with --chunks, not {self.tokens}")
-        if not 0 <= self.overlap <= self.tokens // 2:
-            raise UsageError(
-                f"--chunk-overlap must be between 0 and half of --chunk-tokens ({self.tokens // 2}), not {self.overlap}"
-            )
+        # Checked once for the run, as `anchorkit chunk` checks it: the chunker would otherwise fail every ticket.
+        check_chunk_size(self.tokens, self.overlap)
 
     @classmethod
     def from_settings(cls, values: dict[str, Any]) -> ChunkLayout | None:
