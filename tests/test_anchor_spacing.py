@@ -394,6 +394,27 @@ FAST_LINES = st.sampled_from(
         "2026-03-01 10:00:00 [ERROR] log line",
         "    at com.example.Job(Job.java:42)",
         "<pre>",
+        "</pre>",
+        '<pre><code class="bash">',
+        "</code></pre>",
+        "<PRE>log</pre>",
+        "<style>",
+        "<div>",
+        "</div>",
+        "</pre>  ",
+        "| 拠点 | 件数 |",
+        "| a | b |",
+        "| a |",
+        "|---|---|",
+        "| :--- | ---: |",
+        "|---|",
+        "| -- | - |",
+        "| 本社 | 12 |",
+        "| x |  ",
+        "|_. 見出し |_. 値 |",
+        "| a \\| b |",
+        "|",
+        "a | b",
         "",
         "",
         "",
@@ -401,15 +422,46 @@ FAST_LINES = st.sampled_from(
 )
 
 
-@settings(max_examples=1500, deadline=None)
-@given(lines=st.lists(FAST_LINES, max_size=20))
-def test_the_line_scan_plans_the_same_cuts_as_the_parser_wherever_it_answers(lines: list[str]) -> None:
+# Whole blocks the line scan delimits itself (tables, <pre> and fences), to mix with the lines above.
+FAST_BLOCKS = st.sampled_from(
+    [
+        ["| 拠点 | 件数 |", "|---|---|", "| 本社 | 12 |", "| 大阪 | 3 |", "| 名古屋 | 1 |"],
+        ["| a | b |", "| :--- | ---: |", "| 1 | 2 |"],
+        ["| a |", "|---|", "| x |", "| y | z |", "| w |", "| a |"],
+        ["| a | b |", "|---|---|", "| 1 | 2 |", "|---|---|", "| 3 | 4 |"],
+        ["<pre>", "log 1", "", "log 2", "</pre>"],
+        ['<pre><code class="bash">', "# ls", "```", "x", "</code></pre>"],
+        ["<pre>", "a", "b", "c", "</pre> tail"],
+        ["<pre>", "a", "b", "c", "</pre>", "</pre>"],
+        ["```", "| a | b |", "|---|---|", "```"],
+    ]
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(parts=st.lists(st.one_of(FAST_LINES.map(lambda line: [line]), FAST_BLOCKS), max_size=20))
+def test_the_line_scan_plans_the_same_cuts_as_the_parser_wherever_it_answers(parts: list[list[str]]) -> None:
+    lines = [line for part in parts for line in part]
     by_lines = _plan_by_lines(lines)
     if by_lines is not None:
         parsed = _plan(lines)
-        assert (dict(by_lines), by_lines.paragraph_lines, by_lines.code_openers, by_lines.code_blocks) == (
-            dict(parsed),
-            parsed.paragraph_lines,
-            parsed.code_openers,
-            parsed.code_blocks,
-        )
+        assert (
+            dict(by_lines),
+            by_lines.paragraph_lines,
+            by_lines.code_openers,
+            by_lines.code_blocks,
+            by_lines.table_heads,
+        ) == (dict(parsed), parsed.paragraph_lines, parsed.code_openers, parsed.code_blocks, parsed.table_heads)
+
+
+def test_the_line_scan_answers_for_tables_and_pre_blocks_at_block_starts() -> None:
+    table = ["| 拠点 | 件数 |", "|---|---|", "| 本社 | 12 |", "| 大阪 | 3 |", "| 名古屋 | 1 |"]
+    pre = ['<pre><code class="bash">', "# systemctl restart vpn", "", "> ping 10.0.0.1", "</code></pre>"]
+    content = ["文です。", "", *table, "", *pre, "", "- 項目"]
+    plan = _plan_by_lines(content)
+    assert plan is not None
+    assert plan[5] == plan[6] == "in a table" and plan.table_heads[6] == (table[0], table[1])
+    assert plan.code_blocks == {8: 13} and plan.code_openers[10] == pre[0]
+    # A table that interrupts a paragraph, or a pipe in a paragraph: the parser decides.
+    assert _plan_by_lines(["文です。", *table]) is None
+    assert _plan_by_lines(["|_. 見出し |_. 値 |", "| 本社 | 12 |"]) is None
