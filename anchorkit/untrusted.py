@@ -66,9 +66,18 @@ def parse_json(data: str | bytes) -> Any:
         value = json.loads(data)
     except RecursionError:
         raise JSONTooDeep from None
+    if _brackets(data) <= MAX_JSON_DEPTH:
+        return value  # too few brackets to nest that deep (strings' brackets counted too): no walk needed
     if nesting_exceeds(value, MAX_JSON_DEPTH):
         raise JSONTooDeep
     return value
+
+
+def _brackets(data: str | bytes) -> int:
+    """How many ``[`` and ``{`` ``data`` holds: at least as many as the lists and objects it opens."""
+    if isinstance(data, bytes):
+        return data.count(b"[") + data.count(b"{")
+    return data.count("[") + data.count("{")
 
 
 def nesting_exceeds(value: Any, limit: int) -> bool:

@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from anchorkit.cli import app
+from anchorkit.untrusted import JSONTooDeep, parse_json
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 runner = CliRunner()
@@ -194,3 +195,29 @@ def test_a_deeply_nested_eval_case_fails_alone(tmp_path: Path, nesting: str) -> 
     assert [error.partition(": ")[::2] for error in report["errors"]] == [
         (f"{cases}:1", "JSON nested too deeply (more than 200 levels)")
     ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 201 + "]" * 201,
+        '{"a": ' * 201 + "1" + "}" * 201,
+        '[\n {"log": "[ERROR] [x] {y}"}, \n' * 201 + "1" + "]" * 201,  # deep enough, brackets in strings too
+    ],
+)
+def test_json_nested_deeper_than_the_limit_is_refused_however_its_brackets_are_spread(text: str) -> None:
+    with pytest.raises(JSONTooDeep):
+        parse_json(text)
+    with pytest.raises(JSONTooDeep):
+        parse_json(text.encode())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 200 + "]" * 200,  # exactly the limit
+        json.dumps({"notes": "[ERROR] " * 500, "journals": [{"details": [{"a": 1}]}] * 300}),  # many brackets, shallow
+    ],
+)
+def test_json_at_most_as_deep_as_the_limit_parses_whatever_its_brackets(text: str) -> None:
+    assert parse_json(text) == json.loads(text) == parse_json(text.encode())
