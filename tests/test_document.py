@@ -450,3 +450,20 @@ def test_demoting_headings_line_by_line_agrees_with_parsing_the_whole_text(lines
 
     text = "\n".join(lines)
     assert _contain(text) == _contain_parsed(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "contained"),
+    [
+        ("ログ:\n\n<pre>\nerror\n</pre>", "ログ:\n\n<pre>\nerror\n</pre>"),  # closed: no second closing tag
+        ('<pre><code class="bash">\n# ls\n</code></pre>', '<pre><code class="bash">\n# ls\n</code></pre>'),
+        ("<!-- a -->", "<!-- a -->"),
+        ("ログ:\n\n<pre>\nerror", "ログ:\n\n<pre>\nerror\n</pre>"),  # left open: closed
+        ("<PRE>\nerror", "<PRE>\nerror\n</pre>"),
+        ("<!-- a\nb", "<!-- a\nb\n-->"),
+    ],
+)
+def test_an_html_block_that_ends_the_text_is_closed_only_if_it_is_open(text: str, contained: str) -> None:
+    from anchorkit.render.document import _contain
+
+    assert _contain(text) == contained

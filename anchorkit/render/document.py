@@ -259,6 +259,7 @@ _HTML_BLOCK_CLOSERS = (
     (re.compile(r"^ {0,3}<![A-Za-z]"), ">"),
     (re.compile(r"^ {0,3}<!\[CDATA\["), "]]>"),
 )
+_TAG_BLOCK_END = re.compile(r"</(?:pre|script|style|textarea)>", re.I)  # what ends the first kind above
 _SENTINEL = "anchorkit-end-of-content"
 
 
@@ -333,7 +334,9 @@ def _closer(kind: str, block_lines: list[str]) -> str:
         for pattern, closer in _HTML_BLOCK_CLOSERS:
             match = pattern.match(block_lines[0])
             if match:
-                return "\n" + (closer or f"</{match[1].lower()}>")
+                # Such a block ends at the first line holding its end (its first line too): closed if the last does.
+                closed = bool(_TAG_BLOCK_END.search(block_lines[-1])) if closer is None else closer in block_lines[-1]
+                return "" if closed else "\n" + (closer or f"</{match[1].lower()}>")
     return ""
 
 
