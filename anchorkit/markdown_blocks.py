@@ -1,7 +1,8 @@
-"""Block structure of Markdown, from markdown-it-py's block parser (never from line regexes).
+"""Block structure of Markdown, from markdown-it-py's block parser.
 
 Only the block level is parsed (inline rules are not needed to know where blocks start and end),
-which is what makes it cheap enough to run per ticket.
+which is what makes it cheap enough to run per ticket. ``line_blocks`` delimits the few blocks a line
+scan can delimit exactly (tested against the parser), so that common texts need no parse at all.
 """
 
 from __future__ import annotations
@@ -55,3 +56,105 @@ def top_level_blocks(tokens: list[Token]) -> list[Block]:
             else:
                 blocks.append(Block(kind, token.map[0], token.map[1]))
     return blocks
+
+
+# Kinds of block line_blocks finds (markdown-it's token types).
+FENCE_BLOCK, HTML_BLOCK, TABLE_BLOCK = "fence", "html_block", "table"
+
+_FENCE_LINE = re.compile(r"( {0,3})(`{3,}|~{3,})(.*)")
+# An HTML block that runs to the line holding its closing tag, blank lines and all (CommonMark's first kind).
+_HTML_CODE_OPENER = re.compile(r"<(?a:script|pre|style|textarea)(?=\s|>|$)", re.IGNORECASE)
+_HTML_CODE_CLOSER = re.compile(r"</(?a:script|pre|style|textarea)>", re.IGNORECASE)
+_HTML_CLOSING_TAG = re.compile(r"</[A-Za-z][A-Za-z0-9-]*\s*>\s*")
+# markdown-it stops filling in a table's missing cells after this many (its rule: MAX_AUTOCOMPLETED_CELLS).
+_TABLE_CELLS_FILLED = 0x10000
+
+
+def line_blocks(content: list[str]) -> dict[int, tuple[int, str]] | None:
+    """The blocks a line scan can delimit, as {first line: (the line after it, its kind)}: fenced
+    code, ``<pre>``-like HTML blocks (and a lone closing tag), and tables, each opened at column 0
+    (whether at a block start is for the caller to check) and closed. None when a fence is left open
+    or opened with indentation, a backtick fence's info string has a backtick, an HTML block has no
+    closing tag, or a table row is not a plain pipe-led row (the parser decides those)."""
+    blocks: dict[int, tuple[int, str]] = {}
+    number = 0
+    while number < len(content):
+        line = content[number]
+        if line[:3] in ("```", "~~~") or line.lstrip(" ")[:3] in ("```", "~~~"):
+            fence = _FENCE_LINE.fullmatch(line)
+            if fence is not None:
+                if fence[1] or (fence[2][0] == "`" and "`" in fence[3]):
+                    return None
+                close = next(
+                    (later for later in range(number + 1, len(content)) if _closes(content[later], fence)), None
+                )
+                if close is None:
+                    return None
+                blocks[number] = (close + 1, FENCE_BLOCK)
+                number = close + 1
+                continue
+        elif line[:1] == "<" and _HTML_CODE_OPENER.match(line):
+            close = next(
+                (later for later in range(number, len(content)) if _HTML_CODE_CLOSER.search(content[later])), None
+            )
+            if close is None:
+                return None
+            blocks[number] = (close + 1, HTML_BLOCK)
+            number = close + 1
+            continue
+        elif line[:2] == "</" and _HTML_CLOSING_TAG.fullmatch(line):
+            # A closing tag alone on its line (a stray ``</pre>`` after a log, say): HTML to the next blank line.
+            end = next((later for later in range(number + 1, len(content)) if not content[later].strip(" \t")), None)
+            blocks[number] = (len(content) if end is None else end, HTML_BLOCK)
+            number = len(content) if end is None else end
+            continue
+        elif (
+            line[:1] == "|"
+            and number + 1 < len(content)
+            and _table_columns(line) == _delimiter_columns(content[number + 1])
+        ):
+            if _table_columns(line) is None:
+                return None
+            end = next((later for later in range(number + 2, len(content)) if not content[later]), len(content))
+            rows = content[number + 2 : end]
+            if any(row[:1] != "|" for row in rows) or len(rows) * len(line) > _TABLE_CELLS_FILLED:
+                return None
+            blocks[number] = (end, TABLE_BLOCK)
+            number = end
+            continue
+        number += 1
+    return blocks
+
+
+def _closes(line: str, opener: re.Match[str]) -> bool:
+    """Whether ``line`` closes the fence ``opener`` opened (only spaces and tabs after its marker)."""
+    fence = _FENCE_LINE.fullmatch(line)
+    if fence is None:
+        return False
+    return fence[2][0] == opener[2][0] and len(fence[2]) >= len(opener[2]) and not fence[3].strip(" \t")
+
+
+def _table_columns(head: str) -> int | None:
+    """How many columns markdown-it reads in a header row that starts with ``|`` (None: not one this scan
+    reads: an escaped pipe, or text after the last pipe)."""
+    text = head.rstrip(" \t")
+    if "\\" in text or not text.endswith("|") or len(text) < 2:
+        return None
+    return text.count("|") - 1
+
+
+def _delimiter_columns(line: str) -> int | None:
+    """How many columns a delimiter row that starts with ``|`` declares (markdown-it's rule), or None."""
+    if len(line) < 2 or line[0] != "|" or line[1] not in "|-: \t" or line.strip("|-: \t"):
+        return None
+    cells = line.split("|")
+    for index, cell in enumerate(cells):
+        cell = cell.strip(" \t")
+        if not cell and index not in (0, len(cells) - 1):
+            return None
+        if cell and not _ALIGNMENT.fullmatch(cell):
+            return None
+    return sum(1 for cell in cells if cell.strip(" \t"))
+
+
+_ALIGNMENT = re.compile(r":?-+:?")

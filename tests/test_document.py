@@ -443,12 +443,29 @@ heading_lines = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None)
-@given(lines=st.lists(heading_lines, max_size=20))
-def test_demoting_headings_line_by_line_agrees_with_parsing_the_whole_text(lines: list[str]) -> None:
+# Code blocks the line scan delimits (closed or not), with heading-like and fence-like lines inside.
+code_parts = st.sampled_from(
+    [
+        ["```", "# not a heading", "```"],
+        ["~~~~ sh", "~~~", "# still code", "~~~~"],
+        ["```", "# open to the end"],
+        ["```", "x", "```\u3000", "# still code: not a closing fence"],
+        ["<pre>", "# inside pre", "", "</pre>"],
+        ['<pre><code class="bash">', "# root prompt", "</code></pre>", "</pre>", "# after a lone tag"],
+        ["<pre>", "# never closed"],
+        ["</pre>", "# continues the paragraph or the HTML"],
+        ["    # indented code"],
+        ["<div>", "# html"],
+    ]
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(parts=st.lists(st.one_of(heading_lines.map(lambda line: [line]), code_parts), max_size=20))
+def test_demoting_headings_line_by_line_agrees_with_parsing_the_whole_text(parts: list[list[str]]) -> None:
     from anchorkit.render.document import _contain, _contain_parsed
 
-    text = "\n".join(lines)
+    text = "\n".join(line for part in parts for line in part)
     assert _contain(text) == _contain_parsed(text)
 
 
@@ -467,3 +484,13 @@ def test_an_html_block_that_ends_the_text_is_closed_only_if_it_is_open(text: str
     from anchorkit.render.document import _contain
 
     assert _contain(text) == contained
+
+
+def test_headings_after_closed_code_blocks_are_demoted_without_parsing_the_text(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from anchorkit.render import document
+
+    monkeypatch.setattr(document, "_contain_parsed", lambda text: pytest.fail("parsed " + text))
+    text = "# 原因\n\n```\n# コメント\n```\n\n<pre>\n# root\n</pre>\n</pre>\n\n## 対処"
+    assert document._contain(text) == "#### 原因\n\n```\n# コメント\n```\n\n<pre>\n# root\n</pre>\n</pre>\n\n##### 対処"

@@ -36,7 +36,7 @@ from anchorkit.anchors import (
     shortened,
     title_line,
 )
-from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks, top_level_blocks
+from anchorkit.markdown_blocks import COMPLEX_LINE, line_blocks, parse_blocks, top_level_blocks
 from anchorkit.render.markdown_text import escape_plain
 from anchorkit.render.spacing import TokenCounter, approx_tokens_with_margin, space_anchors
 from anchorkit.render.textformat import to_markdown
@@ -265,24 +265,48 @@ _SENTINEL = "anchorkit-end-of-content"
 
 def _contain(markdown: str) -> str:
     """Headings demoted and constructs left open closed, by the cheapest way exact for this text."""
+    code: set[int] = set()
+    text = markdown
     if COMPLEX_LINE.search(markdown):
-        return _contain_parsed(markdown)
-    heading_starts = {m[0][0] for m in _ANY_HEADING.finditer(markdown)}
+        closed = _closed_code_lines(markdown.split("\n"))
+        if closed is None:
+            return _contain_parsed(markdown)
+        code = closed
+        text = "\n".join(line for number, line in enumerate(markdown.split("\n")) if number not in code)
+        if COMPLEX_LINE.search(text):
+            return _contain_parsed(markdown)
+    heading_starts = {m[0][0] for m in _ANY_HEADING.finditer(text)}
     if not heading_starts:
         return markdown  # no heading to demote, and without COMPLEX_LINEs nothing can be left open
-    return _demote_top_level_headings(markdown) if heading_starts == {"#"} else _contain_parsed(markdown)
+    return _demote_top_level_headings(markdown, code) if heading_starts == {"#"} else _contain_parsed(markdown)
 
 
-def _demote_top_level_headings(markdown: str) -> str:
-    """``_contain`` for a text without COMPLEX_LINE constructs whose headings all start a line.
+def _closed_code_lines(lines: list[str]) -> set[int] | None:
+    """The lines of the fences and ``<pre>``-like HTML blocks (markdown_blocks.line_blocks) of a text, if
+    every one of them is closed; None if the parser must decide. Opened at column 0, such a block starts
+    wherever it is (it interrupts a paragraph or ends a list), except a lone closing tag (HTML of
+    CommonMark's seventh kind), which continues a paragraph: it must follow a blank line or a block."""
+    blocks = line_blocks(lines)
+    if blocks is None:
+        return None
+    ends = {end for end, _ in blocks.values()}
+    for start in blocks:
+        if lines[start][:2] == "</" and start > 0 and lines[start - 1] and start not in ends:
+            return None
+    return {number for start, (end, _) in blocks.items() for number in range(start, end)}
 
-    There every line starting with '#' that parses as a heading is a top-level ATX heading (see
+
+def _demote_top_level_headings(markdown: str, code: set[int]) -> str:
+    """``_contain`` for a text whose COMPLEX_LINE constructs are closed code blocks (lines ``code``) and
+    whose headings all start a line.
+
+    There every other line starting with '#' that parses as a heading is a top-level ATX heading (see
     markdown_blocks.COMPLEX_LINE) and no fence or HTML block can be left open, so the heading lines
     are parsed alone, which costs a fraction of parsing the text (tested to agree with it).
     """
     lines = markdown.split("\n")
     for number, line in enumerate(lines):
-        if line[:1] == "#":
+        if line[:1] == "#" and number not in code:
             tokens = parse_blocks(line)
             if tokens and tokens[0].type == "heading_open":
                 lines[number] = _demoted_heading("", tokens[0], tokens[1])

@@ -51,7 +51,7 @@ from anchorkit.anchors import (
     code_closer,
     strip_anchors,
 )
-from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks
+from anchorkit.markdown_blocks import COMPLEX_LINE, FENCE_BLOCK, TABLE_BLOCK, line_blocks, parse_blocks
 from anchorkit.tokens import approx_tokens
 
 TokenCounter = Callable[[str], int]
@@ -484,7 +484,7 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
     indented code, setext heading, or pipe in a paragraph: then the parser is needed, None). It agrees
     with ``_plan`` wherever it answers (tested), so the block parser, the slow part, only runs for the
     stretches that need it."""
-    blocks = _line_blocks(content)
+    blocks = line_blocks(content)
     if blocks is None:
         return None
     inside = {number for start, (end, _) in blocks.items() for number in range(start, end)}
@@ -496,7 +496,7 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
     ):
         return None
     plan = _Plan()
-    plan.code_blocks = {start: end for start, (end, block) in blocks.items() if block != _TABLE}
+    plan.code_blocks = {start: end for start, (end, block) in blocks.items() if block != TABLE_BLOCK}
     kind = ""  # of the block being read ("" after a blank line)
     marker = ""  # of the list being read
     indent = 0  # where the text of its current item starts
@@ -566,116 +566,17 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
 
 
 def _plan_line_block(plan: _Plan, content: list[str], start: int, end: int, block: str) -> None:
-    """The cuts inside a block ``_line_blocks`` found, as ``_plan`` makes them."""
-    if block == _TABLE:
+    """The cuts inside a block ``markdown_blocks.line_blocks`` found, as ``_plan`` makes them."""
+    if block == TABLE_BLOCK:
         head = content[start]
         if end - start >= 4 and not any(row == head or TABLE_DELIMITER.match(row) for row in content[start + 2 : end]):
             for number in range(start + 3, end):
                 plan[number] = _TABLE
                 plan.table_heads[number] = (head, content[start + 1])
-    elif block == _FENCE or _cuttable_code("html_block", content[start:end]):
+    elif block == FENCE_BLOCK or _cuttable_code(block, content[start:end]):
         for number in range(start + 2, end - 1):
             plan[number] = _CODE
             plan.code_openers[number] = content[start]
-
-
-_FENCE_LINE = re.compile(r"( {0,3})(`{3,}|~{3,})(.*)")
-# An HTML block that runs to the line holding its closing tag, blank lines and all (CommonMark's first kind).
-_HTML_CODE_OPENER = re.compile(r"<(?a:script|pre|style|textarea)(?=\s|>|$)", re.IGNORECASE)
-_HTML_CODE_CLOSER = re.compile(r"</(?a:script|pre|style|textarea)>", re.IGNORECASE)
-_HTML_CLOSING_TAG = re.compile(r"</[A-Za-z][A-Za-z0-9-]*\s*>\s*")
-_FENCE, _HTML = "fence", "html"
-# markdown-it stops filling in a table's missing cells after this many (its rule: MAX_AUTOCOMPLETED_CELLS).
-_TABLE_CELLS_FILLED = 0x10000
-
-
-def _line_blocks(content: list[str]) -> dict[int, tuple[int, str]] | None:
-    """The blocks a line scan can delimit, as {first line: (the line after it, _FENCE | _HTML | _TABLE)}:
-    fenced code, ``<pre>``-like HTML blocks (and a lone closing tag), and tables, each opened at
-    column 0 (whether at a block start is for the caller to check) and closed. None when a fence is
-    left open or opened with indentation, a backtick fence's info string has a backtick, an HTML
-    block has no closing tag, or a table row is not a plain pipe-led row (the parser decides those)."""
-    blocks: dict[int, tuple[int, str]] = {}
-    number = 0
-    while number < len(content):
-        line = content[number]
-        if line[:3] in ("```", "~~~") or line.lstrip(" ")[:3] in ("```", "~~~"):
-            fence = _FENCE_LINE.fullmatch(line)
-            if fence is not None:
-                if fence[1] or (fence[2][0] == "`" and "`" in fence[3]):
-                    return None
-                close = next(
-                    (later for later in range(number + 1, len(content)) if _closes(content[later], fence)), None
-                )
-                if close is None:
-                    return None
-                blocks[number] = (close + 1, _FENCE)
-                number = close + 1
-                continue
-        elif line[:1] == "<" and _HTML_CODE_OPENER.match(line):
-            close = next(
-                (later for later in range(number, len(content)) if _HTML_CODE_CLOSER.search(content[later])), None
-            )
-            if close is None:
-                return None
-            blocks[number] = (close + 1, _HTML)
-            number = close + 1
-            continue
-        elif line[:2] == "</" and _HTML_CLOSING_TAG.fullmatch(line):
-            # A closing tag alone on its line (a stray ``</pre>`` after a log, say): HTML to the next blank line.
-            end = next((later for later in range(number + 1, len(content)) if not content[later].strip(" \t")), None)
-            blocks[number] = (len(content) if end is None else end, _HTML)
-            number = len(content) if end is None else end
-            continue
-        elif (
-            line[:1] == "|"
-            and number + 1 < len(content)
-            and _table_columns(line) == _delimiter_columns(content[number + 1])
-        ):
-            if _table_columns(line) is None:
-                return None
-            end = next((later for later in range(number + 2, len(content)) if not content[later]), len(content))
-            rows = content[number + 2 : end]
-            if any(row[:1] != "|" for row in rows) or len(rows) * len(line) > _TABLE_CELLS_FILLED:
-                return None
-            blocks[number] = (end, _TABLE)
-            number = end
-            continue
-        number += 1
-    return blocks
-
-
-def _closes(line: str, opener: re.Match[str]) -> bool:
-    fence = _FENCE_LINE.fullmatch(line)
-    return (
-        fence is not None and fence[2][0] == opener[2][0] and len(fence[2]) >= len(opener[2]) and not fence[3].strip()
-    )
-
-
-def _table_columns(head: str) -> int | None:
-    """How many columns markdown-it reads in a header row that starts with ``|`` (None: not one this scan
-    reads: an escaped pipe, or text after the last pipe)."""
-    text = head.rstrip(" \t")
-    if "\\" in text or not text.endswith("|") or len(text) < 2:
-        return None
-    return text.count("|") - 1
-
-
-def _delimiter_columns(line: str) -> int | None:
-    """How many columns a delimiter row that starts with ``|`` declares (markdown-it's rule), or None."""
-    if len(line) < 2 or line[0] != "|" or line[1] not in "|-: \t" or line.strip("|-: \t"):
-        return None
-    cells = line.split("|")
-    for index, cell in enumerate(cells):
-        cell = cell.strip(" \t")
-        if not cell and index not in (0, len(cells) - 1):
-            return None
-        if cell and not _ALIGNMENT.fullmatch(cell):
-            return None
-    return sum(1 for cell in cells if cell.strip(" \t"))
-
-
-_ALIGNMENT = re.compile(r":?-+:?")
 
 
 def _marker(item: str) -> str:
