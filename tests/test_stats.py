@@ -217,6 +217,41 @@ def test_tokenizing_once_gives_the_same_tokens_as_tokenizing_both_versions(
         assert positions(bare) == positions(separately[len(texts) + index])
 
 
+def test_texts_encoded_one_by_one_on_one_core_get_the_tokens_of_the_batched_encode(
+    cl100k: tokens.TiktokenTokenizer, fixture_documents: list[stats.SourceDocument], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    texts = [document.markdown for document in fixture_documents]
+    cuts = [anchor_cuts(text) for text in texts]
+    batched = []
+    batch = cl100k._encoding.encode_ordinary_batch
+    monkeypatch.setattr(
+        cl100k._encoding, "encode_ordinary_batch", lambda texts: batched.append(len(texts)) or batch(texts)
+    )
+    encoded = {}
+    for cores in (1, 2):
+        monkeypatch.setattr(tokens, "_usable_cores", lambda cores=cores: cores)
+        pairs = cl100k.tokenize_pairs(texts, cuts)
+        assert bool(batched) == (cores > 1)  # one core: no thread pool
+        encoded[cores] = (
+            [
+                [list(tokenized.offsets) for tokenized in pair if isinstance(tokenized, tokens.ExactTokens)]
+                for pair in pairs
+            ],
+            [pair[1].token_count for pair in pairs],
+            cl100k.count_many(texts),
+        )
+    assert encoded[1] == encoded[2]
+    assert encoded[1][2] == [len(cl100k._encoding.encode_ordinary(text)) for text in texts]
+
+
+def test_sentences_that_come_again_share_the_character_set_of_their_first() -> None:
+    markdown, _ = generated_document(7)
+    layout = chunking.TextLayout(markdown)
+    assert len(set(layout.sentences)) < len(layout.sentences)  # anchors and status lines repeat
+    assert layout.signatures == [set(sentence) for sentence in layout.sentences]
+    assert layout.similarities == chunking.neighbour_similarities([set(sentence) for sentence in layout.sentences])
+
+
 @pytest.mark.parametrize("source", ["fixtures", "generated"])
 def test_the_stripped_layout_borrowed_from_the_anchored_one_is_the_stripped_text_own(
     source: str, fixture_documents: list[stats.SourceDocument]
