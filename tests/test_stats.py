@@ -244,6 +244,19 @@ def test_texts_encoded_one_by_one_on_one_core_get_the_tokens_of_the_batched_enco
     assert encoded[1][2] == [len(cl100k._encoding.encode_ordinary(text)) for text in texts]
 
 
+@pytest.mark.parametrize("at_once", [1, 7, 1 << 16])
+def test_token_offsets_filled_part_by_part_are_the_running_sum_of_the_token_lengths(
+    at_once: int, cl100k: tokens.TiktokenTokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tokens, "_OFFSETS_AT_ONCE", at_once)
+    texts = ["", "a", generated_document(3)[0], generated_document(50, long_description=True)[0]]
+    for text, tokenized in zip(texts, cl100k.tokenize_many(texts)):
+        ids = cl100k._encoding.encode_ordinary(text)
+        expected = list(accumulate((len(cl100k._encoding.decode_single_token_bytes(i)) for i in ids), initial=0))
+        assert isinstance(tokenized, tokens.ExactTokens) and list(tokenized.offsets) == expected
+        assert expected[-1] == len(text.encode("utf-8"))
+
+
 def test_sentences_that_come_again_share_the_character_set_of_their_first() -> None:
     markdown, _ = generated_document(7)
     layout = chunking.TextLayout(markdown)

@@ -363,7 +363,7 @@ class Measurer:
 
     def measure_batch(self, items: Sequence[SourceItem]) -> list[Measured]:
         """Measurements of the batch's documents; errors and oversized documents pass through, in order."""
-        with _collector_paused():
+        with collector_paused():
             return self._measure_batch(items)
 
     def _measure_batch(self, items: Sequence[SourceItem]) -> list[Measured]:
@@ -464,10 +464,11 @@ class Measurer:
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Python's cyclic garbage collector paused: a batch makes a few hundred thousand short-lived
     lists, sets and tuples and no reference cycles, so the collector would run about a hundred
-    times a batch and find nothing (3% of the audit's time)."""
+    times a batch and find nothing (3% of the audit's time); the audit's own loop, which keeps every
+    document's measurements, another 1.5%."""
     enabled = gc.isenabled()
     gc.disable()
     try:
