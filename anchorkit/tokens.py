@@ -404,33 +404,41 @@ class TiktokenTokenizer:
         if any(tokens.offsets[token] != bound for token, bound in zip(token_bounds, bounds)):
             # Not a token boundary after all: a tokenizer whose pre-tokenizer joins a line break
             # with what follows (splice_regions' premise is cl100k's). Encode the whole text again.
-            return next(self._exact_tokens([shorter]))
+            return self._tokens_of(shorter)
         pieces: list[Piece] = []
         kept_from = 0
         for (_, _, here_start, here_end), token_start, token_end in zip(regions, token_bounds[::2], token_bounds[1::2]):
             if token_start > kept_from:
                 pieces.append((kept_from, token_start))
             if here_end > here_start:
-                pieces.append(Reencoded(here_start, here_end, next(self._exact_tokens([shorter[here_start:here_end]]))))
+                pieces.append(Reencoded(here_start, here_end, self._tokens_of(shorter[here_start:here_end])))
             kept_from = token_end
         if kept_from < tokens.token_count:
             pieces.append((kept_from, tokens.token_count))
         if not pieces:  # everything was cut out
-            return next(self._exact_tokens([shorter]))
+            return self._tokens_of(shorter)
         return TokensWithout(tokens, pieces, [(byte_at[start], byte_at[end]) for start, end in cuts])
 
     def _exact_tokens(self, texts: Sequence[str]) -> Iterator[ExactTokens]:
-        """The token offsets of every text: a running sum of the tokens' byte lengths, in an array
-        (8 bytes a token, where a list would take 36). The array is filled from lists of at most
-        ``_OFFSETS_AT_ONCE``: a fifth faster than from the sum itself, item by item, and a list that
-        small whatever the text's length."""
-        length_of = self._token_bytes.__getitem__
-        for ids in self._encoded(texts):
-            offsets = array("q")
-            running = accumulate(map(length_of, ids), initial=0)
-            while part := list(islice(running, _OFFSETS_AT_ONCE)):
-                offsets.fromlist(part)
-            yield ExactTokens(offsets)
+        """The tokens of every text (``_exact``)."""
+        return map(self._exact, self._encoded(texts))
+
+    def _tokens_of(self, text: str) -> ExactTokens:
+        """The tokens of one text (a line encoded again: no batch to wrap it in)."""
+        return self._exact(self._encoding.encode_ordinary(text))
+
+    def _exact(self, ids: list[int]) -> ExactTokens:
+        """Token offsets: a running sum of the tokens' byte lengths, in an array (8 bytes a token,
+        where a list would take 36). The array is filled from lists of at most ``_OFFSETS_AT_ONCE``
+        (from a list, a fifth faster than item by item from the sum itself; that small, whatever the
+        text's length)."""
+        running = accumulate(map(self._token_bytes.__getitem__, ids), initial=0)
+        if len(ids) < _OFFSETS_AT_ONCE:
+            return ExactTokens(array("q", list(running)))
+        offsets = array("q")
+        while part := list(islice(running, _OFFSETS_AT_ONCE)):
+            offsets.fromlist(part)
+        return ExactTokens(offsets)
 
     def _encoded(self, texts: Sequence[str]) -> list[list[int]]:
         """The token ids of every text: one batched, multi-threaded encode when this process may run on
