@@ -456,6 +456,40 @@ def test_chunk_identification_agrees_with_the_anchor_extractor_on_every_chunk(
     assert checked > 1000
 
 
+def tallies_chunk_by_chunk(
+    split: list[list[chunking.Span]], version: stats.DocumentVersion
+) -> list[measure.ChunkTally]:
+    """What the audit counts of each chunker level, asked of each chunk in turn."""
+    tallies = []
+    for chunks in split:
+        identified = [version.identifies(chunk) for chunk in chunks]
+        longest = run_start = 0
+        for index, (start, end) in enumerate(chunks):
+            if not identified[index]:
+                run_start = start if index == 0 or identified[index - 1] else run_start
+                longest = max(longest, end - run_start)
+        mentioning = sum(version.mentions_other(chunk) for chunk in chunks)
+        tallies.append(measure.ChunkTally(len(chunks), sum(identified), mentioning, longest))
+    return tallies
+
+
+@pytest.mark.parametrize("tokenizer_name", ["cl100k_base", "approx"])
+def test_the_tallies_of_every_chunker_level_are_those_of_each_chunk_asked_in_turn(
+    tokenizer_name: str, cl100k: tokens.TiktokenTokenizer, fixture_documents: list[stats.SourceDocument]
+) -> None:
+    tokenizer: tokens.Tokenizer = cl100k if tokenizer_name == "cl100k_base" else tokens.ApproxTokenizer()
+    unidentified = mentioning = 0
+    for document in fixture_documents + generated_documents(15):
+        for version in versions(tokenizer, document):
+            for chunker in token_chunkers():
+                split = chunker.split(version.layout, version.tokens)  # type: ignore[union-attr]
+                tallies = measure._token_tallies(split, version)
+                assert tallies == tallies_chunk_by_chunk(split, version), (document.relpath, chunker)
+                unidentified += sum(tally.chunks - tally.identified for tally in tallies)
+                mentioning += sum(tally.mentioning_other for tally in tallies)
+    assert unidentified > 100 and mentioning > 100  # both counts were put to the test
+
+
 def test_chunks_mentioning_another_ticket_are_counted() -> None:
     markdown = insert_anchors(f"{title_line(5, 's')}\n\n## 説明\n\n#4 と同じ症状。\n", 5, "s")
     [(tokenized, _)] = tokens.ApproxTokenizer().tokenize_pairs([markdown], [[]])

@@ -514,19 +514,32 @@ def _title_cost(version: DocumentVersion) -> int:
 
 
 def _token_tallies(split: list[list[Span]], version: DocumentVersion) -> list[ChunkTally]:
+    """Per level: its chunks, those that identify the ticket and those that mention another (what
+    ``identifies`` and ``mentions_other`` say of each, asked here without a call per chunk: a few
+    dozen chunks a document, each asked twice), and the longest run of tokens that consecutive chunks
+    not identifying the ticket cover."""
     tallies = []
-    identifies, mentions_other = version.identifies, version.mentions_other
+    spans, starts, mentions, mention_starts = (
+        version.identifying,
+        version._identifying_starts,
+        version.mentions,
+        version._mention_starts,
+    )
+    last_span, last_mention = len(spans) - 1, len(mentions) - 1
     for chunks in split:
         identified = mentioning = longest = 0
         run_start: int | None = None
-        for chunk in chunks:
-            mentioning += mentions_other(chunk)
-            if identifies(chunk):
+        for start, end in chunks:
+            # As _covers: the first span starting in the chunk is the one that may end in it.
+            index = bisect_left(mention_starts, start)
+            mentioning += index <= last_mention and mentions[index][1] < end
+            index = bisect_left(starts, start)
+            if index <= last_span and spans[index][1] < end:
                 identified += 1
                 run_start = None
             else:
-                run_start = chunk[0] if run_start is None else run_start
-                longest = max(longest, chunk[1] - run_start)
+                run_start = start if run_start is None else run_start
+                longest = max(longest, end - run_start)
         tallies.append(ChunkTally(len(chunks), identified, mentioning, longest))
     return tallies
 
