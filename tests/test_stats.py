@@ -217,6 +217,54 @@ def test_tokenizing_once_gives_the_same_tokens_as_tokenizing_both_versions(
         assert positions(bare) == positions(separately[len(texts) + index])
 
 
+def test_texts_encoded_one_by_one_on_one_core_get_the_tokens_of_the_batched_encode(
+    cl100k: tokens.TiktokenTokenizer, fixture_documents: list[stats.SourceDocument], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    texts = [document.markdown for document in fixture_documents]
+    cuts = [anchor_cuts(text) for text in texts]
+    batched = []
+    batch = cl100k._encoding.encode_ordinary_batch
+    monkeypatch.setattr(
+        cl100k._encoding, "encode_ordinary_batch", lambda texts: batched.append(len(texts)) or batch(texts)
+    )
+    encoded = {}
+    for cores in (1, 2):
+        monkeypatch.setattr(tokens, "_usable_cores", lambda cores=cores: cores)
+        pairs = cl100k.tokenize_pairs(texts, cuts)
+        assert bool(batched) == (cores > 1)  # one core: no thread pool
+        encoded[cores] = (
+            [
+                [list(tokenized.offsets) for tokenized in pair if isinstance(tokenized, tokens.ExactTokens)]
+                for pair in pairs
+            ],
+            [pair[1].token_count for pair in pairs],
+            cl100k.count_many(texts),
+        )
+    assert encoded[1] == encoded[2]
+    assert encoded[1][2] == [len(cl100k._encoding.encode_ordinary(text)) for text in texts]
+
+
+@pytest.mark.parametrize("at_once", [1, 7, 1 << 16])
+def test_token_offsets_filled_part_by_part_are_the_running_sum_of_the_token_lengths(
+    at_once: int, cl100k: tokens.TiktokenTokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tokens, "_OFFSETS_AT_ONCE", at_once)
+    texts = ["", "a", generated_document(3)[0], generated_document(50, long_description=True)[0]]
+    for text, tokenized in zip(texts, cl100k.tokenize_many(texts)):
+        ids = cl100k._encoding.encode_ordinary(text)
+        expected = list(accumulate((len(cl100k._encoding.decode_single_token_bytes(i)) for i in ids), initial=0))
+        assert isinstance(tokenized, tokens.ExactTokens) and list(tokenized.offsets) == expected
+        assert expected[-1] == len(text.encode("utf-8"))
+
+
+def test_sentences_that_come_again_share_the_character_set_of_their_first() -> None:
+    markdown, _ = generated_document(7)
+    layout = chunking.TextLayout(markdown)
+    assert len(set(layout.sentences)) < len(layout.sentences)  # anchors and status lines repeat
+    assert layout.signatures == [set(sentence) for sentence in layout.sentences]
+    assert layout.similarities == chunking.neighbour_similarities([set(sentence) for sentence in layout.sentences])
+
+
 @pytest.mark.parametrize("source", ["fixtures", "generated"])
 def test_the_stripped_layout_borrowed_from_the_anchored_one_is_the_stripped_text_own(
     source: str, fixture_documents: list[stats.SourceDocument]
@@ -406,6 +454,40 @@ def test_chunk_identification_agrees_with_the_anchor_extractor_on_every_chunk(
                         ), (document.relpath, text)
                         checked += 1
     assert checked > 1000
+
+
+def tallies_chunk_by_chunk(
+    split: list[list[chunking.Span]], version: stats.DocumentVersion
+) -> list[measure.ChunkTally]:
+    """What the audit counts of each chunker level, asked of each chunk in turn."""
+    tallies = []
+    for chunks in split:
+        identified = [version.identifies(chunk) for chunk in chunks]
+        longest = run_start = 0
+        for index, (start, end) in enumerate(chunks):
+            if not identified[index]:
+                run_start = start if index == 0 or identified[index - 1] else run_start
+                longest = max(longest, end - run_start)
+        mentioning = sum(version.mentions_other(chunk) for chunk in chunks)
+        tallies.append(measure.ChunkTally(len(chunks), sum(identified), mentioning, longest))
+    return tallies
+
+
+@pytest.mark.parametrize("tokenizer_name", ["cl100k_base", "approx"])
+def test_the_tallies_of_every_chunker_level_are_those_of_each_chunk_asked_in_turn(
+    tokenizer_name: str, cl100k: tokens.TiktokenTokenizer, fixture_documents: list[stats.SourceDocument]
+) -> None:
+    tokenizer: tokens.Tokenizer = cl100k if tokenizer_name == "cl100k_base" else tokens.ApproxTokenizer()
+    unidentified = mentioning = 0
+    for document in fixture_documents + generated_documents(15):
+        for version in versions(tokenizer, document):
+            for chunker in token_chunkers():
+                split = chunker.split(version.layout, version.tokens)  # type: ignore[union-attr]
+                tallies = measure._token_tallies(split, version)
+                assert tallies == tallies_chunk_by_chunk(split, version), (document.relpath, chunker)
+                unidentified += sum(tally.chunks - tally.identified for tally in tallies)
+                mentioning += sum(tally.mentioning_other for tally in tallies)
+    assert unidentified > 100 and mentioning > 100  # both counts were put to the test
 
 
 def test_chunks_mentioning_another_ticket_are_counted() -> None:

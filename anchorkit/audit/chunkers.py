@@ -100,8 +100,12 @@ class TextLayout:
 
     @cached_property
     def signatures(self) -> list[set[str]]:
-        """Each sentence's character set: the semantic stand-in's lexical fingerprint."""
-        return list(map(set, self.sentences))
+        """Each sentence's character set: the semantic stand-in's lexical fingerprint. A sentence that
+        comes again (anchors, status lines: a third of a ticket's) shares its first one's set, built
+        once; nothing changes a signature."""
+        sentences = self.sentences
+        distinct = dict.fromkeys(sentences)
+        return list(map(dict(zip(distinct, map(set, distinct))).__getitem__, sentences))
 
     @cached_property
     def similarities(self) -> list[float]:

@@ -32,7 +32,7 @@ from anchorkit.audit import chunkers as chunking
 from anchorkit.audit.chunk_layouts import CHUNK_KINDS, chunk_kind, iter_chunks, measure_chunks, read_lambda_log
 from anchorkit.audit.chunkers import Chunker
 from anchorkit.audit.collect import SCHEMA_NAME, SCHEMA_VERSION, TOKENIZER_NOTES, StatsCollector
-from anchorkit.audit.measure import Lengths, Measured, Measurer
+from anchorkit.audit.measure import Lengths, Measured, Measurer, collector_paused
 from anchorkit.audit.sources import (
     SourceItem,
     UnreadableDocument,
@@ -86,11 +86,12 @@ def audit(
     measured = parallel.map_batches(
         _measure_in_worker, items, jobs, initializer=_start_worker, initargs=(tokenizer, chunkers, lengths)
     )
-    for done, item in enumerate(measured, start=1):
-        collector.add(item)
-        if progress is not None:
-            progress(done)
-    report = collector.report()
+    with collector_paused():
+        for done, item in enumerate(measured, start=1):
+            collector.add(item)
+            if progress is not None:
+                progress(done)
+        report = collector.report()
     report["gates"] = {
         "fail_under_coverage": gates.min_coverage_percent,
         "fail_over_overhead": gates.max_overhead_percent,
