@@ -116,7 +116,8 @@ def against_floor(folder: Path, cl100k: tokens.TiktokenTokenizer, chunkers: list
     best_audit = (min(wall for wall, _ in audits), min(cpu for _, cpu in audits))
     wall_ratio, cpu_ratio = best_audit[0] / best_floor[0], best_audit[1] / best_floor[1]
     print(
-        f"floor (read + tiktoken encode_ordinary of each document, one core, best of {ROUNDS}): {best_floor[0]:.2f} s wall, "
+        f"floor (read + tiktoken encode_ordinary of each document, one core, best of {ROUNDS}): "
+        f"{best_floor[0]:.2f} s wall, "
         f"{best_floor[1]:.2f} s CPU; "
         f"audit best: {best_audit[0]:.2f} s wall, {best_audit[1]:.2f} s CPU"
     )
