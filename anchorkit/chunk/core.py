@@ -170,7 +170,7 @@ class _Choice(NamedTuple):
     forced: bool
 
 
-class _TokenPositions:
+class _TextTokens:
     """Token indices at character offsets of a text, from one tokenization of it."""
 
     def __init__(self, text: str, tokenizer: Tokenizer) -> None:
@@ -199,6 +199,59 @@ class _TokenPositions:
         line = bisect_right(self.byte_starts, byte) - 1
         within = self.lines[line].encode("utf-8")[: byte - self.byte_starts[line]]
         return self.char_starts[line] + len(within.decode("utf-8", "ignore"))
+
+
+# Where an exact tokenizer's tokens of a text are those of its two parts encoded alone: the start of a
+# line that is not blank (see _Chunker._tokens).
+_FRESH_LINE = re.compile(r"(?<=\n)(?=[ \t\u3000]*\S)")
+
+
+class _TokenPositions:
+    """Token indices at character offsets of the content.
+
+    With an exact tokenizer the content is encoded as runs of lines, each from a line that is not
+    blank to the next (their tokens are the content's, in order): the token index at a run's start
+    is then a sum of counts, and only a run that a position falls inside is tokenized with offsets
+    (when asked about it). Most positions asked about are the starts of such lines; building every
+    token's offset for the rest was most of the cost. Any other tokenizer: the content is one run.
+    """
+
+    def __init__(self, text: str, tokenizer: Tokenizer) -> None:
+        self.text = text
+        self.length = len(text)
+        self.tokenizer = tokenizer
+        self.starts = [0, *(match.start() for match in _FRESH_LINE.finditer(text))] if tokenizer.exact else [0]
+        self.runs: dict[int, _TextTokens] = {}
+        if tokenizer.exact:
+            counts = map(tokenizer.count, map(text.__getitem__, map(slice, self.starts, [*self.starts[1:], None])))
+        else:
+            counts = iter([self._run(0).tokens.token_count])
+        self.firsts = list(accumulate(counts, initial=0))  # token index where each run starts, and the count
+        self.run_at = {start: index for index, start in enumerate(self.starts)}
+
+    def _run(self, index: int) -> _TextTokens:
+        run = self.runs.get(index)
+        if run is None:
+            end = self.starts[index + 1] if index + 1 < len(self.starts) else self.length
+            run = self.runs[index] = _TextTokens(self.text[self.starts[index] : end], self.tokenizer)
+        return run
+
+    def at(self, position: int) -> int:
+        """Index of the token that holds the character at ``position`` (the token count at the end)."""
+        if position >= self.length:
+            return self.firsts[-1]
+        index = self.run_at.get(position)
+        if index is not None:
+            return self.firsts[index]
+        index = bisect_right(self.starts, position) - 1
+        return self.firsts[index] + self._run(index).at(position - self.starts[index])
+
+    def position(self, token: int) -> int:
+        """The character offset where token ``token`` starts (where a character does, inside one)."""
+        if token >= self.firsts[-1]:
+            return self.length
+        index = bisect_right(self.firsts, token) - 1  # (every run has a token at least)
+        return self.starts[index] + self._run(index).position(token - self.firsts[index])
 
     def cost(self, start: int, end: int) -> int:
         return self.at(end) - self.at(start)
