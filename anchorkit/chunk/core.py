@@ -204,6 +204,9 @@ class _TextTokens:
 
 # Where an exact tokenizer's tokens of a text are those of its two parts encoded alone: the start of a
 # line that is not blank (see _Chunker._tokens).
+# A run of more characters than this is tokenized with offsets at once: it is cut inside as a rule (on
+# long tickets at 300 tokens, 160 of the 161), and would otherwise be encoded twice.
+_CUT_INSIDE = 400
 _LEADING_BLANKS = re.compile(r"[ \t\u3000]*")
 _FRESH_LINE = re.compile(r"(?<=\n)[ \t\u3000]*(?=\S)")  # (its end: the line's first other character)
 
@@ -228,8 +231,13 @@ class _TokenPositions:
         self.texts = [_LEADING_BLANKS.match(text).end(), *(line.end() for line in lines)]  # type: ignore[union-attr]
         self.runs: dict[int, _TextTokens] = {}
         if tokenizer.exact:
-            runs = map(text.__getitem__, map(slice, self.starts, [*self.starts[1:], None]))
-            counts = list(map(tokenizer.count, runs))
+            counts = []
+            for index, run in enumerate(map(text.__getitem__, map(slice, self.starts, [*self.starts[1:], None]))):
+                if len(run) > _CUT_INSIDE:
+                    self.runs[index] = _TextTokens(run, tokenizer)
+                    counts.append(self.runs[index].tokens.token_count)
+                else:
+                    counts.append(tokenizer.count(run))
         else:
             counts = [self._run(0).tokens.token_count]
         self.firsts = list(accumulate(counts, initial=0))  # token index where each run starts, and the count
