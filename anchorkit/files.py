@@ -70,8 +70,7 @@ def write_new_folder(path: Path, files: Sequence[tuple[str, bytes]]) -> bool:
         shutil.rmtree(tmp)
         os.mkdir(tmp)
     try:
-        for name, data in files:
-            _write_all(os.open(os.path.join(tmp, name), _NEW_FILE, 0o666), data)
+        _write_files(tmp, files)
         os.rename(tmp, path)
     except BaseException as error:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -79,6 +78,22 @@ def write_new_folder(path: Path, files: Sequence[tuple[str, bytes]]) -> bool:
             return False
         raise
     return True
+
+
+def _write_files(folder: str, files: Sequence[tuple[str, bytes]]) -> None:
+    """Create each of ``files`` (name, bytes) in the new ``folder``: opened relative to the folder where
+    the system allows it (the path is not looked up again for each file: a fifth of the cost of a small
+    file, for a ticket's hundred chunk files)."""
+    if os.open not in os.supports_dir_fd:
+        for name, data in files:
+            _write_all(os.open(os.path.join(folder, name), _NEW_FILE, 0o666), data)
+        return
+    folder_fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        for name, data in files:
+            _write_all(os.open(name, _NEW_FILE, 0o666, dir_fd=folder_fd), data)
+    finally:
+        os.close(folder_fd)
 
 
 def sync_file(path: Path, data: bytes, *, check: bool = False) -> Literal["created", "changed", "unchanged"]:

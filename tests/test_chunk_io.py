@@ -256,6 +256,18 @@ def test_sidecars_encoded_together_are_the_sidecars_encoded_one_by_one() -> None
         assert all(len(data) <= MAX_FILE_BYTES for data, _ in together) and together[2][1] and together[3][1]
 
 
+@pytest.mark.parametrize("relative_opens", [True, False])
+def test_a_new_folder_holds_the_same_files_whether_they_are_opened_relative_to_it_or_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, relative_opens: bool
+) -> None:
+    if not relative_opens:  # a system without dir_fd for os.open: each file by its whole path
+        monkeypatch.setattr(os, "supports_dir_fd", set())
+    files = [(f"12-{n:03d}.md{suffix}", f"チャンク {n}{suffix}".encode()) for n in range(40) for suffix in ("", ".x")]
+    assert write_new_folder(tmp_path / "12", files)
+    assert sorted((p.name, p.read_bytes()) for p in (tmp_path / "12").iterdir()) == sorted(files)
+    assert [p.name for p in tmp_path.iterdir()] == ["12"]
+
+
 def test_a_new_ticket_folder_appears_whole_and_an_interrupted_one_is_cleaned_up(tmp_path: Path) -> None:
     target = tmp_path / "out" / "12"
     assert write_new_folder(target, [("12-000.md", b"a"), ("12-001.md", b"b")])

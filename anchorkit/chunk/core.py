@@ -33,7 +33,7 @@ render/sidecar.py). Without them the url is the issue's own: a link to the wrong
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -75,6 +75,7 @@ _REFINE_BELOW = 0.8
 _DOCUMENT_HEADING = re.compile(r"^(#{2,3}) [^\n]*\n\n(> [^\n]*)(?=\n\n|\n?\Z)", re.M)
 _JOURNAL_HEADING = re.compile(r"### \[(?P<date>[^\]\n]*)\] (?P<author>[^\n]*)")
 _HEADING_LINE = re.compile(r" {0,3}#{1,6}(?:[ \t]|$)")
+_ID_COLON = re.compile(r"#\d{1,12}:")  # what every anchor and title line holds
 
 
 class ChunkError(ValueError):
@@ -170,7 +171,7 @@ class _Choice(NamedTuple):
     forced: bool
 
 
-class _TokenPositions:
+class _TextTokens:
     """Token indices at character offsets of a text, from one tokenization of it."""
 
     def __init__(self, text: str, tokenizer: Tokenizer) -> None:
@@ -200,8 +201,79 @@ class _TokenPositions:
         within = self.lines[line].encode("utf-8")[: byte - self.byte_starts[line]]
         return self.char_starts[line] + len(within.decode("utf-8", "ignore"))
 
+
+# Where an exact tokenizer's tokens of a text are those of its two parts encoded alone: the start of a
+# line that is not blank (see _Chunker._tokens).
+# A run of more characters than this is tokenized with offsets at once: it is cut inside as a rule (on
+# long tickets at 300 tokens, 160 of the 161), and would otherwise be encoded twice.
+_CUT_INSIDE = 400
+_LEADING_BLANKS = re.compile(r"[ \t\u3000]*")
+_FRESH_LINE = re.compile(r"(?<=\n)[ \t\u3000]*(?=\S)")  # (its end: the line's first other character)
+
+
+class _TokenPositions:
+    """Token indices at character offsets of the content.
+
+    With an exact tokenizer the content is encoded as runs of lines, each from a line that is not
+    blank to the next (their tokens are the content's, in order): the token index at a run's start
+    is then a sum of counts, and only a run that a position falls inside is tokenized with offsets
+    (when asked about it). Most positions asked about are the starts of such lines; building every
+    token's offset for the rest was most of the cost. Any other tokenizer: the content is one run.
+    """
+
+    def __init__(self, text: str, tokenizer: Tokenizer) -> None:
+        self.text = text
+        self.length = len(text)
+        self.tokenizer = tokenizer
+        lines = list(_FRESH_LINE.finditer(text)) if tokenizer.exact else []
+        self.starts = [0, *(line.start() for line in lines)]
+        # Where the text of each run's first line begins (the content's first line: see _Chunker._clean).
+        self.texts = [_LEADING_BLANKS.match(text).end(), *(line.end() for line in lines)]  # type: ignore[union-attr]
+        self.runs: dict[int, _TextTokens] = {}
+        if tokenizer.exact:
+            counts = []
+            for index, run in enumerate(map(text.__getitem__, map(slice, self.starts, [*self.starts[1:], None]))):
+                if len(run) > _CUT_INSIDE:
+                    self.runs[index] = _TextTokens(run, tokenizer)
+                    counts.append(self.runs[index].tokens.token_count)
+                else:
+                    counts.append(tokenizer.count(run))
+        else:
+            counts = [self._run(0).tokens.token_count]
+        self.firsts = list(accumulate(counts, initial=0))  # token index where each run starts, and the count
+        self.run_at = {start: index for index, start in enumerate(self.starts)}
+
+    def _run(self, index: int) -> _TextTokens:
+        run = self.runs.get(index)
+        if run is None:
+            end = self.starts[index + 1] if index + 1 < len(self.starts) else self.length
+            run = self.runs[index] = _TextTokens(self.text[self.starts[index] : end], self.tokenizer)
+        return run
+
+    def at(self, position: int) -> int:
+        """Index of the token that holds the character at ``position`` (the token count at the end)."""
+        if position >= self.length:
+            return self.firsts[-1]
+        index = self.run_at.get(position)
+        if index is not None:
+            return self.firsts[index]
+        index = bisect_right(self.starts, position) - 1
+        return self.firsts[index] + self._run(index).at(position - self.starts[index])
+
+    def position(self, token: int) -> int:
+        """The character offset where token ``token`` starts (where a character does, inside one)."""
+        if token >= self.firsts[-1]:
+            return self.length
+        index = bisect_right(self.firsts, token) - 1  # (every run has a token at least)
+        return self.starts[index] + self._run(index).position(token - self.firsts[index])
+
     def cost(self, start: int, end: int) -> int:
         return self.at(end) - self.at(start)
+
+    def run_after(self, position: int) -> int | None:
+        """The index of the first run that starts after ``position`` (None: none does)."""
+        index = bisect_right(self.starts, position)
+        return index if index < len(self.starts) else None
 
 
 class _Chunker:
@@ -249,13 +321,23 @@ class _Chunker:
         # Without its anchors the content names no ticket but in its title line (forged anchors are
         # escaped): then a chunk of whole lines of it names its ticket by its header alone, and only a
         # chunk cut inside a line needs looking at (_check).
-        self.whole_lines_name_nothing = not find_anchors(self.content) and len(find_titles(self.content)) == 1
+        self.whole_lines_name_nothing = self._names_nothing_but_its_title()
         self.notes = self._note_numbers(metadata.get("note_numbers"))
         self.positions = _TokenPositions(self.content, tokenizer)
         self.pieces = [
             _Piece(segment.start, segment.end, self.positions.cost(segment.start, segment.end), SEGMENT, index, True)
             for index, segment in enumerate(self.segments)
         ]
+
+    def _names_nothing_but_its_title(self) -> bool:
+        """Whether the content holds no anchor and one title line. Both need ``#<id>:`` in their line: a
+        content without one after its first line is only looked at there (most are; no regex scan)."""
+        content = self.content
+        first_end = content.find("\n") if "\n" in content else len(content)
+        if _ID_COLON.search(content, first_end) is None:
+            first = content[:first_end]
+            return ANCHOR_PATTERN.match(first) is None and TITLE_PATTERN.match(first) is not None
+        return not find_anchors(content) and len(find_titles(content)) == 1
 
     def count(self, text: str) -> int:
         """Tokens of a short text that recurs (the header, a fence, a table's head)."""
@@ -328,10 +410,39 @@ class _Chunker:
         header, repeated lines and content as the content's offsets say; a chunk cut inside a line
         is counted again.
         """
-        if self.tokenizer.exact and self._clean(chunk.start) and self._clean(chunk.end):
+        if not self.tokenizer.exact:
+            return self.tokenizer.count(chunk.text)
+        start_clean, end_clean = self._clean(chunk.start), self._clean(chunk.end)
+        if start_clean and end_clean:
             body = self.positions.cost(chunk.start, chunk.end)
             return self.count(chunk.header) + self.count(chunk.reopened) + body + self.count(chunk.closed)
-        return self.tokenizer.count(chunk.text)
+        return self._count_around_cuts(chunk, start_clean, end_clean)
+
+    def _count_around_cuts(self, chunk: Chunk, start_clean: bool, end_clean: bool) -> int:
+        """The exact count of a chunk that begins or ends inside a line (or at a blank one), encoding
+        only its text up to the first, and from the last, start of a line that is not blank (and whose
+        text is in the chunk): the three parts' counts add up (see _tokens), the middle one read off the
+        content's runs, which start at exactly those lines."""
+        positions, start, end = self.positions, chunk.start, chunk.end
+        first = positions.run_at.get(start) if start_clean else positions.run_after(start)
+        last = None if end_clean else bisect_left(positions.starts, end) - 1  # the last run starting before it
+        if (
+            first is None
+            or positions.texts[first] >= end
+            or (last is not None and (last < first or positions.texts[last] >= end))
+        ):
+            return self.tokenizer.count(chunk.text)
+        middle_start = positions.starts[first]
+        middle_end = end if last is None else positions.starts[last]
+        if start_clean:
+            head = self.count(chunk.header) + self.count(chunk.reopened)
+        else:
+            head = self.tokenizer.count(chunk.header + chunk.reopened + self.content[start:middle_start])
+        if last is None:
+            tail = self.count(chunk.closed)
+        else:
+            tail = self.tokenizer.count(self.content[middle_end:end] + chunk.closed)
+        return head + positions.cost(middle_start, middle_end) + tail
 
     def _line_start(self, offset: int) -> bool:
         """Whether ``offset`` is where a line of the content starts (or its end)."""

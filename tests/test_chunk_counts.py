@@ -1,0 +1,74 @@
+"""The chunker's shortcuts to exact counts give what the plain way gives.
+
+The plain way: the content tokenized whole, with every token's offset (``_TextTokens``), each chunk's
+text encoded whole, the content's anchors found by a scan of all of it. The shortcuts (the content
+counted run by run, a chunk cut inside a line counted from its first and last lines, the scan
+skipped when no line after the title holds ``#<id>:``) must agree with it everywhere, or chunks
+would differ from what the plain way cuts.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from anchorkit.anchors import find_anchors, find_titles, strip_anchors
+from anchorkit.chunk.core import _Chunker, _TextTokens, _TokenPositions
+from anchorkit.tokens import load_cl100k_base
+from tests.test_chunk import document, fixture_documents, long_documents
+
+TOKENIZER = load_cl100k_base()
+
+# Lines that start with white space, blank lines holding some, ideographic spaces, CRLF, tabs, a line
+# longer than a chunk: where a run of lines may or may not start.
+AWKWARD = document(
+    "行頭に空白:\n\n    indented code\n    more\n\n\u3000全角空白で始まる行\n \n\t\ttabs\r\nCRLF line\r\n\n"
+    + "x" * 900
+    + "\n  - nested\n    - item\n\n\n\nend。"
+)
+
+
+def contents() -> list[str]:
+    documents = [doc for _, doc in fixture_documents()] + [doc for _, doc in long_documents(6)] + [AWKWARD]
+    return [strip_anchors(doc) for doc in documents]
+
+
+def test_the_content_counted_run_by_run_has_the_tokens_it_has_tokenized_whole() -> None:
+    for content in contents():
+        runs, whole = _TokenPositions(content, TOKENIZER), _TextTokens(content, TOKENIZER)
+        assert runs.firsts[-1] == whole.tokens.token_count == TOKENIZER.count(content)
+        line_starts = [0] + [index + 1 for index, char in enumerate(content) if char == "\n"]
+        positions = sorted({*line_starts, *range(0, len(content) + 1, 7), len(content)})
+        assert [runs.at(position) for position in positions] == [whole.at(position) for position in positions]
+        tokens = range(0, whole.tokens.token_count + 1, 5)
+        assert [runs.position(token) for token in tokens] == [whole.position(token) for token in tokens]
+
+
+@pytest.mark.parametrize(("limit", "overlap"), [(64, 0), (300, 0), (300, 40)])
+def test_every_chunk_is_counted_as_its_text_encodes(limit: int, overlap: int) -> None:
+    cut_inside_a_line = 0
+    for _, doc in [*long_documents(4), *fixture_documents(), (0, AWKWARD)]:
+        chunker = _Chunker(doc, {}, TOKENIZER, limit, overlap)
+        for chunk in chunker.run().chunks:
+            assert chunker._tokens(chunk) == TOKENIZER.count(chunk.text), chunk.id
+            cut_inside_a_line += not (chunker._clean(chunk.start) and chunker._clean(chunk.end))
+    assert cut_inside_a_line  # the shortcut was taken
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        *contents(),
+        "# チケット #5: 件名\n\n本文",
+        "# チケット #5: 件名\n\n> チケット #5: 件名\n\n本文",
+        "# チケット #5: 件名\n\n# チケット #6: 他\n",
+        "# チケット #5: 件名\n\n\\# チケット #6: escaped",
+        "> チケット #5: 件名\n\n本文",
+        "# チケット #5: 件名",
+        "本文 #12: だけ",
+    ],
+)
+def test_the_anchor_check_of_the_content_says_what_the_full_scan_says(content: str) -> None:
+    chunker = _Chunker("# チケット #5: 件名\n\n本文", {}, TOKENIZER, 300, 0)
+    chunker.content = content
+    expected = not find_anchors(content) and len(find_titles(content)) == 1
+    assert chunker._names_nothing_but_its_title() == expected
