@@ -82,8 +82,8 @@ def write_new_folder(path: Path, files: Sequence[tuple[str, bytes]]) -> bool:
 
 def _write_files(folder: str, files: Sequence[tuple[str, bytes]]) -> None:
     """Create each of ``files`` (name, bytes) in the new ``folder``: opened relative to the folder where
-    the system allows it (the path is not looked up again for each file: a fifth of the cost of a small
-    file, for a ticket's hundred chunk files)."""
+    the system allows it (the path is not looked up again for each file: about 13% of a small file's
+    cost on tmpfs, 1% on ext4, where the file system's own work dominates)."""
     if os.open not in os.supports_dir_fd:
         for name, data in files:
             _write_all(os.open(os.path.join(folder, name), _NEW_FILE, 0o666), data)
