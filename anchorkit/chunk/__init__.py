@@ -15,7 +15,7 @@ from anchorkit.chunk.core import (
     ChunkedTicket,
     ChunkError,
     chunk_document,
-    chunk_id,
 )
+from anchorkit.chunk_names import chunk_id
 
 __all__ = ["DEFAULT_CHUNK_TOKENS", "SECTIONS", "Chunk", "ChunkError", "ChunkedTicket", "chunk_document", "chunk_id"]

@@ -49,6 +49,7 @@ from anchorkit.anchors import (
     find_titles,
     shortened,
 )
+from anchorkit.chunk_names import chunk_id
 from anchorkit.note_ranges import format_note_numbers, metadata_int, parse_note_numbers
 from anchorkit.render.markdown_text import escape_plain
 from anchorkit.render.spacing import cut_plan, sentence_cuts
@@ -114,11 +115,6 @@ class ChunkedTicket:
 def written_subject(subject: str) -> str:
     """A subject as documents and chunk headers write it: escaped as plain Markdown text."""
     return escape_plain(subject)
-
-
-def chunk_id(ticket_id: int, index: int) -> str:
-    """``12345-007``: the same for the same chunk of an unchanged ticket, run after run."""
-    return f"{ticket_id}-{index:03d}"
 
 
 def chunk_document(

@@ -26,12 +26,13 @@ from typing import Any, BinaryIO
 
 from anchorkit.anchors import identified_ticket_ids
 from anchorkit.chunk.core import Chunk, ChunkedTicket
+from anchorkit.chunk_names import CHUNK_FILE
 from anchorkit.files import AtomicStream, sync_file, write_atomic, write_new_folder
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, check_schema, encode_sidecars
 from anchorkit.render.transform import TicketFailure, TransformReport, written_for
 
-_CHUNK_NAME = re.compile(rf"^(\d+)-\d{{3,}}\.md(?:{re.escape(SIDECAR_SUFFIX)})?$")
-_TEMP_NAME = re.compile(rf"^\.\d+-\d{{3,}}\.md(?:{re.escape(SIDECAR_SUFFIX)})?\..*\.tmp$")
+_CHUNK_NAME = re.compile(rf"^{CHUNK_FILE}(?:{re.escape(SIDECAR_SUFFIX)})?$")
+_TEMP_NAME = re.compile(rf"^\.{CHUNK_FILE}(?:{re.escape(SIDECAR_SUFFIX)})?\..*\.tmp$")
 _TEMP_FOLDER = re.compile(r"^\.(\d+)\.\d+\.tmp$")  # files.write_new_folder's, of a ticket's folder
 
 
@@ -175,7 +176,7 @@ def _remove_stale(
         match = _CHUNK_NAME.match(name)
         ours = bool(_TEMP_NAME.match(name)) or (
             match is not None
-            and int(match[1]) == ticket_id
+            and int(match["id"]) == ticket_id
             and written_for(directory / name, ticket_id, _names_chunk_ticket)
         )
         if ours:
@@ -191,7 +192,7 @@ def _remove_interrupted(directory: Path, ticket_id: str) -> None:
     """The temporary folder of a ticket that a killed run was writing: removed if it holds that ticket's
     chunk files only (whole or cut short: it never was the ticket's folder, nobody read it)."""
     names = os.listdir(directory)
-    if all((match := _CHUNK_NAME.match(name)) and match[1] == ticket_id for name in names):
+    if all((match := _CHUNK_NAME.match(name)) and match["id"] == ticket_id for name in names):
         shutil.rmtree(directory, ignore_errors=True)
 
 

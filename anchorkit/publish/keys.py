@@ -4,7 +4,7 @@ Two layouts publish tickets under a prefix, each object with its sidecar ``<key>
 
 - documents (``anchorkit transform``): ``<id>.md``, or ``<project>/<id>.md`` (``--layout by-project``);
 - chunks (``anchorkit chunk --out``, ``sync --chunks``): ``<id>/<id>-<n>.md``, n from 000
-  (anchorkit/chunk/writers.py, ``chunk_relpath``; tests/test_publish_chunks.py ties the two).
+  (anchorkit/chunk_names.py, which the chunk writer names its files by).
 
 A key of any other shape is nobody's ticket: what is deleted by name alone (the objects of a ticket
 withdrawn from publication, the chunks a ticket no longer has) is only ever a key of these shapes.
@@ -16,12 +16,13 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from anchorkit.chunk_names import CHUNK_FILE
 from anchorkit.render.sidecar import SIDECAR_SUFFIX
 
 DOCUMENTS, CHUNKS = "documents", "chunks"
 # ASCII digits only, at most 12 (Redmine's ids are integers; a longer run of digits is not one).
 _DOCUMENT_KEY = re.compile(r"^(?:(?P<parent>.*)/)?(?P<id>[0-9]{1,12})\.md$")
-_CHUNK_KEY = re.compile(r"^(?:(?P<parent>.*)/)?(?P<id>[0-9]{1,12})/(?P<same>[0-9]{1,12})-[0-9]{3,}\.md$")
+_CHUNK_KEY = re.compile(rf"^(?:(?P<parent>.*)/)?(?P<folder>[0-9]{{1,12}})/{CHUNK_FILE}$")
 
 
 def document_key_of(key: str) -> str:
@@ -45,7 +46,7 @@ def ticket_key(key: str) -> TicketKey | None:
     chunk = _CHUNK_KEY.match(main)
     if chunk is not None:
         # The folder names the ticket and so does the file: ``12/13-000.md`` is nobody's.
-        return TicketKey(int(chunk["id"]), CHUNKS, chunk["parent"] or "") if chunk["id"] == chunk["same"] else None
+        return TicketKey(int(chunk["id"]), CHUNKS, chunk["parent"] or "") if chunk["id"] == chunk["folder"] else None
     document = _DOCUMENT_KEY.match(main)
     return TicketKey(int(document["id"]), DOCUMENTS, document["parent"] or "") if document is not None else None
 
