@@ -8,6 +8,7 @@ scan can delimit exactly (tested against the parser), so that common texts need 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -79,51 +80,54 @@ def line_blocks(content: list[str]) -> dict[int, tuple[int, str]] | None:
     blocks: dict[int, tuple[int, str]] = {}
     number = 0
     while number < len(content):
-        line = content[number]
-        if line[:3] in ("```", "~~~") or line.lstrip(" ")[:3] in ("```", "~~~"):
-            fence = _FENCE_LINE.fullmatch(line)
-            if fence is not None:
-                if fence[1] or (fence[2][0] == "`" and "`" in fence[3]):
-                    return None
-                close = next(
-                    (later for later in range(number + 1, len(content)) if _closes(content[later], fence)), None
-                )
-                if close is None:
-                    return None
-                blocks[number] = (close + 1, FENCE_BLOCK)
-                number = close + 1
-                continue
-        elif line[:1] == "<" and _HTML_CODE_OPENER.match(line):
-            close = next(
-                (later for later in range(number, len(content)) if _HTML_CODE_CLOSER.search(content[later])), None
-            )
-            if close is None:
-                return None
-            blocks[number] = (close + 1, HTML_BLOCK)
-            number = close + 1
-            continue
-        elif line[:2] == "</" and _HTML_CLOSING_TAG.fullmatch(line):
-            # A closing tag alone on its line (a stray ``</pre>`` after a log, say): HTML to the next blank line.
-            end = next((later for later in range(number + 1, len(content)) if not content[later].strip(" \t")), None)
-            blocks[number] = (len(content) if end is None else end, HTML_BLOCK)
-            number = len(content) if end is None else end
-            continue
-        elif (
-            line[:1] == "|"
-            and number + 1 < len(content)
-            and _table_columns(line) == _delimiter_columns(content[number + 1])
-        ):
-            if _table_columns(line) is None:
-                return None
-            end = next((later for later in range(number + 2, len(content)) if not content[later]), len(content))
-            rows = content[number + 2 : end]
-            if any(row[:1] != "|" for row in rows) or len(rows) * len(line) > _TABLE_CELLS_FILLED:
-                return None
-            blocks[number] = (end, TABLE_BLOCK)
-            number = end
-            continue
-        number += 1
+        block = _block_at(content, number)
+        if block is _UNSURE:
+            return None
+        if block is None:
+            number += 1
+        else:
+            blocks[number] = block
+            number = block[0]
     return blocks
+
+
+_UNSURE = (-1, "")  # _block_at's answer for a block the parser must delimit
+
+
+def _block_at(content: list[str], number: int) -> tuple[int, str] | None:
+    """The block line_blocks finds at ``content[number]`` (the line after it, its kind), None for none,
+    or _UNSURE."""
+    line = content[number]
+    if line[:3] in ("```", "~~~") or line.lstrip(" ")[:3] in ("```", "~~~"):
+        fence = _FENCE_LINE.fullmatch(line)
+        if fence is None:
+            return None
+        if fence[1] or (fence[2][0] == "`" and "`" in fence[3]):
+            return _UNSURE
+        close = _first(content, number + 1, lambda later: _closes(later, fence))
+        return _UNSURE if close is None else (close + 1, FENCE_BLOCK)
+    if line[:1] == "<" and _HTML_CODE_OPENER.match(line):
+        close = _first(content, number, _HTML_CODE_CLOSER.search)
+        return _UNSURE if close is None else (close + 1, HTML_BLOCK)
+    if line[:2] == "</" and _HTML_CLOSING_TAG.fullmatch(line):
+        # A closing tag alone on its line (a stray ``</pre>`` after a log, say): HTML to the next blank line.
+        end = _first(content, number + 1, lambda later: not later.strip(" \t"))
+        return (len(content) if end is None else end), HTML_BLOCK
+    if line[:1] == "|" and number + 1 < len(content):
+        columns = _table_columns(line)
+        if columns is None or columns != _delimiter_columns(content[number + 1]):
+            return None
+        end = _first(content, number + 2, lambda later: not later)
+        rows = content[number + 2 : end]
+        if any(row[:1] != "|" for row in rows) or len(rows) * len(line) > _TABLE_CELLS_FILLED:
+            return _UNSURE
+        return (len(content) if end is None else end), TABLE_BLOCK
+    return None
+
+
+def _first(content: list[str], start: int, found: Callable[[str], object]) -> int | None:
+    """The number of the first line from ``start`` on that ``found`` is true of, or None."""
+    return next((number for number in range(start, len(content)) if found(content[number])), None)
 
 
 def _closes(line: str, opener: re.Match[str]) -> bool:

@@ -268,11 +268,12 @@ def _contain(markdown: str) -> str:
     code: set[int] = set()
     text = markdown
     if COMPLEX_LINE.search(markdown):
-        closed = _closed_code_lines(markdown.split("\n"))
+        lines = markdown.split("\n")
+        closed = _closed_code_lines(lines)
         if closed is None:
             return _contain_parsed(markdown)
         code = closed
-        text = "\n".join(line for number, line in enumerate(markdown.split("\n")) if number not in code)
+        text = "\n".join(line for number, line in enumerate(lines) if number not in code)
         if COMPLEX_LINE.search(text):
             return _contain_parsed(markdown)
     heading_starts = {m[0][0] for m in _ANY_HEADING.finditer(text)}

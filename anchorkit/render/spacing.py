@@ -450,9 +450,11 @@ def _plan(content: list[str]) -> _Plan:
         elif (
             kind == "table_open"
             and end - start >= 4
+            and "|" in content[start + 1]
             and not any(row == content[start] or TABLE_DELIMITER.match(row) for row in content[start + 2 : end])
         ):
-            # (a table whose rows repeat its head could not be told from one cut by an anchor)
+            # (a table whose rows repeat its head could not be told from one cut by an anchor; one whose
+            # delimiter row has no pipe, "---", is not one anchors.strip_anchors knows to undo a cut in)
             for number in range(start + 3, end):
                 plan[number] = _TABLE
                 plan.table_heads[number] = (content[start], content[start + 1])
