@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from anchorkit.markdown_blocks import COMPLEX_LINE, Block, parse_blocks, top_level_blocks
+from anchorkit.markdown_blocks import COMPLEX_LINE, Block, closed_code_lines, parse_blocks, top_level_blocks
 
 DEFAULT_LABEL = "チケット"
 
@@ -256,12 +256,12 @@ def insert_anchors(
       a list, a quote or an HTML block.
     (The anchors that bound the distance between anchors are ``spacing.space_anchors``'.)
     """
-    if not _LINE_STARTING_WITH_HASH.search(document) and not _SETEXT_UNDERLINE.search(document):
+    if not _MAY_HOLD_A_HEADING.search(document):
         return document  # no heading, so no anchor to place or to bring up to date
     anchor = anchor_line(ticket_id, subject, label)
     lines = document.split("\n")
     skip = frozenset(unanchored_headings)
-    blocks = top_level_blocks(parse_blocks(document)) if COMPLEX_LINE.search(document) else _scan_blocks(lines)
+    blocks = _scan_blocks(lines, set()) if not COMPLEX_LINE.search(document) else _blocks_of_complex(document, lines)
     output: list[str] = []
     copied = 0  # lines[:copied] are in output already
     want_anchor = False
@@ -300,23 +300,35 @@ def _is_anchor_block(block: Block, lines: list[str]) -> bool:
     )
 
 
-_LINE_STARTING_WITH_HASH = re.compile(r"^ {0,3}#", re.M)
-_SETEXT_UNDERLINE = re.compile(r"^ {0,3}(?:=+|-+)[ \t]*$", re.M)
+# An ATX heading's first character, or a setext heading's underline (one scan of the text).
+_MAY_HOLD_A_HEADING = re.compile(r"^ {0,3}(?:#|=+[ \t]*$|-+[ \t]*$)", re.M)
 _ATX_HEADING = re.compile(r"(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 
 
-def _scan_blocks(lines: list[str]) -> list[Block]:
-    """Top-level blocks of a text without COMPLEX_LINE constructs, by a line scan.
+def _blocks_of_complex(document: str, lines: list[str]) -> list[Block]:
+    """Top-level blocks of a text with COMPLEX_LINE constructs: by the line scan when they are all in
+    closed code blocks and tables that the scan delimits (markdown_blocks.closed_code_lines), else parsed."""
+    code = closed_code_lines(lines)
+    if code is None or COMPLEX_LINE.search("\n".join(line for number, line in enumerate(lines) if number not in code)):
+        return top_level_blocks(parse_blocks(document))
+    return _scan_blocks(lines, code)
+
+
+def _scan_blocks(lines: list[str], code: set[int]) -> list[Block]:
+    """Top-level blocks of a text whose only COMPLEX_LINE constructs are on the lines ``code`` (closed
+    code blocks and tables), by a line scan.
 
     There, a line starting with '#' is always a top-level ATX heading (headings interrupt
     paragraphs and close lists and quotes), and an anchor line between a blank line (or a heading)
     and a blank line is a one-line blockquote. Every other run of non-blank lines is reported as one
-    "text" block: only its start matters.
+    "text" block: only its start matters. A code line is never a heading. (Nothing else about code
+    blocks matters: only the block right after a heading does, and there a code block's opening line
+    starts one, as it does for the parser.)
     """
     blocks: list[Block] = []
     previous_blank = True
     for number, line in enumerate(lines):
-        heading = _ATX_HEADING.match(line) if line.startswith("#") else None
+        heading = _ATX_HEADING.match(line) if line.startswith("#") and number not in code else None
         if heading:
             blocks.append(Block("heading", number, number + 1, len(heading[1]), heading[2] or ""))
         elif (

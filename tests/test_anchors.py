@@ -228,6 +228,39 @@ def test_fast_and_parsed_insertion_agree_and_are_idempotent(subject: str, body: 
     assert {m[0] for m in ANCHOR_PATTERN.finditer(fast)} == {anchor_line(3, subject)}
 
 
+# Blocks the line scan delimits (closed or not), with heading-, anchor- and fence-like lines inside, and
+# lines right after them.
+code_parts = st.sampled_from(
+    [
+        ["```", "## not a heading", "> チケット #3: t", "```"],
+        ["~~~~ sh", "~~~", "# still code", "", "~~~~"],
+        ["```", "## open to the end"],
+        ["```", "x", "```\u3000", "## still code: not a closing fence"],
+        ["<pre>", "## inside pre", "", "</pre>"],
+        ['<pre><code class="bash">', "# root prompt", "</code></pre>", "</pre>", "## after a lone tag"],
+        ["<pre>", "## never closed"],
+        ["</pre>", "## continues the paragraph or the HTML"],
+        ["| a | b |", "|---|---|", "| # c | d |"],
+        ["<div>", "## html"],
+        ["<pre>", "", "> チケット #3: old", "", "</pre>"],
+        ["## h", "```", "> チケット #3: old", "", "```"],
+    ]
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(parts=st.lists(st.one_of(content_lines.map(lambda line: [line]), code_parts), max_size=20))
+def test_insertion_around_code_blocks_agrees_with_parsing_the_text(parts: list[list[str]]) -> None:
+    body = [line for part in parts for line in part]
+    document = "# チケット #3: t\n\n## 説明\n\n" + "\n".join(body) + "\n\n## 対応履歴\n"
+    document = insert_anchors(document, 3, "old subject")  # anchors already there, some after code
+    scanned = insert_anchors(document, 3, "t")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(anchor_module, "closed_code_lines", lambda lines: None)  # every such text parsed
+        parsed = insert_anchors(document, 3, "t")
+    assert scanned == parsed
+
+
 def test_one_line_returns_clean_text_unchanged_and_cleans_every_other_character() -> None:
     # The fast path trusts str.isprintable: check it against the regexes for every code point.
     for code_point in range(0x110000):

@@ -36,7 +36,7 @@ from anchorkit.anchors import (
     shortened,
     title_line,
 )
-from anchorkit.markdown_blocks import COMPLEX_LINE, line_blocks, parse_blocks, top_level_blocks
+from anchorkit.markdown_blocks import COMPLEX_LINE, closed_code_lines, parse_blocks, top_level_blocks
 from anchorkit.render.markdown_text import escape_plain
 from anchorkit.render.spacing import TokenCounter, approx_tokens_with_margin, space_anchors
 from anchorkit.render.textformat import to_markdown
@@ -269,7 +269,7 @@ def _contain(markdown: str) -> str:
     text = markdown
     if COMPLEX_LINE.search(markdown):
         lines = markdown.split("\n")
-        closed = _closed_code_lines(lines)
+        closed = closed_code_lines(lines)
         if closed is None:
             return _contain_parsed(markdown)
         code = closed
@@ -280,21 +280,6 @@ def _contain(markdown: str) -> str:
     if not heading_starts:
         return markdown  # no heading to demote, and without COMPLEX_LINEs nothing can be left open
     return _demote_top_level_headings(markdown, code) if heading_starts == {"#"} else _contain_parsed(markdown)
-
-
-def _closed_code_lines(lines: list[str]) -> set[int] | None:
-    """The lines of the fences and ``<pre>``-like HTML blocks (markdown_blocks.line_blocks) of a text, if
-    every one of them is closed; None if the parser must decide. Opened at column 0, such a block starts
-    wherever it is (it interrupts a paragraph or ends a list), except a lone closing tag (HTML of
-    CommonMark's seventh kind), which continues a paragraph: it must follow a blank line or a block."""
-    blocks = line_blocks(lines)
-    if blocks is None:
-        return None
-    ends = {end for end, _ in blocks.values()}
-    for start in blocks:
-        if lines[start][:2] == "</" and start > 0 and lines[start - 1] and start not in ends:
-            return None
-    return {number for start, (end, _) in blocks.items() for number in range(start, end)}
 
 
 def _demote_top_level_headings(markdown: str, code: set[int]) -> str:
