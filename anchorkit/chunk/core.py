@@ -204,7 +204,9 @@ class _TextTokens:
 # long tickets at 300 tokens, 160 of the 161), and would otherwise be encoded twice.
 _CUT_INSIDE = 400
 _LEADING_BLANKS = re.compile(r"[ \t\u3000]*")
-_FRESH_LINE = re.compile(r"(?<=\n)[ \t\u3000]*(?=\S)")  # (its end: the line's first other character)
+# A line break and the blanks after it, before a line's first other character (which the match ends at).
+# (A lookbehind for the line break instead is tried at every character: three times slower.)
+_FRESH_LINE = re.compile(r"\n[ \t\u3000]*(?=\S)")
 
 
 class _TokenPositions:
@@ -222,7 +224,7 @@ class _TokenPositions:
         self.length = len(text)
         self.tokenizer = tokenizer
         lines = list(_FRESH_LINE.finditer(text)) if tokenizer.exact else []
-        self.starts = [0, *(line.start() for line in lines)]
+        self.starts = [0, *(line.start() + 1 for line in lines)]
         # Where the text of each run's first line begins (the content's first line: see _Chunker._clean).
         self.texts = [_LEADING_BLANKS.match(text).end(), *(line.end() for line in lines)]  # type: ignore[union-attr]
         self.runs: dict[int, _TextTokens] = {}
