@@ -434,6 +434,8 @@ FAST_BLOCKS = st.sampled_from(
         ["<pre>", "a", "b", "c", "</pre> tail"],
         ["<pre>", "a", "b", "c", "</pre>", "</pre>"],
         ["```", "| a | b |", "|---|---|", "```"],
+        ["a | b", "|---|---|", "| 1 | 2 |", "| 3 | 4 |"],  # a table, but not one the scan delimits
+        ["|_. 拠点 |_. 件数 |", "| 本社 | 12 |", "| 大阪 | 3 |"],  # Textile rows: a paragraph
     ]
 )
 
@@ -462,6 +464,10 @@ def test_the_line_scan_answers_for_tables_and_pre_blocks_at_block_starts() -> No
     assert plan is not None
     assert plan[5] == plan[6] == "in a table" and plan.table_heads[6] == (table[0], table[1])
     assert plan.code_blocks == {8: 13} and plan.code_openers[10] == pre[0]
-    # A table that interrupts a paragraph, or a pipe in a paragraph: the parser decides.
+    # A table that interrupts a paragraph: the parser decides. Pipes without a row that could make a
+    # table of them are text (Textile rows typed into CommonMark).
     assert _plan_by_lines(["文です。", *table]) is None
-    assert _plan_by_lines(["|_. 見出し |_. 値 |", "| 本社 | 12 |"]) is None
+    textile_rows = ["|_. 見出し |_. 値 |", "| 本社 | 12 |", "| 大阪 | 3 |"]
+    assert _plan_by_lines(textile_rows) == _plan(textile_rows) == {1: "at a line break", 2: "at a line break"}
+    assert _plan_by_lines(["a | b", "--- | ---", "c | d"]) is None
+    assert _plan_by_lines(["a | b", "|---|---|", "| 1 | 2 |", "| 3 | 4 |"]) is None  # a table the scan cannot see

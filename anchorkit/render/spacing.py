@@ -483,7 +483,8 @@ _THEMATIC_BREAK = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$", re.M)
 def _plan_by_lines(content: list[str]) -> _Plan | None:
     """``_plan`` by a line scan, for text made of paragraphs, lists, quotes, ATX headings, and fenced
     code, ``<pre>`` blocks and tables opened at column 0 at a block start and closed (no other HTML,
-    indented code, setext heading, or pipe in a paragraph: then the parser is needed, None). It agrees
+    indented code, setext heading, or a row that could make a table of a line with a pipe: then the
+    parser is needed, None). It agrees
     with ``_plan`` wherever it answers (tested), so the block parser, the slow part, only runs for the
     stretches that need it."""
     blocks = line_blocks(content)
@@ -492,7 +493,7 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
     inside = {number for start, (end, _) in blocks.items() for number in range(start, end)}
     outside = [line for number, line in enumerate(content) if number not in inside] if blocks else content
     if (
-        any("|" in line for line in outside)
+        (any("|" in line for line in outside) and any(map(_may_delimit_a_table, outside)))
         or COMPLEX_LINE.search("\n".join(outside))
         or _THEMATIC_BREAK.search("\n".join(outside))
     ):
@@ -565,6 +566,13 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
             if _safe_cut("\n".join(content[start:number]), line, content[number + 1 : end]):
                 plan[number] = _LINE
     return plan
+
+
+def _may_delimit_a_table(line: str) -> bool:
+    """Whether a line could be a table's delimiter row (markdown-it's: only pipes, dashes, colons and
+    blanks, a dash in each cell), which a row with a pipe before it would make a table. Without one, a
+    pipe outside the blocks line_blocks found is plain text (Textile table rows typed into CommonMark)."""
+    return "-" in line and not line.strip("|-: \t")
 
 
 def _plan_line_block(plan: _Plan, content: list[str], start: int, end: int, block: str) -> None:
