@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from itertools import accumulate, compress, repeat
 from typing import NamedTuple
 
 from anchorkit.markdown_blocks import COMPLEX_LINE, Block, closed_code_lines, parse_blocks, top_level_blocks
@@ -168,17 +169,14 @@ def anchor_cuts(document: str) -> list[tuple[int, int]]:
     lines around it, a repeated fence or table head), or, for a cut inside a line, everything from
     the end of the line's first half to the start of its second half."""
     lines = document.split("\n")
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line) + 1)
+    starts = list(accumulate((len(line) + 1 for line in lines), initial=0))
     cuts: list[tuple[int, int]] = []
-    index = 0
-    while index < len(lines):
-        line = lines[index]
-        if not (
-            line[:2] == "> " and (index + 1 == len(lines) or lines[index + 1] == "") and ANCHOR_PATTERN.fullmatch(line)
+    decided = 0  # lines[:decided] are done with
+    # Only lines that start a quote can be anchors (found in C: a document has thousands of lines).
+    for index in compress(range(len(lines)), map(str.startswith, lines, repeat("> "))):
+        if index < decided or not (
+            (index + 1 == len(lines) or lines[index + 1] == "") and ANCHOR_PATTERN.fullmatch(lines[index])
         ):
-            index += 1
             continue
         blanks = 0
         while index + 1 + blanks < len(lines) and lines[index + 1 + blanks] == "":
@@ -190,7 +188,7 @@ def anchor_cuts(document: str) -> list[tuple[int, int]]:
             last = index  # between blocks: the blank line after the anchor stays
         elif blanks == INSIDE_LINE:
             cuts.append((starts[first] - 1, starts[after]))
-            index = after
+            decided = after
             continue
         elif _reopened_code(lines[first - 1], lines[after]):
             first, last = first - 1, after
@@ -201,7 +199,7 @@ def anchor_cuts(document: str) -> list[tuple[int, int]]:
         cuts.append(
             (starts[first], starts[last + 1]) if last + 1 < len(lines) else (max(starts[first] - 1, 0), len(document))
         )
-        index = last + 1
+        decided = last + 1
     return cuts
 
 
