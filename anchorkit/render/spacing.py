@@ -484,9 +484,8 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
     """``_plan`` by a line scan, for text made of paragraphs, lists, quotes, ATX headings, and fenced
     code, ``<pre>`` blocks and tables opened at column 0 at a block start and closed (no other HTML,
     indented code, setext heading, or a row that could make a table of a line with a pipe: then the
-    parser is needed, None). It agrees
-    with ``_plan`` wherever it answers (tested), so the block parser, the slow part, only runs for the
-    stretches that need it."""
+    parser is needed, None). It agrees with ``_plan`` wherever it answers (tested), so the block
+    parser, the slow part, only runs for the stretches that need it."""
     blocks = line_blocks(content)
     if blocks is None:
         return None
