@@ -22,7 +22,10 @@ line of the anchor shape, and no chunk, wherever it starts, holds one of another
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Iterable
+from itertools import accumulate, repeat
+from operator import add
 from typing import NamedTuple
 
 from anchorkit.markdown_blocks import COMPLEX_LINE, Block, parse_blocks, top_level_blocks
@@ -31,8 +34,14 @@ DEFAULT_LABEL = "チケット"
 
 # label: 1-40 characters without '#', '\\' or a line break; then " #<id>:" and the subject.
 _LABEL = r"[^#\\\r\n]{1,40}?"
-ANCHOR_PATTERN = re.compile(rf"^> (?P<label>{_LABEL}) #(?P<id>\d{{1,12}}):(?: (?P<subject>[^\r\n]*))?\r?$", re.M)
-TITLE_PATTERN = re.compile(rf"^# (?P<label>{_LABEL}) #(?P<id>\d{{1,12}}):(?: (?P<subject>[^\r\n]*))?\r?$", re.M)
+# The line start is checked after the marker (">" or "#") is found: "^" first would be tried at every
+# position of a text, a scan three times slower.
+ANCHOR_PATTERN = re.compile(
+    rf">(?<![^\n]>) (?P<label>{_LABEL}) #(?P<id>\d{{1,12}}):(?: (?P<subject>[^\r\n]*))?\r?$", re.M
+)
+TITLE_PATTERN = re.compile(
+    rf"#(?<![^\n]#) (?P<label>{_LABEL}) #(?P<id>\d{{1,12}}):(?: (?P<subject>[^\r\n]*))?\r?$", re.M
+)
 # Anything that could pass for an anchor or a title once a chunker cuts the text right before it or
 # strips indentation: quote or heading markers (any depth), a label, "#<digits>:", wherever in a line.
 # Not only after whitespace: a token window starts at any token boundary, and cl100k cuts "\\>",
@@ -148,6 +157,7 @@ def exposed_ticket_ids(text: str) -> set[int]:
 # and delimiter rows are repeated (X, "", A, "", "", HEADER,
 # DELIMITER, Y): those are the extra lines stripping takes out as well.
 BETWEEN_BLOCKS, AT_LINE_BREAK, INSIDE_LINE = 1, 2, 3  # blank lines after the anchor
+_QUOTED_LINE = re.compile(r">(?<![^\n]>) ")  # where a line that may be an anchor starts (as ANCHOR_PATTERN)
 _FENCE = re.compile(r"( {0,3})(`{3,}|~{3,})")
 # A line that is only the opening tag(s) of a CommonMark HTML block of type 1 (it ends at the first
 # line holding "</pre>", blank lines included); Redmine lets only lowercase <pre> through.
@@ -168,17 +178,18 @@ def anchor_cuts(document: str) -> list[tuple[int, int]]:
     lines around it, a repeated fence or table head), or, for a cut inside a line, everything from
     the end of the line's first half to the start of its second half."""
     lines = document.split("\n")
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line) + 1)
+    starts = list(accumulate(map(add, map(len, lines), repeat(1)), initial=0))
+    # Only lines starting with "> " can be anchors: they are found by one scan of the text, and the
+    # other lines (most of them) are passed over without a step each.
+    quoted = [bisect_left(starts, match.start()) for match in _QUOTED_LINE.finditer(document)]
     cuts: list[tuple[int, int]] = []
-    index = 0
-    while index < len(lines):
+    index = 0  # the first line not yet taken by a cut
+    for candidate in quoted:
+        if candidate < index:
+            continue
+        index = candidate
         line = lines[index]
-        if not (
-            line[:2] == "> " and (index + 1 == len(lines) or lines[index + 1] == "") and ANCHOR_PATTERN.fullmatch(line)
-        ):
-            index += 1
+        if not ((index + 1 == len(lines) or lines[index + 1] == "") and ANCHOR_PATTERN.fullmatch(line)):
             continue
         blanks = 0
         while index + 1 + blanks < len(lines) and lines[index + 1 + blanks] == "":
