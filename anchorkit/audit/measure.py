@@ -222,8 +222,10 @@ def covered_windows(spans: list[Span], token_count: int, size: int, overlap: int
     """
     if token_count <= 0:
         return 0, []
+    if token_count <= size:  # one window, which holds every span
+        return 1, [(0, 0)] if spans else []
     step = max(size - overlap, 1)
-    count = 1 if token_count <= size else -(-(token_count - size) // step) + 1
+    count = -(-(token_count - size) // step) + 1
     covered: list[tuple[int, int]] = []
     for start, end in spans:
         first = min(max((end - size) // step + 1, 0), count - 1)
