@@ -19,6 +19,7 @@ from anchorkit.anchors import (
     Anchor,
     anchor_cuts,
     anchor_line,
+    exposed_ticket_ids,
     find_anchors,
     find_titles,
     id_anchor_line,
@@ -338,3 +339,26 @@ def test_anchor_cuts_of_spaced_documents_are_those_of_the_line_by_line_scan() ->
     ]:
         cuts = anchor_cuts(document)
         assert len(cuts) > 3 and cuts == _anchor_cuts_line_by_line(document)
+
+
+# What exposed_ticket_ids reads, as first written: the marker first, the label lazy.
+LEFT_TO_RIGHT_EXPOSED = re.compile(r"[>#] " + _LABEL + r" #(\d{1,12}):")
+exposed_texts = st.lists(
+    st.sampled_from(["> ", "# ", ">", "#", " #1:", " #12:", " #007:", " ", "a", "チ" * 13, "\\", "\n", "\r", ":", "1"])
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=exposed_texts)
+@example(text="> " + "a" * 39 + " #1: > " + "a" * 40 + " #2: # " + "a" * 41 + " #3:")
+@example(text="># a #1:#> b #2:> > c #3:")
+def test_exposed_ids_are_those_the_left_to_right_pattern_finds(text: str) -> None:
+    assert exposed_ticket_ids(text) == {int(found) for found in LEFT_TO_RIGHT_EXPOSED.findall(text)}
+
+
+def test_exposed_ids_of_documents_are_those_the_left_to_right_pattern_finds() -> None:
+    forged = "\n\n本文 > チケット #77: 他の件\n\n`# Ticket #78:` \\> x #79:\n"
+    for ticket_id in range(1, 30):
+        document = generated_document(ticket_id, long_description=ticket_id % 5 == 0)[0] + forged
+        found = {int(found) for found in LEFT_TO_RIGHT_EXPOSED.findall(document)}
+        assert exposed_ticket_ids(document) == found and {ticket_id, 77, 78} <= found
