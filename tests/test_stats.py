@@ -724,3 +724,24 @@ def test_the_line_scan_finds_the_headings_and_code_blocks_markdown_it_finds(tmp_
             scanned += 1
             assert layout == _parsed_layout(text), text
     assert scanned > len(texts) // 4  # the scan serves most documents with code blocks
+
+
+def test_a_cached_attribute_is_computed_once_then_read_as_a_plain_attribute() -> None:
+    calls = []
+
+    class Text:
+        @chunking.cached_attribute
+        def size(self) -> int:
+            calls.append(self)
+            return 3
+
+    class Shorter(Text):
+        @chunking.cached_attribute
+        def size(self) -> int:
+            return 2
+
+    text, shorter = Text(), Shorter()
+    assert (text.size, text.size, shorter.size) == (3, 3, 2) and calls == [text]
+    assert vars(text) == {"size": 3} and isinstance(Text.size, chunking.cached_attribute)
+    text.size = 5  # as the tests set a version's spans
+    assert text.size == 5
