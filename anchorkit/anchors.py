@@ -28,7 +28,7 @@ from itertools import accumulate, repeat
 from operator import add
 from typing import NamedTuple
 
-from anchorkit.markdown_blocks import COMPLEX_LINE, Block, closed_code_lines, parse_blocks, top_level_blocks
+from anchorkit.markdown_blocks import COMPLEX_LINE, Block, parse_blocks, scannable_code_lines, top_level_blocks
 
 DEFAULT_LABEL = "チケット"
 
@@ -321,11 +321,9 @@ _ATX_HEADING = re.compile(r"(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 
 def _blocks_of_complex(document: str, lines: list[str]) -> list[Block]:
     """Top-level blocks of a text with COMPLEX_LINE constructs: by the line scan when they are all in
-    closed code blocks and tables that the scan delimits (markdown_blocks.closed_code_lines), else parsed."""
-    code = closed_code_lines(lines)
-    if code is None or COMPLEX_LINE.search("\n".join(line for number, line in enumerate(lines) if number not in code)):
-        return top_level_blocks(parse_blocks(document))
-    return _scan_blocks(lines, code)
+    closed code blocks and tables that the scan delimits (markdown_blocks.scannable_code_lines), else parsed."""
+    code = scannable_code_lines(lines)
+    return top_level_blocks(parse_blocks(document)) if code is None else _scan_blocks(lines, code)
 
 
 def _scan_blocks(lines: list[str], code: set[int]) -> list[Block]:

@@ -91,9 +91,11 @@ def line_blocks(content: list[str]) -> dict[int, tuple[int, str]] | None:
     return blocks
 
 
-def closed_code_lines(lines: list[str]) -> set[int] | None:
-    """The lines of the blocks ``line_blocks`` finds in a text (fences, ``<pre>``-like HTML blocks, tables),
-    if every one of them is closed; None if the parser must decide. Opened at column 0, such a block starts
+def scannable_code_lines(lines: list[str]) -> set[int] | None:
+    """The lines of the blocks ``line_blocks`` finds in a text (fences, ``<pre>``-like HTML blocks, tables)
+    when every one of them is closed and no other line is a COMPLEX_LINE: outside those blocks a line
+    scan then reads the text as the parser does (a line starting with '#' is a top-level ATX heading,
+    nothing is left open). None if the parser must decide. Opened at column 0, such a block starts
     wherever it is (it interrupts a paragraph or ends a list), except a lone closing tag (HTML of
     CommonMark's seventh kind), which continues a paragraph: it must follow a blank line or a block."""
     blocks = line_blocks(lines)
@@ -103,7 +105,10 @@ def closed_code_lines(lines: list[str]) -> set[int] | None:
     for start in blocks:
         if lines[start][:2] == "</" and start > 0 and lines[start - 1] and start not in ends:
             return None
-    return {number for start, (end, _) in blocks.items() for number in range(start, end)}
+    code = {number for start, (end, _) in blocks.items() for number in range(start, end)}
+    if COMPLEX_LINE.search("\n".join(line for number, line in enumerate(lines) if number not in code)):
+        return None
+    return code
 
 
 _UNSURE = (-1, "")  # _block_at's answer for a block the parser must delimit

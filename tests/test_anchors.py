@@ -260,7 +260,7 @@ def test_insertion_around_code_blocks_agrees_with_parsing_the_text(parts: list[l
     document = insert_anchors(document, 3, "old subject")  # anchors already there, some after code
     scanned = insert_anchors(document, 3, "t")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(anchor_module, "closed_code_lines", lambda lines: None)  # every such text parsed
+        patch.setattr(anchor_module, "scannable_code_lines", lambda lines: None)  # every such text parsed
         parsed = insert_anchors(document, 3, "t")
     assert scanned == parsed
 

@@ -36,7 +36,7 @@ from anchorkit.anchors import (
     shortened,
     title_line,
 )
-from anchorkit.markdown_blocks import COMPLEX_LINE, closed_code_lines, parse_blocks, top_level_blocks
+from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks, scannable_code_lines, top_level_blocks
 from anchorkit.render.markdown_text import escape_plain
 from anchorkit.render.spacing import TokenCounter, approx_tokens_with_margin, space_anchors
 from anchorkit.render.textformat import to_markdown
@@ -269,13 +269,11 @@ def _contain(markdown: str) -> str:
     text = markdown
     if COMPLEX_LINE.search(markdown):
         lines = markdown.split("\n")
-        closed = closed_code_lines(lines)
-        if closed is None:
+        scannable = scannable_code_lines(lines)
+        if scannable is None:
             return _contain_parsed(markdown)
-        code = closed
+        code = scannable
         text = "\n".join(line for number, line in enumerate(lines) if number not in code)
-        if COMPLEX_LINE.search(text):
-            return _contain_parsed(markdown)
     heading_starts = {m[0][0] for m in _ANY_HEADING.finditer(text)}
     if not heading_starts:
         return markdown  # no heading to demote, and without COMPLEX_LINEs nothing can be left open
