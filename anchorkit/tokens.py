@@ -31,7 +31,7 @@ import os
 import string
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate, islice
@@ -69,6 +69,20 @@ _OFFSETS_AT_ONCE = 1 << 16  # token offsets put in an array at a time (see Tikto
 _LIST_OFFSETS_BELOW = 1 << 12  # texts with fewer tokens keep their offsets in a list (at most 38 MB a batch)
 _WORD_BYTES = (string.ascii_letters + " ").encode("ascii")
 _DIGIT_BYTES = string.digits.encode("ascii")
+
+
+class KnownCounts(dict[str, int]):
+    """Token counts kept by text: ``counts[text]`` counts a text the first time it is asked for; later,
+    the lookup is the dictionary's own (no Python call), for the texts a document repeats (blank lines,
+    fences, headers)."""
+
+    def __init__(self, count: Callable[[str], int]) -> None:
+        super().__init__()
+        self.count = count
+
+    def __missing__(self, text: str) -> int:
+        cost = self[text] = self.count(text)
+        return cost
 
 
 def approx_tokens(text: str) -> int:

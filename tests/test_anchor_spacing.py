@@ -24,7 +24,15 @@ from anchorkit.anchors import (
 )
 from anchorkit.markdown_blocks import parse_blocks, top_level_blocks
 from anchorkit.render.document import RenderOptions, content_markdown, render_document
-from anchorkit.render.spacing import LineAdditive, _plan, _plan_by_lines, approx_tokens_with_margin, space_anchors
+from anchorkit.render.spacing import (
+    LineAdditive,
+    _Pieces,
+    _memoized,
+    _plan,
+    _plan_by_lines,
+    approx_tokens_with_margin,
+    space_anchors,
+)
 from anchorkit.tokens import byte_offsets, load_cl100k_base
 from tests.support.long_tickets import TEXT_FORMAT, long_issue, lookups, write_long_snapshot
 
@@ -323,6 +331,24 @@ def test_counting_each_piece_once_places_exactly_what_counting_every_text_whole_
             options = RenderOptions(chunk_tokens=chunk, text_format=text_format)
             whole = render_document(issue, ticket_lookups, options, tokenizer.count)
             assert render_document(issue, ticket_lookups, options, LineAdditive(tokenizer.count)) == whole, issue["id"]
+
+
+# Lines whose starts decide where cl100k's tokens may be cut: blank, white space only (ASCII and
+# full-width), indented, and text that a line break right before it leaves alone.
+PIECE_LINES = ["", " ", "  ", "\u3000", "\t", "  indented", "\tcode", "\u3000全角", "text", "。", "- item", "> quote"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(lines=st.lists(st.sampled_from(PIECE_LINES), min_size=1, max_size=12), final_line_break=st.booleans())
+def test_counting_lines_by_pieces_gives_the_count_of_their_text(lines: list[str], final_line_break: bool) -> None:
+    # The sum of the pieces (cut only before a line that starts with other than white space) is the
+    # count of the whole text: within() says "fits" at exactly that many tokens, not one fewer.
+    count = load_cl100k_base().count
+    text = "\n".join(lines) + ("\n" if final_line_break else "")
+    tokens = count(text)
+    pieces = _Pieces(_memoized(LineAdditive(count)), additive=True)
+    assert pieces.within(lines, tokens, final_line_break)
+    assert not pieces.within(lines, tokens - 1, final_line_break)
 
 
 @settings(max_examples=150, deadline=None)

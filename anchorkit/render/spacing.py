@@ -52,7 +52,7 @@ from anchorkit.anchors import (
     strip_anchors,
 )
 from anchorkit.markdown_blocks import COMPLEX_LINE, FENCE_BLOCK, TABLE_BLOCK, line_blocks, parse_blocks
-from anchorkit.tokens import approx_tokens
+from anchorkit.tokens import KnownCounts, approx_tokens
 
 TokenCounter = Callable[[str], int]
 
@@ -121,6 +121,8 @@ class _Spacer:
         self.content = False  # whether anything but blank lines came since the last anchor
         self.cut_before_next = False  # an anchor went inside the line that the next piece continues
         self._costs: dict[str, int] = {}  # of the lines points write (blank lines, fences, table heads)
+        # A point's shape (before, after, inside_line, blanks) → the lines it writes and their costs.
+        self._written: dict[tuple[object, ...], tuple[list[str], list[str], int, int]] = {}
 
     def _line_cost(self, line: str) -> int:
         if line not in self._costs:
@@ -139,21 +141,24 @@ class _Spacer:
 
     def point(
         self,
-        before: Sequence[str] = (),
-        after: Sequence[str] = (),
+        before: tuple[str, ...] = (),
+        after: tuple[str, ...] = (),
         inside_line: bool = False,
         blanks: int = BETWEEN_BLOCKS,
     ) -> None:
         """A place for an anchor before the next ``add``."""
         if not self.content:
             return  # right after an anchor: another one here would be wasted
-        written_before = [*before, ""] if blanks != BETWEEN_BLOCKS else [*before]
-        written_after = [*[""] * blanks, *after]
-        before_cost = sum(map(self._line_cost, written_before)) + (1 if inside_line else 0)
-        after_cost = sum(map(self._line_cost, written_after))
-        self.points.append(
-            _Point(len(self.out), self.since, written_before, written_after, before_cost, after_cost, inside_line)
-        )
+        key = (before, after, inside_line, blanks)
+        written = self._written.get(key)
+        if written is None:
+            # A stretch has thousands of points and a handful of shapes (a code block's closer and opener).
+            written_before = [*before, ""] if blanks != BETWEEN_BLOCKS else [*before]
+            written_after = [*[""] * blanks, *after]
+            before_cost = sum(map(self._line_cost, written_before)) + (1 if inside_line else 0)
+            after_cost = sum(map(self._line_cost, written_after))
+            written = self._written[key] = (written_before, written_after, before_cost, after_cost)
+        self.points.append(_Point(len(self.out), self.since, *written, inside_line))
 
     def finish(self, end_gap: int) -> None:
         """Anchors until the stretch's end is within ``end_gap`` of the last one (as far as points allow)."""
@@ -174,13 +179,10 @@ class _Spacer:
         self.out[at:at] = inserted
         self.glued[at:at] = [False] * len(inserted)
         shift = self.anchor_cost + chosen.after_cost - chosen.since
-        self.points = [
-            _Point(
-                p.index + len(inserted), p.since + shift, p.before, p.after, p.before_cost, p.after_cost, p.inside_line
-            )
-            for p in self.points
-            if p.index > at
-        ]
+        self.points = [p for p in self.points if p.index > at]
+        for later in self.points:
+            later.index += len(inserted)
+            later.since += shift
         self.since += shift
         self.content = any(self.out[at + len(inserted) :]) or any(chosen.after)
         return True
@@ -216,8 +218,7 @@ def space_anchors(document: str, anchor: str, chunk_tokens: int, count: TokenCou
         stretch = lines[start:end]
         # Room for the anchor that ends the stretch (the document's end: as for a spacing anchor).
         end_gap = chunk_tokens - count(lines[end] + "\n") if end < len(lines) else gap
-        text = "\n".join(stretch) + "\n"
-        if len(text.encode("utf-8")) <= min(gap, end_gap) or pieces.within(stretch, min(gap, end_gap)):
+        if pieces.within(stretch, min(gap, end_gap)):
             output.extend(stretch)
         else:
             output.extend(_spaced(stretch, anchor, gap, end_gap, count))
@@ -233,21 +234,24 @@ class _Pieces:
         self.additive = additive
 
     def within(self, lines: Sequence[str], limit: int, final_line_break: bool = True) -> bool:
-        """Whether the lines cost at most ``limit`` tokens (pieces are counted only until they exceed it)."""
-        end = "\n" if final_line_break else ""
-        if not self.additive or not lines:
-            return self.memoized("\n".join(lines) + end) <= limit
-        starts = [0, *compress(range(1, len(lines)), map(_starts_piece, islice(lines, 1, None)))]
-        total = 0
-        for start, stop in pairwise(starts):
-            total += self.memoized("\n".join(lines[start:stop]) + "\n")
+        """Whether the lines cost at most ``limit`` tokens: at once when their UTF-8 size is (a token is
+        a byte at least), else counted piece by piece until the pieces exceed it."""
+        text = "\n".join(lines) + ("\n" if final_line_break else "")
+        if len(text.encode("utf-8")) <= limit:
+            return True
+        if not self.additive:
+            return self.memoized(text) <= limit
+        total, start = 0, 0
+        for piece in _PIECE_START.finditer(text):
+            total += self.memoized(text[start : piece.end()])
             if total > limit:
                 return False
-        return total + self.memoized("\n".join(lines[starts[-1] :]) + end) <= limit
+            start = piece.end()
+        return total + self.memoized(text[start:]) <= limit
 
 
-def _starts_piece(line: str) -> bool:
-    return line[:1] != "" and not line[0].isspace()
+# Where a piece starts: after a line break, at a line's first character when it is not white space.
+_PIECE_START = re.compile(r"\n(?=\S)")
 
 
 def _close_document(
@@ -259,7 +263,7 @@ def _close_document(
     started, so it may be short and start after the last anchor: the anchor at the end is in it.
     Decided on the spaced document, so that a second run, which finds it spaced already, decides the same.
     """
-    if sum(len(line.encode("utf-8")) + 1 for line in lines) <= chunk_tokens:
+    if len("\n".join(lines).encode("utf-8")) + 1 <= chunk_tokens:
         return lines  # one chunk: it holds the title
     last = next((index for index in range(len(lines) - 1, 0, -1) if lines[index].startswith(prefix)), 0)
     if _tail_within(lines[last + 1 :], anchor_cost, pieces):
@@ -276,15 +280,7 @@ def _anchor_indexes(lines: list[str], prefix: str) -> list[int]:
 
 
 def _memoized(count: TokenCounter) -> TokenCounter:
-    costs: dict[str, int] = {}
-
-    def cost(text: str) -> int:
-        known = costs.get(text)
-        if known is None:
-            known = costs[text] = count(text)
-        return known
-
-    return cost
+    return KnownCounts(count.count if isinstance(count, LineAdditive) else count).__getitem__
 
 
 def _tail_within(lines: list[str], anchor_cost: int, pieces: _Pieces) -> bool:
@@ -292,11 +288,7 @@ def _tail_within(lines: list[str], anchor_cost: int, pieces: _Pieces) -> bool:
     first = next((index for index, line in enumerate(lines) if line), len(lines))
     end = next((index + 1 for index in range(len(lines) - 1, first - 1, -1) if lines[index]), first)
     tail = lines[first:end]
-    return (
-        not tail
-        or len("\n".join(tail).encode("utf-8")) <= anchor_cost
-        or pieces.within(tail, anchor_cost, final_line_break=False)
-    )
+    return not tail or pieces.within(tail, anchor_cost, final_line_break=False)
 
 
 def _close_sections(
@@ -334,8 +326,7 @@ def _close_sections(
             bare = lines[start : inside[0] - 1] + lines[inside[0] + 1 : stop]
         else:
             bare = strip_anchors(section).split("\n") if inside else lines[start:stop]
-        section = "\n".join(bare)
-        if len(section.encode("utf-8")) <= chunk_tokens or pieces.within(bare, chunk_tokens, final_line_break=False):
+        if pieces.within(bare, chunk_tokens, final_line_break=False):
             continue
         if _ATX_HEADING.match(lines[stop - 1] or lines[stop - 2]):
             continue  # text shaped like a heading (in HTML, say): an anchor after it would read as its own
@@ -363,9 +354,9 @@ def _spaced(stretch: list[str], anchor: str, gap: int, end_gap: int, count: Toke
             spacer.point()
         elif kind is _CODE:
             opener = plan.code_openers[number]
-            spacer.point(before=[code_closer(opener) or ""], after=[opener], blanks=AT_LINE_BREAK)
+            spacer.point(before=(code_closer(opener) or "",), after=(opener,), blanks=AT_LINE_BREAK)
         elif kind is _TABLE:
-            spacer.point(after=list(plan.table_heads[number]), blanks=AT_LINE_BREAK)
+            spacer.point(after=plan.table_heads[number], blanks=AT_LINE_BREAK)
         elif kind is not None:  # a line break in a paragraph, list, quote or indented code
             spacer.point(blanks=AT_LINE_BREAK)
         if number in plan.paragraph_lines:
