@@ -53,7 +53,7 @@ from anchorkit.chunk_names import chunk_id
 from anchorkit.note_ranges import format_note_numbers, metadata_int, parse_note_numbers
 from anchorkit.render.markdown_text import escape_plain
 from anchorkit.render.spacing import cut_plan, sentence_cuts
-from anchorkit.tokens import Tokenizer, without
+from anchorkit.tokens import KnownCounts, Tokenizer, without
 
 DEFAULT_CHUNK_TOKENS = 300
 # The anchor that heads every chunk may take at most this share of a chunk (a longer subject is cut,
@@ -161,12 +161,6 @@ class _Piece(NamedTuple):
     close: str = ""  # written at the end of a chunk that ends here
     reopen_cost: int = 0
     close_cost: int = 0
-
-
-class _Choice(NamedTuple):
-    end: int  # piece index the chunk ends before
-    score: float
-    forced: bool
 
 
 class _TextTokens:
@@ -286,7 +280,9 @@ class _Chunker:
         overlap_tokens: int,
     ) -> None:
         self.tokenizer = tokenizer
-        self.costs: dict[str, int] = {}
+        counts = KnownCounts(tokenizer.count)
+        counts[""] = 0
+        self.count = counts.__getitem__  # tokens of a short text that recurs (the header, a fence, a table's head)
         self.chunk_tokens = chunk_tokens
         self.overlap_tokens = overlap_tokens
         self.warnings: list[str] = []
@@ -338,13 +334,6 @@ class _Chunker:
             first = content[:first_end]
             return ANCHOR_PATTERN.match(first) is None and TITLE_PATTERN.match(first) is not None
         return not find_anchors(content) and len(find_titles(content)) == 1
-
-    def count(self, text: str) -> int:
-        """Tokens of a short text that recurs (the header, a fence, a table's head)."""
-        cost = self.costs.get(text)
-        if cost is None:
-            cost = self.costs[text] = self.tokenizer.count(text) if text else 0
-        return cost
 
     # ------------------------------------------------------------------ header, notes
 
@@ -464,13 +453,16 @@ class _Chunker:
         ``first``) ends; None when not even piece ``first`` fits in ``budget``."""
         pieces = self.pieces
         used = pieces[start].reopen_cost + sum(piece.cost for piece in pieces[start:first])
-        best: _Choice | None = None
+        # The best place to end so far (None: none yet): any boundary beats a forced one; among those
+        # alike, the best score (the later one on a tie).
+        best_end: int | None = None
+        best_score, best_forced = 0.0, True
         index = first
         while index < len(pieces):
             piece = pieces[index]
             close_cost = pieces[index + 1].close_cost if index + 1 < len(pieces) else 0
             if used + piece.cost + close_cost > budget:
-                if piece.whole and (best is None or best.forced or best.score < _REFINE_BELOW):
+                if piece.whole and (best_end is None or best_forced or best_score < _REFINE_BELOW):
                     pieces[index : index + 1] = self._refine(piece)
                     continue
                 break
@@ -479,15 +471,10 @@ class _Chunker:
             if index == len(pieces):
                 return index
             level = pieces[index].level
-            choice = _Choice(index, (used + close_cost) / budget - _PENALTY.get(level, 1.0), level >= FORCED_LINE)
-            # Any boundary beats a forced one; among those alike, the best score (the later one on a tie).
-            if (
-                best is None
-                or (best.forced and not choice.forced)
-                or (best.forced == choice.forced and choice.score >= best.score)
-            ):
-                best = choice
-        return None if best is None else best.end
+            score, forced = (used + close_cost) / budget - _PENALTY.get(level, 1.0), level >= FORCED_LINE
+            if best_end is None or (best_forced and not forced) or (best_forced == forced and score >= best_score):
+                best_end, best_score, best_forced = index, score, forced
+        return best_end
 
     def _shrink(self, start: int, first: int, budget: int) -> None:
         """Cut piece ``first`` so that its first part fits in a chunk that begins at piece ``start``."""
