@@ -81,14 +81,14 @@ def _brackets(data: str | bytes) -> int:
 
 
 def nesting_exceeds(value: Any, limit: int) -> bool:
-    """Whether lists and objects are nested more than ``limit`` levels deep (walked without recursion)."""
-    pending = [(value, 1)]
-    while pending:
-        node, depth = pending.pop()
-        if not isinstance(node, (dict, list)):
-            continue
-        if depth > limit:
-            return True
-        children = node.values() if isinstance(node, dict) else node
-        pending.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return False
+    """Whether lists and objects are nested more than ``limit`` levels deep (walked a level at a time,
+    without recursion: one comprehension a level rather than a step per node)."""
+    level = [value] if isinstance(value, (dict, list)) else []
+    for _ in range(limit):
+        level = [
+            child
+            for node in level
+            for child in (node.values() if isinstance(node, dict) else node)
+            if isinstance(child, (dict, list))
+        ]
+    return bool(level)

@@ -11,10 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from anchorkit.cli import app
-from anchorkit.untrusted import JSONTooDeep, parse_json
+from anchorkit.untrusted import MAX_JSON_DEPTH, JSONTooDeep, nesting_exceeds, parse_json
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 runner = CliRunner()
@@ -221,3 +223,31 @@ def test_json_nested_deeper_than_the_limit_is_refused_however_its_brackets_are_s
 )
 def test_json_at_most_as_deep_as_the_limit_parses_whatever_its_brackets(text: str) -> None:
     assert parse_json(text) == json.loads(text) == parse_json(text.encode())
+
+
+def depth(value: object) -> int:
+    """Levels of lists and objects, by the definition (recursive: only for the small values below)."""
+    if isinstance(value, dict):
+        return 1 + max(map(depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(depth, value), default=0)
+    return 0
+
+
+json_values = st.recursive(
+    st.none() | st.integers() | st.text(max_size=3),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=2), children, max_size=3),
+    max_leaves=40,
+)
+
+
+@given(json_values, st.integers(min_value=0, max_value=8))
+def test_the_nesting_walk_agrees_with_the_definition_of_depth(value: object, limit: int) -> None:
+    assert nesting_exceeds(value, limit) == (depth(value) > limit)
+
+
+def test_parse_json_accepts_the_deepest_nesting_allowed_and_refuses_one_more_level() -> None:
+    deepest = '{"a": [' * (MAX_JSON_DEPTH // 2) + "1" + "]}" * (MAX_JSON_DEPTH // 2)
+    assert depth(parse_json(deepest)) == MAX_JSON_DEPTH
+    with pytest.raises(JSONTooDeep):
+        parse_json("[" + deepest + "]")
