@@ -120,14 +120,11 @@ class _Spacer:
         self.since = 0
         self.content = False  # whether anything but blank lines came since the last anchor
         self.cut_before_next = False  # an anchor went inside the line that the next piece continues
-        self._costs: dict[str, int] = {}  # of the lines points write (blank lines, fences, table heads)
         # A point's shape (before, after, inside_line, blanks) → the lines it writes and their costs.
         self._written: dict[tuple[object, ...], tuple[list[str], list[str], int, int]] = {}
 
     def _line_cost(self, line: str) -> int:
-        if line not in self._costs:
-            self._costs[line] = self.count(line + "\n")
-        return self._costs[line]
+        return self.count(line + "\n")
 
     def add(self, text: str, cost: int, glued: bool = False) -> None:
         """Append a line (or, ``glued``, the rest of the previous line) that costs ``cost`` tokens."""
