@@ -26,8 +26,8 @@ from anchorkit.markdown_blocks import parse_blocks, top_level_blocks
 from anchorkit.render.document import RenderOptions, content_markdown, render_document
 from anchorkit.render.spacing import (
     LineAdditive,
-    _Pieces,
     _memoized,
+    _Pieces,
     _plan,
     _plan_by_lines,
     approx_tokens_with_margin,
