@@ -23,7 +23,10 @@ For each corpus and N in (300, 512), exact cl100k_base counts (the vocabulary an
 Speed, on the largest corpus, side by side in one run, each in a fresh process on one core, the
 best of BENCH_CHUNK_ATTEMPTS (2) alternating runs: ``transform --sidecars`` (default options, exact
 cl100k) against ``chunk_source`` (what ``anchorkit chunk`` calls) at 300 tokens into JSON Lines and
-into a Bedrock folder with sidecars (target: chunking at least as fast as transform).
+into a Bedrock folder with sidecars (target: chunking at least as fast as transform). With
+``BENCH_INSTRUCTIONS=1`` (and valgrind installed) transform and JSON Lines are also counted in
+instructions on BENCH_INSTRUCTION_TICKETS (20) of those tickets, start-up subtracted: a ratio this
+shared machine's load cannot move.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -44,6 +48,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
+from support import instructions  # noqa: E402
 from support.long_tickets import write_long_snapshot  # noqa: E402
 from support.retrieval_corpus import write_retrieval_snapshot  # noqa: E402
 
@@ -266,6 +271,27 @@ def speed(snapshot: Path, scratch: Path) -> None:
     )
 
 
+def count_speed(snapshot: Path, scratch: Path) -> None:
+    """transform against chunk -> JSON Lines in instructions (valgrind), start-up subtracted."""
+    sample, empty = instructions.sample_snapshots(snapshot, scratch)
+
+    def counted(code: str, *extra: str) -> Callable[[Path], int]:
+        def count(source: Path) -> int:
+            out = scratch / f"{source.name}-{len(extra)}"
+            shutil.rmtree(out, ignore_errors=True)
+            return instructions.instructions([sys.executable, "-c", code, str(source), str(out), *extra])
+
+        return count
+
+    transform = instructions.per_ticket(counted(TRANSFORM), sample, empty)
+    jsonl = instructions.per_ticket(counted(CHUNK, "jsonl"), sample, empty)
+    print(
+        f"  by instructions (valgrind, {instructions.SAMPLE_TICKETS} long tickets, start-up subtracted): transform "
+        f"--sidecars {transform / 1e6:.1f} M a ticket, chunk -> JSON Lines {jsonl / 1e6:.1f} M: "
+        f"{transform / jsonl:.2f}x transform's speed (target >= 1.00x)"
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # The Lambda (inject mode) and `inject` on the retrieval benchmark's corpus
 
@@ -337,6 +363,8 @@ def main() -> None:
                 report(name, limit, measure(documents, spaced, tokenizer, limit))
         anchored_at_ingestion_and_query_time(Path(tmp), tokenizer)
         speed(sources[-1][1], Path(tmp))
+        if instructions.wanted():
+            count_speed(sources[-1][1], Path(tmp))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,11 @@ two rounds each, the best kept; the vocabulary load excluded); short tickets not
 their disk + JSON floor.
 
     python tests/benchmarks/bench_transform.py            # 200 long tickets; N = 10,000 and 100,000 short ones
+    BENCH_INSTRUCTIONS=1 python tests/benchmarks/bench_transform.py   # also the long ratio in instructions
+
+With ``BENCH_INSTRUCTIONS=1`` (and valgrind installed) the long-ticket ratio is also counted in
+instructions on BENCH_INSTRUCTION_TICKETS (20) of them, start-up subtracted: a figure this shared
+machine's load cannot move, where the time ratio swings by 10-15% between runs.
     BENCH_TRANSFORM_SIZES=2000,20000 BENCH_TRANSFORM_LONG=100 python tests/benchmarks/bench_transform.py
 """
 
@@ -31,6 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
+from support import instructions  # noqa: E402
 from support.long_tickets import write_long_snapshot  # noqa: E402
 
 LONG_TICKETS = int(os.environ.get("BENCH_TRANSFORM_LONG", "200"))
@@ -225,6 +231,30 @@ def measure_long(scratch: Path) -> None:
     )
 
 
+def count_long(snapshot: Path, scratch: Path) -> None:
+    """The long-ticket ratio to the floor in instructions (valgrind), each counted on a sample and on
+    no ticket at all, so that start-up and the vocabulary's loading cancel out."""
+    sample, empty = instructions.sample_snapshots(snapshot, scratch)
+
+    def transform(source: Path) -> int:
+        return instructions.instructions(
+            [sys.executable, "-c", LONG_CHILD, str(source), str(scratch / f"{source.name}-out")]
+        )
+
+    def floor(source: Path) -> int:
+        command = [sys.executable, "-c", LONG_FLOOR, str(source), str(scratch / f"{source.name}-floor"), "1"]
+        return instructions.instructions([*command, str(scratch / f"{source.name}-out")])
+
+    transform_figure = instructions.per_ticket(transform, sample, empty)
+    floor_figure = instructions.per_ticket(floor, sample, empty)  # reads what transform wrote
+    ratio = floor_figure / transform_figure
+    print(
+        f"  by instructions (valgrind, {instructions.SAMPLE_TICKETS} long tickets, start-up subtracted): transform "
+        f"{transform_figure / 1e6:.1f} M a ticket, floor {floor_figure / 1e6:.1f} M: {ratio:.2f}x the floor "
+        f"(target >= {LONG_TARGET}x: {'met' if ratio >= LONG_TARGET else 'MISSED'})"
+    )
+
+
 def measure(snapshot: Path, out: Path, jobs: int = 1, code: str = CHILD, *extra: str) -> dict[str, float]:
     # One job is pinned to one core by taskset: the target is per core.
     command = [sys.executable, "-c", code, str(snapshot), str(out), str(jobs), *extra]
@@ -244,6 +274,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-transform-", dir=scratch) as tmp:
         if LONG_TICKETS:
             measure_long(Path(tmp))
+            if instructions.wanted():
+                count_long(Path(tmp) / "long", Path(tmp))
         for count in sizes:
             snapshot = make_snapshot(Path(tmp) / f"snap{count}", count)
             figures = measure(snapshot, Path(tmp) / f"out{count}")
