@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install install-test servers-install browser-install demo test bench lint checks docs lambda-zip clean
+.PHONY: install install-test servers-install browser-install valgrind-install demo test bench lint checks docs lambda-zip clean
 
 # The tool and its runtime dependencies only (enough for `make demo`).
 install: $(VENV)/.installed
@@ -31,6 +31,10 @@ servers-install:
 browser-install:
 	bash scripts/apt-install.sh chromium fonts-noto-cjk
 
+# valgrind counts the instructions of the benchmarks' children (BENCH_INSTRUCTIONS=1; tests/support/instructions.py).
+valgrind-install:
+	bash scripts/apt-install.sh valgrind
+
 demo: install
 	$(BIN)/anchorkit transform fixtures --out out --sidecars
 	@echo
@@ -43,14 +47,14 @@ demo: install
 
 # Lint, format and types first (their findings fail the run), then the tests. pytest exits 5 when it
 # collected no tests: that is a failure, not a pass.
-test: install-test servers-install browser-install
+test: install-test servers-install browser-install valgrind-install
 	$(MAKE) --no-print-directory checks
 	$(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing the run" >&2; exit 1; fi; exit $$rc
 
 # The benchmarks also compare against other converters (.[bench]) and third-party splitters (.[coverage]),
 # and retrieve with BM25 and a small embedding model (.[retrieval]).
-bench: install-test servers-install
+bench: install-test servers-install valgrind-install
 	$(BIN)/pip install --quiet -e '.[test,bench,coverage,retrieval]'
 	@set -e; for script in tests/benchmarks/bench_*.py; do \
 		echo "== $$script"; $(BIN)/python $$script; done
