@@ -14,12 +14,12 @@ two rounds each, the best kept; the vocabulary load excluded); short tickets not
 their disk + JSON floor.
 
     python tests/benchmarks/bench_transform.py            # 200 long tickets; N = 10,000 and 100,000 short ones
+    BENCH_TRANSFORM_SIZES=2000,20000 BENCH_TRANSFORM_LONG=100 python tests/benchmarks/bench_transform.py
     BENCH_INSTRUCTIONS=1 python tests/benchmarks/bench_transform.py   # also the long ratio in instructions
 
 With ``BENCH_INSTRUCTIONS=1`` (and valgrind installed) the long-ticket ratio is also counted in
 instructions on BENCH_INSTRUCTION_TICKETS (20) of them, start-up subtracted: a figure this shared
 machine's load cannot move, where the time ratio swings by 10-15% between runs.
-    BENCH_TRANSFORM_SIZES=2000,20000 BENCH_TRANSFORM_LONG=100 python tests/benchmarks/bench_transform.py
 """
 
 from __future__ import annotations
