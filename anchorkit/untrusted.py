@@ -85,6 +85,8 @@ def nesting_exceeds(value: Any, limit: int) -> bool:
     without recursion: one comprehension a level rather than a step per node)."""
     level = [value] if isinstance(value, (dict, list)) else []
     for _ in range(limit):
+        if not level:
+            return False
         level = [
             child
             for node in level
