@@ -237,16 +237,15 @@ def count_long(snapshot: Path, scratch: Path) -> None:
     sample, empty = instructions.sample_snapshots(snapshot, scratch)
 
     def transform(source: Path) -> int:
-        return instructions.instructions(
-            [sys.executable, "-c", LONG_CHILD, str(source), str(scratch / f"{source.name}-out")]
+        return instructions.child(LONG_CHILD, source, scratch / f"{source.name}-out")
+
+    def floor(source: Path) -> int:  # reads what transform wrote
+        return instructions.child(
+            LONG_FLOOR, source, scratch / f"{source.name}-floor", "1", scratch / f"{source.name}-out"
         )
 
-    def floor(source: Path) -> int:
-        command = [sys.executable, "-c", LONG_FLOOR, str(source), str(scratch / f"{source.name}-floor"), "1"]
-        return instructions.instructions([*command, str(scratch / f"{source.name}-out")])
-
     transform_figure = instructions.per_ticket(transform, sample, empty)
-    floor_figure = instructions.per_ticket(floor, sample, empty)  # reads what transform wrote
+    floor_figure = instructions.per_ticket(floor, sample, empty)
     ratio = floor_figure / transform_figure
     print(
         f"  by instructions (valgrind, {instructions.SAMPLE_TICKETS} long tickets, start-up subtracted): transform "

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +39,11 @@ def instructions(command: list[str]) -> int:
     if collected is None:
         raise RuntimeError(f"valgrind printed no instruction count for {command[:3]}: {result.stderr[-300:]}")
     return int(collected[1])
+
+
+def child(code: str, *args: str | Path) -> int:
+    """The instructions of ``python -c code args...`` (a benchmark's child, as it runs it)."""
+    return instructions([sys.executable, "-c", code, *map(str, args)])
 
 
 def sample_snapshots(snapshot: Path, scratch: Path, tickets: int = SAMPLE_TICKETS) -> tuple[Path, Path]:
