@@ -516,12 +516,13 @@ class _Chunker:
         text = header + reopened + self.content[begin:stop] + closed
         if not (self.whole_lines_name_nothing and self._line_start(begin) and self._line_start(stop)):
             self._check(text, index)
-        segment = self.segments[pieces[start].segment]
         return Chunk(
             chunk_id(self.ticket_id, index),
             self.ticket_id,
             text,
-            self._chunk_metadata(index, segment, begin, stop),
+            self._chunk_metadata(
+                index, self.segments[pieces[start].segment : pieces[end - 1].segment + 1], begin, stop
+            ),
             header,
             reopened,
             closed,
@@ -538,7 +539,9 @@ class _Chunker:
         if (len(anchors), len(titles)) != expected or {a.ticket_id for a in anchors + titles} != {self.ticket_id}:
             raise ChunkError(f"ticket #{self.ticket_id}: chunk {index} would hold another anchor or title line")
 
-    def _chunk_metadata(self, index: int, segment: _Segment, start: int, end: int) -> dict[str, Any]:
+    def _chunk_metadata(self, index: int, segments: list[_Segment], start: int, end: int) -> dict[str, Any]:
+        """``segments``: those the chunk holds text of, from the one it begins in."""
+        segment = segments[0]
         metadata = dict(self.metadata)
         url = self.base_url
         metadata["section"] = segment.section
@@ -549,11 +552,7 @@ class _Chunker:
                 url = f"{url}#note-{metadata['note']}" if url else None
         if self.notes is not None:
             # Every note the chunk holds text of (short journals are packed together): verify checks cited notes on it.
-            held = [
-                self.notes[s.journal]
-                for s in self.segments
-                if s.journal is not None and s.start < end and start < s.end
-            ]
+            held = [self.notes[s.journal] for s in segments if s.journal is not None]
             if held:
                 metadata["chunk_notes"] = format_note_numbers(held)
         if url:
