@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
 import re
 import shutil
@@ -30,6 +29,7 @@ from anchorkit.chunk_names import CHUNK_FILE
 from anchorkit.files import AtomicStream, sync_file, write_atomic, write_new_folder
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, check_schema, encode_sidecars
 from anchorkit.render.transform import TicketFailure, TransformReport, written_for
+from anchorkit.shared_json import SharedValuesEncoder
 
 _CHUNK_NAME = re.compile(rf"^{CHUNK_FILE}(?:{re.escape(SIDECAR_SUFFIX)})?$")
 _TEMP_NAME = re.compile(rf"^\.{CHUNK_FILE}(?:{re.escape(SIDECAR_SUFFIX)})?\..*\.tmp$")
@@ -67,9 +67,8 @@ def write_jsonl(results: Iterable[ChunkedTicket | TicketFailure | str], out: Bin
     started = time.perf_counter()
     report = ChunkReport()
     for ticket in _tickets(results, report):
-        out.write(
-            "".join(json.dumps(chunk_record(chunk), ensure_ascii=False) + "\n" for chunk in ticket.chunks).encode()
-        )
+        encoder = SharedValuesEncoder()  # a ticket's chunks share most of their metadata
+        out.write("".join(encoder.encode(chunk_record(chunk)) + "\n" for chunk in ticket.chunks).encode())
     report.seconds = time.perf_counter() - started
     return report
 

@@ -25,6 +25,7 @@ from anchorkit.anchors import one_line
 from anchorkit.note_ranges import format_note_numbers
 from anchorkit.render.document import Lookups, parse_time
 from anchorkit.settings import SIDECAR_SCHEMAS, default
+from anchorkit.shared_json import SharedValuesEncoder
 
 Value = str | int | float | bool | list[str]
 
@@ -109,9 +110,11 @@ def encode_sidecars(many: Iterable[dict[str, Value]], schema: str, ticket: str) 
     """``encode_sidecar`` of each of ``many`` attribute sets that share most of their values (the chunks of
     one ticket): a value found within Bedrock's limits is not looked at again when the next set holds
     the same object, and a set whose values are all within them is encoded as it is; only one that is
-    not (or whose file would be too large) goes through ``encode_sidecar``'s fitting."""
+    not (or whose file would be too large) goes through ``encode_sidecar``'s fitting. The values they
+    share are encoded once too."""
     check_schema(schema)
     within: dict[str, Any] = {}  # key → a value (the object itself) already found within the limits
+    shared = SharedValuesEncoder()
     for attributes in many:
         fits = True
         for key, value in attributes.items():
@@ -121,7 +124,7 @@ def encode_sidecars(many: Iterable[dict[str, Value]], schema: str, ticket: str) 
                 fits = False
                 break
             within[key] = value
-        data = _encode(attributes, schema) if fits else b""
+        data = _encode(attributes, schema, shared) if fits else b""
         yield (data, []) if fits and len(data) <= MAX_FILE_BYTES else encode_sidecar(attributes, schema, ticket)
 
 
@@ -180,10 +183,13 @@ def _fit(key: str, value: Value, ticket: str, warnings: list[str]) -> Value:
     return value
 
 
-def _encode(attributes: dict[str, Value], schema: str) -> bytes:
+def _encode(attributes: dict[str, Value], schema: str, shared: SharedValuesEncoder | None = None) -> bytes:
+    """The sidecar's bytes; ``shared``: the encoder of the other sidecars of the ticket's chunks."""
     body = attributes if schema == "simple" else {key: _typed(value) for key, value in attributes.items()}
+    sidecar = {"metadataAttributes": body}
     # One line: json's C encoder only runs without indent, and the sidecar is read by Bedrock, not people.
-    return (json.dumps({"metadataAttributes": body}, ensure_ascii=False) + "\n").encode("utf-8")
+    text = json.dumps(sidecar, ensure_ascii=False) if shared is None else shared.encode(sidecar)
+    return (text + "\n").encode("utf-8")
 
 
 def _typed(value: Value) -> dict[str, Any]:
