@@ -23,7 +23,11 @@ For each corpus and N in (300, 512), exact cl100k_base counts (the vocabulary an
 Speed, on the largest corpus, side by side in one run, each in a fresh process on one core, the
 best of BENCH_CHUNK_ATTEMPTS (2) alternating runs: ``transform --sidecars`` (default options, exact
 cl100k) against ``chunk_source`` (what ``anchorkit chunk`` calls) at 300 tokens into JSON Lines and
-into a Bedrock folder with sidecars (target: chunking at least as fast as transform). With
+into a Bedrock folder with sidecars (target: chunking at least as fast as transform); and each beside
+the floor of its own work, timed the same way: read and parse each issue JSON, tokenize the text once
+(transform's written document; chunk's content, the document without anchors) and write what it writes
+(the document; the chunks' JSON Lines, as the chunk run wrote them), so that the ratio tells how much a
+program adds to the work it cannot avoid. With
 ``BENCH_INSTRUCTIONS=1`` (and valgrind installed) transform and JSON Lines are also counted in
 instructions on BENCH_INSTRUCTION_TICKETS (20) of those tickets, start-up subtracted: a ratio this
 shared machine's load cannot move.
@@ -47,6 +51,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
+from bench_transform import LONG_FLOOR  # noqa: E402
 from support import instructions  # noqa: E402
 from support.long_tickets import write_long_snapshot  # noqa: E402
 from support.retrieval_corpus import write_retrieval_snapshot  # noqa: E402
@@ -242,6 +247,35 @@ print(json.dumps(figures))
 """
 
 
+# chunk -> JSON Lines' floor, as bench_transform's LONG_FLOOR is transform's: read and parse each issue
+# JSON, tokenize the ticket's content (its document without anchors) once, write its chunks' lines (as
+# the chunk run wrote them), into a file renamed into place.
+CHUNK_FLOOR = """
+import json, os, sys, time
+from pathlib import Path
+from anchorkit.anchors import strip_anchors
+from anchorkit.tokens import choose_tokenizer
+issues, out, documents, written = Path(sys.argv[1]) / "issues", Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])
+out.mkdir()
+tokenizer = choose_tokenizer()
+lines = {}
+for line in written.read_bytes().splitlines(keepends=True):
+    lines.setdefault(json.loads(line)["ticket_id"], []).append(line)
+names = sorted(os.listdir(issues))
+work = [(name, strip_anchors((documents / (name[:-5] + ".md")).read_text(encoding="utf-8")),
+         b"".join(lines.get(int(name[:-5]), []))) for name in names]
+started, cpu = time.perf_counter(), time.process_time()
+with open(out / "chunks.jsonl.tmp", "wb") as stream:
+    for name, content, ticket_lines in work:
+        json.loads((issues / name).read_bytes())
+        tokenizer.count(content)
+        stream.write(ticket_lines)
+os.replace(out / "chunks.jsonl.tmp", out / "chunks.jsonl")
+seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+print(json.dumps({"tickets": len(names), "seconds": seconds, "cpu_seconds": cpu}))
+"""
+
+
 def run(code: str, *args: str) -> dict[str, float]:
     command = [sys.executable, "-c", code, *args]
     if Path("/usr/bin/taskset").exists():
@@ -251,12 +285,19 @@ def run(code: str, *args: str) -> dict[str, float]:
 
 def speed(snapshot: Path, scratch: Path) -> None:
     """The best of alternating runs of each (this machine is shared: one run may meet a busy spell)."""
-    runs: dict[str, list[dict[str, float]]] = {"transform": [], "jsonl": [], "folder": []}
+    runs: dict[str, list[dict[str, float]]] = {"transform": [], "jsonl": [], "folder": [], "tfloor": [], "cfloor": []}
+    documents, lines = scratch / "documents0", scratch / "jsonl0" / "chunks.jsonl"  # what the floors write
     for attempt in range(ATTEMPTS):
         runs["transform"].append(run(TRANSFORM, str(snapshot), str(scratch / f"documents{attempt}")))
         runs["jsonl"].append(run(CHUNK, str(snapshot), str(scratch / f"jsonl{attempt}"), "jsonl"))
         runs["folder"].append(run(CHUNK, str(snapshot), str(scratch / f"folder{attempt}"), "folder"))
-    transform, jsonl, folder = (min(runs[name], key=lambda figures: figures["seconds"]) for name in runs)
+        runs["tfloor"].append(run(LONG_FLOOR, str(snapshot), str(scratch / f"tfloor{attempt}"), "1", str(documents)))
+        runs["cfloor"].append(
+            run(CHUNK_FLOOR, str(snapshot), str(scratch / f"cfloor{attempt}"), str(documents), str(lines))
+        )
+    transform, jsonl, folder, tfloor, cfloor = (
+        min(runs[name], key=lambda figures: figures["seconds"]) for name in runs
+    )
     rate = {
         name: figures["tickets"] / figures["seconds"]
         for name, figures in (("t", transform), ("j", jsonl), ("f", folder))
@@ -267,6 +308,15 @@ def speed(snapshot: Path, scratch: Path) -> None:
         f"{rate['j'] / rate['t']:.2f}x transform); chunk -> Bedrock folder with sidecars {rate['f']:.0f} tickets/s "
         f"({folder['seconds']:.1f} s, {rate['f'] / rate['t']:.2f}x transform, {folder['chunks']:,} chunks = "
         f"{2 * folder['chunks']:,} files); target >= 1.00x"
+    )
+    per_ticket = {
+        name: 1000 * figures["seconds"] / figures["tickets"] for name, figures in (("t", tfloor), ("c", cfloor))
+    }
+    print(
+        "  each against the floor of its own work (parse each issue, tokenize its text once, write what it "
+        f"writes): transform's floor {per_ticket['t']:.2f} ms a ticket (its document), transform at "
+        f"{tfloor['seconds'] / transform['seconds']:.2f}x it; chunk's floor {per_ticket['c']:.2f} ms (the content "
+        f"without anchors, its chunks' JSON Lines), JSON Lines at {cfloor['seconds'] / jsonl['seconds']:.2f}x it"
     )
 
 
