@@ -3,7 +3,7 @@
 
 The chunks of one ticket carry the ticket's metadata each (project, status, dates, custom fields:
 about 20 of a chunk's 27 items, 2.5 times the chunk's own text). Encoding those shared items once a
-ticket instead of once a chunk is a third of the JSON Lines writer's cost on long tickets.
+ticket instead of once a chunk saves a fifth of the JSON Lines writer's time on long tickets.
 """
 
 from __future__ import annotations

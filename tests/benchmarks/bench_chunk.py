@@ -286,7 +286,7 @@ def run(code: str, *args: str) -> dict[str, float]:
 def speed(snapshot: Path, scratch: Path) -> None:
     """The best of alternating runs of each (this machine is shared: one run may meet a busy spell)."""
     runs: dict[str, list[dict[str, float]]] = {"transform": [], "jsonl": [], "folder": [], "tfloor": [], "cfloor": []}
-    documents, lines = scratch / "documents0", scratch / "jsonl0" / "chunks.jsonl"  # what the floors write
+    documents, lines = scratch / "documents0", scratch / "jsonl0" / "chunks.jsonl"  # the floors write them again
     for attempt in range(ATTEMPTS):
         runs["transform"].append(run(TRANSFORM, str(snapshot), str(scratch / f"documents{attempt}")))
         runs["jsonl"].append(run(CHUNK, str(snapshot), str(scratch / f"jsonl{attempt}"), "jsonl"))
