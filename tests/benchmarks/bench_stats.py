@@ -16,6 +16,11 @@ table (256, 300, 512, 1,024), as ``anchorkit stats`` does by default:
 - with approx (target <= 5 s), and both tokenizers with --jobs 2;
 - and, for reference, the LangChain splitters alone on BENCH_STATS_LANGCHAIN_DOCS documents (default 1,000).
 
+With ``BENCH_INSTRUCTIONS=1`` (and valgrind installed) the audit and its floor are also counted in
+instructions, each in a child on BENCH_STATS_INSTRUCTION_DOCS (default 300) documents and on one, so
+that start-up and the vocabulary's loading cancel out: the same ratio, as this shared machine's load
+cannot move it.
+
 Prints seconds, documents/s and the headline figures of each run.
 """
 
@@ -31,6 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
+from support import instructions  # noqa: E402
 from support.corpus import generated_document  # noqa: E402
 
 from anchorkit import audit as stats  # noqa: E402
@@ -43,6 +49,27 @@ FLOOR_TARGET = 3.0
 LANGCHAIN_DOCUMENTS = int(os.environ.get("BENCH_STATS_LANGCHAIN_DOCS", "1000"))
 JOBS = (1, 2)  # one process, and 2 (this machine's cores: what the default --jobs 0 picks here)
 TARGETS = {tokens.APPROX: 5.0}
+INSTRUCTION_DOCUMENTS = int(os.environ.get("BENCH_STATS_INSTRUCTION_DOCS", "300"))
+
+# The audit and the floor as children, for valgrind: the same work as ``run`` and ``floor`` on one core.
+AUDIT_CHILD = """
+import os, sys
+from pathlib import Path
+from anchorkit import audit as stats, tokens
+from anchorkit.audit import chunkers as chunking
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, as against_floor runs it
+bedrock_like = [chunking.CHUNKERS[name]() for name in chunking.BEDROCK_LIKE]
+documents = stats.iter_output_folder(Path(sys.argv[1]))
+stats.audit(documents, tokens.load_cl100k_base(), bedrock_like, {"path": "", "kind": "output"}, jobs=1)
+"""
+FLOOR_CHILD = """
+import sys
+from pathlib import Path
+from anchorkit import tokens
+encoding = tokens.load_cl100k_base()._encoding
+for path in sorted(Path(sys.argv[1]).glob("*.md")):
+    encoding.encode_ordinary(path.read_text(encoding="utf-8"))
+"""
 
 
 def write_corpus(folder: Path, count: int) -> int:
@@ -125,6 +152,28 @@ def against_floor(folder: Path, cl100k: tokens.TiktokenTokenizer, chunkers: list
     print(f"audit / floor: {wall_ratio:.2f}x wall, {cpu_ratio:.2f}x CPU (target <= {FLOOR_TARGET:.0f}x: {verdict})")
 
 
+def count_against_floor(scratch: Path) -> None:
+    """The audit's ratio to the floor in instructions: each child on a sample of the corpus less on one
+    document of it (an empty folder is not a source the audit takes)."""
+    sample, single = scratch / "instructions-sample", scratch / "instructions-single"
+    for folder, count in ((sample, INSTRUCTION_DOCUMENTS + 1), (single, 1)):
+        folder.mkdir()
+        write_corpus(folder, count)
+
+    def counted(code: str) -> float:
+        return instructions.per_ticket(
+            lambda folder: instructions.child(code, folder), sample, single, INSTRUCTION_DOCUMENTS
+        )
+
+    audit, floor_figure = counted(AUDIT_CHILD), counted(FLOOR_CHILD)
+    ratio = audit / floor_figure
+    print(
+        f"  by instructions (valgrind, {INSTRUCTION_DOCUMENTS} documents, start-up subtracted): audit "
+        f"{audit / 1e6:.2f} M a document, floor {floor_figure / 1e6:.2f} M: {ratio:.2f}x "
+        f"(target <= {FLOOR_TARGET:.0f}x: {'met' if ratio <= FLOOR_TARGET else 'MISSED'})"
+    )
+
+
 def main() -> None:
     bedrock_like = [chunking.CHUNKERS[name]() for name in chunking.BEDROCK_LIKE]
     with tempfile.TemporaryDirectory(prefix="bench-stats-") as tmp:
@@ -133,6 +182,9 @@ def main() -> None:
         print(f"corpus: {DOCUMENTS:,} generated documents, {size / 1e6:.1f} MB")
         cl100k = tokens.load_cl100k_base()
         against_floor(folder, cl100k, bedrock_like)
+        if instructions.wanted():
+            with tempfile.TemporaryDirectory(prefix="bench-stats-counted-") as counted:
+                count_against_floor(Path(counted))
         run(folder, cl100k, bedrock_like, "cl100k_base, 4 chunkers + length table", None, jobs=2)
         for jobs in JOBS:
             run(
