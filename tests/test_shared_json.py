@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from anchorkit.chunk.core import ChunkedTicket
 from anchorkit.chunk.sources import chunk_items, iter_source
 from anchorkit.chunk.writers import chunk_record, write_jsonl
+from anchorkit.render.sidecar import encode_sidecar, encode_sidecars
 from anchorkit.shared_json import SharedValuesEncoder
+from anchorkit.source.notes import with_note_numbers
+from tests.support.long_tickets import write_long_snapshot
 from tests.test_chunk import BYTES
 from tests.test_chunk_io import numbered_fixtures
 
@@ -59,11 +66,31 @@ def test_a_value_that_is_another_object_under_the_same_key_is_encoded_again() ->
     assert [encoder.encode({"n": value}) for value in (1, True, 1.0)] == ['{"n": 1}', '{"n": true}', '{"n": 1.0}']
 
 
-def test_the_json_lines_are_the_chunk_records_as_json_dumps_writes_them(tmp_path: Any) -> None:
-    source = numbered_fixtures(tmp_path / "snapshot")
+def numbered_long_tickets(folder: Path) -> Path:
+    """Three generated long tickets (30+ journals, many custom fields, long subjects) as today's pull
+    writes them: journals numbered, the Redmine URL recorded (so every chunk's url differs)."""
+    write_long_snapshot(folder, 3, seed=0)
+    for path in (folder / "issues").glob("*.json"):
+        document = json.loads(path.read_text(encoding="utf-8"))
+        path.write_text(json.dumps(with_note_numbers(document), ensure_ascii=False), encoding="utf-8")
+    state = json.loads((folder / "state.json").read_text(encoding="utf-8"))
+    (folder / "state.json").write_text(json.dumps({**state, "redmine_url": "https://redmine.example.com"}))
+    return folder
+
+
+@pytest.mark.parametrize("make_source", [numbered_fixtures, numbered_long_tickets])
+def test_the_json_lines_and_sidecars_are_the_chunk_records_as_json_dumps_writes_them(
+    tmp_path: Path, make_source: Callable[[Path], Path]
+) -> None:
+    source = make_source(tmp_path / "snapshot")
     out = io.BytesIO()
     write_jsonl(chunk_items(iter_source(source), BYTES, 600), out)
-    chunks = [c for t in chunk_items(iter_source(source), BYTES, 600) if isinstance(t, ChunkedTicket) for c in t.chunks]
+    tickets = [t for t in chunk_items(iter_source(source), BYTES, 600) if isinstance(t, ChunkedTicket)]
+    chunks = [c for t in tickets for c in t.chunks]
     assert len(chunks) > 40 and any("note" in chunk.metadata for chunk in chunks)
     expected = "".join(json.dumps(chunk_record(chunk), ensure_ascii=False) + "\n" for chunk in chunks)
     assert out.getvalue().decode("utf-8") == expected
+    for ticket, schema in itertools.product(tickets, ("simple", "typed")):
+        many = [chunk.metadata for chunk in ticket.chunks]
+        together = list(encode_sidecars(many, schema, f"#{ticket.ticket_id}"))
+        assert together == [encode_sidecar(metadata, schema, f"#{ticket.ticket_id}") for metadata in many]
