@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -14,9 +15,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from anchorkit import parallel
 from anchorkit.anchors import find_anchors, find_titles
+from anchorkit.chunk.pipeline import chunk_source
 from anchorkit.cli import app
+from anchorkit.parallel import map_batches
 from anchorkit.tokens import load_cl100k_base
+from tests.test_transform import BAD_TICKETS
 from tests.test_transform import run as run_command
 
 REPO = Path(__file__).resolve().parent.parent
@@ -129,6 +134,45 @@ def test_a_bad_ticket_file_fails_alone_naming_the_file_and_the_exit_code_says_so
     assert "1 failed" in stdout
     chunked = {record["ticket_id"] for record in records_of(Path("chunks.jsonl"))}
     assert 12310 not in chunked and len(chunked) == 33
+
+
+def test_jobs_split_the_work_across_processes_without_changing_chunks_or_report(snapshot: Path) -> None:
+    # More tickets than a batch, so that both workers get some, bad ones among them.
+    ticket = json.loads((snapshot / "issues" / "12301.json").read_text(encoding="utf-8"))["issue"]
+    for ticket_id in range(70000, 70000 + parallel.DEFAULT_BATCH_SIZE):
+        copy = json.dumps({"issue": {**ticket, "id": ticket_id}}, ensure_ascii=False)
+        (snapshot / "issues" / f"{ticket_id}.json").write_text(copy, encoding="utf-8")
+    for name, (data, _) in BAD_TICKETS.items():
+        (snapshot / "issues" / name).write_bytes(data)
+    reports, folders = {}, {}
+    for jobs in ("1", "2"):
+        code, stdout, _ = run(str(snapshot), "--jsonl", f"chunks{jobs}.jsonl", "--jobs", jobs, "--json")
+        assert code == 1  # the bad tickets fail, in a worker process as in this one
+        reports[jobs] = {
+            key: value for key, value in json.loads(stdout).items() if key not in ("seconds", "out", "created")
+        }
+        assert run(str(snapshot), "--out", f"folder{jobs}", "--sidecars", "--jobs", jobs)[0] == 1
+        folders[jobs] = {
+            str(p.relative_to(f"folder{jobs}")): p.read_bytes() for p in Path(f"folder{jobs}").rglob("*.*")
+        }
+    assert reports["1"] == reports["2"] and len(reports["2"]["failed"]) == len(BAD_TICKETS)
+    assert Path("chunks1.jsonl").read_bytes() == Path("chunks2.jsonl").read_bytes()
+    chunked = [record["ticket_id"] for record in records_of(Path("chunks2.jsonl"))]
+    assert chunked == sorted(chunked) and chunked[-1] == 70000 + parallel.DEFAULT_BATCH_SIZE - 1
+    assert folders["1"] == folders["2"] and len(folders["2"]) == 2 * reports["2"]["chunks"]
+
+
+def test_chunk_source_chunks_in_as_many_processes_as_it_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    pools = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        pools.append(args[2])
+        return map_batches(*args, **kwargs)
+
+    monkeypatch.setattr(parallel, "map_batches", counted)
+    lines = io.BytesIO()
+    report = chunk_source(FIXTURES, jsonl=lines, jobs=2)
+    assert pools == [2] and report.chunks == len(lines.getvalue().splitlines()) > 0
 
 
 def test_private_issues_and_notes_stay_out_unless_included(snapshot: Path) -> None:

@@ -15,8 +15,15 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from anchorkit.chunk.core import MIN_CONTENT_TOKENS
-from anchorkit.chunk.sources import chunk_items, iter_source
-from anchorkit.chunk.writers import ChunkReport, write_chunk_folder, write_jsonl, write_jsonl_file
+from anchorkit.chunk.sources import chunk_tickets
+from anchorkit.chunk.writers import (
+    ChunkFiles,
+    ChunkReport,
+    JsonLines,
+    write_chunk_folder,
+    write_jsonl,
+    write_jsonl_file,
+)
 from anchorkit.errors import UsageError
 from anchorkit.files import check_writable_folder
 from anchorkit.render.sidecar import check_schema
@@ -77,6 +84,7 @@ def chunk_source(
     out: Path | None = None,
     options: ChunkOptions | None = None,
     check: bool = False,
+    jobs: int = default("jobs"),
     progress: Callable[[int, int], None] | None = None,
 ) -> ChunkReport:
     """Chunk every ticket of ``source`` (a snapshot, or a folder ``anchorkit transform`` wrote) into
@@ -85,9 +93,11 @@ def chunk_source(
     ``options.transform.sidecars``), brought up to date: unchanged files are not rewritten, the chunk files
     of a ticket that shrank or left the source are removed.
 
-    ``check``: write nothing, report what would change (not for a stream). ``progress(done, total)`` is
-    called after each ticket. Raises :class:`UsageError` for a bad combination, a source that is neither a
-    snapshot nor a folder of documents, or a tokenizer that cannot be loaded.
+    ``check``: write nothing, report what would change (not for a stream). ``jobs`` > 1 renders,
+    chunks and encodes batches of tickets in that many processes (0: one per CPU core when the source has more than
+    one batch); the output does not depend on it. ``progress(done, total)`` is called after each ticket.
+    Raises :class:`UsageError` for a bad combination, a source that is neither a snapshot nor a folder
+    of documents, or a tokenizer that cannot be loaded.
     """
     options = options or ChunkOptions()
     if (jsonl is None) == (out is None):
@@ -101,10 +111,9 @@ def chunk_source(
         check_writable_folder(out, "--out")
     elif not check and isinstance(jsonl, Path):
         check_writable_folder(jsonl.parent, "--jsonl")
-    tokenizer = choose_tokenizer(settings.tokenizer, settings.tiktoken_file)
-    chunks = chunk_items(
-        iter_source(source, settings, progress), tokenizer, options.chunk_tokens, options.overlap_tokens
-    )
+    choose_tokenizer(settings.tokenizer, settings.tiktoken_file)  # one that cannot be loaded stops the run here
+    encoding = JsonLines() if out is None else ChunkFiles(settings.sidecar_schema, settings.sidecars)
+    chunks = chunk_tickets(source, settings, options.chunk_tokens, options.overlap_tokens, jobs, progress, encoding)
     if out is not None:
         report = write_chunk_folder(chunks, out, settings.sidecar_schema, check=check, sidecars=settings.sidecars)
     elif isinstance(jsonl, Path):

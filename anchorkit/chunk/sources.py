@@ -11,11 +11,14 @@
   issue (``redmine_url``), not to notes.
 
 A ticket that cannot be read or chunked is a failure naming its file; the others go on.
+``chunk_tickets`` reads, chunks (and encodes, for a writer) them in worker processes (``--jobs``), in
+the same order with the same results as one process.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -23,8 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from anchorkit import parallel
 from anchorkit.chunk.core import DEFAULT_CHUNK_TOKENS, ChunkedTicket, ChunkError, chunk_document
 from anchorkit.errors import UsageError
+from anchorkit.render.document import Lookups, RenderOptions
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, read_sidecar
 from anchorkit.render.transform import (
     RenderedTicket,
@@ -35,8 +40,9 @@ from anchorkit.render.transform import (
     resolve_redmine_url,
     resolve_render_options,
 )
+from anchorkit.settings import default
 from anchorkit.source.snapshot import iter_issue_paths, load_lookups, looks_like_snapshot
-from anchorkit.tokens import Tokenizer
+from anchorkit.tokens import Tokenizer, choose_tokenizer
 
 _DOCUMENT_NAME = re.compile(r"^(\d+)\.md$")
 
@@ -53,6 +59,7 @@ class TicketDocument:
 Item = TicketDocument | TicketFailure | str  # str: PRIVATE, a private issue left out on purpose
 Progress = Callable[[int, int], None]  # (tickets done, tickets in the source), after each ticket
 Ticket = TypeVar("Ticket")
+Result = TypeVar("Result")
 
 
 def iter_source(
@@ -62,13 +69,19 @@ def iter_source(
 
     ``options``: how a snapshot's tickets are rendered (its chunk tokens and sidecar settings are
     set here); ``options.redmine_url``, when given, is the Redmine the chunks link to (else the one
-    the snapshot or each document's sidecar recorded).
+    the snapshot or each document's sidecar recorded). Raises :class:`UsageError` for a source that
+    is neither.
     """
-    options = options or TransformOptions()
+    tickets, read = _reader(source, options or TransformOptions())
+    return map(read, _counted(tickets, progress))
+
+
+def _reader(source: Path, options: TransformOptions) -> tuple[list[Any], Callable[[Any], Item]]:
+    """The source's tickets (where each is read from), and how one is read."""
     if looks_like_snapshot(source):
-        return iter_snapshot(source, options, progress)
+        return list(iter_issue_paths(source)), _snapshot_reader(source, options)
     if source.is_dir():
-        return iter_folder(source, options.redmine_url, progress)
+        return _document_paths(source), functools.partial(_read_document, redmine_url=options.redmine_url)
     raise UsageError(f"{source}: neither a snapshot nor a folder of documents")
 
 
@@ -82,42 +95,40 @@ def _counted(tickets: Sequence[Ticket], progress: Progress | None) -> Iterator[T
         progress(len(tickets), len(tickets))
 
 
-def iter_snapshot(snapshot_dir: Path, options: TransformOptions, progress: Progress | None = None) -> Iterator[Item]:
+def _snapshot_reader(snapshot_dir: Path, options: TransformOptions) -> Callable[[Path], Item]:
+    """How each issue file of the snapshot is rendered for the chunker (the snapshot's settings read once)."""
     render = dataclasses.replace(options.render, chunk_tokens=0)
     options = dataclasses.replace(options, render=render, sidecars=True, sidecar_schema="simple")
     options = resolve_redmine_url(snapshot_dir, options)
     render_options = resolve_render_options(snapshot_dir, options)
     lookups = load_lookups(snapshot_dir)
-    for path in _counted(list(iter_issue_paths(snapshot_dir)), progress):
-        result = render_ticket(path, lookups, render_options, options)
-        if isinstance(result, RenderedTicket):
-            assert result.sidecar is not None  # sidecars=True
-            yield TicketDocument(
-                str(path), result.ticket_id, result.markdown, read_sidecar(result.sidecar), result.warnings
-            )
-        else:
-            yield result
+    return functools.partial(_rendered, lookups=lookups, render_options=render_options, options=options)
 
 
-def iter_folder(folder: Path, redmine_url: str | None = None, progress: Progress | None = None) -> Iterator[Item]:
-    for ticket_id, path in _counted(_document_paths(folder), progress):
-        try:
-            markdown = path.read_text(encoding="utf-8")
-            sidecar = path.with_name(path.name + SIDECAR_SUFFIX)
-            metadata = read_sidecar(sidecar.read_bytes()) if sidecar.is_file() else {}
-        except UnicodeDecodeError:
-            yield TicketFailure(str(path), ticket_id, f"{path}: not UTF-8 text")
-            continue
-        except ValueError as error:
-            yield TicketFailure(str(sidecar), ticket_id, f"{sidecar}: {error}")
-            continue
-        except OSError as error:
-            yield TicketFailure(str(path), ticket_id, f"{error.filename or path}: cannot read ({error.strerror})")
-            continue
-        url = issue_url(redmine_url, ticket_id) or metadata.get("url")
-        yield TicketDocument(
-            str(path), ticket_id, markdown, {"ticket_id": ticket_id, **metadata, **({"url": url} if url else {})}
-        )
+def _rendered(path: Path, lookups: Lookups, render_options: RenderOptions, options: TransformOptions) -> Item:
+    result = render_ticket(path, lookups, render_options, options)
+    if not isinstance(result, RenderedTicket):
+        return result
+    assert result.sidecar is not None  # sidecars=True
+    return TicketDocument(str(path), result.ticket_id, result.markdown, read_sidecar(result.sidecar), result.warnings)
+
+
+def _read_document(document: tuple[int, Path], redmine_url: str | None) -> Item:
+    ticket_id, path = document
+    try:
+        markdown = path.read_text(encoding="utf-8")
+        sidecar = path.with_name(path.name + SIDECAR_SUFFIX)
+        metadata = read_sidecar(sidecar.read_bytes()) if sidecar.is_file() else {}
+    except UnicodeDecodeError:
+        return TicketFailure(str(path), ticket_id, f"{path}: not UTF-8 text")
+    except ValueError as error:
+        return TicketFailure(str(sidecar), ticket_id, f"{sidecar}: {error}")
+    except OSError as error:
+        return TicketFailure(str(path), ticket_id, f"{error.filename or path}: cannot read ({error.strerror})")
+    url = issue_url(redmine_url, ticket_id) or metadata.get("url")
+    return TicketDocument(
+        str(path), ticket_id, markdown, {"ticket_id": ticket_id, **metadata, **({"url": url} if url else {})}
+    )
 
 
 def _document_paths(folder: Path) -> list[tuple[int, Path]]:
@@ -155,3 +166,63 @@ def chunk_items(
             continue
         chunked.warnings[:0] = item.warnings
         yield chunked
+
+
+def chunk_tickets(
+    source: Path,
+    options: TransformOptions,
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+    overlap_tokens: int = 0,
+    jobs: int = default("jobs"),
+    progress: Progress | None = None,
+    encode: Callable[[ChunkedTicket], Any] | None = None,
+) -> Iterator[Any]:
+    """``chunk_items(iter_source(source, options))`` with the tickets read and chunked in ``jobs`` processes
+    (0: one per core beyond a batch of tickets; parallel.py), counted with ``options.tokenizer``, each
+    ``ChunkedTicket`` replaced by ``encode(ticket)`` where it was chunked if ``encode`` is given (a writer's
+    encoding: writers.py). The results come in ticket-id order and do not depend on ``jobs``.
+
+    Raises :class:`UsageError` for a source that is neither a snapshot nor a folder of documents.
+    """
+    tickets, read = _reader(source, options)
+    settings = _Batches(read, options.tokenizer, options.tiktoken_file, chunk_tokens, overlap_tokens, encode)
+    results = parallel.map_batches(_chunk_batch, tickets, jobs, initializer=_start_batches, initargs=(settings,))
+    return _reported(results, len(tickets), progress)
+
+
+def _reported(results: Iterable[Result], total: int, progress: Progress | None) -> Iterator[Result]:
+    for done, result in enumerate(results, start=1):
+        if progress is not None:
+            progress(done, total)
+        yield result
+
+
+@dataclass(frozen=True)
+class _Batches:
+    """What a worker needs to chunk a batch of tickets (set once per process: parallel.map_batches)."""
+
+    read: Callable[[Any], Item]
+    tokenizer: str
+    tiktoken_file: Path | None
+    chunk_tokens: int
+    overlap_tokens: int
+    encode: Callable[[ChunkedTicket], Any] | None
+
+
+_batches: _Batches | None = None
+
+
+def _start_batches(settings: _Batches) -> None:
+    global _batches
+    _batches = settings
+
+
+def _chunk_batch(tickets: list[Any]) -> list[Any]:
+    settings = _batches
+    assert settings is not None, "_start_batches was not called"
+    tokenizer = choose_tokenizer(settings.tokenizer, settings.tiktoken_file)  # (loaded once a process)
+    results = chunk_items(map(settings.read, tickets), tokenizer, settings.chunk_tokens, settings.overlap_tokens)
+    encode = settings.encode
+    if encode is None:
+        return list(results)
+    return [encode(result) if isinstance(result, ChunkedTicket) else result for result in results]

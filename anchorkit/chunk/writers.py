@@ -7,7 +7,9 @@
   and only when their bytes change, so a second run over unchanged tickets writes nothing; the
   chunk files of a ticket that shrank or left the source are removed (a failed ticket's are kept).
 
-Both take what ``sources.chunk_items`` yields and report tickets, chunks, files and failures.
+Both take what ``sources.chunk_items`` yields and report tickets, chunks, files and failures. A ticket's
+chunks are encoded by ``JsonLines`` or ``ChunkFiles``: by the writer, or already where the ticket was
+chunked (``sources.chunk_tickets(encode=...)``), so that with ``--jobs`` the parent process only writes.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ import re
 import shutil
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Generic, TypeVar
 
 from anchorkit.anchors import identified_ticket_ids
 from anchorkit.chunk.core import Chunk, ChunkedTicket
@@ -51,31 +53,77 @@ def chunk_record(chunk: Chunk) -> dict[str, Any]:
     return {"id": chunk.id, "ticket_id": chunk.ticket_id, "text": chunk.text, "metadata": chunk.metadata}
 
 
-def _tickets(results: Iterable[ChunkedTicket | TicketFailure | str], report: ChunkReport) -> Iterator[ChunkedTicket]:
-    """The chunked tickets, with failures and private issues counted in ``report``."""
+Data = TypeVar("Data")
+
+
+@dataclass
+class EncodedTicket(Generic[Data]):
+    """A ticket's chunks as ``encoding`` writes them: its JSON Lines, or its folder's files."""
+
+    ticket_id: int
+    chunks: int
+    data: Data
+    encoding: JsonLines | ChunkFiles
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class JsonLines:
+    """A ticket's chunks → their JSON Lines (one object a line)."""
+
+    def __call__(self, ticket: ChunkedTicket) -> EncodedTicket[bytes]:
+        encoder = SharedValuesEncoder()  # a ticket's chunks share most of their metadata
+        lines = "".join(encoder.encode(chunk_record(chunk)) + "\n" for chunk in ticket.chunks).encode()
+        return EncodedTicket(ticket.ticket_id, len(ticket.chunks), lines, self, ticket.warnings)
+
+
+@dataclass(frozen=True)
+class ChunkFiles:
+    """A ticket's chunks → the name (in the ticket's folder) and bytes of each chunk file, each after its
+    ``schema`` sidecar if ``sidecars`` (a reader of the folder then never finds a chunk without its metadata)."""
+
+    schema: str = "simple"
+    sidecars: bool = True
+
+    def __call__(self, ticket: ChunkedTicket) -> EncodedTicket[list[tuple[str, bytes]]]:
+        files = chunks = [(f"{chunk.id}.md", chunk.text.encode("utf-8")) for chunk in ticket.chunks]
+        warnings = list(ticket.warnings)
+        if self.sidecars:
+            files = []
+            sidecars = encode_sidecars((chunk.metadata for chunk in ticket.chunks), self.schema, f"#{ticket.ticket_id}")
+            for (name, text), (sidecar, sidecar_warnings) in zip(chunks, sidecars, strict=True):
+                warnings.extend(f"{ticket.ticket_id}/{name}: {warning}" for warning in sidecar_warnings)
+                files += [(name + SIDECAR_SUFFIX, sidecar), (name, text)]
+        return EncodedTicket(ticket.ticket_id, len(ticket.chunks), files, self, warnings)
+
+
+Results = Iterable[ChunkedTicket | EncodedTicket[Any] | TicketFailure | str]
+
+
+def _tickets(results: Results, report: ChunkReport, encoding: JsonLines | ChunkFiles) -> Iterator[EncodedTicket[Any]]:
+    """The tickets' chunks in ``encoding`` (encoded here unless they already are), with failures and
+    private issues counted in ``report``."""
     for result in results:
         if not report.count(result):
             continue
-        assert isinstance(result, ChunkedTicket)
-        report.warnings.extend(result.warnings)
-        report.chunks += len(result.chunks)
-        yield result
+        encoded = encoding(result) if isinstance(result, ChunkedTicket) else result
+        assert isinstance(encoded, EncodedTicket) and encoded.encoding == encoding, f"not {encoding}: {result!r:.80}"
+        report.warnings.extend(encoded.warnings)
+        report.chunks += encoded.chunks
+        yield encoded
 
 
-def write_jsonl(results: Iterable[ChunkedTicket | TicketFailure | str], out: BinaryIO) -> ChunkReport:
+def write_jsonl(results: Results, out: BinaryIO) -> ChunkReport:
     """One JSON object a line per chunk, to an open binary stream (stdout, a file)."""
     started = time.perf_counter()
     report = ChunkReport()
-    for ticket in _tickets(results, report):
-        encoder = SharedValuesEncoder()  # a ticket's chunks share most of their metadata
-        out.write("".join(encoder.encode(chunk_record(chunk)) + "\n" for chunk in ticket.chunks).encode())
+    for ticket in _tickets(results, report, JsonLines()):
+        out.write(ticket.data)
     report.seconds = time.perf_counter() - started
     return report
 
 
-def write_jsonl_file(
-    results: Iterable[ChunkedTicket | TicketFailure | str], path: Path, check: bool = False
-) -> ChunkReport:
+def write_jsonl_file(results: Results, path: Path, check: bool = False) -> ChunkReport:
     """``write_jsonl`` into ``path``, which is replaced atomically, and only if its bytes change (with
     ``check``, only say whether it would: the lines are held in memory and compared)."""
     if check:
@@ -95,7 +143,7 @@ def chunk_relpath(chunk: Chunk) -> str:
 
 
 def write_chunk_folder(
-    results: Iterable[ChunkedTicket | TicketFailure | str],
+    results: Results,
     out_dir: Path,
     schema: str = "simple",
     check: bool = False,
@@ -111,9 +159,9 @@ def write_chunk_folder(
     started = time.perf_counter()
     report = ChunkReport()
     seen: set[int] = set()
-    for ticket in _tickets(results, report):
+    for ticket in _tickets(results, report, ChunkFiles(schema, sidecars)):
         seen.add(ticket.ticket_id)
-        _sync_ticket(out_dir / str(ticket.ticket_id), _ticket_files(ticket, schema, sidecars, report), report, check)
+        _sync_ticket(out_dir / str(ticket.ticket_id), ticket.data, report, check)
     kept = seen | {failure.ticket_id for failure in report.failed if failure.ticket_id is not None}
     if out_dir.is_dir():
         for entry in sorted(os.listdir(out_dir)):
@@ -123,20 +171,6 @@ def write_chunk_folder(
                 _remove_interrupted(out_dir / entry, interrupted[1])
     report.seconds = time.perf_counter() - started
     return report
-
-
-def _ticket_files(ticket: ChunkedTicket, schema: str, sidecars: bool, report: ChunkReport) -> list[tuple[str, bytes]]:
-    """The name (in the ticket's folder) and bytes of each chunk file, each after its sidecar if any (a
-    reader of the folder then never finds a chunk without its metadata)."""
-    chunks = [(f"{chunk.id}.md", chunk.text.encode("utf-8")) for chunk in ticket.chunks]
-    if not sidecars:
-        return chunks
-    files = []
-    encoded = encode_sidecars((chunk.metadata for chunk in ticket.chunks), schema, f"#{ticket.ticket_id}")
-    for (name, text), (sidecar, warnings) in zip(chunks, encoded, strict=True):
-        report.warnings.extend(f"{ticket.ticket_id}/{name}: {warning}" for warning in warnings)
-        files += [(name + SIDECAR_SUFFIX, sidecar), (name, text)]
-    return files
 
 
 def _sync_ticket(directory: Path, files: list[tuple[str, bytes]], report: ChunkReport, check: bool) -> None:

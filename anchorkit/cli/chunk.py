@@ -14,6 +14,7 @@ from anchorkit.cli.options import (
     CHUNKING,
     DOCUMENTS,
     GROUP,
+    JOBS,
     REDMINE,
     TOKENIZER,
     JsonFlag,
@@ -37,6 +38,7 @@ STDOUT = Path("-")
     text_format=some_of(REDMINE, "text_format"),
     redmine=some_of(REDMINE, "url"),
     tokenizer=TOKENIZER,
+    jobs=JOBS,
     checking=CHECK,
 )
 def chunk_command(
@@ -70,6 +72,7 @@ def chunk_command(
     text_format: Values = GROUP,
     redmine: Values = GROUP,
     tokenizer: Values = GROUP,
+    jobs: Values = GROUP,
     checking: Values = GROUP,
     json_output: JsonFlag = False,
     verbose: VerboseFlag = False,
@@ -104,6 +107,7 @@ def chunk_command(
             out=chunk_out,
             options=options,
             check=check,
+            jobs=jobs["jobs"],
             progress=on_progress,
         )
     ok = not report.failed and not (check and report.differs)

@@ -413,7 +413,10 @@ JOBS = (
         ("--jobs", "-j"),
         int,
         "Processes that render tickets (same output); 0: one per core beyond 256 tickets.",
-        {settings.STATS: "Processes that measure documents (same report); 0: one per core beyond 256 documents."},
+        {
+            settings.CHUNK: "Processes that read and chunk tickets (same output); 0: one per core beyond 256 tickets.",
+            settings.STATS: "Processes that measure documents (same report); 0: one per core beyond 256 documents.",
+        },
     ),
 )
 CHECK = (

@@ -20,7 +20,7 @@ from typing import Any
 
 from anchorkit.chunk.core import ChunkedTicket
 from anchorkit.chunk.pipeline import check_chunk_size
-from anchorkit.chunk.sources import Progress, chunk_items, iter_source
+from anchorkit.chunk.sources import Progress, chunk_tickets
 from anchorkit.chunk.writers import ChunkReport, write_chunk_folder
 from anchorkit.errors import UsageError
 from anchorkit.publish.keys import CHUNKS, DOCUMENTS, ticket_key
@@ -60,9 +60,10 @@ def layout_name(chunks: ChunkLayout | None) -> str:
 def _chunks(
     snapshot_dir: Path, options: TransformOptions, layout: ChunkLayout, progress: Progress | None
 ) -> Iterator[ChunkedTicket | TicketFailure | str]:
-    """Every ticket of the snapshot, chunked as `anchorkit chunk` chunks it (tokens counted by --tokenizer)."""
-    tokenizer = choose_tokenizer(options.tokenizer, options.tiktoken_file)
-    return chunk_items(iter_source(snapshot_dir, options, progress), tokenizer, layout.tokens, layout.overlap)
+    """Every ticket of the snapshot, chunked as `anchorkit chunk` chunks it (tokens counted by --tokenizer), in
+    this process (sync's uploads may have threads running: no fork)."""
+    choose_tokenizer(options.tokenizer, options.tiktoken_file)  # one that cannot be loaded stops the run here
+    return chunk_tickets(snapshot_dir, options, layout.tokens, layout.overlap, jobs=1, progress=progress)
 
 
 def chunk_snapshot(

@@ -23,7 +23,8 @@ For each corpus and N in (300, 512), exact cl100k_base counts (the vocabulary an
 Speed, on the largest corpus, side by side in one run, each in a fresh process on one core, the
 best of BENCH_CHUNK_ATTEMPTS (2) alternating runs: ``transform --sidecars`` (default options, exact
 cl100k) against ``chunk_source`` (what ``anchorkit chunk`` calls) at 300 tokens into JSON Lines and
-into a Bedrock folder with sidecars (target: chunking at least as fast as transform); and each beside
+into a Bedrock folder with sidecars (target: chunking at least as fast as transform), each with
+``--jobs 1``; then both with their default ``--jobs 0`` on every core, not pinned; and each beside
 the floor of its own work, timed the same way: read and parse each issue JSON, tokenize the text once
 (transform's written document; chunk's content, the document without anchors) and write what it writes
 (the document; the chunks' JSON Lines, as the chunk run wrote them), so that the ratio tells how much a
@@ -226,7 +227,7 @@ from pathlib import Path
 from anchorkit.render.transform import TransformOptions, transform_snapshot
 started = time.perf_counter()
 options = TransformOptions(sidecars=True, tokenizer="cl100k_base")
-report = transform_snapshot(Path(sys.argv[1]), Path(sys.argv[2]), options, jobs=1)
+report = transform_snapshot(Path(sys.argv[1]), Path(sys.argv[2]), options, jobs=int(sys.argv[3]))
 seconds = time.perf_counter() - started
 print(json.dumps({"tickets": report.tickets, "failed": len(report.failed), "seconds": seconds}))
 """
@@ -240,7 +241,7 @@ started = time.perf_counter()  # the vocabulary's loading included, as transform
 options = ChunkOptions(TransformOptions(sidecars=True, tokenizer="cl100k_base"), chunk_tokens=300)
 out = Path(sys.argv[2])
 where = {"jsonl": out / "chunks.jsonl"} if sys.argv[3] == "jsonl" else {"out": out}
-report = chunk_source(Path(sys.argv[1]), options=options, **where)
+report = chunk_source(Path(sys.argv[1]), options=options, jobs=int(sys.argv[4]), **where)
 seconds = time.perf_counter() - started
 figures = {"tickets": report.tickets, "chunks": report.chunks, "failed": len(report.failed), "seconds": seconds}
 print(json.dumps(figures))
@@ -276,9 +277,9 @@ print(json.dumps({"tickets": len(names), "seconds": seconds, "cpu_seconds": cpu}
 """
 
 
-def run(code: str, *args: str) -> dict[str, float]:
+def run(code: str, *args: str, pinned: bool = True) -> dict[str, float]:
     command = [sys.executable, "-c", code, *args]
-    if Path("/usr/bin/taskset").exists():
+    if pinned and Path("/usr/bin/taskset").exists():
         command = ["taskset", "-c", "0", *command]
     return json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
 
@@ -288,9 +289,9 @@ def speed(snapshot: Path, scratch: Path) -> None:
     runs: dict[str, list[dict[str, float]]] = {"transform": [], "jsonl": [], "folder": [], "tfloor": [], "cfloor": []}
     documents, lines = scratch / "documents0", scratch / "jsonl0" / "chunks.jsonl"  # the floors write them again
     for attempt in range(ATTEMPTS):
-        runs["transform"].append(run(TRANSFORM, str(snapshot), str(scratch / f"documents{attempt}")))
-        runs["jsonl"].append(run(CHUNK, str(snapshot), str(scratch / f"jsonl{attempt}"), "jsonl"))
-        runs["folder"].append(run(CHUNK, str(snapshot), str(scratch / f"folder{attempt}"), "folder"))
+        runs["transform"].append(run(TRANSFORM, str(snapshot), str(scratch / f"documents{attempt}"), "1"))
+        runs["jsonl"].append(run(CHUNK, str(snapshot), str(scratch / f"jsonl{attempt}"), "jsonl", "1"))
+        runs["folder"].append(run(CHUNK, str(snapshot), str(scratch / f"folder{attempt}"), "folder", "1"))
         runs["tfloor"].append(run(LONG_FLOOR, str(snapshot), str(scratch / f"tfloor{attempt}"), "1", str(documents)))
         runs["cfloor"].append(
             run(CHUNK_FLOOR, str(snapshot), str(scratch / f"cfloor{attempt}"), str(documents), str(lines))
@@ -318,6 +319,25 @@ def speed(snapshot: Path, scratch: Path) -> None:
         f"{tfloor['seconds'] / transform['seconds']:.2f}x it; chunk's floor {per_ticket['c']:.2f} ms (the content "
         f"without anchors, its chunks' JSON Lines), JSON Lines at {cfloor['seconds'] / jsonl['seconds']:.2f}x it"
     )
+    every_core(snapshot, scratch)
+
+
+def every_core(snapshot: Path, scratch: Path) -> None:
+    """The commands as they run by default: ``--jobs 0`` (a process per core beyond one batch), not pinned."""
+    runs: dict[str, list[dict[str, float]]] = {"transform": [], "jsonl": []}
+    for attempt in range(ATTEMPTS):
+        runs["transform"].append(
+            run(TRANSFORM, str(snapshot), str(scratch / f"all-documents{attempt}"), "0", pinned=False)
+        )
+        runs["jsonl"].append(
+            run(CHUNK, str(snapshot), str(scratch / f"all-jsonl{attempt}"), "jsonl", "0", pinned=False)
+        )
+    transform, jsonl = (min(runs[name], key=lambda figures: figures["seconds"]) for name in runs)
+    print(
+        f"  on every core ({os.cpu_count()}; --jobs 0, the default of both): transform --sidecars "
+        f"{transform['seconds']:.1f} s, chunk -> JSON Lines {jsonl['seconds']:.1f} s "
+        f"({transform['seconds'] / jsonl['seconds']:.2f}x transform's speed)"
+    )
 
 
 def count_speed(snapshot: Path, scratch: Path) -> None:
@@ -325,10 +345,10 @@ def count_speed(snapshot: Path, scratch: Path) -> None:
     sample, empty = instructions.sample_snapshots(snapshot, scratch)
 
     def transform(source: Path) -> int:
-        return instructions.child(TRANSFORM, source, scratch / f"{source.name}-documents")
+        return instructions.child(TRANSFORM, source, scratch / f"{source.name}-documents", "1")
 
     def jsonl(source: Path) -> int:
-        return instructions.child(CHUNK, source, scratch / f"{source.name}-jsonl", "jsonl")
+        return instructions.child(CHUNK, source, scratch / f"{source.name}-jsonl", "jsonl", "1")
 
     transform_figure = instructions.per_ticket(transform, sample, empty)
     jsonl_figure = instructions.per_ticket(jsonl, sample, empty)
