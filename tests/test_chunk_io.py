@@ -241,19 +241,21 @@ def test_private_issues_and_private_notes_stay_out_of_the_chunks_unless_asked_fo
 
 
 def test_sidecars_encoded_together_are_the_sidecars_encoded_one_by_one() -> None:
-    shared = {"ticket_id": 7, "subject": "件名", "cf_長い": "あ" * (MAX_STRING_CHARS + 5), "cf_list": ["a"] * 12}
+    too_long = {"ticket_id": 7, "subject": "件名", "cf_長い": "あ" * (MAX_STRING_CHARS + 5), "cf_list": ["a"] * 12}
     fitting = {"ticket_id": 7, "subject": "件名", "project": "p"}
     many = [
-        {**fitting, "chunk_index": 0},
-        {**fitting, "chunk_index": 1, f"{RESERVED_PREFIX}x": "y"},
-        {**shared, "chunk_index": 2},
-        {**fitting, "chunk_index": 3, **{f"cf_{n}": "い" * 2000 for n in range(8)}},  # over 10 KB
-        {**fitting, "chunk_index": 4},
+        (fitting, {"chunk_index": 0}),
+        (fitting, {"chunk_index": 1, f"{RESERVED_PREFIX}x": "y"}),
+        (too_long, {"chunk_index": 2}),
+        (fitting, {"chunk_index": 3, **{f"cf_{n}": "い" * 2000 for n in range(8)}}),  # over 10 KB
+        (fitting, {"chunk_index": 4, "subject": "あ" * (MAX_STRING_CHARS + 1)}),  # a shared key, too long here
+        (fitting, {"chunk_index": 5, "subject": "別"}),
     ]
     for schema in ("simple", "typed"):
         together = list(encode_sidecars(many, schema, "#7"))
-        assert together == [encode_sidecar(attributes, schema, "#7") for attributes in many]
-        assert all(len(data) <= MAX_FILE_BYTES for data, _ in together) and together[2][1] and together[3][1]
+        assert together == [encode_sidecar({**shared, **own}, schema, "#7") for shared, own in many]
+        assert all(len(data) <= MAX_FILE_BYTES for data, _ in together)
+        assert [bool(warnings) for _, warnings in together] == [False, False, True, True, True, False]
 
 
 @pytest.mark.parametrize("relative_opens", [True, False])

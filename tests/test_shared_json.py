@@ -1,4 +1,4 @@
-"""Objects that share their values, encoded once: the same JSON text as json.dumps writes for each."""
+"""Mappings laid over one shared mapping, its items encoded once: the same JSON text as json.dumps writes for each."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from anchorkit.chunk.core import ChunkedTicket
 from anchorkit.chunk.sources import chunk_items, iter_source
 from anchorkit.chunk.writers import chunk_record, write_jsonl
 from anchorkit.render.sidecar import encode_sidecar, encode_sidecars
-from anchorkit.shared_json import SharedValuesEncoder
+from anchorkit.shared_json import OverlayEncoder
 from anchorkit.source.notes import with_note_numbers
 from tests.support.long_tickets import write_long_snapshot
 from tests.test_chunk import BYTES
@@ -38,32 +38,35 @@ _KEYS = st.sampled_from(["ticket_id", "subject", "url", "件名", 'a"b', "", "ch
 
 
 @st.composite
-def _objects_sharing_values(draw: st.DrawFn) -> list[dict[Any, Any]]:
-    """Mappings whose values are drawn from one pool of objects (so the same objects recur, as the
-    metadata of a ticket's chunks do), some holding a mapping of such values."""
-    pool = draw(st.lists(_SCALARS, min_size=1, max_size=6))
-    value = st.sampled_from(pool)
-    flat = st.dictionaries(_KEYS, value, max_size=6)
-    return draw(st.lists(st.dictionaries(_KEYS, value | flat, max_size=6), min_size=1, max_size=8))
+def _shared_and_own(draw: st.DrawFn) -> tuple[dict[Any, Any], list[dict[Any, Any]]]:
+    """A mapping and mappings to lay over it, their keys from one small pool (so that they overlap)."""
+    values = _SCALARS | st.dictionaries(_KEYS, _SCALARS, max_size=4)
+    shared = draw(st.dictionaries(_KEYS, values, max_size=7))
+    return shared, draw(st.lists(st.dictionaries(_KEYS, values, max_size=5), min_size=1, max_size=6))
 
 
 @settings(max_examples=300)
-@given(_objects_sharing_values())
-def test_each_object_is_encoded_as_json_dumps_writes_it(objects: list[dict[Any, Any]]) -> None:
-    encoder = SharedValuesEncoder()
-    assert [encoder.encode(mapping) for mapping in objects] == [
-        json.dumps(mapping, ensure_ascii=False) for mapping in objects
+@given(_shared_and_own())
+def test_each_overlay_is_encoded_as_json_dumps_writes_the_merged_mapping(
+    mappings: tuple[dict[Any, Any], list[dict[Any, Any]]],
+) -> None:
+    shared, overlays = mappings
+    encoder = OverlayEncoder(shared)
+    assert [encoder.encode(own) for own in overlays] == [
+        json.dumps({**shared, **own}, ensure_ascii=False) for own in overlays
     ]
 
 
-def test_a_value_that_is_another_object_under_the_same_key_is_encoded_again() -> None:
-    encoder = SharedValuesEncoder()
-    first, second = ["a"], ["b"]
-    assert encoder.encode({"k": first, "n": 1}) == '{"k": ["a"], "n": 1}'
-    assert encoder.encode({"k": second, "n": 1}) == '{"k": ["b"], "n": 1}'
-    assert encoder.encode({"n": 2, "k": first}) == '{"n": 2, "k": ["a"]}'
-    # Equal is not the same: 1, True and 1.0 are equal values with three JSON texts.
-    assert [encoder.encode({"n": value}) for value in (1, True, 1.0)] == ['{"n": 1}', '{"n": true}', '{"n": 1.0}']
+def test_an_own_item_replaces_a_shared_one_in_its_place_and_new_ones_follow() -> None:
+    encoder = OverlayEncoder({"ticket_id": 7, "url": "https://r/issues/7", "status": "新規"})
+    own = {"chunk_index": 1, "url": "https://r/issues/7#note-3"}
+    assert encoder.encode(own) == (
+        '{"ticket_id": 7, "url": "https://r/issues/7#note-3", "status": "新規", "chunk_index": 1}'
+    )
+    # The shared items are not changed by an overlay: the next one starts from them again.
+    assert encoder.encode({}) == '{"ticket_id": 7, "url": "https://r/issues/7", "status": "新規"}'
+    # Equal keys of other types are other keys, as in a dict: 1 and True are one key, "1" another.
+    assert OverlayEncoder({1: "a"}).encode({True: "b", "1": "c"}) == '{"1": "b", "1": "c"}'
 
 
 def numbered_long_tickets(folder: Path) -> Path:
@@ -91,6 +94,6 @@ def test_the_json_lines_and_sidecars_are_the_chunk_records_as_json_dumps_writes_
     expected = "".join(json.dumps(chunk_record(chunk), ensure_ascii=False) + "\n" for chunk in chunks)
     assert out.getvalue().decode("utf-8") == expected
     for ticket, schema in itertools.product(tickets, ("simple", "typed")):
-        many = [chunk.metadata for chunk in ticket.chunks]
+        many = [(chunk.shared, chunk.own) for chunk in ticket.chunks]
         together = list(encode_sidecars(many, schema, f"#{ticket.ticket_id}"))
-        assert together == [encode_sidecar(metadata, schema, f"#{ticket.ticket_id}") for metadata in many]
+        assert together == [encode_sidecar(chunk.metadata, schema, f"#{ticket.ticket_id}") for chunk in ticket.chunks]

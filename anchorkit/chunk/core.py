@@ -93,18 +93,26 @@ class Chunk:
     which is the same whatever the document's spacing options. ``own_start`` is where the part not
     already in the previous chunk begins (= ``start`` without overlap): the content from ``own_start``
     to ``end`` of all chunks, in order, is the whole content.
+
+    Its metadata are the ticket's (``shared``: the same mapping for every chunk of the ticket) with the
+    chunk's own items laid over them (``own``: where it is, which note it links to).
     """
 
     id: str
     ticket_id: int
     text: str
-    metadata: dict[str, Any]
+    shared: Mapping[str, Any]
+    own: dict[str, Any]
     header: str  # "" for the first chunk (it begins with the title line), else the anchor and a blank line
     reopened: str  # a code block's opening line, or a table's header and delimiter rows, repeated
     closed: str  # the line closing a code block that the cut left open
     start: int
     own_start: int
     end: int
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return {**self.shared, **self.own}
 
 
 @dataclass
@@ -520,6 +528,7 @@ class _Chunker:
             chunk_id(self.ticket_id, index),
             self.ticket_id,
             text,
+            self.metadata,
             self._chunk_metadata(
                 index, self.segments[pieces[start].segment : pieces[end - 1].segment + 1], begin, stop
             ),
@@ -540,9 +549,10 @@ class _Chunker:
             raise ChunkError(f"ticket #{self.ticket_id}: chunk {index} would hold another anchor or title line")
 
     def _chunk_metadata(self, index: int, segments: list[_Segment], start: int, end: int) -> dict[str, Any]:
-        """``segments``: those the chunk holds text of, from the one it begins in."""
+        """The chunk's own metadata items (laid over the ticket's); ``segments``: those the chunk holds
+        text of, from the one it begins in."""
         segment = segments[0]
-        metadata = dict(self.metadata)
+        metadata: dict[str, Any] = {}
         url = self.base_url
         metadata["section"] = segment.section
         if segment.journal is not None:

@@ -31,7 +31,7 @@ from anchorkit.chunk_names import CHUNK_FILE
 from anchorkit.files import AtomicStream, sync_file, write_atomic, write_new_folder
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, check_schema, encode_sidecars
 from anchorkit.render.transform import TicketFailure, TransformReport, written_for
-from anchorkit.shared_json import SharedValuesEncoder
+from anchorkit.shared_json import OverlayEncoder, json_pair
 
 _CHUNK_NAME = re.compile(rf"^{CHUNK_FILE}(?:{re.escape(SIDECAR_SUFFIX)})?$")
 _TEMP_NAME = re.compile(rf"^\.{CHUNK_FILE}(?:{re.escape(SIDECAR_SUFFIX)})?\..*\.tmp$")
@@ -69,12 +69,19 @@ class EncodedTicket(Generic[Data]):
 
 @dataclass(frozen=True)
 class JsonLines:
-    """A ticket's chunks → their JSON Lines (one object a line)."""
+    """A ticket's chunks → their JSON Lines: ``json.dumps(chunk_record(chunk), ensure_ascii=False)`` a line."""
 
     def __call__(self, ticket: ChunkedTicket) -> EncodedTicket[bytes]:
-        encoder = SharedValuesEncoder()  # a ticket's chunks share most of their metadata
-        lines = "".join(encoder.encode(chunk_record(chunk)) + "\n" for chunk in ticket.chunks).encode()
-        return EncodedTicket(ticket.ticket_id, len(ticket.chunks), lines, self, ticket.warnings)
+        lines = []
+        shared: object = None
+        for chunk in ticket.chunks:
+            if chunk.shared is not shared:  # (a ticket's chunks share one mapping: encoded once)
+                shared, metadata = chunk.shared, OverlayEncoder(chunk.shared)
+            lines.append(
+                f"{{{json_pair('id', chunk.id)}, {json_pair('ticket_id', chunk.ticket_id)}, "
+                f'{json_pair("text", chunk.text)}, "metadata": {metadata.encode(chunk.own)}}}\n'
+            )
+        return EncodedTicket(ticket.ticket_id, len(ticket.chunks), "".join(lines).encode(), self, ticket.warnings)
 
 
 @dataclass(frozen=True)
@@ -90,7 +97,9 @@ class ChunkFiles:
         warnings = list(ticket.warnings)
         if self.sidecars:
             files = []
-            sidecars = encode_sidecars((chunk.metadata for chunk in ticket.chunks), self.schema, f"#{ticket.ticket_id}")
+            sidecars = encode_sidecars(
+                ((chunk.shared, chunk.own) for chunk in ticket.chunks), self.schema, f"#{ticket.ticket_id}"
+            )
             for (name, text), (sidecar, sidecar_warnings) in zip(chunks, sidecars, strict=True):
                 warnings.extend(f"{ticket.ticket_id}/{name}: {warning}" for warning in sidecar_warnings)
                 files += [(name + SIDECAR_SUFFIX, sidecar), (name, text)]

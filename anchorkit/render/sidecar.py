@@ -18,14 +18,14 @@ chunk comes from; they are left out when pull could not know the numbers (anchor
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from anchorkit.anchors import one_line
 from anchorkit.note_ranges import format_note_numbers
 from anchorkit.render.document import Lookups, parse_time
 from anchorkit.settings import SIDECAR_SCHEMAS, default
-from anchorkit.shared_json import SharedValuesEncoder
+from anchorkit.shared_json import OverlayEncoder
 
 Value = str | int | float | bool | list[str]
 
@@ -106,29 +106,34 @@ def encode_sidecar(attributes: dict[str, Value], schema: str, ticket: str) -> tu
     return data, warnings
 
 
-def encode_sidecars(many: Iterable[dict[str, Value]], schema: str, ticket: str) -> Iterator[tuple[bytes, list[str]]]:
-    """``encode_sidecar`` of each of ``many`` attribute sets that share most of their values (the chunks of
-    one ticket): a value found within Bedrock's limits is not looked at again when the next set holds
-    the same object, and a set whose values are all within them is encoded as it is; only one that is
-    not (or whose file would be too large) goes through ``encode_sidecar``'s fitting. The values they
-    share are encoded once too."""
+def encode_sidecars(
+    many: Iterable[tuple[Mapping[str, Value], Mapping[str, Value]]], schema: str, ticket: str
+) -> Iterator[tuple[bytes, list[str]]]:
+    """``encode_sidecar`` of ``{**shared, **own}`` for each ``(shared, own)`` of ``many`` (the chunks of one
+    ticket, which share one mapping of the ticket's attributes and have a few of their own): the shared
+    attributes are checked against Bedrock's limits and encoded once, and a set whose attributes are all
+    within them is encoded as it is; only one that is not (or whose file would be too large) goes through
+    ``encode_sidecar``'s fitting."""
     check_schema(schema)
-    within: dict[str, Any] = {}  # key → a value (the object itself) already found within the limits
-    shared = SharedValuesEncoder()
-    for attributes in many:
-        fits = True
-        for key, value in attributes.items():
-            if within.get(key, _NOTHING) is value:
+    last: Mapping[str, Value] | None = None
+    shared_fit, encoder = False, OverlayEncoder({})
+    for shared, own in many:
+        if shared is not last:
+            last, shared_fit, encoder = shared, _within(shared, ticket), OverlayEncoder(_body(shared, schema))
+        if shared_fit and _within(own, ticket):
+            data = _sidecar_bytes(encoder.encode(_body(own, schema)))
+            if len(data) <= MAX_FILE_BYTES:
+                yield data, []
                 continue
-            if key.startswith(RESERVED_PREFIX) or _fit(key, value, ticket, []) != value:
-                fits = False
-                break
-            within[key] = value
-        data = _encode(attributes, schema, shared) if fits else b""
-        yield (data, []) if fits and len(data) <= MAX_FILE_BYTES else encode_sidecar(attributes, schema, ticket)
+        yield encode_sidecar({**shared, **own}, schema, ticket)
 
 
-_NOTHING = object()
+def _within(attributes: Mapping[str, Value], ticket: str) -> bool:
+    """Whether every attribute is one a sidecar may hold as it is (no reserved key, no value over a limit)."""
+    return all(
+        not key.startswith(RESERVED_PREFIX) and _fit(key, value, ticket, []) == value
+        for key, value in attributes.items()
+    )
 
 
 def check_schema(schema: str) -> None:
@@ -183,13 +188,19 @@ def _fit(key: str, value: Value, ticket: str, warnings: list[str]) -> Value:
     return value
 
 
-def _encode(attributes: dict[str, Value], schema: str, shared: SharedValuesEncoder | None = None) -> bytes:
-    """The sidecar's bytes; ``shared``: the encoder of the other sidecars of the ticket's chunks."""
-    body = attributes if schema == "simple" else {key: _typed(value) for key, value in attributes.items()}
-    sidecar = {"metadataAttributes": body}
+def _encode(attributes: Mapping[str, Value], schema: str) -> bytes:
     # One line: json's C encoder only runs without indent, and the sidecar is read by Bedrock, not people.
-    text = json.dumps(sidecar, ensure_ascii=False) if shared is None else shared.encode(sidecar)
-    return (text + "\n").encode("utf-8")
+    return _sidecar_bytes(json.dumps(_body(attributes, schema), ensure_ascii=False))
+
+
+def _body(attributes: Mapping[str, Value], schema: str) -> Mapping[str, Any]:
+    """What ``metadataAttributes`` holds in ``schema``."""
+    return attributes if schema == "simple" else {key: _typed(value) for key, value in attributes.items()}
+
+
+def _sidecar_bytes(body: str) -> bytes:
+    """The sidecar file of a ``metadataAttributes`` object's JSON text (as json.dumps writes the whole)."""
+    return ('{"metadataAttributes": ' + body + "}\n").encode("utf-8")
 
 
 def _typed(value: Value) -> dict[str, Any]:
