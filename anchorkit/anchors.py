@@ -270,7 +270,7 @@ def insert_anchors(
       a list, a quote or an HTML block.
     (The anchors that bound the distance between anchors are ``spacing.space_anchors``'.)
     """
-    if not _MAY_HOLD_A_HEADING.search(document):
+    if not may_hold_a_heading(document):
         return document  # no heading, so no anchor to place or to bring up to date
     anchor = anchor_line(ticket_id, subject, label)
     lines = document.split("\n")
@@ -316,6 +316,13 @@ def _is_anchor_block(block: Block, lines: list[str]) -> bool:
 
 # An ATX heading's first character, or a setext heading's underline (one scan of the text).
 _MAY_HOLD_A_HEADING = re.compile(r"^ {0,3}(?:#|=+[ \t]*$|-+[ \t]*$)", re.M)
+
+
+def may_hold_a_heading(text: str) -> bool:
+    """False when ``text`` has no heading (``insert_anchors`` leaves it as it is); True when it may."""
+    return _MAY_HOLD_A_HEADING.search(text) is not None
+
+
 _ATX_HEADING = re.compile(r"(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 
 

@@ -16,10 +16,12 @@ from hypothesis import strategies as st
 
 from anchorkit.anchors import code_closer, find_anchors, find_titles, strip_anchors, title_line
 from anchorkit.chunk import Chunk, ChunkError, chunk_document
-from anchorkit.render.document import RenderOptions, render_document
+from anchorkit.render.document import RenderOptions, render_document, render_outline
 from anchorkit.tokens import ExactTokens, load_cl100k_base
 from tests.support.long_tickets import TEXT_FORMAT, long_issue, lookups
 from tests.test_anchor_spacing import BLOCKS
+from tests.test_document import random_subjects, random_texts
+from tests.test_forgeries import forged_tickets
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 LOOKUPS = json.loads((FIXTURES / "lookups.json").read_text(encoding="utf-8"))
@@ -139,6 +141,64 @@ def test_chunking_twice_gives_the_same_ids_texts_and_metadata() -> None:
     first, second = (chunk_document(doc, {"subject": "s"}, tokenizer, 300).chunks for _ in range(2))
     assert [(c.id, c.text, c.metadata) for c in first] == [(c.id, c.text, c.metadata) for c in second]
     assert [c.id for c in first] == [f"{ticket_id}-{n:03d}" for n in range(len(first))]
+
+
+def assert_outline_chunks_as_its_document(issue: dict[str, Any], lookups: Any, options: RenderOptions) -> None:
+    """A ticket's outline is its document without anchors, with the same headings: chunked, the same
+    chunks with the same metadata (whatever spacing the document has)."""
+    outline = render_outline(issue, lookups, options)
+    document = render_document(issue, lookups, options)
+    assert outline.content == strip_anchors(document)
+    metadata = {"ticket_id": issue["id"], "url": "https://r/issues/1", "note_numbers": list(range(1, 60))}
+    for limit in (64, 300):
+        from_document = chunk_document(document, metadata, BYTES, limit)
+        assert chunk_document(outline, metadata, BYTES, limit) == from_document
+
+
+def test_the_outline_of_the_fixtures_and_long_tickets_chunks_as_their_documents() -> None:
+    issues = [fixture_issue(int(path.stem)) for path in sorted((FIXTURES / "issues").glob("*.json"))]
+    long_issues = [long_issue(50001 + n, random.Random(50001 + n)) for n in range(4)]
+    variants = [
+        {"chunk_tokens": 0},
+        {"chunk_tokens": 300, "spacing_anchors": "full"},
+        {"anchor_basic_info": False, "lang": "en", "include_private": True},
+    ]
+    for variant in variants:
+        for issue in issues:
+            assert_outline_chunks_as_its_document(issue, LOOKUPS, RenderOptions(text_format=TEXT_FORMAT, **variant))
+        for issue in long_issues:
+            assert_outline_chunks_as_its_document(issue, lookups(), RenderOptions(text_format=TEXT_FORMAT, **variant))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    subject=random_subjects,
+    description=random_texts,
+    notes=st.lists(random_texts, max_size=4),
+    fmt=st.sampled_from(["textile", "common_mark"]),
+    basic_info=st.booleans(),
+    lang=st.sampled_from(["ja", "en"]),
+)
+def test_the_outline_of_any_ticket_chunks_as_its_document(
+    subject: str, description: str, notes: list[str], fmt: str, basic_info: bool, lang: str
+) -> None:
+    issue = {
+        "id": 77,
+        "subject": subject,
+        "description": description,
+        "journals": [
+            {"id": n, "user": {"name": "u"}, "created_on": "2026-01-01T00:00:00Z", "notes": text}
+            for n, text in enumerate(notes)
+        ],
+    }
+    options = RenderOptions(text_format=fmt, chunk_tokens=0, anchor_basic_info=basic_info, lang=lang)
+    assert_outline_chunks_as_its_document(issue, {}, options)
+
+
+@settings(max_examples=60, deadline=None)
+@given(issue=forged_tickets(), fmt=st.sampled_from(["textile", "common_mark"]))
+def test_the_outline_of_a_ticket_full_of_forgeries_chunks_as_its_document(issue: dict[str, Any], fmt: str) -> None:
+    assert_outline_chunks_as_its_document(issue, {}, RenderOptions(text_format=fmt, chunk_tokens=0))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from anchorkit.anchors import find_anchors, find_titles, strip_anchors
-from anchorkit.chunk.core import _Chunker, _TextTokens, _TokenPositions
+from anchorkit.chunk.core import _Chunker, _outline, _TextTokens, _TokenPositions
 from anchorkit.tokens import load_cl100k_base
 from tests.test_chunk import document, fixture_documents, long_documents
 
@@ -47,7 +47,7 @@ def test_the_content_counted_run_by_run_has_the_tokens_it_has_tokenized_whole() 
 def test_every_chunk_is_counted_as_its_text_encodes(limit: int, overlap: int) -> None:
     cut_inside_a_line = 0
     for _, doc in [*long_documents(4), *fixture_documents(), (0, AWKWARD)]:
-        chunker = _Chunker(doc, {}, TOKENIZER, limit, overlap)
+        chunker = _Chunker(_outline(doc), {}, TOKENIZER, limit, overlap)
         for chunk in chunker.run().chunks:
             assert chunker._tokens(chunk) == TOKENIZER.count(chunk.text), chunk.id
             cut_inside_a_line += not (chunker._clean(chunk.start) and chunker._clean(chunk.end))
@@ -68,7 +68,7 @@ def test_every_chunk_is_counted_as_its_text_encodes(limit: int, overlap: int) ->
     ],
 )
 def test_the_anchor_check_of_the_content_says_what_the_full_scan_says(content: str) -> None:
-    chunker = _Chunker("# チケット #5: 件名\n\n本文", {}, TOKENIZER, 300, 0)
+    chunker = _Chunker(_outline("# チケット #5: 件名\n\n本文"), {}, TOKENIZER, 300, 0)
     chunker.content = content
     expected = not find_anchors(content) and len(find_titles(content)) == 1
     assert chunker._names_nothing_but_its_title() == expected

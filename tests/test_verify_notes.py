@@ -46,7 +46,7 @@ def fixture_chunks(folder: Path) -> tuple[list[TicketDocument], dict[str, Record
     records = {
         chunk.id: chunk_record(chunk)
         for document in documents
-        for chunk in chunk_document(document.markdown, document.metadata, tokenizer, 300).chunks
+        for chunk in chunk_document(document.document, document.metadata, tokenizer, 300).chunks
     }
     return documents, records
 

@@ -3,7 +3,9 @@
 Every chunk but the first begins with the ticket's full anchor ``> チケット #ID: subject`` and a
 blank line; the first begins with the document's title line. Nothing else in a chunk is an anchor:
 the chunks are cut from the document's content (``anchors.strip_anchors``), so the anchors inside
-the document, which only serve chunkers that cannot be told where to cut, are gone.
+the document, which only serve chunkers that cannot be told where to cut, are gone. A ticket rendered
+for chunking comes as its outline (``render.document.render_outline``): that content, and where its
+section and journal headings are, with no anchors to place, find and take out again.
 
 Where to cut, best first:
 
@@ -51,6 +53,7 @@ from anchorkit.anchors import (
 )
 from anchorkit.chunk_names import chunk_id
 from anchorkit.note_ranges import format_note_numbers, metadata_int, parse_note_numbers
+from anchorkit.render.document import Outline
 from anchorkit.render.markdown_text import escape_plain
 from anchorkit.render.spacing import cut_plan, sentence_cuts
 from anchorkit.tokens import KnownCounts, Tokenizer, without
@@ -128,13 +131,14 @@ def written_subject(subject: str) -> str:
 
 
 def chunk_document(
-    document: str,
+    document: str | Outline,
     metadata: Mapping[str, Any],
     tokenizer: Tokenizer,
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
     overlap_tokens: int = 0,
 ) -> ChunkedTicket:
-    """The chunks of one ticket's anchored Markdown document (``anchorkit transform``'s, any options).
+    """The chunks of one ticket's anchored Markdown document (``anchorkit transform``'s, any options),
+    or of its outline (``render.document.render_outline``: the same chunks, without anchors to take out).
 
     ``metadata``: the document's metadata attributes, as its sidecar has them or as Bedrock passes
     the file's metadata: ``ticket_id`` and ``subject`` (else the title line's), ``url`` (the issue's
@@ -146,7 +150,30 @@ def chunk_document(
     Raises :class:`ChunkError` for a document without a title line, a title of another ticket than
     ``metadata`` says, or a chunk size too small for the ticket's anchor.
     """
-    return _Chunker(document, metadata, tokenizer, chunk_tokens, overlap_tokens).run()
+    outline = document if isinstance(document, Outline) else _outline(document)
+    return _Chunker(outline, metadata, tokenizer, chunk_tokens, overlap_tokens).run()
+
+
+def _outline(document: str) -> Outline:
+    """An anchored document's outline: its content (``anchors.strip_anchors``) and its section and journal
+    headings, found as a line followed by a blank line and an anchor of the ticket (content headings are
+    demoted below those levels and content cannot hold a genuine anchor, so nothing else has that shape)."""
+    title = TITLE_PATTERN.match(document)
+    if title is None:
+        raise ChunkError("the document does not begin with a title line ('# チケット #ID: subject')")
+    cuts = anchor_cuts(document)
+    cut_starts = [start for start, _ in cuts]
+    removed = list(accumulate((end - start for start, end in cuts), initial=0))
+    content = without(document, cuts)
+    details_heading = content.find("\n\n") + 2  # the basic info's heading is the title's next line
+    headings = []
+    for match in _DOCUMENT_HEADING.finditer(document):
+        anchor = ANCHOR_PATTERN.fullmatch(match[2])
+        offset = match.start() + 1
+        offset -= removed[bisect_right(cut_starts, offset)]
+        if anchor is not None and int(anchor["id"]) == int(title["id"]) and offset != details_heading:
+            headings.append((offset, match[1], match[0].split("\n", 2)[1]))
+    return Outline(content, headings)
 
 
 class _Segment(NamedTuple):
@@ -281,7 +308,7 @@ class _TokenPositions:
 class _Chunker:
     def __init__(
         self,
-        document: str,
+        outline: Outline,
         metadata: Mapping[str, Any],
         tokenizer: Tokenizer,
         chunk_tokens: int,
@@ -294,7 +321,7 @@ class _Chunker:
         self.chunk_tokens = chunk_tokens
         self.overlap_tokens = overlap_tokens
         self.warnings: list[str] = []
-        title = TITLE_PATTERN.match(document)
+        title = TITLE_PATTERN.match(outline.content)
         if title is None:
             raise ChunkError("the document does not begin with a title line ('# チケット #ID: subject')")
         self.ticket_id = int(title["id"])
@@ -319,9 +346,8 @@ class _Chunker:
         self.metadata = {key: value for key, value in metadata.items() if key != "note_numbers"}
         self.metadata["ticket_id"] = self.ticket_id
         self.base_url = str(metadata["url"]).split("#", 1)[0] if metadata.get("url") else None
-        cuts = anchor_cuts(document)  # what strip_anchors takes out, found once for the content and the segments
-        self.content = without(document, cuts)
-        self.segments, self.journals = _segments(document, cuts, self.content, self.ticket_id)
+        self.content = outline.content
+        self.segments, self.journals = _segments(outline)
         # Without its anchors the content names no ticket but in its title line (forged anchors are
         # escaped): then a chunk of whole lines of it names its ticket by its header alone, and only a
         # chunk cut inside a line needs looking at (_check).
@@ -698,31 +724,16 @@ def _code_lines(lines: list[str], blocks: Mapping[int, int]) -> dict[int, tuple[
     return inside
 
 
-def _segments(
-    document: str, cuts: list[tuple[int, int]], content: str, ticket_id: int
-) -> tuple[list[_Segment], list[tuple[str, str]]]:
+def _segments(outline: Outline) -> tuple[list[_Segment], list[tuple[str, str]]]:
     """The content's sections and journals (as offsets), and each journal's heading date and author.
 
-    A section heading (``##``) or journal heading (``###``) is a line of the document followed by a
-    blank line and an anchor of the ticket: content headings are demoted below those levels and
-    content cannot hold a genuine anchor, so nothing else has that shape. A section whose next
-    heading is a journal's is the history; its own heading goes with its first journal.
+    A section whose next heading is a journal's is the history; its own heading goes with its first journal.
     """
-    cut_starts = [start for start, _ in cuts]
-    removed = list(accumulate((end - start for start, end in cuts), initial=0))
-    headings = []  # (content offset, "##" or "###", the heading line)
-    for match in _DOCUMENT_HEADING.finditer(document):
-        anchor = ANCHOR_PATTERN.fullmatch(match[2])
-        if anchor is not None and int(anchor["id"]) == ticket_id:
-            offset = match.start() + 1
-            headings.append((offset - removed[bisect_right(cut_starts, offset)], match[1], match[0].split("\n", 2)[1]))
+    content, headings = outline.content, outline.headings
     bounds: list[tuple[int, str, int | None]] = [(0, DETAILS, None)]
     journals: list[tuple[str, str]] = []
     history_start = None
-    details_heading = content.find("\n\n") + 2  # the basic info's heading is the title's next line
     for index, (offset, level, line) in enumerate(headings):
-        if offset == details_heading:
-            continue
         if level == "##" and index + 1 < len(headings) and headings[index + 1][1] == "###":
             history_start = offset
         elif level == "##":

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from anchorkit import parallel
 from anchorkit.chunk.core import DEFAULT_CHUNK_TOKENS, ChunkedTicket, ChunkError, chunk_document
 from anchorkit.errors import UsageError
-from anchorkit.render.document import Lookups, RenderOptions
+from anchorkit.render.document import Lookups, Outline, RenderOptions
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, read_sidecar
 from anchorkit.render.transform import (
     RenderedTicket,
@@ -51,7 +51,7 @@ _DOCUMENT_NAME = re.compile(r"^(\d+)\.md$")
 class TicketDocument:
     source: str  # the file it was read or rendered from
     ticket_id: int
-    markdown: str
+    document: str | Outline  # a folder's anchored document, or the outline of a snapshot's ticket
     metadata: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
 
@@ -106,11 +106,11 @@ def _snapshot_reader(snapshot_dir: Path, options: TransformOptions) -> Callable[
 
 
 def _rendered(path: Path, lookups: Lookups, render_options: RenderOptions, options: TransformOptions) -> Item:
-    result = render_ticket(path, lookups, render_options, options)
+    result = render_ticket(path, lookups, render_options, options, outline=True)
     if not isinstance(result, RenderedTicket):
         return result
-    assert result.sidecar is not None  # sidecars=True
-    return TicketDocument(str(path), result.ticket_id, result.markdown, read_sidecar(result.sidecar), result.warnings)
+    assert result.sidecar is not None and result.outline is not None  # sidecars=True, outline=True
+    return TicketDocument(str(path), result.ticket_id, result.outline, read_sidecar(result.sidecar), result.warnings)
 
 
 def _read_document(document: tuple[int, Path], redmine_url: str | None) -> Item:
@@ -160,7 +160,7 @@ def chunk_items(
             yield item
             continue
         try:
-            chunked = chunk_document(item.markdown, item.metadata, tokenizer, chunk_tokens, overlap_tokens)
+            chunked = chunk_document(item.document, item.metadata, tokenizer, chunk_tokens, overlap_tokens)
         except ChunkError as error:
             yield TicketFailure(item.source, item.ticket_id, f"{item.source}: {error}")
             continue

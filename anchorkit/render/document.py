@@ -31,9 +31,11 @@ from anchorkit.anchors import (
     anchor_line,
     id_anchor_line,
     insert_anchors,
+    may_hold_a_heading,
     neutralize_forgeries,
     one_line,
     shortened,
+    strip_anchors,
     title_line,
 )
 from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks, scannable_code_lines, top_level_blocks
@@ -195,35 +197,77 @@ def render_document(
     (``anchors.neutralize_forgeries``), so no chunk of the document, wherever it starts, holds an
     anchor or a title of another ticket.
     """
-    ticket_id, subject, label = issue["id"], issue["subject"], options.label("ticket")
-    body_subject = escape_plain(shortened(subject, options.anchor_subject_chars))
+    ticket_id, label = issue["id"], options.label("ticket")
+    body_subject = escape_plain(shortened(issue["subject"], options.anchor_subject_chars))
     anchor = anchor_line(ticket_id, body_subject, label)
-
-    def anchored(text: str) -> str:
-        return insert_anchors(text, ticket_id, body_subject, label)
-
-    parts = [title_line(ticket_id, _inline(subject), label), f"## {options.label('details')}"]
-    if options.anchor_basic_info:
-        parts.append(anchor)
-    parts.append(_details(issue, options))
-    description = (issue.get("description") or "").strip()
-    if description:
-        fmt = text_format_at(options.text_format, issue.get("created_on"))
-        parts += [
-            f"## {options.label('description')}",
-            anchor,
-            anchored(content_markdown(description, fmt, options.link_issues)),
-        ]
-    entries = [_journal_entry(j, issue, lookups, options) for j in history_journals(issue, lookups, options)]
-    if entries:
-        parts += [f"## {options.label('history')}", anchor]
-        for heading, body in entries:
-            parts += [heading, anchor, anchored(body)]
+    parts = []
+    for part, kind in _outline(issue, lookups, options):
+        parts.append(insert_anchors(part, ticket_id, body_subject, label) if kind is _TEXT else part)
+        if kind is _HEADING or (kind is _DETAILS_HEADING and options.anchor_basic_info):
+            parts.append(anchor)
     document = "\n\n".join(part for part in parts if part) + "\n"
     if not options.chunk_tokens:
         return document
     spacing = id_anchor_line(ticket_id, label) if options.spacing_anchors == "short" else anchor
     return space_anchors(document, spacing, options.chunk_tokens, count_tokens)
+
+
+@dataclass(frozen=True)
+class Outline:
+    """A ticket's content, its document without anchors (``anchors.strip_anchors`` of ``render_document``'s,
+    whatever the spacing options), and where its section and journal headings are in it: (offset, "##" or
+    "###", the heading line), the basic info's heading aside. What the chunker cuts, without anchors to
+    place and then find and take out again."""
+
+    content: str
+    headings: list[tuple[int, str, str]]
+
+
+def render_outline(issue: dict[str, Any], lookups: Lookups, options: RenderOptions) -> Outline:
+    """The outline of the document ``render_document`` writes (tested: its content is that document's
+    without anchors)."""
+    ticket_id, label = issue["id"], options.label("ticket")
+    parts: list[str] = []
+    headings: list[tuple[int, str, str]] = []
+    offset = 0
+    for part, kind in _outline(issue, lookups, options):
+        if kind is _TEXT and may_hold_a_heading(part):
+            # Its headings' anchors bring blank lines that stay when they are taken out (one after a heading).
+            part = strip_anchors(insert_anchors(part, ticket_id, "", label))
+        if not part:
+            continue
+        if kind is _HEADING:
+            headings.append((offset, part[: part.index(" ")], part))
+        parts.append(part)
+        offset += len(part) + 2
+    return Outline("\n\n".join(parts) + "\n", headings)
+
+
+# What each part of a document is: an anchored section or journal heading, the basic info's heading
+# (anchored with anchor_basic_info), ticket text (its own headings anchored), or other lines.
+_HEADING, _DETAILS_HEADING, _TEXT, _LINES = "heading", "details heading", "text", "lines"
+
+
+def _outline(issue: dict[str, Any], lookups: Lookups, options: RenderOptions) -> list[tuple[str, str]]:
+    """The parts of the document, in order, with what each is; joined by blank lines, with anchors."""
+    parts = [
+        (title_line(issue["id"], _inline(issue["subject"]), options.label("ticket")), _LINES),
+        (f"## {options.label('details')}", _DETAILS_HEADING),
+        (_details(issue, options), _LINES),
+    ]
+    description = (issue.get("description") or "").strip()
+    if description:
+        fmt = text_format_at(options.text_format, issue.get("created_on"))
+        parts += [
+            (f"## {options.label('description')}", _HEADING),
+            (content_markdown(description, fmt, options.link_issues), _TEXT),
+        ]
+    entries = [_journal_entry(j, issue, lookups, options) for j in history_journals(issue, lookups, options)]
+    if entries:
+        parts.append((f"## {options.label('history')}", _HEADING))
+        for heading, body in entries:
+            parts += [(heading, _HEADING), (body, _TEXT)]
+    return parts
 
 
 def content_markdown(text: str, fmt: str, link_issues: str | None = None) -> str:

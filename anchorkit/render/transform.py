@@ -22,7 +22,15 @@ from anchorkit import parallel
 from anchorkit.anchors import find_titles
 from anchorkit.errors import UsageError
 from anchorkit.files import sync_file
-from anchorkit.render.document import LABELS, Lookups, RenderOptions, history_journals, render_document
+from anchorkit.render.document import (
+    LABELS,
+    Lookups,
+    Outline,
+    RenderOptions,
+    history_journals,
+    render_document,
+    render_outline,
+)
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, build_sidecar, check_schema
 from anchorkit.render.spacing import LineAdditive, TokenCounter, approx_tokens_with_margin
 from anchorkit.settings import LAYOUTS, SIDECAR_SCHEMAS, SPACING_ANCHOR_FORMS, TEXT_FORMATS, default
@@ -123,6 +131,7 @@ class RenderedTicket:
     markdown: str
     sidecar: bytes | None
     warnings: list[str]
+    outline: Outline | None = None  # render_ticket(outline=True): where the headings are in ``markdown``
 
 
 @dataclass
@@ -248,8 +257,13 @@ def render_ticket(
     render_options: RenderOptions,
     options: TransformOptions,
     count_tokens: TokenCounter = approx_tokens_with_margin,
+    *,
+    outline: bool = False,
 ) -> RenderedTicket | TicketFailure | str:
-    """One ticket's document and sidecar, its failure, or ``PRIVATE`` for a private issue left out on purpose."""
+    """One ticket's document and sidecar, its failure, or ``PRIVATE`` for a private issue left out on purpose.
+
+    ``outline``: the document's outline instead (``RenderedTicket.outline``; ``markdown`` is then its
+    content, the document without anchors), for the chunker."""
     ticket_id = int(path.stem) if path.stem.isdigit() else None
     try:
         issue = load_issue(path)
@@ -257,7 +271,8 @@ def render_ticket(
         if issue.get("is_private") and not render_options.include_private:
             return PRIVATE
         _check_sizes(path, issue, options.max_text_bytes)
-        markdown = render_document(issue, lookups, render_options, count_tokens)
+        outlined = render_outline(issue, lookups, render_options) if outline else None
+        markdown = outlined.content if outlined else render_document(issue, lookups, render_options, count_tokens)
         sidecar, warnings = (
             build_sidecar(
                 issue,
@@ -275,7 +290,7 @@ def render_ticket(
         return TicketFailure(
             str(path), ticket_id, f"{path}: ticket #{ticket_id}: cannot render ({type(exc).__name__}: {exc})"
         )
-    return RenderedTicket(ticket_id, _relpath(issue, lookups, options.layout), markdown, sidecar, warnings)
+    return RenderedTicket(ticket_id, _relpath(issue, lookups, options.layout), markdown, sidecar, warnings, outlined)
 
 
 def _check_sizes(path: Path, issue: dict[str, Any], limit: int) -> None:

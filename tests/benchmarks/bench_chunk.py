@@ -63,7 +63,7 @@ from anchorkit.bedrock.anchoring import Ticket, holds_complete_anchor, with_anch
 from anchorkit.chunk.core import ChunkedTicket, chunk_document  # noqa: E402
 from anchorkit.chunk.sources import TicketDocument, iter_source  # noqa: E402
 from anchorkit.note_ranges import parse_note_numbers  # noqa: E402
-from anchorkit.render.document import RenderOptions  # noqa: E402
+from anchorkit.render.document import Outline, RenderOptions  # noqa: E402
 from anchorkit.render.transform import RenderedTicket, TransformOptions, iter_documents  # noqa: E402
 from anchorkit.source.notes import with_note_numbers  # noqa: E402
 from anchorkit.tokens import ExactTokens, TiktokenTokenizer, load_cl100k_base  # noqa: E402
@@ -125,11 +125,12 @@ def measure(
     figures = Figures()
     for document in documents:
         try:
-            chunked: ChunkedTicket = chunk_document(document.markdown, document.metadata, tokenizer, limit)
+            chunked: ChunkedTicket = chunk_document(document.document, document.metadata, tokenizer, limit)
         except ValueError:
             figures.failed += 1
             continue
-        content = strip_anchors(document.markdown)
+        assert isinstance(document.document, Outline)  # (a snapshot's ticket)
+        content = document.document.content
         content_tokens = tokenizer.count(content)
         header = tokenizer.count(chunked.chunks[1].header) if len(chunked.chunks) > 1 else 0
         figures.lower_bound += max(1, math.ceil((content_tokens - header) / (limit - header)))
