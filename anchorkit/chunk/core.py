@@ -590,7 +590,7 @@ class _Chunker:
             # Every note the chunk holds text of (short journals are packed together): verify checks cited notes on it.
             held = [self.notes[s.journal] for s in segments if s.journal is not None]
             if held:
-                metadata["chunk_notes"] = format_note_numbers(held)
+                metadata["chunk_notes"] = format_note_numbers(held) if len(held) > 1 else str(held[0])
         if url:
             metadata["url"] = url
         metadata["chunk_index"] = index
@@ -611,12 +611,16 @@ class _Chunker:
         starts = list(accumulate((len(line) + 1 for line in lines), initial=piece.start))
         plan = cut_plan(lines)
         boundaries: dict[int, tuple[int, str, str]] = {0: (piece.level, "", "")}
+        code_cuts: dict[str, tuple[int, str, str]] = {}  # a code block's opening line -> what a cut in it writes
         for number in plan:
             if number == 0 or not lines[number] or _after_heading(lines, number):
                 continue
             if number in plan.code_openers:
                 opener = plan.code_openers[number]
-                boundaries[number] = (LINE, opener + "\n", (code_closer(opener) or "") + "\n")
+                cut = code_cuts.get(opener)
+                if cut is None:
+                    cut = code_cuts[opener] = (LINE, opener + "\n", (code_closer(opener) or "") + "\n")
+                boundaries[number] = cut
             elif number in plan.table_heads:
                 head = "\n".join(plan.table_heads[number]) + "\n"
                 if self.count(head) <= self.limit // 3:  # else the table's chunks would be mostly its head
@@ -628,9 +632,23 @@ class _Chunker:
         numbers = sorted(boundaries)
         pieces: list[_Piece] = []
         code: dict[int, tuple[str, str]] | None = None
-        for first, stop in zip(numbers, [*numbers[1:], len(lines)], strict=True):
+        at = self.positions.at
+        tokens = [at(starts[number]) for number in numbers] + [at(piece.end)]  # where each piece's tokens start
+        for index, (first, stop) in enumerate(zip(numbers, [*numbers[1:], len(lines)], strict=True)):
             level, reopen, close = boundaries[first]
-            new = self._piece(starts[first], min(starts[stop], piece.end), level, piece.segment, reopen, close)
+            cost = tokens[index + 1] - tokens[index]
+            new = _Piece(
+                starts[first],
+                min(starts[stop], piece.end),
+                cost,
+                level,
+                piece.segment,
+                False,
+                reopen,
+                close,
+                self.count(reopen),
+                self.count(close),
+            )
             # A chunk that ends after this piece closes what the next cut leaves open (a code block).
             after = self.count(boundaries[stop][2]) if stop in boundaries else 0
             if new.cost + new.reopen_cost + after <= self.limit:
@@ -707,7 +725,7 @@ def _after_heading(lines: list[str], number: int) -> bool:
     before = number - 1
     while before > 0 and not lines[before]:
         before -= 1
-    return bool(_HEADING_LINE.match(lines[before]))
+    return "#" in lines[before][:4] and _HEADING_LINE.match(lines[before]) is not None
 
 
 def _code_lines(lines: list[str], blocks: Mapping[int, int]) -> dict[int, tuple[str, str]]:
