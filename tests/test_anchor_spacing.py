@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from bisect import bisect_left
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from anchorkit.anchors import (
     ANCHOR_PATTERN,
+    TABLE_DELIMITER,
     TITLE_PATTERN,
     anchor_line,
     find_anchors,
@@ -27,6 +29,7 @@ from anchorkit.render.document import RenderOptions, content_markdown, render_do
 from anchorkit.render.spacing import (
     LineAdditive,
     _memoized,
+    _Paragraph,
     _Pieces,
     _plan,
     _plan_by_lines,
@@ -480,6 +483,41 @@ def test_the_line_scan_plans_the_same_cuts_as_the_parser_wherever_it_answers(par
             by_lines.code_blocks,
             by_lines.table_heads,
         ) == (dict(parsed), parsed.paragraph_lines, parsed.code_openers, parsed.code_blocks, parsed.table_heads)
+
+
+def joined_cut_rule(before: str, after: str, rest: list[str]) -> bool:
+    """Where a paragraph may be cut, said on the joined texts: ``after`` starts no other block and no table,
+    and every bracket and inline mark opened before the cut is closed there, or never closed after it."""
+    if re.match(r"(?:[ \t]*$| {4}|\t| {0,3}(?:[-+*=_#><\[~`]|\d{1,9}[.)]))", after) or TABLE_DELIMITER.match(after):
+        return False
+    if "|" in after and rest and TABLE_DELIMITER.match(rest[0]):
+        return False
+    if before.count("[") != before.count("]") or before.count("<") != before.count(">"):
+        return False
+    later = "\n".join([after, *rest])
+    return not any(before.count(mark) % 2 and mark in later for mark in "`*_~")
+
+
+paragraph_lines = st.lists(
+    st.lists(st.sampled_from(["文です。", "word", " ", "[", "]", "<", ">", "`", "*", "_", "~", "|", "-", "---", "1."]))
+    .map("".join)
+    .filter(lambda line: line.strip() != ""),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(lines=paragraph_lines, column=st.integers(0, 12))
+def test_a_paragraph_is_cut_where_the_rule_on_its_joined_text_allows(lines: list[str], column: int) -> None:
+    paragraph = _Paragraph(lines)
+    for number in range(1, len(lines)):
+        expected = joined_cut_rule("\n".join(lines[:number]), lines[number], lines[number + 1 :])
+        assert paragraph.may_cut(number) == expected, number
+    for number, line in enumerate(lines):
+        cut = min(column, len(line))
+        before = "\n".join([*lines[:number], line[:cut]])
+        assert paragraph.may_cut_inside(number, cut) == joined_cut_rule(before, line[cut:], lines[number + 1 :])
 
 
 def test_the_line_scan_answers_for_tables_and_pre_blocks_at_block_starts() -> None:

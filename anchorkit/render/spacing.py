@@ -89,8 +89,7 @@ _SENTENCE_END = re.compile(r"[。．！？][」』）)]*|[.!?][\"')\]」』）]*
 # start (a list item, heading, quote, fence, HTML, thematic break, setext underline, indented
 # code, link reference definition; a table only with the line after it: see _safe_cut).
 _NOT_PARAGRAPH_START = re.compile(r"^(?:[ \t]*$| {4}|\t| {0,3}(?:[-+*=_#><\[~`]|\d{1,9}[.)]))")
-# Inline markup that may span a cut: a cut is only safe where all of these are balanced.
-_INLINE_MARKS = ("`", "*", "_", "~")
+# Inline markup that may span a cut (`, *, _, ~): a cut is only safe where all of these are balanced.
 
 
 @dataclass
@@ -377,22 +376,70 @@ class _Plan(dict[int, str]):
     def __init__(self) -> None:
         super().__init__()
         self.paragraph_lines: dict[int, int] = {}  # line → first line of its paragraph
+        self.paragraphs: dict[int, _Paragraph] = {}  # first line → the paragraph
         self.code_openers: dict[int, str] = {}  # code line → its fence's (or <pre>'s) opening line
         self.table_heads: dict[int, tuple[str, str]] = {}  # row → header and delimiter rows
         # Top-level fenced or HTML code block: first line → the line after it (what the chunker needs
         # to close and reopen code it cuts: known here without parsing the text again).
         self.code_blocks: dict[int, int] = {}
 
-    def paragraph_prefix(self, content: list[str], number: int) -> str:
-        first = self.paragraph_lines.get(number, number)
-        return "\n".join(content[first:number])
+    def add_paragraph(self, content: list[str], start: int, end: int) -> None:
+        """The paragraph ``content[start:end]``, and the cuts between its lines."""
+        paragraph = self.paragraphs[start] = _Paragraph(content[start:end])
+        for number in range(start, end):
+            self.paragraph_lines[number] = start
+        for line in range(1, end - start):
+            if paragraph.may_cut(line):
+                self[start + line] = _LINE
 
-    def paragraph_rest(self, content: list[str], number: int) -> list[str]:
-        first = self.paragraph_lines[number]
-        end = number + 1
-        while self.paragraph_lines.get(end) == first:
-            end += 1
-        return content[number + 1 : end]
+
+Balance = tuple[int, int, int]  # "[" less "]", "<" less ">", and a bit for each inline mark seen an odd number of times
+
+
+def _balance(text: str) -> Balance:
+    count = text.count
+    odd = (count("`") & 1) | (count("*") & 1) << 1 | (count("_") & 1) << 2 | (count("~") & 1) << 3
+    return count("[") - count("]"), count("<") - count(">"), odd
+
+
+def _marks_in(text: str) -> int:
+    """A bit for each inline mark ``text`` holds (the bits of ``_balance``)."""
+    return ("`" in text) | ("*" in text) << 1 | ("_" in text) << 2 | ("~" in text) << 3
+
+
+class _Paragraph:
+    """A paragraph's lines, and what ``_safe_cut`` needs to know at each of them, found in one pass each
+    way (the text before a line and the lines after it are never joined: a paragraph of thousands of
+    lines, a log pasted without a fence, costs what its length does)."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        self.before: list[Balance] = [(0, 0, 0)]  # the balance of the paragraph's text before each line
+        brackets = angles = odd = 0
+        for line in lines[:-1]:
+            line_brackets, line_angles, line_odd = _balance(line)
+            brackets, angles, odd = brackets + line_brackets, angles + line_angles, odd ^ line_odd
+            self.before.append((brackets, angles, odd))
+        # The inline marks in each line and the lines after it (the first line's: never asked for).
+        self.marks_from = [0] * (len(lines) + 1)
+        for index in range(len(lines) - 1, 0, -1):
+            self.marks_from[index] = self.marks_from[index + 1] | _marks_in(lines[index])
+
+    def may_cut(self, line: int) -> bool:
+        """Whether the paragraph may be cut before its line ``line``."""
+        return _safe_cut(self.before[line], self.lines[line], self._next(line), self.marks_from[line])
+
+    def may_cut_inside(self, line: int, column: int) -> bool:
+        """Whether the paragraph may be cut inside its line ``line``, before ``column``."""
+        text = self.lines[line]
+        brackets, angles, odd = self.before[line]
+        head_brackets, head_angles, head_odd = _balance(text[:column])
+        later = _marks_in(text[column:]) | self.marks_from[line + 1]
+        before = (brackets + head_brackets, angles + head_angles, odd ^ head_odd)
+        return _safe_cut(before, text[column:], self._next(line), later)
+
+    def _next(self, line: int) -> str | None:
+        return self.lines[line + 1] if line + 1 < len(self.lines) else None
 
 
 # Kinds of cut (see anchors.py for how each is written).
@@ -422,11 +469,7 @@ def _plan(content: list[str]) -> _Plan:
         if kind in ("fence", "html_block"):
             plan.code_blocks[start] = end
         if kind == "paragraph_open":
-            for number in range(start, end):
-                plan.paragraph_lines[number] = start
-            for number in range(start + 1, end):
-                if _safe_cut("\n".join(content[start:number]), content[number], content[number + 1 : end]):
-                    plan[number] = _LINE
+            plan.add_paragraph(content, start, end)
         elif kind in ("fence", "html_block") and _cuttable_code(kind, content[start:end]):
             for number in range(start + 2, end - 1):
                 plan[number] = _CODE
@@ -449,7 +492,7 @@ def _plan(content: list[str]) -> _Plan:
         elif kind == "blockquote_open" and not any(_QUOTED_CONSTRUCT.match(line) for line in content[start:end]):
             for number in range(start + 1, end):
                 line = content[number]
-                if line.startswith(">") and content[number - 1] and _safe_cut("", line.lstrip("> \t") or "x"):
+                if line.startswith(">") and content[number - 1] and _safe_cut((0, 0, 0), line.lstrip("> \t") or "x"):
                     plan[number] = _LINE
     return plan
 
@@ -490,7 +533,6 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
     kind = ""  # of the block being read ("" after a blank line)
     marker = ""  # of the list being read
     indent = 0  # where the text of its current item starts
-    start = end = 0  # the current block's first line, and a paragraph's end (its blank line)
     seen_block = False
     for number, line in enumerate(content):
         if number in inside:
@@ -511,7 +553,7 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
                 return None  # a list item's continuation after a blank line, or the like
             if seen_block and kind == "":
                 plan[number] = _BLOCK
-            start, seen_block = number, True
+            seen_block = True
             item = _LIST_ITEM.match(line)
             kind = (
                 "heading"
@@ -526,8 +568,8 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
                 return None  # an empty list item, a marker followed by more spaces, ...
             marker, indent = (_marker(item[0]), len(item[0])) if item else ("", 0)
             if kind == "paragraph":
-                plan.paragraph_lines[number] = number
                 end = next((later for later in range(number, len(content)) if not content[later]), len(content))
+                plan.add_paragraph(content, number, end)  # (a line below that would not continue it: None)
             continue
         if kind == "list":
             item = _LIST_ITEM.match(line)
@@ -544,14 +586,11 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
                 return None
             if _QUOTED_CONSTRUCT.match(line):
                 return None
-            if _safe_cut("", line.lstrip("> \t") or "x"):
+            if _safe_cut((0, 0, 0), line.lstrip("> \t") or "x"):
                 plan[number] = _LINE
         else:
             if _NOT_PARAGRAPH_START.match(line) or _ATX_HEADING.match(line):
                 return None  # it may interrupt the paragraph: let the parser say
-            plan.paragraph_lines[number] = start
-            if _safe_cut("\n".join(content[start:number]), line, content[number + 1 : end]):
-                plan[number] = _LINE
     return plan
 
 
@@ -590,30 +629,28 @@ def _is_first_item(tokens: list[Token], index: int) -> bool:
     return tokens[index - 1].type in ("bullet_list_open", "ordered_list_open")
 
 
-def _safe_cut(before: str, after: str, rest: list[str] | None = None) -> bool:
-    """Whether a paragraph may be cut between ``before`` and ``after`` without changing either half.
+def _safe_cut(before: Balance, after: str, next_line: str | None = None, later: int | None = None) -> bool:
+    """Whether a paragraph may be cut between text whose ``_balance`` is ``before`` and ``after``.
 
-    ``rest`` (the paragraph's lines after the one ``after`` is in; None in a quote) allows two more
-    cuts. ``after`` may hold ``|`` (Textile table rows typed into CommonMark, say) when the next
-    line is not a delimiter row: then the second half cannot start a table (and the parser read
-    the whole as a paragraph, so no table starts further down either). An emphasis mark left open
-    in ``before`` (``|_. head |`` in such a table) is harmless when the rest of the paragraph holds
-    no such mark: nothing after the cut could close it. Either way the answer is the same once
-    other cuts have split the paragraph, so a second run cuts the same.
+    ``next_line``: the paragraph's line after the one ``after`` is in (None: none); ``later``: the
+    inline marks (``_marks_in``) of ``after`` and the paragraph's lines after it, None in a quote,
+    where neither allows a cut the text before forbids. ``after`` may hold ``|`` (Textile table rows
+    typed into CommonMark, say) when the next line is not a delimiter row: then the second half cannot
+    start a table (and the parser read the whole as a paragraph, so no table starts further down
+    either). An emphasis mark left open before the cut (``|_. head |`` in such a table) is harmless
+    when the rest of the paragraph holds no such mark: nothing after the cut could close it. Either way
+    the answer is the same once other cuts have split the paragraph, so a second run cuts the same.
     """
     if _NOT_PARAGRAPH_START.match(after) or TABLE_DELIMITER.match(after):
         return False
-    if "|" in after and (rest is None or (rest and TABLE_DELIMITER.match(rest[0]))):
+    if "|" in after and (later is None or (next_line is not None and TABLE_DELIMITER.match(next_line))):
         return False
-    if before.count("[") != before.count("]") or before.count("<") != before.count(">"):
+    brackets, angles, odd = before
+    if brackets or angles:
         return False
-    open_marks = [mark for mark in _INLINE_MARKS if before.count(mark) % 2]
-    if not open_marks:
+    if not odd:
         return True
-    if rest is None:
-        return False
-    later = "\n".join([after, *rest])
-    return not any(mark in later for mark in open_marks)
+    return later is not None and not later & odd
 
 
 def _add_sentences(spacer: _Spacer, line: str, plan: _Plan, content: list[str], number: int) -> None:
@@ -646,5 +683,6 @@ def sentence_cuts(plan: _Plan, content: list[str], number: int) -> list[int]:
     cuts = [m.end() for m in _SENTENCE_END.finditer(line) if m.end() < len(line)]
     if not cuts:
         return cuts
-    prefix, rest = plan.paragraph_prefix(content, number), plan.paragraph_rest(content, number)
-    return [cut for cut in cuts if _safe_cut(prefix + "\n" + line[:cut] if prefix else line[:cut], line[cut:], rest)]
+    first = plan.paragraph_lines[number]
+    paragraph = plan.paragraphs[first]
+    return [cut for cut in cuts if paragraph.may_cut_inside(number - first, cut)]
