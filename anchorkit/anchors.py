@@ -165,7 +165,8 @@ _FENCE = re.compile(r"( {0,3})(`{3,}|~{3,})")
 # A line that is only the opening tag(s) of a CommonMark HTML block of type 1 (it ends at the first
 # line holding "</pre>", blank lines included); Redmine lets only lowercase <pre> through.
 _PRE_OPENER = re.compile(r"<pre(?:[ \t][^<>]*)?>(<code(?:[ \t][^<>]*)?>)?")
-TABLE_DELIMITER = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
+# (No "^": for .match, also from a position inside a line.)
+TABLE_DELIMITER = re.compile(r" {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 
 
 def strip_anchors(document: str) -> str:

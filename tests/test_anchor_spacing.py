@@ -508,16 +508,20 @@ paragraph_lines = st.lists(
 
 
 @settings(max_examples=1000, deadline=None)
-@given(lines=paragraph_lines, column=st.integers(0, 12))
-def test_a_paragraph_is_cut_where_the_rule_on_its_joined_text_allows(lines: list[str], column: int) -> None:
+@given(lines=paragraph_lines, columns=st.sets(st.integers(0, 30), max_size=6).map(sorted))
+def test_a_paragraph_is_cut_where_the_rule_on_its_joined_text_allows(lines: list[str], columns: list[int]) -> None:
     paragraph = _Paragraph(lines)
     for number in range(1, len(lines)):
         expected = joined_cut_rule("\n".join(lines[:number]), lines[number], lines[number + 1 :])
         assert paragraph.may_cut(number) == expected, number
     for number, line in enumerate(lines):
-        cut = min(column, len(line))
-        before = "\n".join([*lines[:number], line[:cut]])
-        assert paragraph.may_cut_inside(number, cut) == joined_cut_rule(before, line[cut:], lines[number + 1 :])
+        inside = [column for column in columns if column < len(line)]
+        allowed = [
+            column
+            for column in inside
+            if joined_cut_rule("\n".join([*lines[:number], line[:column]]), line[column:], lines[number + 1 :])
+        ]
+        assert paragraph.cuts_inside(number, inside) == allowed, number
 
 
 def test_the_line_scan_answers_for_tables_and_pre_blocks_at_block_starts() -> None:

@@ -43,6 +43,19 @@ def test_the_content_counted_run_by_run_has_the_tokens_it_has_tokenized_whole() 
         assert [runs.position(token) for token in tokens] == [whole.position(token) for token in tokens]
 
 
+def test_positions_in_a_long_line_are_those_of_its_encoded_text() -> None:
+    # A line over _LONG_LINE characters of one, two, three and four UTF-8 bytes, between two short ones.
+    text = "前の行\n" + "a é 接続 🙂。" * 400 + "\n次の行"
+    tokens = _TextTokens(text, TOKENIZER)
+    data = text.encode("utf-8")
+    offsets = [tokens.tokens.byte_offset(token) for token in range(tokens.tokens.token_count)]
+    for position in range(0, len(text), 7):
+        assert tokens.at(position) == tokens.tokens.token_at(len(text[:position].encode("utf-8"))), position
+    for token, offset in enumerate(offsets):
+        assert tokens.position(token) == len(data[:offset].decode("utf-8", "ignore")), token
+    assert tokens.byte_columns  # (the long line's offsets were listed)
+
+
 @pytest.mark.parametrize(("limit", "overlap"), [(64, 0), (300, 0), (300, 40)])
 def test_every_chunk_is_counted_as_its_text_encodes(limit: int, overlap: int) -> None:
     cut_inside_a_line = 0

@@ -198,6 +198,10 @@ class _Piece(NamedTuple):
     close_cost: int = 0
 
 
+# A line longer than this many characters has its characters' byte offsets listed once (_TextTokens).
+_LONG_LINE = 2000
+
+
 class _TextTokens:
     """Token indices at character offsets of a text, from one tokenization of it."""
 
@@ -208,6 +212,7 @@ class _TextTokens:
         self.byte_starts = list(accumulate((len(line.encode("utf-8")) + 1 for line in self.lines), initial=0))
         self.tokens = tokenizer.tokenize_many([text])[0]
         self.line_tokens = self.tokens.tokens_at(self.byte_starts[: len(self.lines)])
+        self.byte_columns: dict[int, list[int]] = {}  # long line -> _byte_columns
 
     def at(self, position: int) -> int:
         """Index of the token that holds the character at ``position`` (the token count at the end)."""
@@ -217,7 +222,9 @@ class _TextTokens:
         column = position - self.char_starts[line]
         if not column:
             return self.line_tokens[line]
-        return self.tokens.token_at(self.byte_starts[line] + len(self.lines[line][:column].encode("utf-8")))
+        text = self.lines[line]
+        within = self._byte_columns(line)[column] if len(text) > _LONG_LINE else len(text[:column].encode("utf-8"))
+        return self.tokens.token_at(self.byte_starts[line] + within)
 
     def position(self, token: int) -> int:
         """The character offset where token ``token`` starts (where a character does, inside one)."""
@@ -225,8 +232,18 @@ class _TextTokens:
             return self.length
         byte = self.tokens.byte_offset(token)
         line = bisect_right(self.byte_starts, byte) - 1
+        if len(self.lines[line]) > _LONG_LINE:
+            return self.char_starts[line] + bisect_right(self._byte_columns(line), byte - self.byte_starts[line]) - 1
         within = self.lines[line].encode("utf-8")[: byte - self.byte_starts[line]]
         return self.char_starts[line] + len(within.decode("utf-8", "ignore"))
+
+    def _byte_columns(self, line: int) -> list[int]:
+        """Where each character of a long line starts in its UTF-8 bytes (and the line's length): asked
+        about again and again when a long line is cut in many places, it is encoded once."""
+        columns = self.byte_columns.get(line)
+        if columns is None:
+            columns = self.byte_columns[line] = list(accumulate(map(len, map(str.encode, self.lines[line])), initial=0))
+        return columns
 
 
 # Where an exact tokenizer's tokens of a text are those of its two parts encoded alone: the start of a

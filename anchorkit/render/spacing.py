@@ -87,8 +87,8 @@ APPROX_MARGIN_PERCENT = 115
 _SENTENCE_END = re.compile(r"[。．！？][」』）)]*|[.!?][\"')\]」』）]*[ \t]+")
 # A line that could start something other than a paragraph's text if a cut put it at a block
 # start (a list item, heading, quote, fence, HTML, thematic break, setext underline, indented
-# code, link reference definition; a table only with the line after it: see _safe_cut).
-_NOT_PARAGRAPH_START = re.compile(r"^(?:[ \t]*$| {4}|\t| {0,3}(?:[-+*=_#><\[~`]|\d{1,9}[.)]))")
+# code, link reference definition; a table only with the line after it: see _Paragraph._may_cut).
+_NOT_PARAGRAPH_START = re.compile(r"(?:[ \t]*$| {4}|\t| {0,3}(?:[-+*=_#><\[~`]|\d{1,9}[.)]))")  # (for .match)
 # Inline markup that may span a cut (`, *, _, ~): a cut is only safe where all of these are balanced.
 
 
@@ -408,7 +408,7 @@ def _marks_in(text: str) -> int:
 
 
 class _Paragraph:
-    """A paragraph's lines, and what ``_safe_cut`` needs to know at each of them, found in one pass each
+    """A paragraph's lines, and what a cut needs to know of the text around it at each of them, found in one pass each
     way (the text before a line and the lines after it are never joined: a paragraph of thousands of
     lines, a log pasted without a fence, costs what its length does)."""
 
@@ -427,19 +427,57 @@ class _Paragraph:
 
     def may_cut(self, line: int) -> bool:
         """Whether the paragraph may be cut before its line ``line``."""
-        return _safe_cut(self.before[line], self.lines[line], self._next(line), self.marks_from[line])
+        return self._may_cut(self.before[line], line, 0, self.marks_from[line])
 
-    def may_cut_inside(self, line: int, column: int) -> bool:
-        """Whether the paragraph may be cut inside its line ``line``, before ``column``."""
+    def cuts_inside(self, line: int, columns: list[int]) -> list[int]:
+        """Those of the ascending ``columns`` before which the paragraph may be cut inside its line ``line``
+        (the line's text is looked at once, however many they are: a one-line paragraph can be long)."""
         text = self.lines[line]
-        brackets, angles, odd = self.before[line]
-        head_brackets, head_angles, head_odd = _balance(text[:column])
-        later = _marks_in(text[column:]) | self.marks_from[line + 1]
-        before = (brackets + head_brackets, angles + head_angles, odd ^ head_odd)
-        return _safe_cut(before, text[column:], self._next(line), later)
+        later, marks, end = [], self.marks_from[line + 1], len(text)
+        for column in reversed(columns):
+            marks, end = marks | _marks_in(text[column:end]), column
+            later.append(marks)
+        kept = []
+        (brackets, angles, odd), start = self.before[line], 0
+        for column, marks in zip(columns, reversed(later), strict=True):
+            head_brackets, head_angles, head_odd = _balance(text[start:column])
+            brackets, angles, odd, start = brackets + head_brackets, angles + head_angles, odd ^ head_odd, column
+            if self._may_cut((brackets, angles, odd), line, column, marks):
+                kept.append(column)
+        return kept
 
-    def _next(self, line: int) -> str | None:
-        return self.lines[line + 1] if line + 1 < len(self.lines) else None
+    def _may_cut(self, before: Balance, line: int, column: int, later: int) -> bool:
+        """Whether the paragraph may be cut between text whose ``_balance`` is ``before`` and its line
+        ``line`` from ``column``, ``later`` being the inline marks (``_marks_in``) from there on.
+
+        The text after the cut may hold ``|`` (Textile table rows typed into CommonMark, say) when the
+        next line is not a delimiter row: then the second half cannot start a table (and the parser read
+        the whole as a paragraph, so no table starts further down either). An emphasis mark left open
+        before the cut (``|_. head |`` in such a table) is harmless when the rest of the paragraph holds
+        no such mark: nothing after the cut could close it. Either way the answer is the same once other
+        cuts have split the paragraph, so a second run cuts the same.
+        """
+        text = self.lines[line]
+        if _starts_a_block(text, column):
+            return False
+        below = self.lines[line + 1] if line + 1 < len(self.lines) else None
+        if below is not None and TABLE_DELIMITER.match(below) and text.rfind("|") >= column:
+            return False
+        brackets, angles, odd = before
+        return not brackets and not angles and not odd & later
+
+
+def _starts_a_block(text: str, column: int = 0) -> bool:
+    """Whether ``text`` from ``column`` would start something else than paragraph text (or be a table's
+    delimiter row) at a block start."""
+    return bool(_NOT_PARAGRAPH_START.match(text, column) or TABLE_DELIMITER.match(text, column))
+
+
+def _may_cut_in_quote(line: str) -> bool:
+    """Whether a quote may be cut before its line ``line``: what follows the quote marks starts no block,
+    no table (no pipe: the lines after it are not looked at), and nothing is left open before it."""
+    text = line.lstrip("> \t") or "x"
+    return not _starts_a_block(text) and "|" not in text
 
 
 # Kinds of cut (see anchors.py for how each is written).
@@ -492,7 +530,7 @@ def _plan(content: list[str]) -> _Plan:
         elif kind == "blockquote_open" and not any(_QUOTED_CONSTRUCT.match(line) for line in content[start:end]):
             for number in range(start + 1, end):
                 line = content[number]
-                if line.startswith(">") and content[number - 1] and _safe_cut((0, 0, 0), line.lstrip("> \t") or "x"):
+                if line.startswith(">") and content[number - 1] and _may_cut_in_quote(line):
                     plan[number] = _LINE
     return plan
 
@@ -586,7 +624,7 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
                 return None
             if _QUOTED_CONSTRUCT.match(line):
                 return None
-            if _safe_cut((0, 0, 0), line.lstrip("> \t") or "x"):
+            if _may_cut_in_quote(line):
                 plan[number] = _LINE
         else:
             if _NOT_PARAGRAPH_START.match(line) or _ATX_HEADING.match(line):
@@ -629,30 +667,6 @@ def _is_first_item(tokens: list[Token], index: int) -> bool:
     return tokens[index - 1].type in ("bullet_list_open", "ordered_list_open")
 
 
-def _safe_cut(before: Balance, after: str, next_line: str | None = None, later: int | None = None) -> bool:
-    """Whether a paragraph may be cut between text whose ``_balance`` is ``before`` and ``after``.
-
-    ``next_line``: the paragraph's line after the one ``after`` is in (None: none); ``later``: the
-    inline marks (``_marks_in``) of ``after`` and the paragraph's lines after it, None in a quote,
-    where neither allows a cut the text before forbids. ``after`` may hold ``|`` (Textile table rows
-    typed into CommonMark, say) when the next line is not a delimiter row: then the second half cannot
-    start a table (and the parser read the whole as a paragraph, so no table starts further down
-    either). An emphasis mark left open before the cut (``|_. head |`` in such a table) is harmless
-    when the rest of the paragraph holds no such mark: nothing after the cut could close it. Either way
-    the answer is the same once other cuts have split the paragraph, so a second run cuts the same.
-    """
-    if _NOT_PARAGRAPH_START.match(after) or TABLE_DELIMITER.match(after):
-        return False
-    if "|" in after and (later is None or (next_line is not None and TABLE_DELIMITER.match(next_line))):
-        return False
-    brackets, angles, odd = before
-    if brackets or angles:
-        return False
-    if not odd:
-        return True
-    return later is not None and not later & odd
-
-
 def _add_sentences(spacer: _Spacer, line: str, plan: _Plan, content: list[str], number: int) -> None:
     """A paragraph line, with a possible cut after each sentence end that is safe to cut at.
 
@@ -678,11 +692,10 @@ def _add_sentences(spacer: _Spacer, line: str, plan: _Plan, content: list[str], 
 
 def sentence_cuts(plan: _Plan, content: list[str], number: int) -> list[int]:
     """Where the paragraph line ``content[number]`` may be cut inside: after each sentence end that
-    is safe to cut at (``_safe_cut``), as offsets into the line."""
+    is safe to cut at (``_Paragraph``), as offsets into the line."""
     line = content[number]
     cuts = [m.end() for m in _SENTENCE_END.finditer(line) if m.end() < len(line)]
     if not cuts:
         return cuts
     first = plan.paragraph_lines[number]
-    paragraph = plan.paragraphs[first]
-    return [cut for cut in cuts if paragraph.may_cut_inside(number - first, cut)]
+    return plan.paragraphs[first].cuts_inside(number - first, cuts)

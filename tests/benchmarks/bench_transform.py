@@ -46,7 +46,7 @@ from anchorkit.render.transform import LineAdditive  # noqa: E402
 from anchorkit.tokens import load_cl100k_base  # noqa: E402
 
 LONG_TICKETS = int(os.environ.get("BENCH_TRANSFORM_LONG", "200"))
-LONG_PARAGRAPH_LINES = (2_000, 16_000)  # a log pasted without a fence, short and long
+LONG_BLOCK_SIZES = (2_000, 16_000)  # lines or sentences of one block (measure_long_blocks)
 LONG_TARGET, SHORT_TARGET = 0.5, 0.3
 
 PARAGRAPHS = [
@@ -270,46 +270,54 @@ def measure(snapshot: Path, out: Path, jobs: int = 1, code: str = CHILD, *extra:
     return json.loads(result.stdout)
 
 
-def pasted_log(lines: int) -> dict[str, object]:
-    """A ticket whose description is a log pasted without a fence: one paragraph of ``lines`` lines."""
-    log = "\n".join(
-        f"2026-02-17 10:{n % 60:02d}:{n * 7 % 60:02d} 接続が切断されました (code {n}) retry [{n}]" for n in range(lines)
+def log_line(number: int) -> str:
+    return (
+        f"2026-02-17 10:{number % 60:02d}:{number * 7 % 60:02d} 接続が切断されました (code {number}) retry [{number}]"
     )
-    return {"id": 5, "subject": "VPN ログ", "description": log, "journals": []}
 
 
-def measure_long_paragraph() -> None:
-    """Transform and chunk one ticket of a paragraph of 2,000 and of 16,000 lines: the time should grow as the
-    text does (8x), not as its square (64x: the paragraph's text before each line was joined again)."""
+# Texts that grow in one block: a log pasted without a fence (one paragraph of N lines), and one line of
+# N sentences (a mail pasted with its line breaks lost).
+LONG_BLOCKS = {
+    "one paragraph of {n:,} lines": lambda n: "\n".join(map(log_line, range(n))),
+    "one line of {n:,} sentences": lambda n: "。".join(map(log_line, range(n))),
+}
+
+
+def measure_long_blocks() -> None:
+    """Transform and chunk a ticket whose description is one such block, of 2,000 and of 16,000 lines or
+    sentences: the time should grow as the text does (8x), not as its square (64x: the text before each
+    place a cut may go was joined, or encoded, again)."""
     tokenizer = load_cl100k_base()
     options = RenderOptions(text_format="common_mark")
-    seconds: dict[tuple[str, int], float] = {}
-    for lines in LONG_PARAGRAPH_LINES:
-        issue = pasted_log(lines)
-        runs = {
-            "transform": lambda issue=issue: render_document(issue, {}, options, LineAdditive(tokenizer.count)),
-            "chunk": lambda issue=issue: chunk_document(render_outline(issue, {}, options), {}, tokenizer, 300),
-        }
-        for name, run in runs.items():
-            timings = []
-            for _ in range(3):
-                started = time.process_time()
-                run()
-                timings.append(time.process_time() - started)
-            seconds[name, lines] = min(timings)
-    short, long = LONG_PARAGRAPH_LINES
-    print(
-        f"one paragraph of {long:,} lines against {short:,} ({long // short}x the text): transform "
-        + ", chunk ".join(
-            f"{seconds[name, long]:.2f} s, {seconds[name, long] / seconds[name, short]:.1f}x"
-            for name in ("transform", "chunk")
+    for shape, text in LONG_BLOCKS.items():
+        seconds: dict[tuple[str, int], float] = {}
+        for size in LONG_BLOCK_SIZES:
+            issue = {"id": 5, "subject": "VPN ログ", "description": text(size), "journals": []}
+            runs = {
+                "transform": lambda issue=issue: render_document(issue, {}, options, LineAdditive(tokenizer.count)),
+                "chunk": lambda issue=issue: chunk_document(render_outline(issue, {}, options), {}, tokenizer, 300),
+            }
+            for name, run in runs.items():
+                timings = []
+                for _ in range(3):
+                    started = time.process_time()
+                    run()
+                    timings.append(time.process_time() - started)
+                seconds[name, size] = min(timings)
+        short, long = LONG_BLOCK_SIZES
+        print(
+            f"{shape.format(n=long)} against {short:,} ({long // short}x the text): transform "
+            + ", chunk ".join(
+                f"{seconds[name, long]:.2f} s, {seconds[name, long] / seconds[name, short]:.1f}x"
+                for name in ("transform", "chunk")
+            )
+            + f" (linear: {long // short}x)"
         )
-        + f" (linear: {long // short}x)"
-    )
 
 
 def main() -> None:
-    measure_long_paragraph()
+    measure_long_blocks()
     sizes = [int(n) for n in os.environ.get("BENCH_TRANSFORM_SIZES", "10000,100000").split(",") if n]
     results = {}
     # Under the repository by default: on some machines /tmp creates files ten times slower.
