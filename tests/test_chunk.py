@@ -20,7 +20,7 @@ from anchorkit.render.document import RenderOptions, render_document, render_out
 from anchorkit.tokens import ExactTokens, load_cl100k_base
 from tests.support.long_tickets import TEXT_FORMAT, long_issue, lookups
 from tests.test_anchor_spacing import BLOCKS
-from tests.test_document import random_subjects, random_texts
+from tests.test_document import issue_of, random_subjects, random_texts
 from tests.test_forgeries import forged_tickets
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -182,17 +182,8 @@ def test_the_outline_of_the_fixtures_and_long_tickets_chunks_as_their_documents(
 def test_the_outline_of_any_ticket_chunks_as_its_document(
     subject: str, description: str, notes: list[str], fmt: str, basic_info: bool, lang: str
 ) -> None:
-    issue = {
-        "id": 77,
-        "subject": subject,
-        "description": description,
-        "journals": [
-            {"id": n, "user": {"name": "u"}, "created_on": "2026-01-01T00:00:00Z", "notes": text}
-            for n, text in enumerate(notes)
-        ],
-    }
     options = RenderOptions(text_format=fmt, chunk_tokens=0, anchor_basic_info=basic_info, lang=lang)
-    assert_outline_chunks_as_its_document(issue, {}, options)
+    assert_outline_chunks_as_its_document(issue_of(subject, description, notes), {}, options)
 
 
 @settings(max_examples=60, deadline=None)

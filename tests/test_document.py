@@ -354,6 +354,19 @@ random_lines = st.sampled_from(
 random_texts = st.lists(random_lines, max_size=25).map("\n".join)
 
 
+def issue_of(subject: str, description: str, notes: list[str]) -> dict[str, Any]:
+    """Ticket #77 with this subject and description, and a journal for each note."""
+    return {
+        "id": 77,
+        "subject": subject,
+        "description": description,
+        "journals": [
+            {"id": n, "user": {"name": "u"}, "created_on": "2026-01-01T00:00:00Z", "notes": text}
+            for n, text in enumerate(notes)
+        ],
+    }
+
+
 @settings(max_examples=120, deadline=None)
 @given(
     subject=random_subjects,
@@ -370,15 +383,7 @@ random_texts = st.lists(random_lines, max_size=25).map("\n".join)
 def test_any_subject_and_content_keep_the_document_structure(
     subject: str, description: str, notes: list[str], fmt: str, chunk: int, spacing: str
 ) -> None:
-    issue = {
-        "id": 77,
-        "subject": subject,
-        "description": description,
-        "journals": [
-            {"id": i, "user": {"name": "u"}, "created_on": "2026-01-01T00:00:00Z", "notes": n}
-            for i, n in enumerate(notes)
-        ],
-    }
+    issue = issue_of(subject, description, notes)
     options = RenderOptions(text_format=fmt, chunk_tokens=chunk, spacing_anchors=spacing)
     document = render_document(issue, LOOKUPS, options)
     assert render_document(issue, LOOKUPS, options) == document
