@@ -158,9 +158,7 @@ def _outline(document: str) -> Outline:
     """An anchored document's outline: its content (``anchors.strip_anchors``) and its section and journal
     headings, found as a line followed by a blank line and an anchor of the ticket (content headings are
     demoted below those levels and content cannot hold a genuine anchor, so nothing else has that shape)."""
-    title = TITLE_PATTERN.match(document)
-    if title is None:
-        raise ChunkError("the document does not begin with a title line ('# チケット #ID: subject')")
+    title = _title(document)
     cuts = anchor_cuts(document)
     cut_starts = [start for start, _ in cuts]
     removed = list(accumulate((end - start for start, end in cuts), initial=0))
@@ -174,6 +172,13 @@ def _outline(document: str) -> Outline:
         if anchor is not None and int(anchor["id"]) == int(title["id"]) and offset != details_heading:
             headings.append((offset, match[1], match[0].split("\n", 2)[1]))
     return Outline(content, headings)
+
+
+def _title(document: str) -> re.Match[str]:
+    title = TITLE_PATTERN.match(document)
+    if title is None:
+        raise ChunkError("the document does not begin with a title line ('# チケット #ID: subject')")
+    return title
 
 
 class _Segment(NamedTuple):
@@ -338,9 +343,7 @@ class _Chunker:
         self.chunk_tokens = chunk_tokens
         self.overlap_tokens = overlap_tokens
         self.warnings: list[str] = []
-        title = TITLE_PATTERN.match(outline.content)
-        if title is None:
-            raise ChunkError("the document does not begin with a title line ('# チケット #ID: subject')")
+        title = _title(outline.content)
         self.ticket_id = int(title["id"])
         named = metadata_int(metadata.get("ticket_id"))
         if named is not None and named != self.ticket_id:

@@ -201,7 +201,7 @@ def render_document(
     body_subject = escape_plain(shortened(issue["subject"], options.anchor_subject_chars))
     anchor = anchor_line(ticket_id, body_subject, label)
     parts = []
-    for part, kind in _outline(issue, lookups, options):
+    for part, kind in _parts(issue, lookups, options):
         parts.append(insert_anchors(part, ticket_id, body_subject, label) if kind is _TEXT else part)
         if kind is _HEADING or (kind is _DETAILS_HEADING and options.anchor_basic_info):
             parts.append(anchor)
@@ -230,7 +230,7 @@ def render_outline(issue: dict[str, Any], lookups: Lookups, options: RenderOptio
     parts: list[str] = []
     headings: list[tuple[int, str, str]] = []
     offset = 0
-    for part, kind in _outline(issue, lookups, options):
+    for part, kind in _parts(issue, lookups, options):
         if kind is _TEXT and may_hold_a_heading(part):
             # Its headings' anchors bring blank lines that stay when they are taken out (one after a heading).
             part = strip_anchors(insert_anchors(part, ticket_id, "", label))
@@ -248,7 +248,7 @@ def render_outline(issue: dict[str, Any], lookups: Lookups, options: RenderOptio
 _HEADING, _DETAILS_HEADING, _TEXT, _LINES = "heading", "details heading", "text", "lines"
 
 
-def _outline(issue: dict[str, Any], lookups: Lookups, options: RenderOptions) -> list[tuple[str, str]]:
+def _parts(issue: dict[str, Any], lookups: Lookups, options: RenderOptions) -> list[tuple[str, str]]:
     """The parts of the document, in order, with what each is; joined by blank lines, with anchors."""
     parts = [
         (title_line(issue["id"], _inline(issue["subject"]), options.label("ticket")), _LINES),

@@ -89,7 +89,6 @@ _SENTENCE_END = re.compile(r"[。．！？][」』）)]*|[.!?][\"')\]」』）]*
 # start (a list item, heading, quote, fence, HTML, thematic break, setext underline, indented
 # code, link reference definition; a table only with the line after it: see _Paragraph._may_cut).
 _NOT_PARAGRAPH_START = re.compile(r"(?:[ \t]*$| {4}|\t| {0,3}(?:[-+*=_#><\[~`]|\d{1,9}[.)]))")  # (for .match)
-# Inline markup that may span a cut (`, *, _, ~): a cut is only safe where all of these are balanced.
 
 
 @dataclass
@@ -393,7 +392,9 @@ class _Plan(dict[int, str]):
                 self[start + line] = _LINE
 
 
-Balance = tuple[int, int, int]  # "[" less "]", "<" less ">", and a bit for each inline mark seen an odd number of times
+# What a text leaves open: "[" less "]", "<" less ">", and a bit for each inline mark it holds an odd
+# number of times (`, *, _, ~: markup that may span a cut). A paragraph is cut only where all are closed.
+Balance = tuple[int, int, int]
 
 
 def _balance(text: str) -> Balance:
@@ -408,9 +409,9 @@ def _marks_in(text: str) -> int:
 
 
 class _Paragraph:
-    """A paragraph's lines, and what a cut needs to know of the text around it at each of them, found in one pass each
-    way (the text before a line and the lines after it are never joined: a paragraph of thousands of
-    lines, a log pasted without a fence, costs what its length does)."""
+    """A paragraph's lines, and what a cut needs to know of the text around it at each of them, found in
+    one pass each way (the text before a line and the lines after it are never joined: a paragraph of
+    thousands of lines, a log pasted without a fence, costs what its length does)."""
 
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
