@@ -1,13 +1,14 @@
-"""Batches of work in worker processes, results in input order (used by transform and stats).
+"""Batches of work in worker processes, results in input order (used by transform, chunk and stats).
 
-A worker is set up once by ``initializer(*initargs)`` (tokenizers, lookups...: state that is costly
-to send with every batch) and then maps batches with ``work``. The initializer must not fail (validate
-before): multiprocessing replaces a worker that dies in it by a new one, without end. With one job, the same two
-functions run in this process, so the results cannot depend on the number of jobs.
+Each process builds its state once, ``setup(*args)`` (tokenizers, lookups...: what is costly to send
+with every batch), then maps batches with ``work(state, batch)``. ``setup`` must not fail (validate
+before): multiprocessing replaces a worker that dies in its initializer by a new one, without end. With
+one job the same two functions run in this process, so the results cannot depend on the number of jobs.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import multiprocessing
 import os
@@ -16,6 +17,7 @@ from typing import Any, TypeVar
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
+State = TypeVar("State")
 
 DEFAULT_BATCH_SIZE = 256
 
@@ -38,23 +40,36 @@ def resolve_jobs(jobs: int, batches: Iterator[list[Item]]) -> tuple[int, Iterato
 
 
 def map_batches(
-    work: Callable[[list[Item]], list[Result]],
+    work: Callable[[State, list[Item]], list[Result]],
     items: Iterable[Item],
     jobs: int = 0,
     *,
-    initializer: Callable[..., None],
-    initargs: tuple[Any, ...] = (),
+    setup: Callable[..., State],
+    args: tuple[Any, ...] = (),
     batch_size: int = DEFAULT_BATCH_SIZE,
 ) -> Iterator[Result]:
-    """``work`` over ``items`` in batches, in ``jobs`` processes (see :func:`resolve_jobs` for 0)."""
+    """``work(setup(*args), batch)`` over ``items`` in batches, in ``jobs`` processes (see :func:`resolve_jobs`
+    for 0), each process setting up its state once."""
     jobs, batches = resolve_jobs(jobs, batched(items, batch_size))
     if jobs <= 1:
-        initializer(*initargs)
+        state = setup(*args)
         for batch in batches:
-            yield from work(batch)
+            yield from work(state, batch)
         return
     # fork where available: workers start in milliseconds and share the parent's imported modules.
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-    with context.Pool(jobs, initializer=initializer, initargs=initargs) as pool:
-        for results in pool.imap(work, batches):
+    with context.Pool(jobs, initializer=_set_up, initargs=(setup, args)) as pool:
+        for results in pool.imap(functools.partial(_in_worker, work), batches):
             yield from results
+
+
+_worker_state: Any = None  # this worker process's setup(*args)
+
+
+def _set_up(setup: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    global _worker_state
+    _worker_state = setup(*args)
+
+
+def _in_worker(work: Callable[[Any, list[Item]], list[Result]], batch: list[Item]) -> list[Result]:
+    return work(_worker_state, batch)

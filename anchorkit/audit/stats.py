@@ -32,7 +32,7 @@ from anchorkit.audit import chunkers as chunking
 from anchorkit.audit.chunk_layouts import CHUNK_KINDS, chunk_kind, iter_chunks, measure_chunks, read_lambda_log
 from anchorkit.audit.chunkers import Chunker
 from anchorkit.audit.collect import SCHEMA_NAME, SCHEMA_VERSION, TOKENIZER_NOTES, StatsCollector
-from anchorkit.audit.measure import Lengths, Measured, Measurer, collector_paused
+from anchorkit.audit.measure import Lengths, Measurer, collector_paused
 from anchorkit.audit.sources import (
     SourceItem,
     UnreadableDocument,
@@ -84,7 +84,7 @@ def audit(
     source = {**source, "path": os.path.abspath(source["path"])}
     collector = StatsCollector(tokenizer, chunkers, source, lengths)
     measured = parallel.map_batches(
-        _measure_in_worker, items, jobs, initializer=_start_worker, initargs=(tokenizer, chunkers, lengths)
+        Measurer.measure_batch, items, jobs, setup=Measurer, args=(tokenizer, chunkers, lengths)
     )
     with collector_paused():
         for done, item in enumerate(measured, start=1):
@@ -98,19 +98,6 @@ def audit(
         "failures": gate_failures(report, gates),
     }
     return report
-
-
-_worker_measurer: Measurer | None = None
-
-
-def _start_worker(tokenizer: Tokenizer, chunkers: Sequence[Chunker], lengths: Lengths) -> None:
-    global _worker_measurer
-    _worker_measurer = Measurer(tokenizer, chunkers, lengths)
-
-
-def _measure_in_worker(batch: list[SourceItem]) -> list[Measured]:
-    assert _worker_measurer is not None, "worker not started"
-    return _worker_measurer.measure_batch(batch)
 
 
 def gate_failures(report: dict[str, Any], gates: Gates) -> list[str]:

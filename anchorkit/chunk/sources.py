@@ -185,8 +185,8 @@ def chunk_tickets(
     Raises :class:`UsageError` for a source that is neither a snapshot nor a folder of documents.
     """
     tickets, read = _reader(source, options)
-    settings = _Batches(read, options.tokenizer, options.tiktoken_file, chunk_tokens, overlap_tokens, encode)
-    results = parallel.map_batches(_chunk_batch, tickets, jobs, initializer=_start_batches, initargs=(settings,))
+    settings = (read, options.tokenizer, options.tiktoken_file, chunk_tokens, overlap_tokens, encode)
+    results = parallel.map_batches(_chunk_batch, tickets, jobs, setup=_Batches, args=settings)
     return _reported(results, len(tickets), progress)
 
 
@@ -199,7 +199,7 @@ def _reported(results: Iterable[Result], total: int, progress: Progress | None) 
 
 @dataclass(frozen=True)
 class _Batches:
-    """What a worker needs to chunk a batch of tickets (set once per process: parallel.map_batches)."""
+    """What a process needs to chunk batches of tickets (set up once in each: parallel.map_batches)."""
 
     read: Callable[[Any], Item]
     tokenizer: str
@@ -209,17 +209,7 @@ class _Batches:
     encode: Callable[[ChunkedTicket], Any] | None
 
 
-_batches: _Batches | None = None
-
-
-def _start_batches(settings: _Batches) -> None:
-    global _batches
-    _batches = settings
-
-
-def _chunk_batch(tickets: list[Any]) -> list[Any]:
-    settings = _batches
-    assert settings is not None, "_start_batches was not called"
+def _chunk_batch(settings: _Batches, tickets: list[Any]) -> list[Any]:
     tokenizer = choose_tokenizer(settings.tokenizer, settings.tiktoken_file)  # (loaded once a process)
     results = chunk_items(map(settings.read, tickets), tokenizer, settings.chunk_tokens, settings.overlap_tokens)
     encode = settings.encode

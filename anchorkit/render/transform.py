@@ -346,9 +346,9 @@ def transform_snapshot(
     spacing_counter(options)  # a vocabulary that cannot be loaded stops the run here, with its error
     if render_options.chunk_tokens:
         report.tokenizer = options.tokenizer
-    settings = _BatchSettings(load_lookups(snapshot_dir), render_options, options, out_dir, check)
+    settings = (load_lookups(snapshot_dir), render_options, options, out_dir, check)
     paths = list(iter_issue_paths(snapshot_dir))
-    outcomes = parallel.map_batches(_transform_batch, paths, jobs, initializer=_start_batches, initargs=(settings,))
+    outcomes = parallel.map_batches(_transform_batch, paths, jobs, setup=_BatchSettings, args=settings)
     for done, outcome in enumerate(outcomes, start=1):
         if progress is not None:
             progress(done, len(paths))
@@ -386,18 +386,8 @@ class _BatchSettings:
     check: bool
 
 
-_batch_settings: _BatchSettings | None = None
-
-
-def _start_batches(settings: _BatchSettings) -> None:
-    global _batch_settings
-    _batch_settings = settings
-
-
-def _transform_batch(paths: list[Path]) -> list[TicketOutputs | TicketFailure | str]:
+def _transform_batch(settings: _BatchSettings, paths: list[Path]) -> list[TicketOutputs | TicketFailure | str]:
     """Render and write a batch of tickets (in a worker process, or in this one with one job)."""
-    settings = _batch_settings
-    assert settings is not None, "_start_batches was not called"
     count_tokens = spacing_counter(settings.options)
     outcomes: list[TicketOutputs | TicketFailure | str] = []
     for path in paths:
