@@ -620,8 +620,12 @@ class _Chunker:
 
     # ------------------------------------------------------------------ looking into a segment
 
-    def _piece(self, start: int, end: int, level: int, segment: int, reopen: str = "", close: str = "") -> _Piece:
-        cost = self.positions.cost(start, end)
+    def _piece(
+        self, start: int, end: int, level: int, segment: int, reopen: str = "", close: str = "", cost: int | None = None
+    ) -> _Piece:
+        """``cost``: its tokens, when the caller knows them (else read off the content's)."""
+        if cost is None:
+            cost = self.positions.cost(start, end)
         return _Piece(start, end, cost, level, segment, False, reopen, close, self.count(reopen), self.count(close))
 
     def _refine(self, piece: _Piece) -> list[_Piece]:
@@ -656,18 +660,9 @@ class _Chunker:
         tokens = [at(starts[number]) for number in numbers] + [at(piece.end)]  # where each piece's tokens start
         for index, (first, stop) in enumerate(zip(numbers, [*numbers[1:], len(lines)], strict=True)):
             level, reopen, close = boundaries[first]
-            cost = tokens[index + 1] - tokens[index]
-            new = _Piece(
-                starts[first],
-                min(starts[stop], piece.end),
-                cost,
-                level,
-                piece.segment,
-                False,
-                reopen,
-                close,
-                self.count(reopen),
-                self.count(close),
+            end = min(starts[stop], piece.end)
+            new = self._piece(
+                starts[first], end, level, piece.segment, reopen, close, tokens[index + 1] - tokens[index]
             )
             # A chunk that ends after this piece closes what the next cut leaves open (a code block).
             after = self.count(boundaries[stop][2]) if stop in boundaries else 0
