@@ -29,6 +29,7 @@ import base64
 import hashlib
 import os
 import string
+import unicodedata
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -522,6 +523,21 @@ def splice_regions(text: str, shorter: str, cuts: Sequence[Cut]) -> list[tuple[i
             regions.append((open_start[0], position, open_start[1], position - removed))
             open_start, limit = None, position
     return regions
+
+
+def ends_letters(text: str, position: int) -> bool:
+    """Whether a run of letters ends at ``position`` (0 < position < len(text)): a letter before it, and at
+    it a character that this Python's Unicode data assigns and does not call a letter (an unassigned one
+    may be a letter in the newer tables of the tokenizer's regex engine).
+
+    cl100k_base's pre-tokenizer ends a piece there wherever its scan began (a piece that holds a letter
+    ends where the letters do) and reads on without looking back: a text that holds those two characters
+    there has the tokens of its two sides encoded alone, as at a fresh line (``splice_regions``).
+    """
+    char = text[position]
+    return (
+        text[position - 1].isalpha() and not char.isalpha() and (char.isascii() or unicodedata.category(char) != "Cn")
+    )
 
 
 class TokenizerUnavailable(UsageError):

@@ -10,10 +10,12 @@ would differ from what the plain way cuts.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from anchorkit.anchors import find_anchors, find_titles, strip_anchors
 from anchorkit.chunk.core import _Chunker, _outline, _TextTokens, _TokenPositions
-from anchorkit.tokens import load_cl100k_base
+from anchorkit.tokens import ends_letters, load_cl100k_base
 from tests.test_chunk import document, fixture_documents, long_documents
 
 TOKENIZER = load_cl100k_base()
@@ -85,3 +87,41 @@ def test_the_anchor_check_of_the_content_says_what_the_full_scan_says(content: s
     chunker.content = content
     expected = not find_anchors(content) and len(find_titles(content)) == 1
     assert chunker._names_nothing_but_its_title() == expected
+
+
+# Characters around which cl100k_base's pieces may or may not split: letters of several scripts, digits,
+# white space of several kinds, contractions' apostrophes, punctuation, a combining mark, an emoji, a
+# letter of a newer Unicode than this Python's (U+31350, CJK extension H: unassigned here) and one
+# that is not a character at all (U+0378).
+TRICKY = "aZé接続カナ 7０\u3000\t\n\r'sllvedm.,;:!?-。、「」()[]#*_\u0301🙂\U00031350\u0378"
+tricky_texts = st.text(alphabet=st.sampled_from(TRICKY), min_size=2, max_size=80)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(text=tricky_texts)
+def test_a_text_has_the_tokens_of_its_two_sides_where_a_run_of_letters_ends(text: str) -> None:
+    for position in range(1, len(text)):
+        if ends_letters(text, position):
+            assert TOKENIZER.count(text) == TOKENIZER.count(text[:position]) + TOKENIZER.count(text[position:])
+
+
+def test_a_letter_of_a_newer_unicode_does_not_end_a_run_of_letters() -> None:
+    # cl100k's pattern may know U+31350 as a letter: the run would go on through it.
+    assert not ends_letters("字\U00031350", 1)
+    assert ends_letters("字。", 1) and ends_letters("word ", 4) and ends_letters("abc1", 3)
+    assert not ends_letters("ab", 1) and not ends_letters(" a", 1) and not ends_letters("1.", 1)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    lines=st.lists(
+        st.text(alphabet=st.sampled_from(TRICKY.replace("\n", "").replace("\r", "")), min_size=1, max_size=900),
+        min_size=1,
+        max_size=6,
+    ),
+    limit=st.sampled_from([40, 64, 120]),
+)
+def test_chunks_cut_inside_long_lines_are_counted_as_their_text_encodes(lines: list[str], limit: int) -> None:
+    chunker = _Chunker(_outline(document("\n".join(lines))), {}, TOKENIZER, limit, 0)
+    for chunk in chunker.run().chunks:
+        assert chunker._tokens(chunk) == TOKENIZER.count(chunk.text) <= limit, chunk.id

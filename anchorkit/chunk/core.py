@@ -56,7 +56,7 @@ from anchorkit.note_ranges import format_note_numbers, metadata_int, parse_note_
 from anchorkit.render.document import Outline
 from anchorkit.render.markdown_text import escape_plain
 from anchorkit.render.spacing import cut_plan, sentence_cuts
-from anchorkit.tokens import KnownCounts, Tokenizer, without
+from anchorkit.tokens import KnownCounts, Tokenizer, ends_letters, without
 
 DEFAULT_CHUNK_TOKENS = 300
 # The anchor that heads every chunk may take at most this share of a chunk (a longer subject is cut,
@@ -462,30 +462,48 @@ class _Chunker:
         return self._count_around_cuts(chunk, start_clean, end_clean)
 
     def _count_around_cuts(self, chunk: Chunk, start_clean: bool, end_clean: bool) -> int:
-        """The exact count of a chunk that begins or ends inside a line (or at a blank one), encoding
-        only its text up to the first, and from the last, start of a line that is not blank (and whose
-        text is in the chunk): the three parts' counts add up (see _tokens), the middle one read off the
-        content's runs, which start at exactly those lines."""
-        positions, start, end = self.positions, chunk.start, chunk.end
-        first = positions.run_at.get(start) if start_clean else positions.run_after(start)
-        last = None if end_clean else bisect_left(positions.starts, end) - 1  # the last run starting before it
-        if (
-            first is None
-            or positions.texts[first] >= end
-            or (last is not None and (last < first or positions.texts[last] >= end))
-        ):
+        """The exact count of a chunk that begins or ends inside a line (or at a blank one), encoding only
+        its text up to the first, and from the last, place where its tokens split whatever surrounds it
+        (see _tokens): a run of letters' end (``tokens.ends_letters``) in the line the chunk starts or
+        ends in, or the start of a line that is not blank. The tokens between are read off the content's
+        (such a place splits the content's tokens too), so a chunk cut inside a long line costs a few
+        words encoded again, not the whole line."""
+        start, end = chunk.start, chunk.end
+        head_end = start if start_clean else self._first_split_after(start, end)
+        tail_start = end if end_clean or head_end is None else self._last_split_before(end, head_end)
+        if head_end is None or tail_start is None:
             return self.tokenizer.count(chunk.text)
-        middle_start = positions.starts[first]
-        middle_end = end if last is None else positions.starts[last]
         if start_clean:
             head = self.count(chunk.header) + self.count(chunk.reopened)
         else:
-            head = self.tokenizer.count(chunk.header + chunk.reopened + self.content[start:middle_start])
-        if last is None:
+            head = self.tokenizer.count(chunk.header + chunk.reopened + self.content[start:head_end])
+        if end_clean:
             tail = self.count(chunk.closed)
         else:
-            tail = self.tokenizer.count(self.content[middle_end:end] + chunk.closed)
-        return head + positions.cost(middle_start, middle_end) + tail
+            tail = self.tokenizer.count(self.content[tail_start:end] + chunk.closed)
+        return head + self.positions.cost(head_end, tail_start) + tail
+
+    def _first_split_after(self, start: int, end: int) -> int | None:
+        """The first place in (start, end) where the content's tokens split whatever surrounds it: a run of
+        letters' end in start's run of lines, else the next run's start (if its text begins before ``end``)."""
+        positions, content = self.positions, self.content
+        run = positions.run_after(start)
+        fresh = positions.starts[run] if run is not None and positions.texts[run] < end else None
+        for position in range(start + 1, min(end, positions.length if run is None else positions.starts[run])):
+            if ends_letters(content, position):
+                return position
+        return fresh
+
+    def _last_split_before(self, end: int, low: int) -> int | None:
+        """The last place in [low, end) where the content's tokens split whatever surrounds it: a run of
+        letters' end in end's run of lines, else that run's start (if its text begins before ``end``)."""
+        positions, content = self.positions, self.content
+        run = bisect_left(positions.starts, end) - 1  # the last run that starts before end
+        run_start = positions.starts[run]
+        for position in range(end - 1, max(low, run_start + 1) - 1, -1):
+            if ends_letters(content, position):
+                return position
+        return run_start if run_start >= low and positions.texts[run] < end else None
 
     def _line_start(self, offset: int) -> bool:
         """Whether ``offset`` is where a line of the content starts (or its end)."""
