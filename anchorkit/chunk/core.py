@@ -257,9 +257,10 @@ class _TextTokens:
 # long tickets at 300 tokens, 160 of the 161), and would otherwise be encoded twice.
 _CUT_INSIDE = 400
 _LEADING_BLANKS = re.compile(r"[ \t\u3000]*")
-# A line break and the blanks after it, before a line's first other character (which the match ends at).
-# (A lookbehind for the line break instead is tried at every character: three times slower.)
-_FRESH_LINE = re.compile(r"\n[ \t\u3000]*(?=\S)")
+# A run: a line, the lines after it that are blank or begin with other white space, and the line break
+# before the next line that is not (whose first character other than blanks is not white space).
+# findall lists them in C, each one's text at once; its last item is the empty match at the end.
+_RUN = re.compile(r"[^\n]*(?:\n(?![ \t\u3000]*\S)[^\n]*)*\n?")
 
 
 class _TokenPositions:
@@ -276,29 +277,33 @@ class _TokenPositions:
         self.text = text
         self.length = len(text)
         self.tokenizer = tokenizer
-        lines = list(_FRESH_LINE.finditer(text)) if tokenizer.exact else []
-        self.starts = [0, *(line.start() + 1 for line in lines)]
-        # Where the text of each run's first line begins (the content's first line: see _Chunker._clean).
-        self.texts = [_LEADING_BLANKS.match(text).end(), *(line.end() for line in lines)]  # type: ignore[union-attr]
+        runs = (_RUN.findall(text)[:-1] or [text]) if tokenizer.exact else [text]
+        self.starts = list(accumulate(map(len, runs[:-1]), initial=0))
         self.runs: dict[int, _TextTokens] = {}
         if tokenizer.exact:
-            counts = []
-            for index, run in enumerate(map(text.__getitem__, map(slice, self.starts, [*self.starts[1:], None]))):
-                if len(run) > _CUT_INSIDE:
-                    self.runs[index] = _TextTokens(run, tokenizer)
-                    counts.append(self.runs[index].tokens.token_count)
-                else:
-                    counts.append(tokenizer.count(run))
+            count = tokenizer.count
+            counts = [
+                count(run) if len(run) <= _CUT_INSIDE else self._tokenized(index, run).tokens.token_count
+                for index, run in enumerate(runs)
+            ]
         else:
-            counts = [self._run(0).tokens.token_count]
+            counts = [self._tokenized(0, text).tokens.token_count]
         self.firsts = list(accumulate(counts, initial=0))  # token index where each run starts, and the count
         self.run_at = {start: index for index, start in enumerate(self.starts)}
+
+    def _tokenized(self, index: int, run: str) -> _TextTokens:
+        tokens = self.runs[index] = _TextTokens(run, self.tokenizer)
+        return tokens
+
+    def text_start(self, index: int) -> int:
+        """Where the text of run ``index``'s first line begins, after its blanks (see _Chunker._clean)."""
+        return _LEADING_BLANKS.match(self.text, self.starts[index]).end()  # type: ignore[union-attr]
 
     def _run(self, index: int) -> _TextTokens:
         run = self.runs.get(index)
         if run is None:
             end = self.starts[index + 1] if index + 1 < len(self.starts) else self.length
-            run = self.runs[index] = _TextTokens(self.text[self.starts[index] : end], self.tokenizer)
+            run = self._tokenized(index, self.text[self.starts[index] : end])
         return run
 
     def at(self, position: int) -> int:
@@ -488,7 +493,7 @@ class _Chunker:
         letters' end in start's run of lines, else the next run's start (if its text begins before ``end``)."""
         positions, content = self.positions, self.content
         run = positions.run_after(start)
-        fresh = positions.starts[run] if run is not None and positions.texts[run] < end else None
+        fresh = positions.starts[run] if run is not None and positions.text_start(run) < end else None
         for position in range(start + 1, min(end, positions.length if run is None else positions.starts[run])):
             if ends_letters(content, position):
                 return position
@@ -503,7 +508,7 @@ class _Chunker:
         for position in range(end - 1, max(low, run_start + 1) - 1, -1):
             if ends_letters(content, position):
                 return position
-        return run_start if run_start >= low and positions.texts[run] < end else None
+        return run_start if run_start >= low and positions.text_start(run) < end else None
 
     def _line_start(self, offset: int) -> bool:
         """Whether ``offset`` is where a line of the content starts (or its end)."""
