@@ -249,6 +249,32 @@ def test_a_long_log_is_cut_between_its_lines_with_the_fence_closed_and_reopened(
         assert chunk.text.count("```") % 2 == 0, chunk.text
 
 
+LONG_BLOCKS = {
+    "log": "```text\n"
+    + "\n".join(f"2026-03-01 10:{n % 60:02d}:00 [ERROR] vpn-gw{n:02d} ike failed" for n in range(90))
+    + "\n```",
+    "table": "| 拠点 | 端末 |\n|---|---|\n" + "\n".join(f"| 大阪{'支' * (n % 7)} | PC-{n:05d} |" for n in range(90)),
+    "list": "\n".join(f"- 手順{n}: {'確認' * (n % 5 + 1)}する" for n in range(90)),
+}
+
+
+@pytest.mark.parametrize("shape", LONG_BLOCKS)
+@pytest.mark.parametrize("overlap", [0, 30])
+def test_a_chunk_that_ends_inside_a_long_block_holds_as_many_of_its_lines_as_fit(shape: str, overlap: int) -> None:
+    block = LONG_BLOCKS[shape]
+    doc = document("前置きです。\n\n" + block + "\n\n後書きです。")
+    content = strip_anchors(doc)
+    block_start = content.index(block)
+    chunks = chunk_document(doc, {}, BYTES, 400, overlap).chunks
+    inside = [c for c in chunks[:-1] if block_start < c.end < block_start + len(block)]
+    assert len(inside) >= 3
+    for chunk in inside:  # one line more, and it would be over the limit
+        longer = (
+            chunk.header + chunk.reopened + content[chunk.start : content.index("\n", chunk.end) + 1] + chunk.closed
+        )
+        assert BYTES.count(chunk.text) <= 400 < BYTES.count(longer), chunk.id
+
+
 def test_a_long_table_is_cut_between_rows_with_its_header_repeated() -> None:
     rows = "\n".join(f"| 大阪 | PC-{n:05d} | 対応中です |" for n in range(40))
     doc = document("| 拠点 | 端末 | 状態 |\n|---|---|---|\n" + rows)

@@ -39,6 +39,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate
+from operator import sub
 from typing import Any, NamedTuple
 
 from anchorkit.anchors import (
@@ -203,6 +204,27 @@ class _Piece(NamedTuple):
     close: str = ""  # written at the end of a chunk that ends here
     reopen_cost: int = 0
     close_cost: int = 0
+    inner: _Lines | None = None  # the lines a chunk may also end between, inside the piece
+
+
+class _Lines(NamedTuple):
+    """Where a piece may also be cut: between its lines, the boundaries all alike (a list's items, a table's
+    rows, a code block's lines: LINE boundaries that reopen and close the same). A chunk that ends among
+    them ends after the furthest that fits (they differ only in how full they leave it), so the packer
+    finds that one by bisection and never makes a piece of each line."""
+
+    offsets: list[int]  # the content offset of each boundary, ascending
+    tokens: list[int]  # the content's token index there
+    first: int  # the token index at the piece's start
+    reopen: str
+    close: str
+    reopen_cost: int
+    close_cost: int
+
+    def part(self, start: int, stop: int | None, first: int) -> _Lines | None:
+        """The boundaries ``start:stop`` of a piece that begins at token ``first`` (None: there are none)."""
+        offsets = self.offsets[start:stop]
+        return self._replace(offsets=offsets, tokens=self.tokens[start:stop], first=first) if offsets else None
 
 
 # A line longer than this many characters has its characters' byte offsets listed once (_TextTokens).
@@ -535,11 +557,21 @@ class _Chunker:
         # The best place to end so far (None: none yet): any boundary beats a forced one; among those
         # alike, the best score (the later one on a tie).
         best_end: int | None = None
+        best_lines = 0  # the chunk ends after that many lines of piece best_end (0: before the piece)
         best_score, best_forced = 0.0, True
         index = first
         while index < len(pieces):
             piece = pieces[index]
             close_cost = pieces[index + 1].close_cost if index + 1 < len(pieces) else 0
+            inner = piece.inner
+            if inner is not None:  # the furthest of its line boundaries that fits
+                lines = bisect_right(inner.tokens, budget - used - inner.close_cost + inner.first)
+                if lines:
+                    score = (used + inner.tokens[lines - 1] - inner.first + inner.close_cost) / budget - _PENALTY[LINE]
+                    if best_end is None or best_forced or score >= best_score:
+                        best_end, best_lines, best_score, best_forced = index, lines, score, False
+                if lines < len(inner.tokens):
+                    break
             if used + piece.cost + close_cost > budget:
                 if piece.whole and (best_end is None or best_forced or best_score < _REFINE_BELOW):
                     pieces[index : index + 1] = self._refine(piece)
@@ -552,12 +584,39 @@ class _Chunker:
             level = pieces[index].level
             score, forced = (used + close_cost) / budget - _PENALTY.get(level, 1.0), level >= FORCED_LINE
             if best_end is None or (best_forced and not forced) or (best_forced == forced and score >= best_score):
-                best_end, best_score, best_forced = index, score, forced
+                best_end, best_lines, best_score, best_forced = index, 0, score, forced
+        if best_end is not None and best_lines:
+            self._cut_lines(best_end, best_lines)
+            return best_end + 1
         return best_end
+
+    def _cut_lines(self, index: int, lines: int) -> None:
+        """Cut piece ``index`` after its first ``lines`` lines (at its ``lines``-th inner boundary)."""
+        piece = self.pieces[index]
+        inner = piece.inner
+        assert inner is not None and 0 < lines <= len(inner.offsets)
+        at, token = inner.offsets[lines - 1], inner.tokens[lines - 1]
+        head = piece._replace(end=at, cost=token - inner.first, inner=inner.part(0, lines - 1, inner.first))
+        tail = _Piece(
+            at,
+            piece.end,
+            piece.cost - head.cost,
+            LINE,
+            piece.segment,
+            False,
+            inner.reopen,
+            inner.close,
+            inner.reopen_cost,
+            inner.close_cost,
+            inner.part(lines, None, token),
+        )
+        self.pieces[index : index + 1] = [head, tail]
 
     def _shrink(self, start: int, first: int, budget: int) -> None:
         """Cut piece ``first`` so that its first part fits in a chunk that begins at piece ``start``."""
         pieces = self.pieces
+        if pieces[first].inner is not None:  # (its first line is what must be cut)
+            self._cut_lines(first, 1)
         piece = pieces[first]
         used = pieces[start].reopen_cost + sum(p.cost for p in pieces[start:first])
         room = budget - used - (pieces[first + 1].close_cost if first + 1 < len(pieces) else 0)
@@ -578,9 +637,17 @@ class _Chunker:
             refined = self._refine(last)
             self.pieces[first - 1 : first] = refined
             first += len(refined) - 1
+        # The overlap may end between the lines of any piece of the previous chunk but its first line.
+        if self.pieces[previous_start].inner is not None:
+            self._cut_lines(previous_start, 1)
+            first += 1
         start, cost = first, 0
         while start - 1 > previous_start:
             piece = self.pieces[start - 1]
+            if piece.inner is not None:  # its last line apart
+                self._cut_lines(start - 1, len(piece.inner.offsets))
+                start, first = start + 1, first + 1
+                continue
             if piece.level >= FORCED_LINE or cost + piece.cost + piece.reopen_cost > self.overlap_tokens:
                 break
             start, cost = start - 1, cost + piece.cost
@@ -646,12 +713,22 @@ class _Chunker:
     # ------------------------------------------------------------------ looking into a segment
 
     def _piece(
-        self, start: int, end: int, level: int, segment: int, reopen: str = "", close: str = "", cost: int | None = None
+        self,
+        start: int,
+        end: int,
+        level: int,
+        segment: int,
+        reopen: str = "",
+        close: str = "",
+        cost: int | None = None,
+        inner: _Lines | None = None,
     ) -> _Piece:
         """``cost``: its tokens, when the caller knows them (else read off the content's)."""
         if cost is None:
             cost = self.positions.cost(start, end)
-        return _Piece(start, end, cost, level, segment, False, reopen, close, self.count(reopen), self.count(close))
+        return _Piece(
+            start, end, cost, level, segment, False, reopen, close, self.count(reopen), self.count(close), inner
+        )
 
     def _refine(self, piece: _Piece) -> list[_Piece]:
         """A whole segment as the pieces between the places where it may be cut."""
@@ -679,25 +756,71 @@ class _Chunker:
             else:
                 boundaries[number] = (LINE, "", "")
         numbers = sorted(boundaries)
-        pieces: list[_Piece] = []
-        code: dict[int, tuple[str, str]] | None = None
+        bounds = [boundaries[number] for number in numbers]
         at = self.positions.at
         tokens = [at(starts[number]) for number in numbers] + [at(piece.end)]  # where each piece's tokens start
-        for index, (first, stop) in enumerate(zip(numbers, [*numbers[1:], len(lines)], strict=True)):
-            level, reopen, close = boundaries[first]
-            end = min(starts[stop], piece.end)
-            new = self._piece(
-                starts[first], end, level, piece.segment, reopen, close, tokens[index + 1] - tokens[index]
+        ends = [starts[number] for number in numbers[1:]] + [piece.end]
+        pieces: list[_Piece] = []
+        code: dict[int, tuple[str, str]] | None = None
+        index = 0
+        while index < len(numbers):
+            stop = index + 1  # past the lines after it whose boundaries are alike line boundaries
+            if stop < len(bounds) and bounds[stop][0] == LINE:
+                alike = bounds[stop]
+                while stop < len(bounds) and bounds[stop] == alike:
+                    stop += 1
+            lines_of = self._lines(
+                bounds, tokens, index, stop, [starts[number] for number in numbers[index + 1 : stop]]
             )
-            # A chunk that ends after this piece closes what the next cut leaves open (a code block).
-            after = self.count(boundaries[stop][2]) if stop in boundaries else 0
-            if new.cost + new.reopen_cost + after <= self.limit:
-                pieces.append(new)
-                continue
-            if code is None:
-                code = _code_lines(lines, plan.code_blocks)
-            pieces.extend(self._split(new, after, lines, starts, range(first, stop), plan, code))
+            if lines_of is not None or stop == index + 1:
+                level, reopen, close = bounds[index]
+                cost = tokens[stop] - tokens[index]
+                new = self._piece(
+                    starts[numbers[index]], ends[stop - 1], level, piece.segment, reopen, close, cost, lines_of
+                )
+                after = self.count(bounds[stop][2]) if stop < len(bounds) else 0
+                if lines_of is not None or new.cost + new.reopen_cost + after <= self.limit:
+                    pieces.append(new)
+                    index = stop
+                    continue
+            for line in range(index, stop):  # a line longer than a chunk among them: each line apart
+                level, reopen, close = bounds[line]
+                new = self._piece(
+                    starts[numbers[line]],
+                    ends[line],
+                    level,
+                    piece.segment,
+                    reopen,
+                    close,
+                    tokens[line + 1] - tokens[line],
+                )
+                # A chunk that ends after this piece closes what the next cut leaves open (a code block).
+                after = self.count(bounds[line + 1][2]) if line + 1 < len(bounds) else 0
+                if new.cost + new.reopen_cost + after <= self.limit:
+                    pieces.append(new)
+                    continue
+                if code is None:
+                    code = _code_lines(lines, plan.code_blocks)
+                next_line = numbers[line + 1] if line + 1 < len(numbers) else len(lines)
+                pieces.extend(self._split(new, after, lines, starts, range(numbers[line], next_line), plan, code))
+            index = stop
         return pieces
+
+    def _lines(
+        self, bounds: list[tuple[int, str, str]], tokens: list[int], index: int, stop: int, offsets: list[int]
+    ) -> _Lines | None:
+        """The line boundaries inside the piece of pieces ``index:stop`` (its lines' boundaries, all alike:
+        ``offsets``), if every one of those lines fits in a chunk (else None: one is cut inside)."""
+        if stop - index < 2:
+            return None
+        _, reopen, close = bounds[index + 1]
+        after = self.count(bounds[stop][2]) if stop < len(bounds) else 0
+        longest = max(map(sub, tokens[index + 1 : stop + 1], tokens[index:stop]))
+        if longest + max(self.count(bounds[index][1]), self.count(reopen)) + max(self.count(close), after) > self.limit:
+            return None
+        return _Lines(
+            offsets, tokens[index + 1 : stop], tokens[index], reopen, close, self.count(reopen), self.count(close)
+        )
 
     def _split(
         self,
