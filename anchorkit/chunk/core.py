@@ -620,13 +620,14 @@ class _Chunker:
         piece = pieces[first]
         used = pieces[start].reopen_cost + sum(p.cost for p in pieces[start:first])
         room = budget - used - (pieces[first + 1].close_cost if first + 1 < len(pieces) else 0)
-        parts = self._force(piece.start, piece.end, room) if room >= 1 else []
+        parts = (
+            self._force(piece.start, piece.end, room, piece.segment, (piece.level, piece.reopen, piece.close))
+            if room >= 1
+            else []
+        )
         if len(parts) < 2:
             raise ChunkError(f"ticket #{self.ticket_id}: cannot fit the text at offset {piece.start} in a chunk")
-        pieces[first : first + 1] = [
-            self._piece(*parts[0], piece.level, piece.segment, piece.reopen, piece.close),
-            *(self._piece(*part, FORCED, piece.segment) for part in parts[1:]),
-        ]
+        pieces[first : first + 1] = parts
 
     def _overlap(self, previous_start: int, first: int) -> tuple[int, int]:
         """Where the chunk whose own content starts at piece ``first`` begins, to repeat up to
@@ -851,23 +852,34 @@ class _Chunker:
             # A cut inside a code line closes the code after the first part and reopens it before the next.
             reopened, closed = (opener + "\n", "\n" + closer + "\n") if opener else ("", "")
             room = self.limit - max(self.count(reopen), self.count(reopened)) - max(self.count(closed), end_close)
-            parts = self._force(start, end, room)
-            pieces.append(self._piece(*parts[0], level, piece.segment, reopen, close))
-            pieces.extend(self._piece(*part, FORCED, piece.segment, reopened, closed) for part in parts[1:])
+            pieces.extend(self._force(start, end, room, piece.segment, (level, reopen, close), reopened, closed))
         return pieces
 
-    def _force(self, start: int, end: int, room: int) -> list[tuple[int, int]]:
-        """``content[start:end]`` in parts of at most ``room`` tokens (as its offsets say), cut inside
-        lines where it must."""
+    def _force(
+        self,
+        start: int,
+        end: int,
+        room: int,
+        segment: int,
+        cut: tuple[int, str, str],
+        reopened: str = "",
+        closed: str = "",
+    ) -> list[_Piece]:
+        """``content[start:end]`` as pieces of at most ``room`` tokens (as its offsets say), cut inside lines
+        where it must: the first after the boundary ``cut`` (its level, what a cut there reopens and closes),
+        the others after a FORCED one that reopens ``reopened`` and closes ``closed``."""
         positions = self.positions
-        parts = []
-        while positions.cost(start, end) > room and end - start > 1:
-            limit = min(max(positions.position(positions.at(start) + room), start + 1), end - 1)
-            cut = _cut_before(self.content, start, limit)
-            parts.append((start, cut))
-            start = cut
-        parts.append((start, end))
-        return parts
+        level, reopen, close = cut
+        pieces = []
+        first, last = positions.at(start), positions.at(end)  # the token indices there
+        while last - first > room and end - start > 1:
+            limit = min(max(positions.position(first + room), start + 1), end - 1)
+            inside = _cut_before(self.content, start, limit)
+            inside_token = positions.at(inside)
+            pieces.append(self._piece(start, inside, level, segment, reopen, close, inside_token - first))
+            start, first, level, reopen, close = inside, inside_token, FORCED, reopened, closed
+        pieces.append(self._piece(start, end, level, segment, reopen, close, last - first))
+        return pieces
 
 
 def _cut_before(content: str, start: int, limit: int) -> int:
