@@ -539,15 +539,9 @@ class _Chunker:
         return offset in (0, len(self.content)) or self.content[offset - 1] == "\n"
 
     def _clean(self, offset: int) -> bool:
-        """Whether ``offset`` is the start of a line that is not blank (or an end of the content)."""
-        content = self.content
-        if offset in (0, len(content)):
-            return True
-        if content[offset - 1] != "\n":
-            return False
-        while offset < len(content) and content[offset] in " \t\u3000":
-            offset += 1
-        return offset < len(content) and not content[offset].isspace()
+        """Whether ``offset`` is the start of a line that is not blank (where a run of the content's lines
+        starts: _TokenPositions) or the content's end. (Only asked with an exact tokenizer.)"""
+        return offset in self.positions.run_at or offset == self.positions.length
 
     def _end(self, start: int, first: int, budget: int) -> int | None:
         """The piece index before which the chunk that begins at piece ``start`` (its own content at
