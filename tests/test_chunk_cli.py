@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typer.testing import CliRunner
 
 from anchorkit import parallel
 from anchorkit.anchors import find_anchors, find_titles
+from anchorkit.chunk import writers
 from anchorkit.chunk.pipeline import chunk_source
 from anchorkit.cli import app
 from anchorkit.parallel import map_batches
@@ -173,6 +175,24 @@ def test_chunk_source_chunks_in_as_many_processes_as_it_is_given(monkeypatch: py
     lines = io.BytesIO()
     report = chunk_source(FIXTURES, jsonl=lines, jobs=2)
     assert pools == [2] and report.chunks == len(lines.getvalue().splitlines()) > 0
+
+
+def test_worker_processes_hand_their_lines_over_in_files_that_are_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the workers' files go (inherited by fork)
+    read_back: list[writers.Spooled] = []
+    read_spooled = writers._read_spooled
+    monkeypatch.setattr(
+        writers, "_read_spooled", lambda fd, spooled: read_back.append(spooled) or read_spooled(fd, spooled)
+    )
+    in_workers, in_one = io.BytesIO(), io.BytesIO()
+    chunk_source(FIXTURES, jsonl=in_workers, jobs=2)
+    from_workers = len(read_back)
+    chunk_source(FIXTURES, jsonl=in_one, jobs=1)  # (one process: its lines stay in memory)
+    assert in_workers.getvalue() == in_one.getvalue()
+    tickets = {json.loads(line)["ticket_id"] for line in in_one.getvalue().splitlines()}
+    assert from_workers == len(read_back) == len(tickets) and os.listdir(tmp_path) == []
 
 
 def test_private_issues_and_notes_stay_out_unless_included(snapshot: Path) -> None:

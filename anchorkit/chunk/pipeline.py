@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,14 +113,21 @@ def chunk_source(
     elif not check and isinstance(jsonl, Path):
         check_writable_folder(jsonl.parent, "--jsonl")
     choose_tokenizer(settings.tokenizer, settings.tiktoken_file)  # one that cannot be loaded stops the run here
-    encoding = JsonLines() if out is None else ChunkFiles(settings.sidecar_schema, settings.sidecars)
-    chunks = chunk_tickets(source, settings, options.chunk_tokens, options.overlap_tokens, jobs, progress, encoding)
     if out is not None:
+        encoding = ChunkFiles(settings.sidecar_schema, settings.sidecars)
+        chunks = chunk_tickets(source, settings, options.chunk_tokens, options.overlap_tokens, jobs, progress, encoding)
         report = write_chunk_folder(chunks, out, settings.sidecar_schema, check=check, sidecars=settings.sidecars)
-    elif isinstance(jsonl, Path):
-        report = write_jsonl_file(chunks, jsonl, check=check)
     else:
-        assert jsonl is not None
-        report = write_jsonl(chunks, jsonl)
+        # Worker processes leave their lines in a temporary folder (what was ahead of the writer used to wait
+        # in memory): the parent copies them in order, and the folder goes whatever happens.
+        with tempfile.TemporaryDirectory(prefix="anchorkit-chunk-") as spool:
+            chunks = chunk_tickets(
+                source, settings, options.chunk_tokens, options.overlap_tokens, jobs, progress, JsonLines(), Path(spool)
+            )
+            if isinstance(jsonl, Path):
+                report = write_jsonl_file(chunks, jsonl, check=check)
+            else:
+                assert jsonl is not None
+                report = write_jsonl(chunks, jsonl)
     report.tokenizer = settings.tokenizer
     return report

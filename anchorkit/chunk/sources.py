@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import multiprocessing
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -28,6 +29,7 @@ from typing import Any, TypeVar
 
 from anchorkit import parallel
 from anchorkit.chunk.core import DEFAULT_CHUNK_TOKENS, ChunkedTicket, ChunkError, chunk_document
+from anchorkit.chunk.writers import spool_batch
 from anchorkit.errors import UsageError
 from anchorkit.render.document import Lookups, Outline, RenderOptions
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, read_sidecar
@@ -176,16 +178,19 @@ def chunk_tickets(
     jobs: int = default("jobs"),
     progress: Progress | None = None,
     encode: Callable[[ChunkedTicket], Any] | None = None,
+    spool: Path | None = None,
 ) -> Iterator[Any]:
     """``chunk_items(iter_source(source, options))`` with the tickets read and chunked in ``jobs`` processes
     (0: one per core beyond a batch of tickets; parallel.py), counted with ``options.tokenizer``, each
     ``ChunkedTicket`` replaced by ``encode(ticket)`` where it was chunked if ``encode`` is given (a writer's
-    encoding: writers.py). The results come in ticket-id order and do not depend on ``jobs``.
+    encoding: writers.py). The results come in ticket-id order and do not depend on ``jobs``. ``spool``: a
+    folder where worker processes write each batch's encoded bytes (JSON Lines), sending the parent where
+    they are (``writers.Spooled``) instead of the bytes themselves.
 
     Raises :class:`UsageError` for a source that is neither a snapshot nor a folder of documents.
     """
     tickets, read = _reader(source, options)
-    settings = (read, options.tokenizer, options.tiktoken_file, chunk_tokens, overlap_tokens, encode)
+    settings = (read, options.tokenizer, options.tiktoken_file, chunk_tokens, overlap_tokens, encode, spool)
     results = parallel.map_batches(_chunk_batch, tickets, jobs, setup=_Batches, args=settings)
     return _reported(results, len(tickets), progress)
 
@@ -207,6 +212,7 @@ class _Batches:
     chunk_tokens: int
     overlap_tokens: int
     encode: Callable[[ChunkedTicket], Any] | None
+    spool: Path | None
 
 
 def _chunk_batch(settings: _Batches, tickets: list[Any]) -> list[Any]:
@@ -215,4 +221,7 @@ def _chunk_batch(settings: _Batches, tickets: list[Any]) -> list[Any]:
     encode = settings.encode
     if encode is None:
         return list(results)
-    return [encode(result) if isinstance(result, ChunkedTicket) else result for result in results]
+    encoded = [encode(result) if isinstance(result, ChunkedTicket) else result for result in results]
+    if settings.spool is not None and multiprocessing.parent_process() is not None:  # a worker process
+        return spool_batch(encoded, settings.spool)
+    return encoded

@@ -9,16 +9,19 @@
 
 Both take what ``sources.chunk_items`` yields and report tickets, chunks, files and failures. A ticket's
 chunks are encoded by ``JsonLines`` or ``ChunkFiles``: by the writer, or already where the ticket was
-chunked (``sources.chunk_tickets(encode=...)``), so that with ``--jobs`` the parent process only writes.
+chunked (``sources.chunk_tickets(encode=...)``), so that with ``--jobs`` the parent process only writes; a
+worker leaves its JSON Lines in a file (``spool_batch``) for the parent to copy, rather than send them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import os
 import re
 import shutil
+import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -65,6 +68,34 @@ class EncodedTicket(Generic[Data]):
     data: Data
     encoding: JsonLines | ChunkFiles
     warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Spooled:
+    """A ticket's JSON Lines as a worker process left them: ``length`` bytes at ``offset`` of the file ``path``."""
+
+    path: str
+    offset: int
+    length: int
+
+
+def spool_batch(results: list[Any], folder: Path) -> list[Any]:
+    """A batch's results with each ticket's JSON Lines written into one new file of ``folder`` and replaced by
+    where they are: a worker process then sends its parent a few numbers a ticket, not megabytes to pickle,
+    pipe and unpickle (write_jsonl copies them into the output, in order, and removes the file)."""
+    lines = [result for result in results if isinstance(result, EncodedTicket)]
+    if not lines:
+        return results
+    descriptor, path = tempfile.mkstemp(suffix=".jsonl", dir=folder)
+    with os.fdopen(descriptor, "wb") as file:
+        file.writelines(ticket.data for ticket in lines)
+    spooled, offset = [], 0
+    for result in results:
+        if isinstance(result, EncodedTicket):
+            result = dataclasses.replace(result, data=Spooled(path, offset, len(result.data)))
+            offset += result.data.length
+        spooled.append(result)
+    return spooled
 
 
 @dataclass(frozen=True)
@@ -126,10 +157,33 @@ def write_jsonl(results: Results, out: BinaryIO) -> ChunkReport:
     """One JSON object a line per chunk, to an open binary stream (stdout, a file)."""
     started = time.perf_counter()
     report = ChunkReport()
-    for ticket in _tickets(results, report, JsonLines()):
-        out.write(ticket.data)
+    spool: tuple[str, int] | None = None  # the spool file being read (spool_batch), and its descriptor
+    try:
+        for ticket in _tickets(results, report, JsonLines()):
+            data = ticket.data
+            if isinstance(data, Spooled):
+                if spool is None or spool[0] != data.path:
+                    _done_with(spool)
+                    spool = data.path, os.open(data.path, os.O_RDONLY)
+                data = _read_spooled(spool[1], data)
+            out.write(data)
+    finally:
+        _done_with(spool)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _read_spooled(descriptor: int, spooled: Spooled) -> bytes:
+    data = os.pread(descriptor, spooled.length, spooled.offset)
+    if len(data) != spooled.length:
+        raise OSError(f"{spooled.path}: {len(data)} bytes at {spooled.offset}, not {spooled.length}: cut short")
+    return data
+
+
+def _done_with(spool: tuple[str, int] | None) -> None:
+    if spool is not None:
+        os.close(spool[1])
+        os.unlink(spool[0])
 
 
 def write_jsonl_file(results: Results, path: Path, check: bool = False) -> ChunkReport:
