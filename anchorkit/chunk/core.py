@@ -224,7 +224,11 @@ class _Lines(NamedTuple):
     def part(self, start: int, stop: int | None, first: int) -> _Lines | None:
         """The boundaries ``start:stop`` of a piece that begins at token ``first`` (None: there are none)."""
         offsets = self.offsets[start:stop]
-        return self._replace(offsets=offsets, tokens=self.tokens[start:stop], first=first) if offsets else None
+        if not offsets:
+            return None
+        return _Lines(
+            offsets, self.tokens[start:stop], first, self.reopen, self.close, self.reopen_cost, self.close_cost
+        )
 
 
 # A line longer than this many characters has its characters' byte offsets listed once (_TextTokens).
@@ -590,7 +594,19 @@ class _Chunker:
         inner = piece.inner
         assert inner is not None and 0 < lines <= len(inner.offsets)
         at, token = inner.offsets[lines - 1], inner.tokens[lines - 1]
-        head = piece._replace(end=at, cost=token - inner.first, inner=inner.part(0, lines - 1, inner.first))
+        head = _Piece(
+            piece.start,
+            at,
+            token - inner.first,
+            piece.level,
+            piece.segment,
+            piece.whole,
+            piece.reopen,
+            piece.close,
+            piece.reopen_cost,
+            piece.close_cost,
+            inner.part(0, lines - 1, inner.first),
+        )
         tail = _Piece(
             at,
             piece.end,
