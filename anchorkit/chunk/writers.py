@@ -25,6 +25,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring  # what json.dumps(..., ensure_ascii=False) writes a str with
 from pathlib import Path
 from typing import Any, BinaryIO, Generic, TypeVar
 
@@ -34,7 +35,7 @@ from anchorkit.chunk_names import CHUNK_FILE
 from anchorkit.files import AtomicStream, sync_file, write_atomic, write_new_folder
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, check_schema, encode_sidecars
 from anchorkit.render.transform import TicketFailure, TransformReport, written_for
-from anchorkit.shared_json import OverlayEncoder, json_pair
+from anchorkit.shared_json import OverlayEncoder
 
 _CHUNK_NAME = re.compile(rf"^{CHUNK_FILE}(?:{re.escape(SIDECAR_SUFFIX)})?$")
 _TEMP_NAME = re.compile(rf"^\.{CHUNK_FILE}(?:{re.escape(SIDECAR_SUFFIX)})?\..*\.tmp$")
@@ -109,8 +110,8 @@ class JsonLines:
             if chunk.shared is not shared:  # (a ticket's chunks share one mapping: encoded once)
                 shared, metadata = chunk.shared, OverlayEncoder(chunk.shared)
             lines.append(
-                f"{{{json_pair('id', chunk.id)}, {json_pair('ticket_id', chunk.ticket_id)}, "
-                f'{json_pair("text", chunk.text)}, "metadata": {metadata.encode(chunk.own)}}}\n'
+                f'{{"id": {encode_basestring(chunk.id)}, "ticket_id": {chunk.ticket_id:d}, '
+                f'"text": {encode_basestring(chunk.text)}, "metadata": {metadata.encode(chunk.own)}}}\n'
             )
         return EncodedTicket(ticket.ticket_id, len(ticket.chunks), "".join(lines).encode(), self, ticket.warnings)
 
