@@ -742,32 +742,13 @@ class _Chunker:
         )
 
     def _refine(self, piece: _Piece) -> list[_Piece]:
-        """A whole segment as the pieces between the places where it may be cut."""
-        text = self.content[piece.start : piece.end]
-        lines = text.split("\n")
+        """A whole segment as the pieces between the places where it may be cut: the lines of a run whose
+        boundaries are alike stay one piece (cut between them by bisection: _Lines), a line longer than a
+        chunk is cut inside (_split)."""
+        lines = self.content[piece.start : piece.end].split("\n")
         starts = list(accumulate((len(line) + 1 for line in lines), initial=piece.start))
         plan = cut_plan(lines)
-        boundaries: dict[int, tuple[int, str, str]] = {0: (piece.level, "", "")}
-        code_cuts: dict[str, tuple[int, str, str]] = {}  # a code block's opening line -> what a cut in it writes
-        for number in plan:
-            if number == 0 or not lines[number] or _after_heading(lines, number):
-                continue
-            if number in plan.code_openers:
-                opener = plan.code_openers[number]
-                cut = code_cuts.get(opener)
-                if cut is None:
-                    cut = code_cuts[opener] = (LINE, opener + "\n", (code_closer(opener) or "") + "\n")
-                boundaries[number] = cut
-            elif number in plan.table_heads:
-                head = "\n".join(plan.table_heads[number]) + "\n"
-                if self.count(head) <= self.limit // 3:  # else the table's chunks would be mostly its head
-                    boundaries[number] = (LINE, head, "")
-            elif lines[number - 1] == "":
-                boundaries[number] = (HEADING if _HEADING_LINE.match(lines[number]) else BLOCK, "", "")
-            else:
-                boundaries[number] = (LINE, "", "")
-        numbers = sorted(boundaries)
-        bounds = [boundaries[number] for number in numbers]
+        numbers, bounds = self._boundaries(piece, lines, plan)
         at = self.positions.at
         tokens = [at(starts[number]) for number in numbers] + [at(piece.end)]  # where each piece's tokens start
         ends = [starts[number] for number in numbers[1:]] + [piece.end]
@@ -777,34 +758,23 @@ class _Chunker:
         while index < len(numbers):
             stop = index + 1  # past the lines after it whose boundaries are alike line boundaries
             if stop < len(bounds) and bounds[stop][0] == LINE:
-                alike = bounds[stop]
-                while stop < len(bounds) and bounds[stop] == alike:
+                while stop < len(bounds) and bounds[stop] == bounds[index + 1]:
                     stop += 1
-            lines_of = self._lines(
-                bounds, tokens, index, stop, [starts[number] for number in numbers[index + 1 : stop]]
-            )
-            if lines_of is not None or stop == index + 1:
+            inner = self._lines(bounds, tokens, index, stop, [starts[number] for number in numbers[index + 1 : stop]])
+            if inner is not None:
                 level, reopen, close = bounds[index]
                 cost = tokens[stop] - tokens[index]
-                new = self._piece(
-                    starts[numbers[index]], ends[stop - 1], level, piece.segment, reopen, close, cost, lines_of
+                pieces.append(
+                    self._piece(
+                        starts[numbers[index]], ends[stop - 1], level, piece.segment, reopen, close, cost, inner
+                    )
                 )
-                after = self.count(bounds[stop][2]) if stop < len(bounds) else 0
-                if lines_of is not None or new.cost + new.reopen_cost + after <= self.limit:
-                    pieces.append(new)
-                    index = stop
-                    continue
-            for line in range(index, stop):  # a line longer than a chunk among them: each line apart
+                index = stop
+                continue
+            for line in range(index, stop):  # each line apart (one of them is longer than a chunk)
                 level, reopen, close = bounds[line]
-                new = self._piece(
-                    starts[numbers[line]],
-                    ends[line],
-                    level,
-                    piece.segment,
-                    reopen,
-                    close,
-                    tokens[line + 1] - tokens[line],
-                )
+                cost = tokens[line + 1] - tokens[line]
+                new = self._piece(starts[numbers[line]], ends[line], level, piece.segment, reopen, close, cost)
                 # A chunk that ends after this piece closes what the next cut leaves open (a code block).
                 after = self.count(bounds[line + 1][2]) if line + 1 < len(bounds) else 0
                 if new.cost + new.reopen_cost + after <= self.limit:
@@ -817,11 +787,41 @@ class _Chunker:
             index = stop
         return pieces
 
+    def _boundaries(self, piece: _Piece, lines: list[str], plan: Any) -> tuple[list[int], list[tuple[int, str, str]]]:
+        """The lines of a segment that a chunk may start at, in order, and each one's level and what a cut
+        there reopens and closes (``plan``: the lines' cut plan)."""
+        numbers, bounds = [0], [(piece.level, "", "")]
+        cuts: dict[Any, tuple[int, str, str] | None] = {}  # a code block's opener, a table's head -> its cuts'
+        for number in sorted(plan):
+            if number == 0 or not lines[number] or _after_heading(lines, number):
+                continue
+            if number in plan.code_openers:
+                opener = plan.code_openers[number]
+                bound = cuts.get(opener)
+                if bound is None:
+                    bound = cuts[opener] = (LINE, opener + "\n", (code_closer(opener) or "") + "\n")
+            elif number in plan.table_heads:
+                rows = plan.table_heads[number]
+                if rows not in cuts:
+                    head = "\n".join(rows) + "\n"
+                    # (a table whose head is long is not cut: its chunks would be mostly its head)
+                    cuts[rows] = (LINE, head, "") if self.count(head) <= self.limit // 3 else None
+                bound = cuts[rows]
+                if bound is None:
+                    continue
+            elif lines[number - 1] == "":
+                bound = (HEADING if _HEADING_LINE.match(lines[number]) else BLOCK, "", "")
+            else:
+                bound = (LINE, "", "")
+            numbers.append(number)
+            bounds.append(bound)
+        return numbers, bounds
+
     def _lines(
         self, bounds: list[tuple[int, str, str]], tokens: list[int], index: int, stop: int, offsets: list[int]
     ) -> _Lines | None:
-        """The line boundaries inside the piece of pieces ``index:stop`` (its lines' boundaries, all alike:
-        ``offsets``), if every one of those lines fits in a chunk (else None: one is cut inside)."""
+        """The line boundaries inside the piece made of the lines ``index:stop`` (``offsets``: where the lines
+        after the first start), if there are some and each of those lines fits in a chunk (else None)."""
         if stop - index < 2:
             return None
         _, reopen, close = bounds[index + 1]
