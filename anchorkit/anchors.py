@@ -28,7 +28,7 @@ from itertools import accumulate, repeat
 from operator import add
 from typing import NamedTuple
 
-from anchorkit.markdown_blocks import COMPLEX_LINE, Block, parse_blocks, scannable_code_lines, top_level_blocks
+from anchorkit.markdown_blocks import Block, holds_complex_lines, parse_blocks, scannable_code_lines, top_level_blocks
 
 DEFAULT_LABEL = "チケット"
 
@@ -276,7 +276,7 @@ def insert_anchors(
     anchor = anchor_line(ticket_id, subject, label)
     lines = document.split("\n")
     skip = frozenset(unanchored_headings)
-    blocks = _scan_blocks(lines, set()) if not COMPLEX_LINE.search(document) else _blocks_of_complex(document, lines)
+    blocks = _scan_blocks(lines, set()) if not holds_complex_lines(document) else _blocks_of_complex(document, lines)
     output: list[str] = []
     copied = 0  # lines[:copied] are in output already
     want_anchor = False
@@ -315,13 +315,14 @@ def _is_anchor_block(block: Block, lines: list[str]) -> bool:
     )
 
 
-# An ATX heading's first character, or a setext heading's underline (one scan of the text).
-_MAY_HOLD_A_HEADING = re.compile(r"^ {0,3}(?:#|=+[ \t]*$|-+[ \t]*$)", re.M)
+# An ATX heading's first character, or a setext heading's underline (one scan of the text, after a line
+# break: see markdown_blocks.holds_complex_lines).
+_MAY_HOLD_A_HEADING = re.compile(r"\n {0,3}(?:#|=+[ \t]*$|-+[ \t]*$)", re.M)
 
 
 def may_hold_a_heading(text: str) -> bool:
     """False when ``text`` has no heading (``insert_anchors`` leaves it as it is); True when it may."""
-    return _MAY_HOLD_A_HEADING.search(text) is not None
+    return _MAY_HOLD_A_HEADING.search("\n" + text) is not None
 
 
 _ATX_HEADING = re.compile(r"(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")

@@ -21,6 +21,14 @@ from markdown_it.token import Token
 # setext underlines / thematic breaks, indented code and headings that are not at column 0.
 # A text without any of them has top-level ATX headings exactly at the lines that start with '#'.
 COMPLEX_LINE = re.compile(r"^(?: {0,3}(?:`{3,}|~{3,}|<|[=\-][=\- \t]*$)| {4}|\t| {1,3}#)", re.M)
+# The same after a line break, for a text given one in front: a regex finds a line break at once, where
+# it tries "^" at every character (three times slower on long tickets).
+_COMPLEX_AFTER_BREAK = re.compile("\n" + COMPLEX_LINE.pattern.removeprefix("^"), re.M)
+
+
+def holds_complex_lines(text: str) -> bool:
+    """Whether a line of ``text`` matches ``COMPLEX_LINE``."""
+    return _COMPLEX_AFTER_BREAK.search("\n" + text) is not None
 
 
 @lru_cache(maxsize=1)
@@ -107,7 +115,7 @@ def scannable_code_lines(lines: list[str]) -> set[int] | None:
         if lines[start][:2] == "</" and start > 0 and lines[start - 1] and start not in ends:
             return None
     code = {number for start, (end, _) in blocks.items() for number in range(start, end)}
-    if COMPLEX_LINE.search("\n".join(line for number, line in enumerate(lines) if number not in code)):
+    if holds_complex_lines("\n".join(line for number, line in enumerate(lines) if number not in code)):
         return None
     return code
 

@@ -47,7 +47,7 @@ from itertools import accumulate, compress, count, pairwise, repeat
 from operator import add, lt, sub, truediv
 from typing import Any, Generic, TypeVar, overload
 
-from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks
+from anchorkit.markdown_blocks import COMPLEX_LINE, holds_complex_lines, parse_blocks
 from anchorkit.tokens import TokenizedText, byte_offsets
 
 Span = tuple[int, int]  # token indices [start, end)
@@ -347,16 +347,11 @@ class HeadingChunker:
         return [[span for start, end in pairwise(starts) for span in windows(start, end, self.max_tokens, overlap)]]
 
 
-# COMPLEX_LINE looked for after a line break (of a text given one in front) rather than at "^": the
-# scan then stops only at line breaks.
-_COMPLEX_AFTER_BREAK = re.compile("\n" + COMPLEX_LINE.pattern.removeprefix("^"), re.M)
-
-
 @lru_cache(maxsize=4)
 def has_complex_lines(text: str) -> bool:
     """Whether a line of the text matches ``COMPLEX_LINE`` (cached: the heading chunker and the
     audit's anchors-in-code check both ask of each document)."""
-    return _COMPLEX_AFTER_BREAK.search("\n" + text) is not None
+    return holds_complex_lines(text)
 
 
 def heading_offsets(text: str) -> list[int]:

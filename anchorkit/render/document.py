@@ -38,7 +38,7 @@ from anchorkit.anchors import (
     strip_anchors,
     title_line,
 )
-from anchorkit.markdown_blocks import COMPLEX_LINE, parse_blocks, scannable_code_lines, top_level_blocks
+from anchorkit.markdown_blocks import holds_complex_lines, parse_blocks, scannable_code_lines, top_level_blocks
 from anchorkit.render.markdown_text import escape_plain
 from anchorkit.render.spacing import TokenCounter, approx_tokens_with_margin, space_anchors
 from anchorkit.render.textformat import to_markdown
@@ -311,7 +311,7 @@ def _contain(markdown: str) -> str:
     """Headings demoted and constructs left open closed, by the cheapest way exact for this text."""
     code: set[int] = set()
     text = markdown
-    if COMPLEX_LINE.search(markdown):
+    if holds_complex_lines(markdown):
         lines = markdown.split("\n")
         scannable = scannable_code_lines(lines)
         if scannable is None:

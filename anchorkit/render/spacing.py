@@ -51,7 +51,7 @@ from anchorkit.anchors import (
     code_closer,
     strip_anchors,
 )
-from anchorkit.markdown_blocks import COMPLEX_LINE, FENCE_BLOCK, TABLE_BLOCK, line_blocks, parse_blocks
+from anchorkit.markdown_blocks import FENCE_BLOCK, TABLE_BLOCK, holds_complex_lines, line_blocks, parse_blocks
 from anchorkit.tokens import KnownCounts, approx_tokens
 
 TokenCounter = Callable[[str], int]
@@ -547,7 +547,8 @@ def _cuttable_code(kind: str, block: list[str]) -> bool:
 
 _LIST_ITEM = re.compile(r"(?:[-+*]|\d{1,9}[.)]) (?=\S)")  # one space: the item's text starts right after
 _ATX_HEADING = re.compile(r"#{1,6}(?:[ \t]|$)")
-_THEMATIC_BREAK = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$", re.M)
+# A thematic break line, after a line break (searched for in "\n" + text: see markdown_blocks.holds_complex_lines).
+_THEMATIC_BREAK_AFTER_BREAK = re.compile(r"\n {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$", re.M)
 
 
 def _plan_by_lines(content: list[str]) -> _Plan | None:
@@ -561,10 +562,11 @@ def _plan_by_lines(content: list[str]) -> _Plan | None:
         return None
     inside = {number for start, (end, _) in blocks.items() for number in range(start, end)}
     outside = [line for number, line in enumerate(content) if number not in inside] if blocks else content
+    text = "\n".join(outside)
     if (
         (any("|" in line for line in outside) and any(map(_may_delimit_a_table, outside)))
-        or COMPLEX_LINE.search("\n".join(outside))
-        or _THEMATIC_BREAK.search("\n".join(outside))
+        or holds_complex_lines(text)
+        or _THEMATIC_BREAK_AFTER_BREAK.search("\n" + text)
     ):
         return None
     plan = _Plan()
