@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -193,6 +194,14 @@ def test_worker_processes_hand_their_lines_over_in_files_that_are_removed(
     assert in_workers.getvalue() == in_one.getvalue()
     tickets = {json.loads(line)["ticket_id"] for line in in_one.getvalue().splitlines()}
     assert from_workers == len(read_back) == len(tickets) and os.listdir(tmp_path) == []
+
+    class FullDisk(io.BytesIO):
+        def write(self, data: Any) -> int:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):  # the writer fails: the workers' files go all the same
+        chunk_source(FIXTURES, jsonl=FullDisk(), jobs=2)
+    assert os.listdir(tmp_path) == []
 
 
 def test_private_issues_and_notes_stay_out_unless_included(snapshot: Path) -> None:

@@ -7,10 +7,11 @@ a ticket that cannot be read or chunked is a failure in the report, and the othe
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -118,16 +119,21 @@ def chunk_source(
         chunks = chunk_tickets(source, settings, options.chunk_tokens, options.overlap_tokens, jobs, progress, encoding)
         report = write_chunk_folder(chunks, out, settings.sidecar_schema, check=check, sidecars=settings.sidecars)
     else:
+        assert jsonl is not None
         # Worker processes leave their lines in a temporary folder (what was ahead of the writer used to wait
-        # in memory): the parent copies them in order, and the folder goes whatever happens.
-        with tempfile.TemporaryDirectory(prefix="anchorkit-chunk-") as spool:
-            chunks = chunk_tickets(
+        # in memory): the parent copies them in order, and the folder goes whatever happens, after the
+        # workers (closing the results ends them).
+        with tempfile.TemporaryDirectory(prefix="anchorkit-chunk-", ignore_cleanup_errors=True) as spool:
+            results = chunk_tickets(
                 source, settings, options.chunk_tokens, options.overlap_tokens, jobs, progress, JsonLines(), Path(spool)
             )
-            if isinstance(jsonl, Path):
-                report = write_jsonl_file(chunks, jsonl, check=check)
-            else:
-                assert jsonl is not None
-                report = write_jsonl(chunks, jsonl)
+            with contextlib.closing(results) as chunks:
+                report = _write_lines(chunks, jsonl, check)
     report.tokenizer = settings.tokenizer
     return report
+
+
+def _write_lines(chunks: Iterator[Any], jsonl: Path | BinaryIO, check: bool) -> ChunkReport:
+    if isinstance(jsonl, Path):
+        return write_jsonl_file(chunks, jsonl, check=check)
+    return write_jsonl(chunks, jsonl)

@@ -22,7 +22,7 @@ import functools
 import multiprocessing
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -179,7 +179,7 @@ def chunk_tickets(
     progress: Progress | None = None,
     encode: Callable[[ChunkedTicket], Any] | None = None,
     spool: Path | None = None,
-) -> Iterator[Any]:
+) -> Generator[Any, None, None]:
     """``chunk_items(iter_source(source, options))`` with the tickets read and chunked in ``jobs`` processes
     (0: one per core beyond a batch of tickets; parallel.py), counted with ``options.tokenizer``, each
     ``ChunkedTicket`` replaced by ``encode(ticket)`` where it was chunked if ``encode`` is given (a writer's
@@ -195,7 +195,7 @@ def chunk_tickets(
     return _reported(results, len(tickets), progress)
 
 
-def _reported(results: Iterable[Result], total: int, progress: Progress | None) -> Iterator[Result]:
+def _reported(results: Iterable[Result], total: int, progress: Progress | None) -> Generator[Result, None, None]:
     for done, result in enumerate(results, start=1):
         if progress is not None:
             progress(done, total)
