@@ -540,7 +540,7 @@ class _Chunker:
 
     def _line_start(self, offset: int) -> bool:
         """Whether ``offset`` is where a line of the content starts (or its end)."""
-        return offset in (0, len(self.content)) or self.content[offset - 1] == "\n"
+        return not offset or offset >= self.positions.length or self.content[offset - 1] == "\n"
 
     def _clean(self, offset: int) -> bool:
         """Whether ``offset`` is the start of a line that is not blank (where a run of the content's lines
@@ -793,7 +793,12 @@ class _Chunker:
         numbers, bounds = [0], [(piece.level, "", "")]
         cuts: dict[Any, tuple[int, str, str] | None] = {}  # a code block's opener, a table's head -> its cuts'
         for number in sorted(plan):
-            if number == 0 or not lines[number] or _after_heading(lines, number):
+            if number == 0 or not lines[number]:
+                continue
+            previous = lines[number - 1]
+            if (not previous or "#" in previous[:4]) and _after_heading(
+                lines, number
+            ):  # (the test, made when it may be)
                 continue
             if number in plan.code_openers:
                 opener = plan.code_openers[number]
