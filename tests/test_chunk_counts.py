@@ -1,6 +1,6 @@
 """The chunker's shortcuts to exact counts give what the plain way gives.
 
-The plain way: the content tokenized whole, with every token's offset (``_TextTokens``), each chunk's
+The plain way: the content tokenized whole, with every token's offset (``TextTokens``), each chunk's
 text encoded whole, the content's anchors found by a scan of all of it. The shortcuts (the content
 counted run by run, a chunk cut inside a line counted from its first and last lines, the scan
 skipped when no line after the title holds ``#<id>:``) must agree with it everywhere, or chunks
@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from anchorkit.anchors import find_anchors, find_titles, strip_anchors
-from anchorkit.chunk.core import _Chunker, _outline, _TextTokens, _TokenPositions
+from anchorkit.chunk.core import _Chunker, _outline
+from anchorkit.chunk.positions import TextTokens, TokenPositions
 from anchorkit.tokens import ends_letters, load_cl100k_base
 from tests.test_chunk import document, fixture_documents, long_documents
 
@@ -36,7 +37,7 @@ def contents() -> list[str]:
 
 def test_the_content_counted_run_by_run_has_the_tokens_it_has_tokenized_whole() -> None:
     for content in contents():
-        runs, whole = _TokenPositions(content, TOKENIZER), _TextTokens(content, TOKENIZER)
+        runs, whole = TokenPositions(content, TOKENIZER), TextTokens(content, TOKENIZER)
         assert runs.firsts[-1] == whole.tokens.token_count == TOKENIZER.count(content)
         line_starts = [0] + [index + 1 for index, char in enumerate(content) if char == "\n"]
         positions = sorted({*line_starts, *range(0, len(content) + 1, 7), len(content)})
@@ -46,9 +47,9 @@ def test_the_content_counted_run_by_run_has_the_tokens_it_has_tokenized_whole() 
 
 
 def test_positions_in_a_long_line_are_those_of_its_encoded_text() -> None:
-    # A line over _LONG_LINE characters of one, two, three and four UTF-8 bytes, between two short ones.
+    # A line over positions._LONG_LINE characters of one, two, three and four UTF-8 bytes, between two short ones.
     text = "前の行\n" + "a é 接続 🙂。" * 400 + "\n次の行"
-    tokens = _TextTokens(text, TOKENIZER)
+    tokens = TextTokens(text, TOKENIZER)
     data = text.encode("utf-8")
     offsets = [tokens.tokens.byte_offset(token) for token in range(tokens.tokens.token_count)]
     for position in range(0, len(text), 7):
@@ -65,7 +66,7 @@ def test_every_chunk_is_counted_as_its_text_encodes(limit: int, overlap: int) ->
         chunker = _Chunker(_outline(doc), {}, TOKENIZER, limit, overlap)
         for chunk in chunker.run().chunks:
             assert chunker._tokens(chunk) == TOKENIZER.count(chunk.text), chunk.id
-            cut_inside_a_line += not (chunker._clean(chunk.start) and chunker._clean(chunk.end))
+            cut_inside_a_line += not (chunker.positions.clean(chunk.start) and chunker.positions.clean(chunk.end))
     assert cut_inside_a_line  # the shortcut was taken
 
 

@@ -35,7 +35,7 @@ render/sidecar.py). Without them the url is the issue's own: a link to the wrong
 from __future__ import annotations
 
 import re
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -52,12 +52,13 @@ from anchorkit.anchors import (
     find_titles,
     shortened,
 )
+from anchorkit.chunk.positions import TokenPositions
 from anchorkit.chunk_names import chunk_id
 from anchorkit.note_ranges import format_note_numbers, metadata_int, parse_note_numbers
 from anchorkit.render.document import Outline
 from anchorkit.render.markdown_text import escape_plain
 from anchorkit.render.spacing import cut_plan, sentence_cuts
-from anchorkit.tokens import KnownCounts, Tokenizer, ends_letters, without
+from anchorkit.tokens import KnownCounts, Tokenizer, without
 
 DEFAULT_CHUNK_TOKENS = 300
 # The anchor that heads every chunk may take at most this share of a chunk (a longer subject is cut,
@@ -231,135 +232,6 @@ class _Lines(NamedTuple):
         )
 
 
-# A line longer than this many characters has its characters' byte offsets listed once (_TextTokens).
-_LONG_LINE = 2000
-
-
-class _TextTokens:
-    """Token indices at character offsets of a text, from one tokenization of it."""
-
-    def __init__(self, text: str, tokenizer: Tokenizer) -> None:
-        self.length = len(text)
-        self.lines = text.split("\n")
-        self.char_starts = list(accumulate((len(line) + 1 for line in self.lines), initial=0))
-        self.byte_starts = list(accumulate((len(line.encode("utf-8")) + 1 for line in self.lines), initial=0))
-        self.tokens = tokenizer.tokenize_many([text])[0]
-        self.line_tokens = self.tokens.tokens_at(self.byte_starts[: len(self.lines)])
-        self.byte_columns: dict[int, list[int]] = {}  # long line -> _byte_columns
-
-    def at(self, position: int) -> int:
-        """Index of the token that holds the character at ``position`` (the token count at the end)."""
-        if position >= self.length:
-            return self.tokens.token_count
-        line = bisect_right(self.char_starts, position) - 1
-        column = position - self.char_starts[line]
-        if not column:
-            return self.line_tokens[line]
-        text = self.lines[line]
-        within = self._byte_columns(line)[column] if len(text) > _LONG_LINE else len(text[:column].encode("utf-8"))
-        return self.tokens.token_at(self.byte_starts[line] + within)
-
-    def position(self, token: int) -> int:
-        """The character offset where token ``token`` starts (where a character does, inside one)."""
-        if token >= self.tokens.token_count:
-            return self.length
-        byte = self.tokens.byte_offset(token)
-        line = bisect_right(self.byte_starts, byte) - 1
-        if len(self.lines[line]) > _LONG_LINE:
-            return self.char_starts[line] + bisect_right(self._byte_columns(line), byte - self.byte_starts[line]) - 1
-        within = self.lines[line].encode("utf-8")[: byte - self.byte_starts[line]]
-        return self.char_starts[line] + len(within.decode("utf-8", "ignore"))
-
-    def _byte_columns(self, line: int) -> list[int]:
-        """Where each character of a long line starts in its UTF-8 bytes (and the line's length): asked
-        about again and again when a long line is cut in many places, it is encoded once."""
-        columns = self.byte_columns.get(line)
-        if columns is None:
-            columns = self.byte_columns[line] = list(accumulate(map(len, map(str.encode, self.lines[line])), initial=0))
-        return columns
-
-
-# Where an exact tokenizer's tokens of a text are those of its two parts encoded alone: the start of a
-# line that is not blank (see _Chunker._tokens).
-# A run of more characters than this is tokenized with offsets at once: it is cut inside as a rule (on
-# long tickets at 300 tokens, 160 of the 161), and would otherwise be encoded twice.
-_CUT_INSIDE = 400
-_LEADING_BLANKS = re.compile(r"[ \t\u3000]*")
-# A run: a line, the lines after it that are blank or begin with other white space, and the line break
-# before the next line that is not (whose first character other than blanks is not white space).
-# findall lists them in C, each one's text at once; its last item is the empty match at the end.
-_RUN = re.compile(r"[^\n]*(?:\n(?![ \t\u3000]*\S)[^\n]*)*\n?")
-
-
-class _TokenPositions:
-    """Token indices at character offsets of the content.
-
-    With an exact tokenizer the content is encoded as runs of lines, each from a line that is not
-    blank to the next (their tokens are the content's, in order): the token index at a run's start
-    is then a sum of counts, and only a run that a position falls inside is tokenized with offsets
-    (when asked about it). Most positions asked about are the starts of such lines; building every
-    token's offset for the rest was most of the cost. Any other tokenizer: the content is one run.
-    """
-
-    def __init__(self, text: str, tokenizer: Tokenizer) -> None:
-        self.text = text
-        self.length = len(text)
-        self.tokenizer = tokenizer
-        runs = (_RUN.findall(text)[:-1] or [text]) if tokenizer.exact else [text]
-        self.starts = list(accumulate(map(len, runs[:-1]), initial=0))
-        self.runs: dict[int, _TextTokens] = {}
-        if tokenizer.exact:
-            count = tokenizer.count
-            counts = [
-                count(run) if len(run) <= _CUT_INSIDE else self._tokenized(index, run).tokens.token_count
-                for index, run in enumerate(runs)
-            ]
-        else:
-            counts = [self._tokenized(0, text).tokens.token_count]
-        self.firsts = list(accumulate(counts, initial=0))  # token index where each run starts, and the count
-        self.run_at = {start: index for index, start in enumerate(self.starts)}
-
-    def _tokenized(self, index: int, run: str) -> _TextTokens:
-        tokens = self.runs[index] = _TextTokens(run, self.tokenizer)
-        return tokens
-
-    def text_start(self, index: int) -> int:
-        """Where the text of run ``index``'s first line begins, after its blanks (see _Chunker._clean)."""
-        return _LEADING_BLANKS.match(self.text, self.starts[index]).end()  # type: ignore[union-attr]
-
-    def _run(self, index: int) -> _TextTokens:
-        run = self.runs.get(index)
-        if run is None:
-            end = self.starts[index + 1] if index + 1 < len(self.starts) else self.length
-            run = self._tokenized(index, self.text[self.starts[index] : end])
-        return run
-
-    def at(self, position: int) -> int:
-        """Index of the token that holds the character at ``position`` (the token count at the end)."""
-        if position >= self.length:
-            return self.firsts[-1]
-        index = self.run_at.get(position)
-        if index is not None:
-            return self.firsts[index]
-        index = bisect_right(self.starts, position) - 1
-        return self.firsts[index] + self._run(index).at(position - self.starts[index])
-
-    def position(self, token: int) -> int:
-        """The character offset where token ``token`` starts (where a character does, inside one)."""
-        if token >= self.firsts[-1]:
-            return self.length
-        index = bisect_right(self.firsts, token) - 1  # (every run has a token at least)
-        return self.starts[index] + self._run(index).position(token - self.firsts[index])
-
-    def cost(self, start: int, end: int) -> int:
-        return self.at(end) - self.at(start)
-
-    def run_after(self, position: int) -> int | None:
-        """The index of the first run that starts after ``position`` (None: none does)."""
-        index = bisect_right(self.starts, position)
-        return index if index < len(self.starts) else None
-
-
 class _Chunker:
     def __init__(
         self,
@@ -406,7 +278,7 @@ class _Chunker:
         # chunk cut inside a line needs looking at (_check).
         self.whole_lines_name_nothing = self._names_nothing_but_its_title()
         self.notes = self._note_numbers(metadata.get("note_numbers"))
-        self.positions = _TokenPositions(self.content, tokenizer)
+        self.positions = TokenPositions(self.content, tokenizer)
         self.pieces = [
             _Piece(segment.start, segment.end, self.positions.cost(segment.start, segment.end), SEGMENT, index, True)
             for index, segment in enumerate(self.segments)
@@ -477,75 +349,14 @@ class _Chunker:
         return ChunkedTicket(self.ticket_id, chunks, self.warnings)
 
     def _tokens(self, chunk: Chunk) -> int:
-        """The chunk's exact token count.
-
-        An exact tokenizer's count of a text is the sum of its counts of two parts cut at the start
-        of a line that is not blank: cl100k_base's pre-tokenizer ends a piece at the last line break
-        of a run of white space and never joins a line break with what follows it on the next line
-        (tokens.TiktokenTokenizer.tokenize_pairs relies on it too). A chunk cut there costs its
-        header, repeated lines and content as the content's offsets say; a chunk cut inside a line
-        is counted again.
-        """
+        """The chunk's exact token count (read off the content's where it can: TokenPositions.count)."""
         if not self.tokenizer.exact:
             return self.tokenizer.count(chunk.text)
-        start_clean, end_clean = self._clean(chunk.start), self._clean(chunk.end)
-        if start_clean and end_clean:
-            body = self.positions.cost(chunk.start, chunk.end)
-            return self.count(chunk.header) + self.count(chunk.reopened) + body + self.count(chunk.closed)
-        return self._count_around_cuts(chunk, start_clean, end_clean)
-
-    def _count_around_cuts(self, chunk: Chunk, start_clean: bool, end_clean: bool) -> int:
-        """The exact count of a chunk that begins or ends inside a line (or at a blank one), encoding only
-        its text up to the first, and from the last, place where its tokens split whatever surrounds it
-        (see _tokens): a run of letters' end (``tokens.ends_letters``) in the line the chunk starts or
-        ends in, or the start of a line that is not blank. The tokens between are read off the content's
-        (such a place splits the content's tokens too), so a chunk cut inside a long line costs a few
-        words encoded again, not the whole line."""
-        start, end = chunk.start, chunk.end
-        head_end = start if start_clean else self._first_split_after(start, end)
-        tail_start = end if end_clean or head_end is None else self._last_split_before(end, head_end)
-        if head_end is None or tail_start is None:
-            return self.tokenizer.count(chunk.text)
-        if start_clean:
-            head = self.count(chunk.header) + self.count(chunk.reopened)
-        else:
-            head = self.tokenizer.count(chunk.header + chunk.reopened + self.content[start:head_end])
-        if end_clean:
-            tail = self.count(chunk.closed)
-        else:
-            tail = self.tokenizer.count(self.content[tail_start:end] + chunk.closed)
-        return head + self.positions.cost(head_end, tail_start) + tail
-
-    def _first_split_after(self, start: int, end: int) -> int | None:
-        """The first place in (start, end) where the content's tokens split whatever surrounds it: a run of
-        letters' end in start's run of lines, else the next run's start (if its text begins before ``end``)."""
-        positions, content = self.positions, self.content
-        run = positions.run_after(start)
-        fresh = positions.starts[run] if run is not None and positions.text_start(run) < end else None
-        for position in range(start + 1, min(end, positions.length if run is None else positions.starts[run])):
-            if ends_letters(content, position):
-                return position
-        return fresh
-
-    def _last_split_before(self, end: int, low: int) -> int | None:
-        """The last place in [low, end) where the content's tokens split whatever surrounds it: a run of
-        letters' end in end's run of lines, else that run's start (if its text begins before ``end``)."""
-        positions, content = self.positions, self.content
-        run = bisect_left(positions.starts, end) - 1  # the last run that starts before end
-        run_start = positions.starts[run]
-        for position in range(end - 1, max(low, run_start + 1) - 1, -1):
-            if ends_letters(content, position):
-                return position
-        return run_start if run_start >= low and positions.text_start(run) < end else None
+        return self.positions.count((chunk.header, chunk.reopened), chunk.start, chunk.end, chunk.closed, self.count)
 
     def _line_start(self, offset: int) -> bool:
         """Whether ``offset`` is where a line of the content starts (or its end)."""
         return not offset or offset >= self.positions.length or self.content[offset - 1] == "\n"
-
-    def _clean(self, offset: int) -> bool:
-        """Whether ``offset`` is the start of a line that is not blank (where a run of the content's lines
-        starts: _TokenPositions) or the content's end. (Only asked with an exact tokenizer.)"""
-        return offset in self.positions.run_at or offset == self.positions.length
 
     def _end(self, start: int, first: int, budget: int) -> int | None:
         """The piece index before which the chunk that begins at piece ``start`` (its own content at
