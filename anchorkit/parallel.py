@@ -64,11 +64,18 @@ def map_batches(
 
 
 _worker_state: Any = None  # this worker process's setup(*args)
+_in_a_worker = False
+
+
+def in_worker() -> bool:
+    """Whether this runs in one of map_batches' worker processes (its results then cross to the process
+    that called map_batches), not in that process itself."""
+    return _in_a_worker
 
 
 def _set_up(setup: Callable[..., Any], args: tuple[Any, ...]) -> None:
-    global _worker_state
-    _worker_state = setup(*args)
+    global _worker_state, _in_a_worker
+    _worker_state, _in_a_worker = setup(*args), True
 
 
 def _in_worker(work: Callable[[Any, list[Item]], list[Result]], batch: list[Item]) -> list[Result]:

@@ -218,6 +218,15 @@ def test_jobs_zero_starts_processes_only_for_more_than_one_batch() -> None:
     assert jobs == (os.cpu_count() or 1) and [len(b) for b in batches] == [256, 256, 88]
 
 
+def _in_worker(_: tuple[()], batch: list[int]) -> list[bool]:
+    return [parallel.in_worker() for _ in batch]
+
+
+def test_work_knows_whether_it_runs_in_a_worker_process() -> None:
+    assert set(parallel.map_batches(_in_worker, range(10), 2, setup=tuple, batch_size=3)) == {True}
+    assert set(parallel.map_batches(_in_worker, range(10), 1, setup=tuple, batch_size=3)) == {False}
+
+
 def test_a_ticket_that_turns_bad_keeps_its_previous_output(snapshot: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     run("transform", str(snapshot), "--out", str(out))

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import multiprocessing
 import os
 import re
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
@@ -222,6 +221,6 @@ def _chunk_batch(settings: _Batches, tickets: list[Any]) -> list[Any]:
     if encode is None:
         return list(results)
     encoded = [encode(result) if isinstance(result, ChunkedTicket) else result for result in results]
-    if settings.spool is not None and multiprocessing.parent_process() is not None:  # a worker process
+    if settings.spool is not None and parallel.in_worker():
         return spool_batch(encoded, settings.spool)
     return encoded
