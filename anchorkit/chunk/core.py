@@ -1,7 +1,9 @@
 """A ticket's anchored document → chunks of at most N tokens that each name their ticket. Pure: no I/O.
 
 Every chunk but the first begins with the ticket's full anchor ``> チケット #ID: subject`` and a
-blank line; the first begins with the document's title line. Nothing else in a chunk is an anchor:
+blank line; the first begins with the document's title line. A title line longer than a whole chunk
+(255 Japanese characters of subject are about 350 tokens) is cut inside as any such line is: the first
+chunk begins with as much of it as fits, still a title line of the ticket. Nothing else in a chunk is an anchor:
 the chunks are cut from the document's content (``anchors.strip_anchors``), so the anchors inside
 the document, which only serve chunkers that cannot be told where to cut, are gone. A ticket rendered
 for chunking comes as its outline (``render.document.render_outline``): that content, and where its
