@@ -339,6 +339,28 @@ def test_with_overlap_each_chunk_repeats_the_end_of_the_previous_one() -> None:
     assert all(c.start == c.own_start for c in chunk_document(doc, {}, BYTES, 400).chunks)
 
 
+def test_overlap_repeats_the_last_sentences_of_a_paragraph_too_long_to_repeat_whole() -> None:
+    paragraphs = [f"段落{n}です。利用者から再度問い合わせがありました。" * 2 for n in range(30)]  # 148 bytes each
+    doc = document("\n\n".join(paragraphs))
+    content = strip_anchors(doc)
+    chunks = chunk_document(doc, {}, BYTES, 600, overlap_tokens=100).chunks
+    assert_chunks_keep_the_contract(chunks, doc, BYTES, 600)
+    assert len(chunks) > 3
+    for before, after in pairwise(chunks):
+        repeated = content[after.start : after.own_start]
+        assert before.text.endswith(repeated + before.closed) and len(repeated.encode()) <= 100
+        # The longest tail of whole sentences within 100 bytes: two (74 bytes and the blank line), not three (131).
+        assert re.fullmatch(r"段落\d+です。利用者から再度問い合わせがありました。\n\n", repeated), repeated
+
+
+def test_overlap_repeats_nothing_of_a_piece_longer_than_it_without_a_sentence_end_that_fits() -> None:
+    paragraphs = [" ".join(f"word{n}x{k}" for k in range(20)) for n in range(30)]  # one sentence of 180 bytes each
+    doc = document("\n\n".join(paragraphs))
+    chunks = chunk_document(doc, {}, BYTES, 600, overlap_tokens=100).chunks
+    assert_chunks_keep_the_contract(chunks, doc, BYTES, 600)
+    assert len(chunks) > 3 and all(chunk.start == chunk.own_start for chunk in chunks)
+
+
 def test_a_subject_too_long_for_the_header_is_cut_in_the_header_only() -> None:
     subject = "基幹システムの夜間バッチが失敗する件について" * 3  # 198 bytes: more than a quarter of 600
     doc = document("本文です。" * 200, subject=subject)

@@ -475,7 +475,35 @@ class _Chunker:
             if piece.level >= FORCED_LINE or cost + piece.cost + piece.reopen_cost > self.overlap_tokens:
                 break
             start, cost = start - 1, cost + piece.cost
+        # A piece too long to repeat whole may still end with sentences that fit (the last of a long paragraph).
+        tail = self._sentence_tail(start - 1, self.overlap_tokens - cost) if start > previous_start else None
+        if tail is not None:
+            self.pieces[start - 1 : start] = tail
+            first += 1
         return start, first
+
+    def _sentence_tail(self, index: int, room: int) -> list[_Piece] | None:
+        """Piece ``index`` as its head and the longest tail of whole sentences that costs at most ``room`` tokens,
+        cut where a paragraph may be cut inside a line (spacing.sentence_cuts); None if it has none (or is code
+        or a table, which a chunk that starts inside them would reopen, or begins at a forced cut)."""
+        piece = self.pieces[index]
+        if room <= 0 or piece.reopen or piece.close or piece.inner is not None or piece.level >= FORCED_LINE:
+            return None
+        lines = self.content[piece.start : piece.end].split("\n")
+        starts = list(accumulate((len(line) + 1 for line in lines), initial=piece.start))
+        plan = cut_plan(lines)
+        for number in sorted(plan.paragraph_lines):
+            for cut in sentence_cuts(plan, lines, number):
+                at = starts[number] + cut
+                if self.positions.cost(at, piece.end) > room:
+                    continue
+                # The offsets say one token less where ``at`` is inside a token: counted exactly before it is taken.
+                if self.tokenizer.exact and self.positions.count((), at, piece.end, "", self.count) > room:
+                    continue
+                head_cost = self.positions.cost(piece.start, at)
+                head = _Piece(piece.start, at, head_cost, piece.level, piece.segment)
+                return [head, _Piece(at, piece.end, piece.cost - head_cost, SENTENCE, piece.segment)]
+        return None
 
     def _chunk(self, index: int, start: int, first: int, end: int) -> Chunk:
         pieces = self.pieces

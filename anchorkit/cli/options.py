@@ -289,8 +289,12 @@ CHUNK_OVERLAP_OPTION = Opt(
     "chunk_overlap",
     ("--chunk-overlap",),
     int,
-    "With --chunks: each chunk but a ticket's first also repeats up to N tokens of the one before (0: none).",
-    {CHUNK: "Each chunk but a ticket's first also repeats up to N tokens of the end of the one before (0: none)."},
+    "With --chunks: each chunk but a ticket's first also repeats up to N tokens of the end of the one before:"
+    " whole lines, items, rows or blocks, or a paragraph's last sentences (0: none).",
+    {
+        CHUNK: "Each chunk but a ticket's first also repeats up to N tokens of the end of the one before: whole"
+        " lines, items, rows or blocks, or a paragraph's last sentences (0: none)."
+    },
 )
 CHUNKS = (
     Opt(
