@@ -54,6 +54,7 @@ from anchorkit.anchors import (
     find_titles,
     shortened,
 )
+from anchorkit.chunk.cuts import HEADING_LINE, after_heading, code_lines, cut_before
 from anchorkit.chunk.positions import TokenPositions
 from anchorkit.chunk_names import chunk_id
 from anchorkit.note_ranges import format_note_numbers, metadata_int, parse_note_numbers
@@ -84,7 +85,6 @@ _REFINE_BELOW = 0.8
 # is its title): a search for a line break is four times faster than trying "^" at every character.
 _DOCUMENT_HEADING = re.compile(r"\n(#{2,3}) [^\n]*\n\n(> [^\n]*)(?=\n\n|\n?\Z)")
 _JOURNAL_HEADING = re.compile(r"### \[(?P<date>[^\]\n]*)\] (?P<author>[^\n]*)")
-_HEADING_LINE = re.compile(r" {0,3}#{1,6}(?:[ \t]|$)")
 _ID_COLON = re.compile(r"#\d{1,12}:")  # what every anchor and title line holds
 
 
@@ -622,7 +622,7 @@ class _Chunker:
                     pieces.append(new)
                     continue
                 if code is None:
-                    code = _code_lines(lines, plan.code_blocks)
+                    code = code_lines(lines, plan.code_blocks)
                 next_line = numbers[line + 1] if line + 1 < len(numbers) else len(lines)
                 pieces.extend(self._split(new, after, lines, starts, range(numbers[line], next_line), plan, code))
             index = stop
@@ -637,7 +637,7 @@ class _Chunker:
             if number == 0 or not lines[number]:
                 continue
             previous = lines[number - 1]
-            if (not previous or "#" in previous[:4]) and _after_heading(
+            if (not previous or "#" in previous[:4]) and after_heading(
                 lines, number
             ):  # (the test, made when it may be)
                 continue
@@ -656,7 +656,7 @@ class _Chunker:
                 if bound is None:
                     continue
             elif lines[number - 1] == "":
-                bound = (HEADING if _HEADING_LINE.match(lines[number]) else BLOCK, "", "")
+                bound = (HEADING if HEADING_LINE.match(lines[number]) else BLOCK, "", "")
             else:
                 bound = (LINE, "", "")
             numbers.append(number)
@@ -730,47 +730,12 @@ class _Chunker:
         first, last = positions.at(start), positions.at(end)  # the token indices there
         while last - first > room and end - start > 1:
             limit = min(max(positions.position(first + room), start + 1), end - 1)
-            inside = _cut_before(self.content, start, limit)
+            inside = cut_before(self.content, start, limit)
             inside_token = positions.at(inside)
             pieces.append(self._piece(start, inside, level, segment, reopen, close, inside_token - first))
             start, first, level, reopen, close = inside, inside_token, FORCED, reopened, closed
         pieces.append(self._piece(start, end, level, segment, reopen, close, last - first))
         return pieces
-
-
-def _cut_before(content: str, start: int, limit: int) -> int:
-    """Where to cut inside a line at or before ``limit``: before a word that follows a space (in the
-    last quarter), else before any letter or digit, else at ``limit``."""
-    floor = start + (limit - start) * 3 // 4
-    for position in range(limit, floor, -1):
-        if content[position].isalnum() and content[position - 1] in " \t":
-            return position
-    for position in range(limit, start, -1):
-        if content[position].isalnum():
-            return position
-    return limit
-
-
-def _after_heading(lines: list[str], number: int) -> bool:
-    """Whether the line before ``lines[number]`` (blank lines aside) is a heading: a chunk must not end with one."""
-    before = number - 1
-    while before > 0 and not lines[before]:
-        before -= 1
-    return "#" in lines[before][:4] and _HEADING_LINE.match(lines[before]) is not None
-
-
-def _code_lines(lines: list[str], blocks: Mapping[int, int]) -> dict[int, tuple[str, str]]:
-    """Line number → (opening line, closing line) of the fenced or ``<pre>`` code block it is a code line
-    of (``blocks``: the top-level code blocks' lines, from the cut plan)."""
-    inside: dict[int, tuple[str, str]] = {}
-    for start, end in blocks.items():
-        closer = code_closer(lines[start])
-        if closer is None:
-            continue
-        last = end - 1 if end - 1 > start and lines[end - 1].strip() == closer.strip() else end
-        for number in range(start + 1, last):
-            inside[number] = (lines[start], closer)
-    return inside
 
 
 def _segments(outline: Outline) -> tuple[list[_Segment], list[tuple[str, str]]]:
