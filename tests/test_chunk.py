@@ -353,6 +353,19 @@ def test_overlap_repeats_the_last_sentences_of_a_paragraph_too_long_to_repeat_wh
         assert re.fullmatch(r"段落\d+です。利用者から再度問い合わせがありました。\n\n", repeated), repeated
 
 
+def test_on_long_tickets_few_chunks_with_overlap_repeat_nothing() -> None:
+    """Long, mixed tickets at 300 tokens and 60 of overlap: a fifth of the chunks repeated nothing when only
+    whole pieces were repeated (a paragraph longer than 60 tokens gave none); its last sentences now do."""
+    tokenizer = load_cl100k_base()
+    repeating = alone = 0
+    for ticket_id, doc in long_documents(8):
+        chunks = chunk_document(doc, {"ticket_id": ticket_id}, tokenizer, 300, 60).chunks
+        assert_chunks_keep_the_contract(chunks, doc, tokenizer, 300)
+        repeating += sum(chunk.start < chunk.own_start for chunk in chunks[1:])
+        alone += sum(chunk.start == chunk.own_start for chunk in chunks[1:])
+    assert alone <= (repeating + alone) // 10
+
+
 def test_overlap_repeats_nothing_of_a_piece_longer_than_it_without_a_sentence_end_that_fits() -> None:
     paragraphs = [" ".join(f"word{n}x{k}" for k in range(20)) for n in range(30)]  # one sentence of 180 bytes each
     doc = document("\n\n".join(paragraphs))

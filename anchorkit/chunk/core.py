@@ -489,9 +489,7 @@ class _Chunker:
         piece = self.pieces[index]
         if room <= 0 or piece.reopen or piece.close or piece.inner is not None or piece.level >= FORCED_LINE:
             return None
-        lines = self.content[piece.start : piece.end].split("\n")
-        starts = list(accumulate((len(line) + 1 for line in lines), initial=piece.start))
-        plan = cut_plan(lines)
+        lines, starts, plan = self._planned(piece)
         for number in sorted(plan.paragraph_lines):
             for cut in sentence_cuts(plan, lines, number):
                 at = starts[number] + cut
@@ -586,9 +584,7 @@ class _Chunker:
         """A whole segment as the pieces between the places where it may be cut: the lines of a run whose
         boundaries are alike stay one piece (cut between them by bisection: _Lines), a line longer than a
         chunk is cut inside (_split)."""
-        lines = self.content[piece.start : piece.end].split("\n")
-        starts = list(accumulate((len(line) + 1 for line in lines), initial=piece.start))
-        plan = cut_plan(lines)
+        lines, starts, plan = self._planned(piece)
         numbers, bounds = self._boundaries(piece, lines, plan)
         at = self.positions.at
         tokens = [at(starts[number]) for number in numbers] + [at(piece.end)]  # where each piece's tokens start
@@ -627,6 +623,11 @@ class _Chunker:
                 pieces.extend(self._split(new, after, lines, starts, range(numbers[line], next_line), plan, code))
             index = stop
         return pieces
+
+    def _planned(self, piece: _Piece) -> tuple[list[str], list[int], Any]:
+        """The piece's lines, the content offset where each starts (and its end), and their cut plan."""
+        lines = self.content[piece.start : piece.end].split("\n")
+        return lines, list(accumulate((len(line) + 1 for line in lines), initial=piece.start)), cut_plan(lines)
 
     def _boundaries(self, piece: _Piece, lines: list[str], plan: Any) -> tuple[list[int], list[tuple[int, str, str]]]:
         """The lines of a segment that a chunk may start at, in order, and each one's level and what a cut
