@@ -8,12 +8,16 @@
 - :func:`parse_json`: JSON whose nesting cannot crash what reads it afterwards: Python's parser gives
   up on 100,000 nested brackets with a RecursionError, and a value a few hundred levels deep still
   parses but breaks the recursive code that copies or writes it (deepcopy, pickle, indented dumps).
+  A number too long for Python to convert is refused the same way, and a lone UTF-16 surrogate
+  (``"\\ud800"``: valid JSON, which a chunker that cuts an emoji in half writes) becomes U+FFFD, since
+  no UTF-8 output could hold it.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -52,24 +56,57 @@ def printable(text: str) -> str:
 MAX_JSON_DEPTH = 200
 
 
-class JSONTooDeep(ValueError):
-    """JSON nested deeper than :data:`MAX_JSON_DEPTH`: refused like malformed JSON (a ValueError too)."""
+class JSONOverLimit(ValueError):
+    """Well-formed JSON that anchorkit refuses to read, like malformed JSON (a ValueError too)."""
+
+
+class JSONTooDeep(JSONOverLimit):
+    """JSON nested deeper than :data:`MAX_JSON_DEPTH`."""
 
     def __init__(self) -> None:
         super().__init__(f"JSON nested too deeply (more than {MAX_JSON_DEPTH} levels)")
 
 
+class JSONNumberTooLong(JSONOverLimit):
+    """A JSON number of more digits than Python converts (``sys.get_int_max_str_digits()``)."""
+
+    def __init__(self) -> None:
+        super().__init__(f"a JSON number of more than {sys.get_int_max_str_digits():,} digits")
+
+
+# The escape of a UTF-16 surrogate ("\ud83d"): only JSON that holds one can decode to a lone surrogate.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def parse_json(data: str | bytes) -> Any:
-    """``json.loads``, raising :class:`JSONTooDeep` (a ValueError, like ``json.JSONDecodeError``) for
-    nesting beyond :data:`MAX_JSON_DEPTH`."""
+    """``json.loads``, raising :class:`JSONOverLimit` (a ValueError, like ``json.JSONDecodeError``) for
+    nesting beyond :data:`MAX_JSON_DEPTH` (:class:`JSONTooDeep`) or a number too long to convert
+    (:class:`JSONNumberTooLong`); each lone surrogate of a string is replaced by U+FFFD."""
     try:
         value = json.loads(data)
     except RecursionError:
         raise JSONTooDeep from None
-    if _brackets(data) <= MAX_JSON_DEPTH:
-        return value  # too few brackets to nest that deep (strings' brackets counted too): no walk needed
-    if nesting_exceeds(value, MAX_JSON_DEPTH):
-        raise JSONTooDeep
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise
+    except ValueError:  # what else the parser raises: int() of a number beyond the digit limit
+        raise JSONNumberTooLong from None
+    if _brackets(data) > MAX_JSON_DEPTH and nesting_exceeds(value, MAX_JSON_DEPTH):
+        raise JSONTooDeep  # (too few brackets to nest that deep, strings' counted too: no walk needed)
+    escapes = _SURROGATE_ESCAPE_BYTES if isinstance(data, bytes) else _SURROGATE_ESCAPE
+    return _without_lone_surrogates(value) if escapes.search(data) else value  # type: ignore[arg-type]
+
+
+def _without_lone_surrogates(value: Any) -> Any:
+    """``value`` with each lone surrogate of its strings (keys too) replaced by U+FFFD (a surrogate pair's
+    escapes decode to one character: any surrogate left is alone). Recursive: the nesting is checked."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_without_lone_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {_without_lone_surrogates(key): _without_lone_surrogates(item) for key, item in value.items()}
     return value
 
 

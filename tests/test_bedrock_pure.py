@@ -126,6 +126,27 @@ def test_a_batch_of_no_known_shape_is_refused_with_what_is_wrong(raw: bytes, mes
         read_batch(raw)
 
 
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b"[" * 100_000, "JSON nested too deeply (more than 200 levels)"),
+        (
+            b'{"fileContents": [{"contentBody": "x", "contentMetadata": {"ticket_id": 1' + b"0" * 5000 + b"}}]}",
+            "a JSON number of more than 4,300 digits",
+        ),
+    ],
+)
+def test_json_too_deep_or_with_a_number_too_long_is_a_bad_batch_not_a_crash(raw: bytes, message: str) -> None:
+    with pytest.raises(BatchError, match=re.escape(message)):  # a BatchError fails its file alone
+        read_batch(raw)
+
+
+def test_half_an_emoji_that_a_chunker_cut_off_is_read_and_written_back_as_a_replacement_character() -> None:
+    batch = read_batch(b'{"fileContents": [{"contentBody": "\\ud83d cut \\ud83d\\ude00 x", "contentType": "TEXT"}]}')
+    assert batch.text(batch.items[0]) == "\ufffd cut \U0001f600 x"
+    assert json.loads(batch.encode(batch.items))["fileContents"][0]["contentBody"] == "\ufffd cut \U0001f600 x"
+
+
 def test_a_bad_setting_quotes_a_long_value_only_in_part() -> None:
     secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"  # pasted into the wrong variable
 

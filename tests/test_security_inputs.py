@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from anchorkit.cli import app
-from anchorkit.untrusted import JSONTooDeep, nesting_exceeds, parse_json
+from anchorkit.untrusted import JSONNumberTooLong, JSONTooDeep, nesting_exceeds, parse_json
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 runner = CliRunner()
@@ -224,6 +224,22 @@ def test_json_nested_deeper_than_the_limit_is_refused_however_its_brackets_are_s
 )
 def test_json_at_most_as_deep_as_the_limit_parses_whatever_its_brackets(text: str) -> None:
     assert parse_json(text) == json.loads(text) == parse_json(text.encode())
+
+
+def test_a_number_too_long_to_convert_is_refused_like_malformed_json() -> None:
+    text = '{"ticket_id": 1' + "0" * 5000 + "}"
+    with pytest.raises(JSONNumberTooLong, match="a JSON number of more than 4,300 digits"):
+        parse_json(text)
+    with pytest.raises(ValueError):  # what every reader of untrusted JSON already catches
+        parse_json(text.encode())
+    assert parse_json('{"ticket_id": 1' + "0" * 4000 + "}")["ticket_id"] == 10**4000
+
+
+def test_a_lone_surrogate_becomes_a_replacement_character_in_keys_and_values_and_pairs_stay_whole() -> None:
+    text = r'{"a\ud800": ["\udc00 x", {"k": "\ud83d\ude00 \ud83d"}], "n": 1}'
+    expected = {"a\ufffd": ["\ufffd x", {"k": "\U0001f600 \ufffd"}], "n": 1}
+    assert parse_json(text) == parse_json(text.encode()) == expected
+    json.dumps(parse_json(text), ensure_ascii=False).encode("utf-8")  # writable: no lone surrogate left
 
 
 def depth(value: object) -> int:

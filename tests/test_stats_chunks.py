@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -234,3 +235,79 @@ def test_documents_in_project_folders_are_not_taken_for_chunks_or_batches(tmp_pa
     assert chunk_kind(tmp_path) is None
     (tmp_path / "2024-ops" / "12301.md").unlink()
     assert chunk_kind(tmp_path) == "lambda-batches"
+
+
+def test_the_packing_bound_does_not_depend_on_the_order_of_the_lines(jsonl: Path, tmp_path: Path) -> None:
+    lines = jsonl.read_text(encoding="utf-8").splitlines(keepends=True)
+    reordered = tmp_path / "reordered.jsonl"
+    reordered.write_text("".join(lines[1::2] + lines[::2]), encoding="utf-8")  # first chunks no longer first
+    _, report = stats(str(reordered), "--chunk-tokens", str(N))
+    _, original = stats(str(jsonl), "--chunk-tokens", str(N))
+    assert report["chunks"] == original["chunks"]
+
+
+def fixture_chunks(cl100k: tokens.TiktokenTokenizer, limit: int, overlap: int = 0) -> list[sources.ChunkedTicket]:
+    results = sources.chunk_items(sources.iter_source(FIXTURES), cl100k, limit, overlap)
+    return [result for result in results if isinstance(result, sources.ChunkedTicket)]
+
+
+@pytest.mark.parametrize("overlap", [0, 30])
+def test_chunks_that_repeat_text_of_the_chunk_before_are_counted_and_said(
+    cl100k: tokens.TiktokenTokenizer, tmp_path: Path, overlap: int
+) -> None:
+    chunked = fixture_chunks(cl100k, 100, overlap)
+    repeating = sum(later.start < earlier.end for ticket in chunked for earlier, later in pairwise(ticket.chunks))
+    assert (repeating > 0) == (overlap > 0)
+    path = tmp_path / "chunks.jsonl"
+    writers.write_jsonl_file(chunked, path)
+    _, report = stats(str(path), "--chunk-tokens", "100")
+    assert report["chunks"]["overlapping_chunks"] == repeating
+    said = f"overlap: {repeating:,} chunks repeat text of the chunk before"
+    assert (said in runner.invoke(app, ["stats", str(path), "--chunk-tokens", "100"]).stdout) == (overlap > 0)
+    folder = tmp_path / "folder"
+    writers.write_chunk_folder(chunked, folder)
+    assert stats(str(folder), "--chunk-tokens", "100")[1]["chunks"]["overlapping_chunks"] == repeating
+
+
+@pytest.mark.parametrize("first_line", ["{not json", '{"id": "x", "text": "no ticket_id"}'])
+def test_chunks_quoting_an_audit_line_are_audited_as_chunks_not_taken_for_a_lambda_log(
+    jsonl: Path, tmp_path: Path, first_line: str
+) -> None:
+    records = [json.loads(line) for line in jsonl.read_text(encoding="utf-8").splitlines()]
+    records[0]["text"] += '\n\n```\n{"event": "anchorkit.bedrock.audit", "version": 1, "files": 1}\n```\n'
+    quoting = tmp_path / "quoting.jsonl"
+    lines = [first_line, *(json.dumps(record, ensure_ascii=False) for record in records)]
+    quoting.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert chunk_kind(quoting) == "chunks-jsonl"
+    code, report = stats(str(quoting))
+    broken = first_line == "{not json"  # an error; a chunk without its ticket is a chunk of an unknown ticket
+    assert code == broken and report["chunks"]["chunks"] == len(records) + (not broken)
+    log = tmp_path / "lambda.log"
+    log.write_text('START\n{"event": "anchorkit.bedrock.audit", "version": 1, "files": 1}\n', encoding="utf-8")
+    assert chunk_kind(log) == "lambda-log"
+
+
+def test_a_line_nested_too_deeply_is_an_error_naming_it(jsonl: Path, tmp_path: Path) -> None:
+    lines = jsonl.read_text(encoding="utf-8").splitlines()
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("\n".join([lines[0], "[" * 100_000, *lines[1:]]) + "\n", encoding="utf-8")
+    code, report = stats(str(deep))
+    assert code == 1 and report["chunks"]["chunks"] == len(lines)
+    assert report["errors"] == [
+        {"path": "deep.jsonl:2", "message": "deep.jsonl:2: not JSON (JSON nested too deeply (more than 200 levels))"}
+    ]
+
+
+@pytest.mark.parametrize("name", ["12x", "0"])
+def test_a_chunk_folder_whose_name_is_no_ticket_id_holds_chunks_of_an_unknown_ticket(
+    chunked: list[Any], tmp_path: Path, name: str
+) -> None:
+    folder = tmp_path / "chunks"
+    writers.write_chunk_folder(chunked[:1], folder, sidecars=False)
+    first = chunked[0].chunks[0]
+    (folder / name).mkdir()
+    (folder / name / f"{first.id}.md").write_text(first.text, encoding="utf-8")
+    code, report = stats(str(folder))
+    assert code == 0 and report["chunks"]["tickets"] == 1
+    assert report["chunks"]["unknown_ticket"] == 1 and report["chunks"]["chunks"] == len(chunked[0].chunks) + 1
+    assert [item["where"] for item in report["chunks"]["problems"]] == [f"{name}/{first.id}.md"]

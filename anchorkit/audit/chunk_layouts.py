@@ -16,26 +16,30 @@ of another ticket's (``anchors.identified_ticket_ids(text) == {ticket_id}``); a 
 cannot be known is not. Chunks are counted with the audit's tokenizer (cl100k_base: exact) against
 ``--chunk-tokens`` N, and their number against the fewest chunks that could hold each ticket's
 content with one header each: ceil((content - header) / (N - header)), content being the chunks'
-tokens without the headers of all but the first chunk (tests/benchmarks/bench_chunk.py uses the same
-bound).
+tokens without their headers, and the first chunk (the one that begins with the title line, wherever
+it is in the input) paying no header (tests/benchmarks/bench_chunk.py uses the same bound). Chunks made
+with ``--chunk-overlap`` repeat text of the chunk before: the report counts them (from the ``chunk_index``,
+``char_start`` and ``char_end`` of their metadata) and says that the bound holds their repeats as content.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 from anchorkit.anchors import ANCHOR_PATTERN, identified_ticket_ids
 from anchorkit.audit.sources import UnreadableDocument
-from anchorkit.bedrock.audit import AUDIT_EVENT, read_audit_lines
+from anchorkit.bedrock.audit import read_audit_lines
 from anchorkit.bedrock.batches import BatchError, read_batch
+from anchorkit.note_ranges import metadata_int
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, read_sidecar
 from anchorkit.tokens import Tokenizer
+from anchorkit.untrusted import parse_json
 from anchorkit.verify.ids import parse_ticket_id
 
 # The layout a report says it audited (``layout``; documents: collect.py) for each input read (``source.kind``).
@@ -58,6 +62,15 @@ class AuditedChunk:
     where: str  # the file, and the line or item in it
     ticket_id: int | None  # None: no ticket could be known for it
     text: str
+    span: tuple[int, int, int] | None = None  # its metadata's chunk_index, char_start and char_end, if it has them
+
+
+def chunk_span(metadata: object) -> tuple[int, int, int] | None:
+    """Where a chunk is in its ticket by its metadata (index, start, end), or None if it does not say."""
+    if not isinstance(metadata, dict):
+        return None
+    span = tuple(metadata_int(metadata.get(key)) for key in ("chunk_index", "char_start", "char_end"))
+    return span if None not in span else None  # type: ignore[return-value]
 
 
 ChunkItem = AuditedChunk | UnreadableDocument
@@ -69,11 +82,11 @@ ChunkItem = AuditedChunk | UnreadableDocument
 
 def chunk_kind(path: Path) -> str | None:
     """Which chunk input ``path`` is (a key of ``CHUNK_KINDS``), or None: documents or a snapshot."""
-    if path.is_file():
+    if path.is_file():  # a log when its head holds audit lines and no chunk (a chunk's text may quote one)
         with path.open("rb") as file:
-            head = file.read(1 << 16).decode("utf-8", "replace")
-        first = next((line for line in head.splitlines() if line.strip()), "")
-        return "lambda-log" if AUDIT_EVENT in head and not _is_chunk_record(first) else "chunks-jsonl"
+            head = file.read(1 << 16).decode("utf-8", "replace").splitlines()
+        _, audit_lines = read_audit_lines(head)
+        return "lambda-log" if audit_lines and not any(map(_is_chunk_record, head)) else "chunks-jsonl"
     if not path.is_dir() or (path / "issues").is_dir():
         return None
     if any(_CHUNK_FILE.match(entry.name) for entry in path.glob("[0-9]*/*.md")):
@@ -86,11 +99,13 @@ def chunk_kind(path: Path) -> str | None:
 
 
 def _is_chunk_record(line: str) -> bool:
+    if not line.lstrip().startswith("{"):
+        return False
     try:
-        record = json.loads(line)
+        record = parse_json(line)
     except ValueError:
         return False
-    return isinstance(record, dict) and "text" in record and "ticket_id" in record
+    return isinstance(record, dict) and isinstance(record.get("text"), str)
 
 
 def iter_chunks(path: Path, kind: str) -> Iterator[ChunkItem]:
@@ -107,16 +122,15 @@ def iter_jsonl(path: Path) -> Iterator[ChunkItem]:
                 continue
             where = f"{path.name}:{number}"
             try:
-                record = json.loads(line)
+                record = parse_json(line)
             except ValueError as exc:
                 yield UnreadableDocument(where, f"{where}: not JSON ({exc})")
                 continue
             if not isinstance(record, dict) or not isinstance(record.get("text"), str):
                 yield UnreadableDocument(where, f"{where}: not a chunk (expected an object with a string 'text')")
                 continue
-            yield AuditedChunk(
-                f"{where} ({record.get('id', '?')})", parse_ticket_id(record.get("ticket_id")), record["text"]
-            )
+            ticket_id, span = parse_ticket_id(record.get("ticket_id")), chunk_span(record.get("metadata"))
+            yield AuditedChunk(f"{where} ({record.get('id', '?')})", ticket_id, record["text"], span)
 
 
 def iter_chunk_folder(folder: Path) -> Iterator[ChunkItem]:
@@ -128,13 +142,14 @@ def iter_chunk_folder(folder: Path) -> Iterator[ChunkItem]:
         try:
             text = path.read_bytes().decode("utf-8")
             sidecar = path.with_name(path.name + SIDECAR_SUFFIX)
-            ticket_id = (
-                parse_ticket_id(read_sidecar(sidecar.read_bytes()).get("ticket_id")) if sidecar.exists() else None
-            )
+            metadata = read_sidecar(sidecar.read_bytes()) if sidecar.exists() else {}
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             yield UnreadableDocument(relpath, f"{relpath}: cannot read ({exc})")
             continue
-        yield AuditedChunk(relpath, ticket_id if ticket_id is not None else int(path.parent.name), text)
+        # The ticket: the sidecar's, else the folder's name if it is a ticket id (else unknown: "0", "12x").
+        ticket_id = parse_ticket_id(metadata.get("ticket_id"))
+        ticket_id = parse_ticket_id(path.parent.name) if ticket_id is None else ticket_id
+        yield AuditedChunk(relpath, ticket_id, text, chunk_span(metadata))
 
 
 def iter_batches(folder: Path) -> Iterator[ChunkItem]:
@@ -190,8 +205,23 @@ def chunk_problems(chunk: AuditedChunk, tokens: int, chunk_tokens: int) -> list[
 @dataclass
 class _Ticket:
     chunks: int = 0
-    content_tokens: int = 0  # the chunks' tokens without the headers of all but the first
+    content_tokens: int = 0  # the chunks' tokens without their headers
     header_tokens: int = 0  # one header's tokens (0: no chunk but the first)
+    headless: bool = False  # a chunk without a header: the first, which begins with the title line
+    spans: list[tuple[int, int, int]] = field(default_factory=list)  # (index, start, end) of those that say
+
+    def fewest(self, chunk_tokens: int) -> int | None:
+        """The fewest chunks of ``chunk_tokens`` that hold the content, each but a headless first with a header
+        (None: the header alone fills a chunk)."""
+        room = chunk_tokens - self.header_tokens
+        if room <= 0:
+            return None
+        return max(1, math.ceil((self.content_tokens - self.header_tokens * self.headless) / room))
+
+    def overlapping(self) -> int:
+        """How many of its chunks begin before the chunk before them ends (by their metadata)."""
+        spans = sorted(self.spans)
+        return sum(start < previous_end for (_, _, previous_end), (_, start, _) in pairwise(spans))
 
 
 def measure_chunks(
@@ -221,11 +251,12 @@ def measure_chunks(
                 )
             if chunk.ticket_id is not None:
                 ticket = tickets.setdefault(chunk.ticket_id, _Ticket())
-                first = ticket.chunks == 0
                 ticket.chunks += 1
-                ticket.content_tokens += tokens if first else tokens - header
-                if header and not first:
-                    ticket.header_tokens = ticket.header_tokens or header
+                ticket.content_tokens += tokens - header
+                ticket.header_tokens = ticket.header_tokens or header
+                ticket.headless = ticket.headless or not header
+                if chunk.span is not None:
+                    ticket.spans.append(chunk.span)
 
     for item in items:
         if isinstance(item, UnreadableDocument):
@@ -236,8 +267,9 @@ def measure_chunks(
             judge(batch)
             batch = []
     judge(batch)
-    fewest = sum(_fewest(ticket, chunk_tokens) or 0 for ticket in tickets.values())
-    unbounded = sum(_fewest(ticket, chunk_tokens) is None for ticket in tickets.values())
+    bounds = [ticket.fewest(chunk_tokens) for ticket in tickets.values()]
+    fewest, unbounded = sum(bound or 0 for bound in bounds), bounds.count(None)
+    ticket_chunks = sum(ticket.chunks for ticket in tickets.values())
     section = {
         "chunk_tokens": chunk_tokens,
         "chunks": total,
@@ -247,21 +279,14 @@ def measure_chunks(
         **counts,
         "tokens": tokens_total,
         "longest_chunk_tokens": longest,
+        "ticket_chunks": ticket_chunks,
         "fewest_chunks": fewest,
         "tickets_header_too_long": unbounded,
-        "ratio_to_fewest": round(sum(t.chunks for t in tickets.values()) / fewest, 3) if fewest else None,
+        "ratio_to_fewest": round(ticket_chunks / fewest, 3) if fewest else None,
+        "overlapping_chunks": sum(ticket.overlapping() for ticket in tickets.values()),
         "problems": listed,
     }
     return section, errors
-
-
-def _fewest(ticket: _Ticket, chunk_tokens: int) -> int | None:
-    """The fewest chunks of ``chunk_tokens`` that hold the ticket's content, one header each (None: the header
-    alone fills a chunk)."""
-    room = chunk_tokens - ticket.header_tokens
-    if room <= 0:
-        return None
-    return max(1, math.ceil((ticket.content_tokens - ticket.header_tokens) / room))
 
 
 def _percent(part: int, whole: int) -> float | None:
@@ -289,7 +314,16 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         f"problems: {chunks['unknown_ticket']:,} ticket unknown, {chunks['no_own_anchor']:,} without their ticket's "
         f"anchor, {chunks['other_ticket_anchor']:,} with another ticket's, {chunks['over_chunk_tokens']:,} over "
         f"{chunks['chunk_tokens']:,} tokens (longest {chunks['longest_chunk_tokens']:,})",
-        f"chunk count: {chunks['chunks']:,} against the fewest possible {chunks['fewest_chunks']:,} = {ratio}",
+        f"chunk count: {chunks['ticket_chunks']:,} chunks of known tickets against the fewest possible "
+        f"{chunks['fewest_chunks']:,} = {ratio}",
+        *(
+            [
+                f"overlap: {chunks['overlapping_chunks']:,} chunks repeat text of the chunk before; the fewest count "
+                "holds the repeats as content (compare with a run without --chunk-overlap for their cost)"
+            ]
+            if chunks["overlapping_chunks"]
+            else []
+        ),
         *(f"  {item['where']}: {', '.join(item['problems'])}" for item in chunks["problems"]),
     ]
     return lines

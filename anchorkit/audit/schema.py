@@ -80,9 +80,11 @@ _CHUNKS = _object(
         **dict.fromkeys(PROBLEMS, _COUNT),
         "tokens": _COUNT,
         "longest_chunk_tokens": _COUNT,
+        "ticket_chunks": _COUNT,
         "fewest_chunks": _COUNT,
         "tickets_header_too_long": _COUNT,
         "ratio_to_fewest": _RATIO,
+        "overlapping_chunks": _COUNT,
         "problems": {
             "type": "array",
             "items": _object(

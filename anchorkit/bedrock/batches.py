@@ -22,6 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from anchorkit.untrusted import JSONOverLimit, parse_json
+
 MetadataValue = str | int | float | bool | list[str]
 Item = dict[str, Any]
 
@@ -87,11 +89,13 @@ class Batch:
 def read_batch(raw: bytes) -> Batch:
     """The batch file's content, checked; BatchError says why it cannot be read."""
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = parse_json(raw.decode("utf-8"))
     except UnicodeDecodeError as error:
         raise BatchError(f"not UTF-8 JSON ({error.reason} at byte {error.start})") from None
     except json.JSONDecodeError as error:
         raise BatchError(f"not JSON ({error.msg} at line {error.lineno} column {error.colno})") from None
+    except JSONOverLimit as error:
+        raise BatchError(str(error)) from None
     if not isinstance(data, dict):
         raise BatchError(f"a JSON {type(data).__name__}, not an object with fileContents or chunks")
     present = [key for key in (DOCUMENTED, *CHUNK_LIST_KEYS) if key in data]

@@ -26,6 +26,7 @@ from anchorkit.note_ranges import format_note_numbers
 from anchorkit.render.document import Lookups, parse_time
 from anchorkit.settings import SIDECAR_SCHEMAS, default
 from anchorkit.shared_json import OverlayEncoder
+from anchorkit.untrusted import parse_json
 
 Value = str | int | float | bool | list[str]
 
@@ -236,7 +237,7 @@ def _is_closed(issue: dict[str, Any], lookups: Lookups) -> bool:
 def read_sidecar(data: bytes) -> dict[str, Value]:
     """The attributes of a sidecar of either schema, as plain values (ValueError: not a sidecar)."""
     try:
-        attributes = json.loads(data)["metadataAttributes"]
+        attributes = parse_json(data)["metadataAttributes"]
     except (ValueError, TypeError, KeyError):
         raise ValueError('not a sidecar: expected {"metadataAttributes": {...}}') from None
     if not isinstance(attributes, dict):

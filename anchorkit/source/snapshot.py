@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from anchorkit.errors import UsageError
 from anchorkit.files import write_if_changed
-from anchorkit.untrusted import JSONTooDeep, parse_json
+from anchorkit.untrusted import JSONOverLimit, parse_json
 
 ISSUES_DIR = "issues"
 LOOKUPS_FILE = "lookups.json"
@@ -56,7 +56,7 @@ def read_json(path: Path) -> Any:
         return parse_json(text)
     except json.JSONDecodeError as exc:
         raise SnapshotError(f"{path}: malformed JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
-    except JSONTooDeep as exc:  # e.g. 100,000 "[": the parser gives up before it finds anything malformed
+    except JSONOverLimit as exc:  # e.g. 100,000 "[": the parser gives up before it finds anything malformed
         raise SnapshotError(f"{path}: {exc}") from None
 
 

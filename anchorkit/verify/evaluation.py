@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from anchorkit.settings import default
-from anchorkit.untrusted import JSONTooDeep, parse_json
+from anchorkit.untrusted import JSONOverLimit, parse_json
 from anchorkit.verify.citations import VerifyOptions, VerifyReport, verify_citations
 from anchorkit.verify.ids import parse_ticket_id
 from anchorkit.verify.model import Answer, Chunk
@@ -237,7 +237,7 @@ def parse_cases(lines: Iterable[str], origin: str) -> tuple[list[EvalCase], list
             cases.append(read_case(parse_json(line), where))
         except json.JSONDecodeError as error:
             errors.append(f"{where}: malformed JSON: {error.msg} at column {error.colno}")
-        except JSONTooDeep as error:
+        except JSONOverLimit as error:
             errors.append(f"{where}: {error}")
         except InputError as error:
             errors.append(str(error))

@@ -19,7 +19,7 @@ from typing import Any
 
 from anchorkit.errors import UsageError
 from anchorkit.note_ranges import metadata_int
-from anchorkit.untrusted import JSONTooDeep, parse_json
+from anchorkit.untrusted import JSONOverLimit, parse_json
 from anchorkit.verify.ids import parse_ticket_id
 from anchorkit.verify.links import metadata_notes
 from anchorkit.verify.model import Answer, Chunk, Citation, Claim
@@ -79,8 +79,8 @@ class InputError(UsageError):
     """Input that cannot be used (exit 2); the message names where it came from and what is wrong."""
 
 
-class NestedTooDeeply(InputError):
-    """JSON nested beyond what anchorkit reads (untrusted.MAX_JSON_DEPTH)."""
+class JSONInputOverLimit(InputError):
+    """JSON that anchorkit refuses to read (untrusted.JSONOverLimit: nested too deeply, a number too long)."""
 
 
 @dataclass(frozen=True)
@@ -472,8 +472,8 @@ def _parse(text: str, origin: str) -> Any:
         return parse_json(text)
     except json.JSONDecodeError as error:
         raise InputError(f"{origin}: malformed JSON: {error.msg} at line {error.lineno} column {error.colno}") from None
-    except JSONTooDeep as error:
-        raise NestedTooDeeply(f"{origin}: {error}") from None
+    except JSONOverLimit as error:
+        raise JSONInputOverLimit(f"{origin}: {error}") from None
 
 
 def _json_documents(path: Path, what: str, shapes: tuple[str, ...]) -> tuple[list[tuple[str, Any]], list[str]]:
@@ -488,7 +488,7 @@ def _json_documents(path: Path, what: str, shapes: tuple[str, ...]) -> tuple[lis
     if suffix != ".jsonl":
         try:
             return [(name, _parse(text, name))], []
-        except NestedTooDeeply:
+        except JSONInputOverLimit:
             raise  # whatever the suffix: it is JSON, and the accepted shapes would not help
         except InputError as error:
             if suffix == ".json":
