@@ -224,6 +224,39 @@ def test_a_failed_ticket_keeps_the_chunk_files_it_had(tmp_path: Path) -> None:
     assert sorted(p.name for p in (out / "12345").iterdir()) == files and not report.removed
 
 
+@pytest.mark.parametrize("check", [False, True])
+def test_a_failed_ticket_keeps_its_lines_of_the_json_lines_file_in_their_place(tmp_path: Path, check: bool) -> None:
+    snap, path = tmp_path / "snap", tmp_path / "chunks.jsonl"
+    shutil.copytree(FIXTURES, snap)
+    write_jsonl_file(chunk_items(iter_source(snap), BYTES, LIMIT), path)
+    before = path.read_bytes()
+    kept = before.count(b'{"id": "12345-')
+    assert kept > 1
+    (snap / "issues" / "12345.json").write_text("{broken", encoding="utf-8")
+    (snap / "issues" / "12378.json").unlink()  # another ticket's change is written all the same
+    report = write_jsonl_file(chunk_items(iter_source(snap), BYTES, LIMIT), path, check=check)
+    assert [f.ticket_id for f in report.failed] == [12345]
+    assert report.warnings == [f"#12345: failed: its {kept} lines of the last run kept"]
+    expected = b"".join(line for line in before.splitlines(keepends=True) if not line.startswith(b'{"id": "12378-'))
+    assert path.read_bytes() == (before if check else expected)
+    assert report.chunks == expected.count(b"\n") and report.changed == ["chunks.jsonl"]
+
+
+def test_json_lines_escape_the_line_breaks_that_json_leaves_raw(tmp_path: Path) -> None:
+    snap = tmp_path / "snap"
+    shutil.copytree(FIXTURES, snap)
+    issue_path = snap / "issues" / "12301.json"
+    document = json.loads(issue_path.read_text(encoding="utf-8"))
+    document["issue"]["description"] = "一行目\u2028二行目\u2029三行目\x85四行目"
+    issue_path.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
+    out = io.BytesIO()
+    write_jsonl(chunk_items(iter_source(snap), BYTES, LIMIT), out)
+    text = out.getvalue().decode("utf-8")
+    records = [json.loads(line) for line in text.splitlines()]  # str.splitlines breaks at all three
+    assert "一行目\u2028二行目\u2029三行目\x85四行目" in "".join(r["text"] for r in records if r["ticket_id"] == 12301)
+    assert text.count("\n") == len(records)
+
+
 def test_private_issues_and_private_notes_stay_out_of_the_chunks_unless_asked_for(tmp_path: Path) -> None:
     private_notes = [
         j["notes"]

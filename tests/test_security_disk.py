@@ -68,3 +68,29 @@ def test_a_disk_that_fills_up_fails_the_tickets_that_do_not_fit_and_corrupts_not
     again = runner.invoke(app, ["transform", str(FIXTURES), "--out", str(out)])
     assert again.exit_code == 0, again.output
     assert {path.name: path.read_bytes() for path in out.iterdir()} == expected
+
+
+def test_chunks_on_a_disk_that_fills_up_fail_their_ticket_alone_and_corrupt_nothing(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    reference = tmp_path / "reference"
+    assert runner.invoke(app, ["chunk", str(FIXTURES), "--out", str(reference)]).exit_code == 0
+    expected = {path.relative_to(reference): path.read_bytes() for path in reference.rglob("*") if path.is_file()}
+    out = small_disk / "out"
+
+    full = runner.invoke(app, ["chunk", str(FIXTURES), "--out", str(out)])
+
+    assert full.exit_code == 1, full.output
+    failed = set(
+        re.findall(rf"^failed: {re.escape(str(out))}/(\d+)\S*: cannot write \(No space left", full.stderr, re.M)
+    )
+    written = {path.relative_to(out): path.read_bytes() for path in out.rglob("*") if path.is_file()}
+    assert failed and written, "some tickets fit, the others did not"
+    assert {path.parts[0] for path in written} | failed == {path.parts[0] for path in expected}, "all attempted"
+    assert all(data == expected[path] for path, data in written.items()), "no chunk file is half written"
+    assert not [path for path in written if path.name.endswith(".tmp")], "no temporary file is left behind"
+
+    subprocess.run(["mount", "-o", "remount,size=1m", str(small_disk)], check=True)
+    again = runner.invoke(app, ["chunk", str(FIXTURES), "--out", str(out)])
+    assert again.exit_code == 0, again.output
+    assert {path.relative_to(out): path.read_bytes() for path in out.rglob("*") if path.is_file()} == expected

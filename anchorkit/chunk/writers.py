@@ -11,6 +11,9 @@ Both take what ``sources.chunk_items`` yields and report tickets, chunks, files 
 chunks are encoded by ``JsonLines`` or ``ChunkFiles``: by the writer, or already where the ticket was
 chunked (``sources.chunk_tickets(encode=...)``), so that with ``--jobs`` the parent process only writes; a
 worker leaves its JSON Lines in a file (``spool_batch``) for the parent to copy, rather than send them.
+
+A ticket that fails keeps what the last run wrote for it, in either way out: its folder, or its lines of
+the JSON Lines file being replaced (``PreviousLines``); so does a ticket whose folder cannot be written.
 """
 
 from __future__ import annotations
@@ -99,9 +102,15 @@ def spool_batch(results: list[Any], folder: Path) -> list[Any]:
     return spooled
 
 
+# Line breaks to Python's str.splitlines (and to JavaScript before ES2019) that JSON leaves raw in a string:
+# escaped, so that a reader splitting the file into lines finds one record a line.
+_UNICODE_LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
+
+
 @dataclass(frozen=True)
 class JsonLines:
-    """A ticket's chunks → their JSON Lines: ``json.dumps(chunk_record(chunk), ensure_ascii=False)`` a line."""
+    """A ticket's chunks → their JSON Lines: ``json.dumps(chunk_record(chunk), ensure_ascii=False)`` a line,
+    with U+2028, U+2029 and U+0085 escaped (``_UNICODE_LINE_BREAKS``)."""
 
     def __call__(self, ticket: ChunkedTicket) -> EncodedTicket[bytes]:
         lines = []
@@ -113,7 +122,10 @@ class JsonLines:
                 f'{{"id": {encode_basestring(chunk.id)}, "ticket_id": {chunk.ticket_id:d}, '
                 f'"text": {encode_basestring(chunk.text)}, "metadata": {metadata.encode(chunk.own)}}}\n'
             )
-        return EncodedTicket(ticket.ticket_id, len(ticket.chunks), "".join(lines).encode(), self, ticket.warnings)
+        text = "".join(lines)
+        if "\u2028" in text or "\u2029" in text or "\x85" in text:
+            text = text.translate(_UNICODE_LINE_BREAKS)
+        return EncodedTicket(ticket.ticket_id, len(ticket.chunks), text.encode(), self, ticket.warnings)
 
 
 @dataclass(frozen=True)
@@ -141,11 +153,42 @@ class ChunkFiles:
 Results = Iterable[ChunkedTicket | EncodedTicket[Any] | TicketFailure | str]
 
 
-def _tickets(results: Results, report: ChunkReport, encoding: JsonLines | ChunkFiles) -> Iterator[EncodedTicket[Any]]:
+class PreviousLines:
+    """The lines of each ticket in the JSON Lines file that a run replaces, read when a ticket fails
+    (most runs never read it)."""
+
+    # Where anchorkit's own lines say their ticket; a line written otherwise belongs to no ticket here.
+    _TICKET = re.compile(rb'\{"id": "(?:[^"\\]|\\.)*", "ticket_id": (\d+),')
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.by_ticket: dict[int, list[bytes]] | None = None
+
+    def of(self, ticket_id: int) -> list[bytes]:
+        if self.by_ticket is None:
+            self.by_ticket = {}
+            with contextlib.suppress(FileNotFoundError), self.path.open("rb") as lines:
+                for line in lines:
+                    if match := self._TICKET.match(line):
+                        self.by_ticket.setdefault(int(match[1]), []).append(line.rstrip(b"\n") + b"\n")
+        return self.by_ticket.get(ticket_id, [])
+
+
+def _tickets(
+    results: Results,
+    report: ChunkReport,
+    encoding: JsonLines | ChunkFiles,
+    previous: PreviousLines | None = None,
+) -> Iterator[EncodedTicket[Any]]:
     """The tickets' chunks in ``encoding`` (encoded here unless they already are), with failures and
-    private issues counted in ``report``."""
+    private issues counted in ``report``; a failed ticket's ``previous`` lines in its place."""
     for result in results:
         if not report.count(result):
+            failed = result.ticket_id if isinstance(result, TicketFailure) else None
+            if previous and failed is not None and (kept := previous.of(failed)):
+                report.warnings.append(f"#{failed}: failed: its {len(kept)} lines of the last run kept")
+                report.chunks += len(kept)
+                yield EncodedTicket(failed, len(kept), b"".join(kept), encoding)
             continue
         encoded = encoding(result) if isinstance(result, ChunkedTicket) else result
         assert isinstance(encoded, EncodedTicket) and encoded.encoding == encoding, f"not {encoding}: {result!r:.80}"
@@ -154,13 +197,14 @@ def _tickets(results: Results, report: ChunkReport, encoding: JsonLines | ChunkF
         yield encoded
 
 
-def write_jsonl(results: Results, out: BinaryIO) -> ChunkReport:
-    """One JSON object a line per chunk, to an open binary stream (stdout, a file)."""
+def write_jsonl(results: Results, out: BinaryIO, previous: PreviousLines | None = None) -> ChunkReport:
+    """One JSON object a line per chunk, to an open binary stream (stdout, a file); a failed ticket's
+    ``previous`` lines (those of the file being replaced) in its place."""
     started = time.perf_counter()
     report = ChunkReport()
     spool: tuple[str, int] | None = None  # the spool file being read (spool_batch), and its descriptor
     try:
-        for ticket in _tickets(results, report, JsonLines()):
+        for ticket in _tickets(results, report, JsonLines(), previous):
             data = ticket.data
             if isinstance(data, Spooled):
                 if spool is None or spool[0] != data.path:
@@ -189,14 +233,16 @@ def _done_with(spool: tuple[str, int] | None) -> None:
 
 def write_jsonl_file(results: Results, path: Path, check: bool = False) -> ChunkReport:
     """``write_jsonl`` into ``path``, which is replaced atomically, and only if its bytes change (with
-    ``check``, only say whether it would: the lines are held in memory and compared)."""
+    ``check``, only say whether it would: the lines are held in memory and compared). A ticket that fails
+    keeps its lines of ``path``."""
+    previous = PreviousLines(path)
     if check:
         lines = io.BytesIO()
-        report = write_jsonl(results, lines)
+        report = write_jsonl(results, lines, previous)
         report.add(path.name, sync_file(path, lines.getvalue(), check=True))
         return report
     with AtomicStream(path) as stream:
-        report = write_jsonl(results, stream.file)
+        report = write_jsonl(results, stream.file, previous)
         report.add(path.name, stream.commit())
     return report
 
@@ -225,7 +271,12 @@ def write_chunk_folder(
     seen: set[int] = set()
     for ticket in _tickets(results, report, ChunkFiles(schema, sidecars)):
         seen.add(ticket.ticket_id)
-        _sync_ticket(out_dir / str(ticket.ticket_id), ticket.data, report, check)
+        try:
+            _sync_ticket(out_dir / str(ticket.ticket_id), ticket.data, report, check)
+        except OSError as error:  # this ticket's folder (a full disk, a read-only folder): it fails alone
+            where = error.filename or out_dir / str(ticket.ticket_id)
+            message = f"{where}: cannot write ({error.strerror or error})"
+            report.failed.append(TicketFailure(str(out_dir / str(ticket.ticket_id)), ticket.ticket_id, message))
     kept = seen | {failure.ticket_id for failure in report.failed if failure.ticket_id is not None}
     if out_dir.is_dir():
         for entry in sorted(os.listdir(out_dir)):
