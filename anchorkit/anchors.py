@@ -28,12 +28,15 @@ from itertools import accumulate, repeat
 from operator import add
 from typing import NamedTuple
 
+from anchorkit.errors import UsageError
 from anchorkit.markdown_blocks import Block, holds_complex_lines, parse_blocks, scannable_code_lines, top_level_blocks
 
 DEFAULT_LABEL = "チケット"
 
-# label: 1-40 characters without '#', '\\' or a line break; then " #<id>:" and the subject.
-_LABEL = r"[^#\\\r\n]{1,40}?"
+# label: 1-40 characters without '#', '\\' or a line break; then " #<id>:" and the subject. A longer label
+# would make lines that nothing recognises as anchors: the commands refuse one (MAX_LABEL_CHARS).
+MAX_LABEL_CHARS = 40
+_LABEL = rf"[^#\\\r\n]{{1,{MAX_LABEL_CHARS}}}?"
 # The line start is checked after the marker (">" or "#") is found: "^" first would be tried at every
 # position of a text, a scan three times slower.
 ANCHOR_PATTERN = re.compile(
@@ -51,7 +54,7 @@ _FORGERY = re.compile(r"(?P<lead>(?:>[ \t>]*|#{1,6}[ \t]+)(?:" + _LABEL + r")[ \
 # "[>#] " + _LABEL + " #(\d{1,12}):", scanned 2.5 times faster. The space is looked for first and the
 # marker checked behind it, and the label is greedy: it holds no "#", so the one label followed by
 # " #" is the same either way (findall: only the ids, so a match starting at the space is as good).
-_EXPOSED = re.compile(r" (?<=[>#] )[^#\\\r\n]{1,40} #(\d{1,12}):")
+_EXPOSED = re.compile(rf" (?<=[>#] )[^#\\\r\n]{{1,{MAX_LABEL_CHARS}}} #(\d{{1,12}}):")
 # A backslash escape of Markdown (ASCII punctuation): how a reader sees an escaped subject.
 _MARKDOWN_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _FORGERY_HINT = re.compile(r"#\d{1,12}[ \t]*[:：]")
@@ -74,8 +77,20 @@ def one_line(text: str) -> str:
     return _WHITESPACE_RUN.sub(" ", _CONTROL.sub(" ", text)).strip()
 
 
+def written_label(label: str) -> str:
+    """The label as anchor and title lines write it: on one line, without '#' or '\\' (it may not hold
+    them), the default if nothing is left."""
+    return one_line(label).replace("#", "").replace("\\", "") or DEFAULT_LABEL
+
+
+def check_label(label: str | None) -> None:
+    """A usage error for a --label longer than anchor lines may hold: none of its anchors would be recognised."""
+    if label and len(written_label(label)) > MAX_LABEL_CHARS:
+        raise UsageError(f"--label may be at most {MAX_LABEL_CHARS} characters, not {len(written_label(label))}")
+
+
 def _line(prefix: str, ticket_id: int, subject: str, label: str) -> str:
-    label = one_line(label).replace("#", "").replace("\\", "") or DEFAULT_LABEL
+    label = written_label(label)
     # Whatever the subject holds in the shape of another anchor stays no anchor, wherever a chunk starts.
     subject = neutralize_forgeries(one_line(subject))
     return f"{prefix} {label} #{ticket_id}:" + (f" {subject}" if subject else "")
@@ -107,8 +122,13 @@ def title_line(ticket_id: int, subject: str, label: str = DEFAULT_LABEL) -> str:
     return _TRAILING_HASHES.sub(r"\\\g<0>", _line("#", ticket_id, subject, label))
 
 
+def anchor_of(match: re.Match[str]) -> Anchor:
+    """The ticket and the subject, as a reader of the Markdown sees it, of an anchor or title line's match."""
+    return Anchor(int(match["id"]), _unescaped((match["subject"] or "").strip()))
+
+
 def _matches(pattern: re.Pattern[str], text: str) -> list[Anchor]:
-    return [Anchor(int(m["id"]), _unescaped((m["subject"] or "").strip())) for m in pattern.finditer(text)]
+    return [anchor_of(m) for m in pattern.finditer(text)]
 
 
 def _unescaped(subject: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from support.redmine_server import RedmineAdmin, RedmineServer
 from anchorkit.chunk.core import ChunkedTicket
 from anchorkit.chunk.sources import chunk_items, iter_source
 from anchorkit.note_ranges import format_note_numbers, parse_note_numbers
-from anchorkit.render.sidecar import build_sidecar
+from anchorkit.render.sidecar import MAX_STRING_CHARS, build_sidecar
 from anchorkit.render.transform import TransformOptions, transform_snapshot
 from anchorkit.source.notes import note_numbers, with_note_numbers
 from anchorkit.source.pull import PullReport, PullSettings, pull
@@ -92,6 +93,34 @@ def test_transform_sidecars_list_the_note_numbers_of_the_journals_the_document_s
     assert not report.failed
     attributes = json.loads((tmp_path / "out" / "9.md.metadata.json").read_text(encoding="utf-8"))["metadataAttributes"]
     assert (attributes["url"], attributes["note_numbers"]) == ("https://r.example/issues/9", "1,4")
+
+
+def test_a_ticket_with_hundreds_of_journals_links_every_history_chunk_to_its_note(tmp_path: Path) -> None:
+    """900 journals, every third a private note pull left out (its number stays a gap): the numbers are longer
+    than a sidecar attribute may be, and a snapshot's chunks get them all the same, with no word of a sidecar."""
+    snap = tmp_path / "snap"
+    (snap / "issues").mkdir(parents=True)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    journals = [
+        journal(
+            n, f"{start + timedelta(minutes=n):%Y-%m-%dT%H:%M:%SZ}", notes=f"メモ{n}です。", private_notes=not n % 3
+        )
+        for n in range(1, 901)
+    ]
+    issue = with_note_numbers({"issue": {"id": 4001, "subject": "長い履歴", "journals": journals}})["issue"]
+    issue["journals"] = [j for j in issue["journals"] if not j["private_notes"]]  # as pull stores them
+    assert len(format_note_numbers(note_numbers(issue["journals"]) or [])) > MAX_STRING_CHARS
+    (snap / "issues" / "4001.json").write_text(json.dumps({"issue": issue}, ensure_ascii=False), encoding="utf-8")
+    (snap / "state.json").write_text(json.dumps({"redmine_url": "https://r.example"}), encoding="utf-8")
+
+    result = chunked(snap, 300)
+    assert result.warnings == []
+    history = [chunk for chunk in result.chunks if chunk.metadata["section"] == "history"]
+    assert len(history) > 20
+    for chunk in history:
+        # Journal n is note n (numbered in created_on order): the note of the journal the chunk begins in.
+        first = int(re.search(r"メモ(\d+)です", chunk.text[len(chunk.header) :])[1])  # type: ignore[index]
+        assert (chunk.metadata["note"], chunk.metadata["url"]) == (first, f"https://r.example/issues/4001#note-{first}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -233,6 +233,8 @@ def test_an_out_folder_holding_the_other_layout_is_refused_before_anything_runs(
         (["--chunk-tokens", "0"], "--chunk-tokens must be at least 32 to chunk, not 0"),
         (["--chunk-tokens", "10"], "--chunk-tokens must be at least 32 to chunk, not 10"),  # as `chunk` says
         (["--chunk-tokens", "100", "--chunk-overlap", "51"], "--chunk-overlap must be between 0 and half of"),
+        (["--chunk-tokens", "32", "--chunk-overlap", "16"], "--chunk-tokens 32 with --chunk-overlap 16 leaves 7"),
+        (["--chunk-tokens", "32", "--label", "L" * 41], "--label may be at most 40 characters, not 41"),
     ],
 )
 def test_chunk_options_that_cannot_chunk_are_refused_before_anything_runs(

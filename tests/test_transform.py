@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 from anchorkit import parallel
 from anchorkit.anchors import find_anchors, strip_anchors
 from anchorkit.cli import app
-from anchorkit.render.transform import TransformOptions, transform_snapshot
+from anchorkit.render.document import text_format_at
+from anchorkit.render.transform import TransformOptions, resolve_render_options, transform_snapshot
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 runner = CliRunner()
@@ -156,6 +157,15 @@ BAD_TICKETS = {
     "90004.json": (b'{"issue": {"id": 90004, "subject": "\xff\xfe"}}', "invalid UTF-8"),
     "90005.json": (b'{"issue": {"id": "90005", "subject": "s"}}', "invalid issue id"),
     "90006.json": (b'{"issue": {"id": 90006, "subject": "s", "description": 42}}', "'description' must be a string"),
+    "90008.json": (b'{"issue": {"id": 90008, "subject": "s", "status": "open"}}', "'status' must be an object"),
+    "90009.json": (
+        b'{"issue": {"id": 90009, "subject": "s", "journals": [null, 5, "x"]}}',
+        "#90009: 'journals[0]' must be an object, not NoneType",
+    ),
+    "90010.json": (
+        b'{"issue": {"id": 90010, "subject": "s", "journals": [{"id": 7, "notes": 5}]}}',
+        "#90010: journal 7: 'notes' must be a string, not int",
+    ),
 }
 
 
@@ -203,12 +213,41 @@ def test_jobs_split_the_work_across_processes_without_changing_outputs_or_report
 def test_a_broken_state_or_lookups_file_stops_the_run_with_its_name(snapshot: Path, tmp_path: Path, jobs: str) -> None:
     (snapshot / "state.json").write_text('{"text_format": "markdown"}', encoding="utf-8")
     code, _, stderr = run("transform", str(snapshot), "--out", str(tmp_path / "o"), "--jobs", jobs)
-    assert code == 2 and "unknown text format 'markdown'" in stderr
+    assert code == 2 and f"{snapshot / 'state.json'}: unknown text format 'markdown'" in stderr
     (snapshot / "state.json").write_text("{}", encoding="utf-8")
     (snapshot / "lookups.json").write_text('{"statuses": []}', encoding="utf-8")
     code, _, stderr = run("transform", str(snapshot), "--out", str(tmp_path / "o"), "--jobs", jobs)
     assert code == 2 and "lookups.json" in stderr
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("", "unknown text format ''"),
+        ([{"since": "bad", "format": "common_mark"}], "each since an ISO time"),
+        ([{"since": 20240401, "format": "common_mark"}], "each since an ISO time"),
+        ([{"since": "2024-04-01T00:00:00Z", "format": "markdown"}], "unknown text format 'markdown'"),
+    ],
+)
+def test_a_text_format_of_state_json_that_is_no_format_is_refused_naming_the_file(
+    snapshot: Path, tmp_path: Path, setting: object, message: str
+) -> None:
+    (snapshot / "state.json").write_text(json.dumps({"text_format": setting}), encoding="utf-8")
+    for command in ("transform", "chunk"):
+        code, _, stderr = run(command, str(snapshot), "--out", str(tmp_path / "o"))
+        assert code == 2 and f"{snapshot / 'state.json'}: " in stderr and message in stderr, stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_text_format_switch_takes_effect_at_its_time_in_any_time_zone(snapshot: Path) -> None:
+    """A note written at 15:00Z on March 31st is written after a switch at midnight in Tokyo on April 1st."""
+    switch = {"since": "2026-04-01T00:00:00+09:00", "format": "common_mark"}
+    (snapshot / "state.json").write_text(json.dumps({"text_format": [switch]}), encoding="utf-8")
+    options = resolve_render_options(snapshot, TransformOptions())
+    assert options.text_format == (("2026-03-31T15:00:00Z", "common_mark"),)
+    assert text_format_at(options.text_format, "2026-03-31T15:00:00Z") == "common_mark"
+    assert text_format_at(options.text_format, "2026-03-31T14:59:59Z") == "textile"
 
 
 def test_jobs_zero_starts_processes_only_for_more_than_one_batch() -> None:

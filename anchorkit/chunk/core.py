@@ -49,6 +49,7 @@ from anchorkit.anchors import (
     TITLE_PATTERN,
     anchor_cuts,
     anchor_line,
+    anchor_of,
     code_closer,
     find_anchors,
     find_titles,
@@ -129,6 +130,11 @@ class ChunkedTicket:
     ticket_id: int
     chunks: list[Chunk]
     warnings: list[str] = field(default_factory=list)
+
+
+def shortest_header(label: str) -> str:
+    """The shortest header a chunk can begin with (ticket #1, no subject): what --chunk-tokens must leave room for."""
+    return anchor_line(1, "", label) + "\n\n"
 
 
 def written_subject(subject: str) -> str:
@@ -270,7 +276,10 @@ class _Chunker:
                 f"{self.header_cost}-token anchor{' and the overlap' if overlap_tokens else ''}"
                 f" (at least {MIN_CONTENT_TOKENS} needed)"
             )
-        self.metadata = {key: value for key, value in metadata.items() if key != "note_numbers"}
+        # A document without a sidecar names its subject in its title line alone: the chunks say it all the same.
+        titled = anchor_of(title).subject
+        self.metadata: dict[str, Any] = {"ticket_id": self.ticket_id, **({"subject": titled} if titled else {})}
+        self.metadata.update((key, value) for key, value in metadata.items() if key != "note_numbers")
         self.metadata["ticket_id"] = self.ticket_id
         self.base_url = str(metadata["url"]).split("#", 1)[0] if metadata.get("url") else None
         self.content = outline.content

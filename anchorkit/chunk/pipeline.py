@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from anchorkit.chunk.core import MIN_CONTENT_TOKENS
+from anchorkit.chunk.core import MIN_CONTENT_TOKENS, shortest_header
 from anchorkit.chunk.sources import chunk_tickets
 from anchorkit.chunk.writers import (
     ChunkFiles,
@@ -39,13 +39,28 @@ from anchorkit.untrusted import public_url
 MIN_CHUNK_TOKENS = 2 * MIN_CONTENT_TOKENS
 
 
-def check_chunk_size(chunk_tokens: int, overlap_tokens: int) -> None:
-    """UsageError for a chunk length or overlap no ticket could be chunked with (``chunk`` and ``sync --chunks``)."""
+def check_chunk_size(chunk_tokens: int, overlap_tokens: int, transform: TransformOptions | None = None) -> None:
+    """UsageError for a chunk length or overlap no ticket could be chunked with (``chunk`` and ``sync --chunks``):
+    too short, an overlap over half of it, or, given ``transform``, one that the shortest anchor of its label
+    (ticket #1, no subject; counted with its tokenizer) and the overlap leave less content room than the chunker
+    needs. A ticket with a longer id or subject may still fail alone at a length that passes: its error says why."""
     if chunk_tokens < MIN_CHUNK_TOKENS:
         raise UsageError(f"--chunk-tokens must be at least {MIN_CHUNK_TOKENS} to chunk, not {chunk_tokens}")
     if not 0 <= overlap_tokens <= chunk_tokens // 2:
         raise UsageError(
             f"--chunk-overlap must be between 0 and half of --chunk-tokens ({chunk_tokens // 2}), not {overlap_tokens}"
+        )
+    if transform is None:
+        return
+    header = shortest_header(transform.render.label("ticket"))
+    header_tokens = choose_tokenizer(transform.tokenizer, transform.tiktoken_file).count(header)
+    room = chunk_tokens - header_tokens - overlap_tokens
+    if room < MIN_CONTENT_TOKENS:
+        overlap = f" with --chunk-overlap {overlap_tokens}" if overlap_tokens else ""
+        raise UsageError(
+            f"--chunk-tokens {chunk_tokens}{overlap} leaves {max(room, 0)} tokens for content after the shortest "
+            f"anchor ({header.strip()!r}, {header_tokens} tokens); the chunker needs {MIN_CONTENT_TOKENS}: give "
+            f"--chunk-tokens {chunk_tokens - room + MIN_CONTENT_TOKENS} or more{', or less overlap' if overlap else ''}"
         )
 
 
@@ -60,7 +75,7 @@ class ChunkOptions:
     overlap_tokens: int = default("chunk_overlap")
 
     def __post_init__(self) -> None:
-        check_chunk_size(self.chunk_tokens, self.overlap_tokens)
+        check_chunk_size(self.chunk_tokens, self.overlap_tokens, self.transform)
 
     @classmethod
     def from_settings(cls, values: Mapping[str, Any]) -> ChunkOptions:

@@ -31,8 +31,10 @@ from anchorkit.chunk.core import DEFAULT_CHUNK_TOKENS, ChunkedTicket, ChunkError
 from anchorkit.chunk.writers import spool_batch
 from anchorkit.errors import UsageError
 from anchorkit.render.document import Lookups, Outline, RenderOptions
+from anchorkit.render.private_marks import PrivateMarks, read_private_marks
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, read_sidecar
 from anchorkit.render.transform import (
+    PRIVATE,
     RenderedTicket,
     TicketFailure,
     TransformOptions,
@@ -81,9 +83,12 @@ def _reader(source: Path, options: TransformOptions) -> tuple[list[Any], Callabl
     """The source's tickets (where each is read from), and how one is read."""
     if looks_like_snapshot(source):
         return list(iter_issue_paths(source)), _snapshot_reader(source, options)
-    if source.is_dir():
-        return _document_paths(source), functools.partial(_read_document, redmine_url=options.redmine_url)
-    raise UsageError(f"{source}: neither a snapshot nor a folder of documents")
+    documents = _document_paths(source) if source.is_dir() else []
+    if not documents:  # a wrong or empty folder: chunking "no ticket" would remove every chunk written before
+        raise UsageError(f"{source}: neither a snapshot nor a folder of documents (no issues/ folder, no <id>.md)")
+    # Private content was written by transform --include-private: it is chunked only if asked for here too.
+    marks = None if options.render.include_private else read_private_marks(source)
+    return documents, functools.partial(_read_document, redmine_url=options.redmine_url, private_marks=marks)
 
 
 def _counted(tickets: Sequence[Ticket], progress: Progress | None) -> Iterator[Ticket]:
@@ -111,10 +116,15 @@ def _rendered(path: Path, lookups: Lookups, render_options: RenderOptions, optio
     if not isinstance(result, RenderedTicket):
         return result
     assert result.sidecar is not None and result.outline is not None  # sidecars=True, outline=True
-    return TicketDocument(str(path), result.ticket_id, result.outline, read_sidecar(result.sidecar), result.warnings)
+    metadata: dict[str, Any] = read_sidecar(result.sidecar)
+    if result.notes:
+        metadata["note_numbers"] = result.notes
+    return TicketDocument(str(path), result.ticket_id, result.outline, metadata, result.warnings)
 
 
-def _read_document(document: tuple[int, Path], redmine_url: str | None) -> Item:
+def _read_document(document: tuple[int, Path], redmine_url: str | None, private_marks: PrivateMarks | None) -> Item:
+    """One document of a transform folder with its sidecar's metadata, or PRIVATE for one holding private
+    content (its sidecar or the folder's marks say so) when ``private_marks`` is given (no --include-private)."""
     ticket_id, path = document
     try:
         markdown = path.read_text(encoding="utf-8")
@@ -126,6 +136,8 @@ def _read_document(document: tuple[int, Path], redmine_url: str | None) -> Item:
         return TicketFailure(str(sidecar), ticket_id, f"{sidecar}: {error}")
     except OSError as error:
         return TicketFailure(str(path), ticket_id, f"{error.filename or path}: cannot read ({error.strerror})")
+    if private_marks is not None and (ticket_id in private_marks or metadata.get("private") is True):
+        return PRIVATE
     url = issue_url(redmine_url, ticket_id) or metadata.get("url")
     return TicketDocument(
         str(path), ticket_id, markdown, {"ticket_id": ticket_id, **metadata, **({"url": url} if url else {})}

@@ -213,6 +213,12 @@ REDMINE = (
     Opt("timeout", ("--timeout",), float, "Read timeout per Redmine request.", metavar="SECONDS"),
     Opt("retries", ("--retries",), int, "Attempts per Redmine request, the first included."),
 )
+# What the chunker needs of --chunk-tokens (chunk.pipeline.check_chunk_size, which refuses less; the numbers are
+# its MIN_CHUNK_TOKENS and chunk.core's MIN_CONTENT_TOKENS, not imported: --help must not load the chunker).
+_CHUNK_LIMITS = (
+    "at least 32, and room for the shortest anchor, > チケット #1: or --label's, --chunk-overlap and 16 tokens "
+    "of content"
+)
 DOCUMENTS = (
     Opt(
         "sidecars",
@@ -231,7 +237,7 @@ DOCUMENTS = (
     Opt(
         "lang", ("--lang",), Lang, "Document labels: ja (チケット, 基本情報, 説明, 対応履歴) or en (Ticket, Details …)."
     ),
-    Opt("label", ("--label",), str, "Ticket label in titles and anchors instead of --lang's (e.g. Issue)."),
+    Opt("label", ("--label",), str, "Ticket label in titles and anchors, up to 40 characters (default: --lang's)."),
     Opt(
         "anchor_basic_info",
         ("--anchor-basic-info/--no-anchor-basic-info",),
@@ -245,9 +251,9 @@ DOCUMENTS = (
         "Your knowledge base's chunk length: any window of N tokens holds an anchor or the title "
         "(0: anchors after headings only).",
         {
-            CHUNK: "The longest chunk, in tokens; each holds its ticket's anchor or title line.",
+            CHUNK: f"The longest chunk, in tokens ({_CHUNK_LIMITS}); each holds its ticket's anchor or title line.",
             SYNC: "Your knowledge base's chunk length: any window of N tokens holds an anchor or the title "
-            "(0: anchors after headings only); with --chunks, the longest chunk.",
+            f"(0: anchors after headings only); with --chunks, the longest chunk ({_CHUNK_LIMITS}).",
         },
     ),
     Opt(
@@ -290,10 +296,10 @@ CHUNK_OVERLAP_OPTION = Opt(
     ("--chunk-overlap",),
     int,
     "With --chunks: each chunk but a ticket's first also repeats up to N tokens of the end of the one before:"
-    " whole lines, items, rows or blocks, or a paragraph's last sentences (0: none).",
+    " whole lines, items, rows or blocks, or a paragraph's last sentences (0: none; at most half of --chunk-tokens).",
     {
         CHUNK: "Each chunk but a ticket's first also repeats up to N tokens of the end of the one before: whole"
-        " lines, items, rows or blocks, or a paragraph's last sentences (0: none)."
+        " lines, items, rows or blocks, or a paragraph's last sentences (0: none; at most half of --chunk-tokens)."
     },
 )
 CHUNKS = (

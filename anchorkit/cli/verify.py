@@ -280,11 +280,12 @@ def inject_command(
         anchorkit inject retrieval.json -o retrieval-anchored.json --strict
         anchorkit inject - < retrieval.json > retrieval-anchored.json
     """
-    from anchorkit.anchors import DEFAULT_LABEL
+    from anchorkit.anchors import DEFAULT_LABEL, check_label
     from anchorkit.verify.ids import checked_uri_pattern
     from anchorkit.verify.inject import anchor_chunks
     from anchorkit.verify.shapes import input_errors, load_retrieval_json
 
+    check_label(label)
     pattern = checked_uri_pattern(uri_pattern)
     with input_errors():
         report = anchor_chunks(

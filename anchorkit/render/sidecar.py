@@ -68,18 +68,20 @@ def build_sidecar(
     *,
     url: str | None = None,
     notes: Sequence[int] | None = None,
+    private: bool = False,
 ) -> tuple[bytes, list[str]]:
     """The sidecar's bytes and the warnings about what had to be truncated or dropped.
 
     ``url``: the issue's Redmine URL; ``notes``: the note numbers of the journals the document's
-    history shows, in its order (both left out when None).
+    history shows, in its order (both left out when None); ``private``: the document holds private
+    content (``private: true``, never dropped; no attribute otherwise).
     """
     check_schema(schema)
     ticket = f"#{issue['id']}"
     noted = format_note_numbers(notes) if notes else None
     if noted is not None and len(noted) > MAX_STRING_CHARS:  # a list cut short would name wrong notes
         noted = None
-    data, warnings = encode_sidecar(_attributes(issue, lookups, url, noted), schema, ticket)
+    data, warnings = encode_sidecar(_attributes(issue, lookups, url, noted, private), schema, ticket)
     if notes and noted is None:
         warnings.insert(0, f"{ticket}: too many journals to list their note numbers in the sidecar")
     return data, warnings
@@ -143,11 +145,14 @@ def check_schema(schema: str) -> None:
         raise ValueError(f"unknown sidecar schema {schema!r} (expected one of {', '.join(SCHEMAS)})")
 
 
-def _attributes(issue: dict[str, Any], lookups: Lookups, url: str | None, notes: str | None) -> dict[str, Value]:
+def _attributes(
+    issue: dict[str, Any], lookups: Lookups, url: str | None, notes: str | None, private: bool
+) -> dict[str, Value]:
     project = issue.get("project") or {}
     project_entry = lookups.get("projects", {}).get(str(project.get("id")), {})
     candidates: dict[str, Value | None] = {
         "ticket_id": issue["id"],
+        "private": True if private else None,
         "subject": one_line(str(issue.get("subject") or "")),
         "url": url,
         "note_numbers": notes,

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from anchorkit import parallel
-from anchorkit.anchors import find_titles
+from anchorkit.anchors import check_label, find_titles
 from anchorkit.errors import UsageError
 from anchorkit.files import sync_file
 from anchorkit.render.document import (
@@ -28,14 +28,17 @@ from anchorkit.render.document import (
     Outline,
     RenderOptions,
     history_journals,
+    parse_time,
     render_document,
     render_outline,
 )
+from anchorkit.render.private_marks import PrivateMarks, read_private_marks, write_private_marks
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, build_sidecar, check_schema
 from anchorkit.render.spacing import LineAdditive, TokenCounter, approx_tokens_with_margin
 from anchorkit.settings import LAYOUTS, SIDECAR_SCHEMAS, SPACING_ANCHOR_FORMS, TEXT_FORMATS, default
 from anchorkit.source.notes import note_numbers
 from anchorkit.source.snapshot import (
+    STATE_FILE,
     SnapshotError,
     iter_issue_paths,
     load_issue,
@@ -113,12 +116,14 @@ class TransformOptions:
             raise UsageError(
                 f"--timezone: unknown time zone {value('timezone')!r} (use an IANA name such as Asia/Tokyo)"
             ) from None
+        label = value("label")
+        check_label(label)
         link_issues = value("link_issues")
         if link_issues and not re.match(r"https?://[^\s]+$", link_issues):
             raise UsageError(f"--link-issues must be an http(s) URL, not {link_issues!r}")
         render = RenderOptions(
             **{name: value(name) for name in RENDER_SETTINGS},
-            labels={"ticket": value("label")} if value("label") else {},
+            labels={"ticket": label} if label else {},
             link_issues=link_issues.rstrip("/") if link_issues else None,
         )
         return cls(render=render, **{name: value(name) for name in TRANSFORM_SETTINGS})
@@ -132,6 +137,9 @@ class RenderedTicket:
     sidecar: bytes | None
     warnings: list[str]
     outline: Outline | None = None  # render_ticket(outline=True): where the headings are in ``markdown``
+    # With sidecars: the note numbers of the history's journals (source/notes.py), None when not all are known.
+    notes: list[int] | None = None
+    private: bool = False  # the document holds private content: a private issue or private notes (--include-private)
 
 
 @dataclass
@@ -194,20 +202,30 @@ class TransformReport:
 def resolve_render_options(snapshot_dir: Path, options: TransformOptions) -> RenderOptions:
     """The render options with the text format settled (CLI override, else the snapshot's setting)."""
     setting: Any = options.text_format or load_state(snapshot_dir).get("text_format", "textile")
+    source = "--text-format" if options.text_format else str(snapshot_dir / STATE_FILE)  # what a message names
     if isinstance(setting, list):
         try:
-            steps = tuple(sorted((str(step["since"]), str(step["format"])) for step in setting))
-        except (TypeError, KeyError):
+            steps = tuple(sorted((_since(step["since"]), step["format"]) for step in setting))
+        except (TypeError, KeyError, ValueError):
             raise SnapshotError(
-                f"{snapshot_dir / 'state.json'}: text_format must be a format or a list of {{since, format}}"
+                f"{source}: text_format must be a format or a list of {{since, format}}, each since an ISO time"
+                " such as 2024-04-01T00:00:00Z"
             ) from None
         formats = [fmt for _, fmt in steps]
     else:
         steps, formats = setting, [setting]
     unknown = [fmt for fmt in formats if fmt not in TEXT_FORMATS]
     if unknown:
-        raise SnapshotError(f"unknown text format {unknown[0]!r} (expected one of {', '.join(TEXT_FORMATS)})")
+        raise SnapshotError(f"{source}: unknown text format {unknown[0]!r} (expected one of {', '.join(TEXT_FORMATS)})")
     return dataclasses.replace(options.render, text_format=steps)
+
+
+def _since(value: Any) -> str:
+    """A switch's time as Redmine writes its timestamps, so that they compare as text (ValueError: not a time)."""
+    moment = parse_time(value) if isinstance(value, str) else None
+    if moment is None:
+        raise ValueError(value)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def resolve_redmine_url(snapshot_dir: Path, options: TransformOptions) -> TransformOptions:
@@ -273,13 +291,22 @@ def render_ticket(
         _check_sizes(path, issue, options.max_text_bytes)
         outlined = render_outline(issue, lookups, render_options) if outline else None
         markdown = outlined.content if outlined else render_document(issue, lookups, render_options, count_tokens)
+        # (Read only when needed: the history's journals cost a second pass over their changes.)
+        needed = options.sidecars or render_options.include_private
+        journals = history_journals(issue, lookups, render_options) if needed else []
+        notes = note_numbers(journals) if options.sidecars else None
+        # Without --include-private neither a private issue nor a private note gets here.
+        private = bool(issue.get("is_private")) or any(journal.get("private_notes") for journal in journals)
         sidecar, warnings = (
             build_sidecar(
                 issue,
                 lookups,
                 options.sidecar_schema,
                 url=issue_url(options.redmine_url, ticket_id),
-                notes=note_numbers(history_journals(issue, lookups, render_options)),
+                # The chunker takes them whole from ``notes``: no sidecar of the document is written, and a
+                # chunk's own sidecar holds only its notes, so the 2,048 characters of an attribute do not apply.
+                notes=None if outline else notes,
+                private=private,
             )
             if options.sidecars
             else (None, [])
@@ -290,7 +317,8 @@ def render_ticket(
         return TicketFailure(
             str(path), ticket_id, f"{path}: ticket #{ticket_id}: cannot render ({type(exc).__name__}: {exc})"
         )
-    return RenderedTicket(ticket_id, _relpath(issue, lookups, options.layout), markdown, sidecar, warnings, outlined)
+    relpath = _relpath(issue, lookups, options.layout)
+    return RenderedTicket(ticket_id, relpath, markdown, sidecar, warnings, outlined, notes, private)
 
 
 def _check_sizes(path: Path, issue: dict[str, Any], limit: int) -> None:
@@ -348,6 +376,10 @@ def transform_snapshot(
         report.tokenizer = options.tokenizer
     settings = (load_lookups(snapshot_dir), render_options, options, out_dir, check)
     paths = list(iter_issue_paths(snapshot_dir))
+    marks = _previous_marks(out_dir)
+    if render_options.include_private and not check:  # until the run ends: cut short, it leaves no document unmarked
+        write_private_marks(out_dir, PrivateMarks(every=True))
+    private: set[int] = set()
     outcomes = parallel.map_batches(_transform_batch, paths, jobs, setup=_BatchSettings, args=settings)
     for done, outcome in enumerate(outcomes, start=1):
         if progress is not None:
@@ -358,6 +390,8 @@ def transform_snapshot(
             continue
         assert isinstance(outcome, TicketOutputs)
         report.warnings.extend(outcome.warnings)
+        if outcome.private:
+            private.add(outcome.ticket_id)
         for relpath, status in outcome.outputs:
             expected.add(relpath)
             report.add(relpath, status)
@@ -365,8 +399,17 @@ def transform_snapshot(
         report.removed.append(relpath)
         if not check:
             (out_dir / relpath).unlink()
+    if not check:  # a failed ticket keeps its document, and so its mark
+        write_private_marks(out_dir, PrivateMarks(frozenset(private | {i for i in keep_ids if i in marks})))
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _previous_marks(out_dir: Path) -> PrivateMarks:
+    try:
+        return read_private_marks(out_dir)
+    except UsageError:  # unreadable: any document kept from before may hold private content
+        return PrivateMarks(every=True)
 
 
 @dataclass
@@ -375,6 +418,8 @@ class TicketOutputs:
 
     outputs: list[tuple[str, Literal["created", "changed", "unchanged"]]]
     warnings: list[str]
+    ticket_id: int
+    private: bool  # its document holds private content (private_marks.py)
 
 
 @dataclass(frozen=True)
@@ -412,7 +457,7 @@ def _write_outputs(source: Path, result: RenderedTicket, settings: _BatchSetting
             outputs.append((relpath, sync_file(target, data, check=settings.check)))
         except OSError as error:
             return TicketFailure(str(source), result.ticket_id, f"{target}: cannot write ({error.strerror or error})")
-    return TicketOutputs(outputs, result.warnings)
+    return TicketOutputs(outputs, result.warnings, result.ticket_id, result.private)
 
 
 def _stale_outputs(out_dir: Path, expected: set[str], keep_ids: set[int]) -> list[str]:

@@ -74,15 +74,33 @@ def load_issue(path: Path) -> dict[str, Any]:
         raise SnapshotError(f"{path}: ticket #{issue_id} has no subject string ({type(subject).__name__})")
     if path.stem.isdigit() and int(path.stem) != issue_id:
         raise SnapshotError(f"{path}: file name says #{path.stem} but the issue id is #{issue_id}")
-    for key in ("journals", "custom_fields", "attachments", "relations", "children"):
-        if key in issue and not isinstance(issue[key], list):
-            raise SnapshotError(f"{path}: ticket #{issue_id}: {key!r} must be a list, not {type(issue[key]).__name__}")
-    for key in ("description",):
-        if issue.get(key) is not None and not isinstance(issue[key], str):
-            raise SnapshotError(
-                f"{path}: ticket #{issue_id}: {key!r} must be a string, not {type(issue[key]).__name__}"
-            )
+    where = f"{path}: ticket #{issue_id}"
+    for key in _LISTS:
+        if key in issue:
+            _check_type(where, key, issue[key], list)
+    for key, kind in _OPTIONAL.items():
+        if issue.get(key) is not None:
+            _check_type(where, key, issue[key], kind)
+    for index, journal in enumerate(issue.get("journals") or []):
+        _check_type(where, f"journals[{index}]", journal, dict)
+        for key, kind in _JOURNAL_OPTIONAL.items():
+            if journal.get(key) is not None:
+                _check_type(f"{where}: journal {journal.get('id', f'[{index}]')}", key, journal[key], kind)
     return issue
+
+
+# What Redmine gives for these keys (and for the others, if not null): a renderer meeting another type would
+# drop the value without a word or stop with a raw error, so the ticket fails here, naming the field.
+_LISTS = ("journals", "custom_fields", "attachments", "relations", "children")
+_NAMED = ("project", "tracker", "status", "priority", "author", "assigned_to", "category", "fixed_version", "parent")
+_OPTIONAL: dict[str, type] = {"description": str, **dict.fromkeys(_NAMED, dict)}
+_JOURNAL_OPTIONAL: dict[str, type] = {"notes": str, "details": list, "user": dict}
+_KINDS: dict[type, str] = {list: "a list", str: "a string", dict: "an object"}
+
+
+def _check_type(where: str, key: str, value: Any, kind: type) -> None:
+    if not isinstance(value, kind):
+        raise SnapshotError(f"{where}: {key!r} must be {_KINDS[kind]}, not {type(value).__name__}")
 
 
 def load_lookups(snapshot_dir: Path) -> dict[str, dict[str, dict[str, Any]]]:

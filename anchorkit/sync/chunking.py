@@ -42,11 +42,14 @@ class ChunkLayout:
         check_chunk_size(self.tokens, self.overlap)
 
     @classmethod
-    def from_settings(cls, values: dict[str, Any]) -> ChunkLayout | None:
-        """The run's chunks (None: it publishes documents), from sync's settings."""
+    def from_settings(cls, values: dict[str, Any], transform: TransformOptions) -> ChunkLayout | None:
+        """The run's chunks (None: it publishes documents), from sync's settings, checked also against the
+        anchors ``transform`` writes (their label, counted by its tokenizer)."""
         if not values.get("chunks"):
             return None
-        return cls(values.get("chunk_tokens", default("chunk_tokens")), values.get("chunk_overlap", 0))
+        layout = cls(values.get("chunk_tokens", default("chunk_tokens")), values.get("chunk_overlap", 0))
+        check_chunk_size(layout.tokens, layout.overlap, transform)
+        return layout
 
     def describe(self) -> dict[str, Any]:
         """What makes the chunks' bytes what they are besides the tickets (part of the state's fingerprint)."""

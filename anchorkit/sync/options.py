@@ -84,11 +84,12 @@ class SyncSettings:
         plain = {
             field.name: values[field.name] for field in fields(cls) if field.name in values and field.name != "chunks"
         }
+        transform = TransformOptions.from_settings(values)
         return cls(
             **plain,
             pull=PullSettings.from_settings(values),
-            transform=TransformOptions.from_settings(values),
+            transform=transform,
             publish=PublishSettings.from_settings(values),
             aws=AwsSettings.from_settings(values),
-            chunks=ChunkLayout.from_settings(values),
+            chunks=ChunkLayout.from_settings(values, transform),
         )
