@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
-from anchorkit.anchors import find_anchors, find_titles, one_line
+from anchorkit.anchors import MAX_LABEL_CHARS, find_anchors, find_titles, one_line
+from anchorkit.chunk.core import MIN_CONTENT_TOKENS
+from anchorkit.chunk.pipeline import MIN_CHUNK_TOKENS
 from anchorkit.render.private_marks import PRIVATE_MARKS_FILE
 from anchorkit.tokens import choose_tokenizer
 from tests.test_chunk_cli import FIXTURES, issues, named, records_of, run
@@ -101,6 +103,16 @@ def test_a_label_longer_than_anchors_hold_is_refused_and_the_longest_one_makes_a
         assert find_titles(text.split("\n", 1)[0])[0].ticket_id == ticket_id
     records = records_of(Path("chunks.jsonl"))
     assert records and all(named(record["text"]) == {record["ticket_id"]} for record in records)
+
+
+def test_help_states_the_limits_the_code_holds() -> None:
+    """--help writes the numbers out (it must not load the chunker): they are the ones the checks use."""
+    for command in ("chunk", "sync"):
+        shown = " ".join(run_command(command, "--help")[1].replace("│", " ").split())
+        assert f"up to {MAX_LABEL_CHARS} characters" in shown
+        assert f"at least {MIN_CHUNK_TOKENS}, and room for the shortest anchor" in shown
+        assert f"--chunk-overlap and {MIN_CONTENT_TOKENS} tokens of content" in shown
+        assert "at most half of --chunk-tokens" in shown
 
 
 def least_chunk_tokens(source: Path, options: list[str]) -> int:
