@@ -312,3 +312,34 @@ def test_transforms_out_setting_is_not_the_chunk_folder(snapshot: Path, monkeypa
     code, _, stderr = run(str(snapshot), "--jsonl", "chunks.jsonl")
     assert code == 2 and "give exactly one of --jsonl FILE" in stderr
     assert run(str(snapshot))[0] == 0 and list(Path("chunks").glob("*/*.md"))
+
+
+def test_chunks_and_documents_are_never_written_into_one_folder(tmp_path: Path) -> None:
+    documents, chunks = tmp_path / "documents", tmp_path / "chunks"
+    assert runner.invoke(app, ["transform", str(FIXTURES), "--out", str(documents)]).exit_code == 0
+    assert runner.invoke(app, ["chunk", str(FIXTURES), "--out", str(chunks)]).exit_code == 0
+    before = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+
+    into_documents = runner.invoke(app, ["chunk", str(FIXTURES), "--out", str(documents)])
+    into_chunks = runner.invoke(app, ["transform", str(FIXTURES), "--out", str(chunks)])
+
+    assert into_documents.exit_code == into_chunks.exit_code == 2
+    assert f"--out {documents} holds documents (e.g. 12301.md) and chunk writes chunks" in into_documents.stderr
+    assert f"--out {chunks} holds chunks (e.g. 12301/12301-000.md) and transform writes documents" in into_chunks.stderr
+    assert {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()} == before
+    assert runner.invoke(app, ["chunk", str(FIXTURES), "--jsonl", str(documents / "chunks.jsonl")]).exit_code == 0
+
+
+def test_chunks_counted_with_the_estimate_leave_its_error_as_room(tmp_path: Path) -> None:
+    from support.long_tickets import write_long_snapshot
+
+    write_long_snapshot(tmp_path / "snapshot", 10, seed=3)
+    out = tmp_path / "chunks.jsonl"
+    result = runner.invoke(app, ["chunk", str(tmp_path / "snapshot"), "--tokenizer", "approx", "--jsonl", str(out)])
+    assert result.exit_code == 0, result.output
+    exact = load_cl100k_base()
+    counts = [exact.count(json.loads(line)["text"]) for line in out.read_text(encoding="utf-8").splitlines()]
+    over = sum(count > 300 for count in counts)
+    # Without the margin, 7% of these chunks were over 300 cl100k tokens; with it, only text that is no
+    # words (base64, minified JSON: the estimate's known blind spot) may be.
+    assert len(counts) > 300 and over / len(counts) < 0.01

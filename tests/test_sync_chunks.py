@@ -216,14 +216,13 @@ def test_an_out_folder_holding_the_other_layout_is_refused_before_anything_runs(
     command = ["sync", str(tmp_path / "published"), "--url", "http://127.0.0.1:9", "--snapshot", str(tmp_path / "s")]
     refused = runner.invoke(app, [*command, "--out", str(out), "--chunks"])
     assert refused.exit_code == 2
-    assert f"--out {out} holds documents (e.g. 12.md) and this sync writes chunks" in refused.stderr
+    assert f"--out {out} holds documents (e.g. 12.md) and this sync (--chunks) writes chunks" in refused.stderr
     chunks = tmp_path / "chunks"
     (chunks / "12").mkdir(parents=True)
     (chunks / "12" / "12-000.md").write_text("# チケット #12: 件名\n", encoding="utf-8")
     refused = runner.invoke(app, [*command, "--out", str(chunks)])
-    assert (
-        refused.exit_code == 2 and "holds chunks (e.g. 12/12-000.md) and this sync writes documents" in refused.stderr
-    )
+    assert refused.exit_code == 2
+    assert "holds chunks (e.g. 12/12-000.md) and this sync (no --chunks) writes documents" in refused.stderr
     assert not (tmp_path / "s").exists() and not (tmp_path / "published").exists()
 
 

@@ -33,6 +33,7 @@ from anchorkit.errors import UsageError
 from anchorkit.render.document import Lookups, Outline, RenderOptions
 from anchorkit.render.private_marks import PrivateMarks, read_private_marks
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, read_sidecar
+from anchorkit.render.spacing import APPROX_MARGIN_PERCENT
 from anchorkit.render.transform import (
     PRIVATE,
     RenderedTicket,
@@ -167,7 +168,11 @@ def _documents(entries: Iterable[os.DirEntry[str]]) -> Iterator[tuple[int, Path]
 def chunk_items(
     items: Iterable[Item], tokenizer: Tokenizer, chunk_tokens: int = DEFAULT_CHUNK_TOKENS, overlap_tokens: int = 0
 ) -> Iterator[ChunkedTicket | TicketFailure | str]:
-    """Each ticket's chunks (or its failure, or PRIVATE), in the order of ``items``."""
+    """Each ticket's chunks (or its failure, or PRIVATE), in the order of ``items``. Counted with an estimate
+    (``approx``), chunks leave its error as room, as transform's anchors do (spacing.APPROX_MARGIN_PERCENT):
+    ``chunk_tokens`` and ``overlap_tokens`` are of the estimate with the margin."""
+    if not tokenizer.exact:
+        chunk_tokens, overlap_tokens = (n * 100 // APPROX_MARGIN_PERCENT for n in (chunk_tokens, overlap_tokens))
     for item in items:
         if not isinstance(item, TicketDocument):
             yield item

@@ -96,8 +96,12 @@ def chunk_command(
         anchorkit chunk out --chunk-tokens 512 --jsonl - > chunks.jsonl
     """
     from anchorkit.chunk.pipeline import ChunkOptions, chunk_source
+    from anchorkit.publish.keys import CHUNKS
+    from anchorkit.sync.chunking import check_out_layout
 
     check = checking["check"]
+    if chunk_out is not None:
+        check_out_layout(chunk_out, CHUNKS, "chunk")
     options = ChunkOptions.from_settings(chunking | sidecars | rendering | privacy | text_format | redmine | tokenizer)
     to_stdout = jsonl == STDOUT
     with output.progress_bar("chunking", "tickets", not json_output) as on_progress:

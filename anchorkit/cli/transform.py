@@ -65,11 +65,14 @@ def transform_command(
         anchorkit transform snap --out out --sidecars --lang en --timezone Asia/Tokyo
     """
     from anchorkit.files import check_writable_folder
+    from anchorkit.publish.keys import DOCUMENTS
     from anchorkit.render.transform import TransformOptions, transform_snapshot
+    from anchorkit.sync.chunking import check_out_layout
 
     values = {**documents, **privacy, **tokenizer, **text_format}
     options = TransformOptions.from_settings(values)
     check = checking["check"]
+    check_out_layout(out, DOCUMENTS, "transform")
     if not check:
         check_writable_folder(out, "--out")
     with output.progress_bar("rendering", "tickets", not json_output) as on_progress:

@@ -117,9 +117,9 @@ def chunk_objects(
             )
 
 
-def check_out_layout(out_dir: Path, chunks: ChunkLayout | None) -> None:
-    """A --out folder holding the other layout's files would have both published: refused (exit 2)."""
-    wanted = layout_name(chunks)
+def check_out_layout(out_dir: Path, layout: str, writer: str) -> None:
+    """A --out folder holding the other layout's files would have both published: refused (exit 2).
+    ``writer`` says who writes ``layout`` into it ("this sync (--chunks)", "chunk")."""
     if not out_dir.is_dir():
         return
     for directory, subdirs, files in os.walk(out_dir):
@@ -127,10 +127,10 @@ def check_out_layout(out_dir: Path, chunks: ChunkLayout | None) -> None:
         subdirs[:] = sorted(name for name in subdirs if not name.startswith(".")) if depth < 1 else []
         for name in sorted(files):
             found = ticket_key(Path(directory, name).relative_to(out_dir).as_posix())
-            if found is not None and found.layout != wanted:
+            if found is not None and found.layout != layout:
                 example = Path(directory, name).relative_to(out_dir).as_posix()
                 raise UsageError(
-                    f"--out {out_dir} holds {found.layout} (e.g. {example}) and this sync writes {wanted}"
-                    f"{' (--chunks)' if chunks else ' (no --chunks)'}: give it another, empty --out folder; "
-                    "publishing it replaces what DEST holds in the other layout, within --max-delete (docs/sync.md)"
+                    f"--out {out_dir} holds {found.layout} (e.g. {example}) and {writer} writes {layout}: "
+                    "give it another, empty --out folder, or both layouts would be published from it (changing "
+                    "the layout of a destination: docs/sync.md)"
                 )

@@ -19,7 +19,7 @@ from anchorkit.publish import state as states
 from anchorkit.publish import upload as publishing
 from anchorkit.publish.aws import AwsSettings, S3Location, parse_ingestion_target, parse_location, try_start_ingestion
 from anchorkit.source import pull as pulling
-from anchorkit.sync.chunking import check_out_layout
+from anchorkit.sync.chunking import check_out_layout, layout_name
 from anchorkit.sync.folders import FolderSyncReport, sync_folders
 from anchorkit.sync.manifest import Manifest
 from anchorkit.sync.options import SyncSettings
@@ -43,7 +43,8 @@ def sync_with_folders(settings: SyncSettings, warn: Warn, progress: SyncProgress
     pull → transform → upload (and the ingestion once everything succeeded)."""
     assert settings.snapshot is not None and settings.out is not None  # REQUIRED without --state
     check_writable_folder(settings.out, "--out")  # before the pull, not after it
-    check_out_layout(settings.out, settings.chunks)
+    flag = "--chunks" if settings.chunks else "no --chunks"
+    check_out_layout(settings.out, layout_name(settings.chunks), f"this sync ({flag})")
     destination = publishing.open_destination(
         settings.out, settings.dest, settings.publish, settings.aws, settings.start_ingestion
     )
