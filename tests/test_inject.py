@@ -345,3 +345,22 @@ def test_a_chunk_starting_with_a_short_spacing_anchor_gets_the_subject_in_its_pl
     # No subject known anywhere: the short anchor already says which ticket it is.
     unknown = anchor_chunks(SHAPES[shape](bedrock_result(text, URI, ticket_id=12345)), shape)
     assert [o.status for o in unknown.outcomes] == ["already_anchored"]
+
+
+@shapes
+@pytest.mark.parametrize("before", ["\ufeff", " ", "  \n", "\ufeff\n ", "\u3000"])
+def test_a_bom_or_blank_space_before_the_chunks_own_anchor_does_not_double_it(shape: str, before: str) -> None:
+    text = f"{before}{anchor_line(12345, VPN)}\n\n{BODY}"
+    report = anchor_chunks(SHAPES[shape](bedrock_result(text, URI, ticket_id=12345, subject=VPN)), shape)
+    assert [o.status for o in report.outcomes] == ["already_anchored"] and texts(shape, report.retrieval) == [text]
+    # A short spacing anchor after them gets the subject in its place, as at the very start.
+    short = f"{before}{id_anchor_line(12345)}\n\n{BODY}"
+    report = anchor_chunks(SHAPES[shape](bedrock_result(short, URI, ticket_id=12345, subject=VPN)), shape)
+    assert [o.status for o in report.outcomes] == ["anchored"]
+    assert texts(shape, report.retrieval) == [f"{anchor_line(12345, VPN)}\n\n{BODY}"]
+
+
+def test_an_indented_anchor_still_never_says_which_ticket_a_chunk_is() -> None:
+    # Without metadata or URI only a genuine anchor (a line of exactly the anchor shape) names the ticket.
+    report = anchor_chunks(plain(bedrock_result(f" {anchor_line(12399, '別件')}\n\n{BODY}", None)), "r")
+    assert [o.status for o in report.outcomes] == ["unknown_ticket"]

@@ -1,6 +1,7 @@
 """What `verify` must not be talked into by its inputs: ids vouched for by escapes in a context, ids too
-long to be looked at, escape sequences written to the operator's terminal; and the sentence an inline
-marker cites, found in one pass however many markers there are.
+long to be looked at, escape sequences written to the operator's terminal, an id hidden in a quote,
+lone surrogates and numbers too long to convert (a clear error, never a traceback), ":name:" made an
+emoji; and the sentence an inline marker cites, found in one pass however many markers there are.
 """
 
 from __future__ import annotations
@@ -10,13 +11,17 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from anchorkit.anchors import anchor_line
-from anchorkit.cli import app
+from anchorkit.cli import app, output
+from anchorkit.verify.citations import verify_citations
 from anchorkit.verify.ids import MARKER
+from anchorkit.verify.model import Chunk
+from anchorkit.verify.shapes import read_answer
 
 runner = CliRunner()
 TICKET = 12345
@@ -166,3 +171,138 @@ def test_each_marker_cites_the_sentence_it_ends(pieces: list[str]) -> None:
     sentences = CitedSentences(text)
     for match in MARKER.finditer(text):
         assert sentences.before(match.start()) == sentence_before(text, match.start())
+
+
+# --------------------------------------------------------------------------------------------------
+# An id in a quoted span is checked like any other text of the answer
+
+QUOTING = {
+    "claims": [
+        {"text": "VPN 切断は解消しました。", "citations": [{"source_id": "c1", "quoted_span": "see #12399"}]},
+        {
+            "text": "VPN 切断は解消しました。",
+            "citations": [{"source_id": "c1", "quoted_span": "VPN 切断は解消しました"}],
+        },
+    ]
+}
+
+
+def test_a_phantom_id_in_a_quote_is_critical_and_drops_its_claim(tmp_path: Path) -> None:
+    answer = tmp_path / "answer.json"
+    answer.write_text(json.dumps(QUOTING, ensure_ascii=False), encoding="utf-8")
+    retrieval = tmp_path / "retrieval.json"
+    chunk = {"id": "c1", "text": CHUNK_TEXT, "uri": f"s3://kb/tickets/{TICKET}.md"}
+    retrieval.write_text(json.dumps([chunk], ensure_ascii=False), encoding="utf-8")
+
+    result = runner.invoke(app, ["verify", "-r", str(retrieval), "-a", str(answer), "--json"])
+    report = json.loads(result.stdout)
+
+    assert [(f["kind"], f["claim"], f["citation"], f["ticket_id"]) for f in report["findings"]][:1] == [
+        ("phantom_ticket_id", 0, 0, 12399)
+    ]
+    assert report["ok"] is False and 12399 in report["cited_ids"]
+    assert [c["citations"][0]["quoted_span"] for c in report["filtered_answer"]["claims"]] == ["VPN 切断は解消しました"]
+    flagged = runner.invoke(app, ["verify", "-r", str(retrieval), "-a", str(answer), "--json", "--on-invalid", "flag"])
+    assert len(json.loads(flagged.stdout)["filtered_answer"]["claims"]) == 2  # flag: reported, nothing removed
+
+
+def test_a_note_in_a_quote_is_checked_and_a_retrieved_id_in_a_quote_is_no_wrong_ticket() -> None:
+    chunks = [
+        Chunk("a", "> チケット #12345: VPN\n\n#12352 と同様。", ticket_id=12345, notes=frozenset({3})),
+        Chunk("b", "> チケット #12352: ルーター", ticket_id=12352),
+    ]
+    quote = {"claims": [{"text": "VPN", "citations": [{"source_id": "a", "quoted_span": "#12345-note-7 を見よ"}]}]}
+    report = verify_citations(read_answer(quote, "a"), chunks)
+    assert [(f.kind, f.claim, f.citation) for f in report.findings if f.severity == "critical"] == [
+        ("note_not_retrieved", 0, 0)
+    ]
+    assert report.dropped_claims == {0}
+    other = {"claims": [{"text": "VPN", "citations": [{"source_id": "a", "quoted_span": "#12352 と同様。"}]}]}
+    assert verify_citations(read_answer(other, "a"), chunks).findings == []  # no wrong_ticket: a chunk may name others
+
+
+# --------------------------------------------------------------------------------------------------
+# A lone surrogate or a number too long to convert: a clear error or U+FFFD, never a traceback
+
+SURROGATE_RETRIEVAL = (
+    '{"retrievalResults":[{"content":{"text":"> チケット #12345: a\\ud800"},"metadata":{"ticket_id":12345}}]}'
+)
+LONG_NUMBER_RETRIEVAL = '{"retrievalResults":[{"content":{"text":"x"},"metadata":{"ticket_id":1' + "0" * 5000 + "}}]}"
+
+
+def cli(*args: str | Path, stdin: str | None = None) -> tuple[int, str, str]:
+    result = runner.invoke(app, [str(a) for a in args], input=stdin)
+    # A UnicodeEncodeError writing a surrogate, a ValueError converting a number: uncaught, not SystemExit.
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_lone_surrogates_become_replacement_characters_in_every_output(tmp_path: Path) -> None:
+    retrieval = tmp_path / "surr.json"
+    retrieval.write_text(SURROGATE_RETRIEVAL, encoding="utf-8")
+    answer = tmp_path / "answer.json"
+    answer.write_text('{"text":"#12345 \\ud800 #12399"}', encoding="utf-8")
+    page = tmp_path / "page.html"
+
+    code, out, err = cli("verify", "-r", retrieval, "-a", answer, "--html", page)
+    assert code == 0 and out == "#12345 \ufffd [unverified]\n" and "phantom_ticket_id" in err
+    assert "\ufffd" in page.read_text(encoding="utf-8")
+    code, out, _ = cli("verify", "-r", retrieval, "-a", answer, "--json")
+    assert code == 0 and json.loads(out)["filtered_answer"]["text"] == "#12345 \ufffd [unverified]"
+    code, out, _ = cli("inject", retrieval)
+    assert code == 0 and json.loads(out)["retrievalResults"][0]["content"]["text"].endswith("a\ufffd")
+    cases = tmp_path / "cases.jsonl"
+    case = '{"id":"s\\udc00","query":"q","retrieved":' + SURROGATE_RETRIEVAL + ',"answer":"#12345 \\ud800"}'
+    cases.write_text(case + "\n", encoding="utf-8")
+    code, out, _ = cli("eval", str(cases), "--html", page)
+    assert code == 0 and out.startswith("s\ufffd: grounding 1.00")
+
+
+@pytest.mark.parametrize("role", ["retrieval", "answer", "context", "inject", "eval"])
+def test_a_number_too_long_to_convert_is_an_error_naming_the_file(tmp_path: Path, role: str) -> None:
+    big = tmp_path / "bigint.json"
+    big.write_text(LONG_NUMBER_RETRIEVAL, encoding="utf-8")
+    retrieval = tmp_path / "retrieval.json"
+    retrieval.write_text(SURROGATE_RETRIEVAL, encoding="utf-8")
+    answer = tmp_path / "answer.txt"
+    answer.write_text("#12345", encoding="utf-8")
+    cases = tmp_path / "cases.jsonl"
+    good = json.dumps({"query": "q", "retrieved": json.loads(SURROGATE_RETRIEVAL), "answer": "#12345"})
+    cases.write_text(good + "\n" + '{"query":"q","retrieved":' + LONG_NUMBER_RETRIEVAL + ',"answer":"x"}\n')
+    args = {
+        "retrieval": ["verify", "-r", big, "-a", answer],
+        "answer": ["verify", "-r", retrieval, "-a", big],
+        "context": ["verify", "-r", retrieval, "-a", answer, "--context", big],
+        "inject": ["inject", big],
+        "eval": ["eval", cases],
+    }[role]
+
+    code, out, err = cli(*args)
+
+    named = f"{cases}:2" if role == "eval" else str(big)
+    assert f"{named}: a JSON number of more than" in err and "Traceback" not in err
+    assert code == (1 if role == "eval" else 2)  # eval goes on past the line (and fails on it)
+    if role == "eval":
+        assert "eval: 1 cases, 1 unreadable" in out
+
+
+# --------------------------------------------------------------------------------------------------
+# What anchorkit prints is printed as it is: no emoji made of ":name:"
+
+
+def test_line_numbers_and_ids_are_not_turned_into_emoji(tmp_path: Path) -> None:
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(f'{{"text": "#{TICKET}"}}\n' * 99 + "{bad\n", encoding="utf-8")
+    retrieval = tmp_path / "retrieval.json"
+    chunk = {"id": ":thumbs_up:", "text": "x", "uri": "s3://kb/docs/x"}
+    retrieval.write_text(json.dumps([chunk]), encoding="utf-8")
+
+    _, _, err = cli("verify", "-r", retrieval, "-a", answers)
+    assert f"error: {answers}:100: malformed JSON" in err and "\U0001f4af" not in err
+
+    with output.err_console.capture() as captured:
+        output.print_problem("warning", "chunk :thumbs_up: of :smile: at line :100:")
+    assert captured.get() == "warning: chunk :thumbs_up: of :smile: at line :100:\n"
+    with output.console.capture() as captured:
+        output.console.print("a :thumbs_up:", highlight=False)
+    assert captured.get() == "a :thumbs_up:\n"

@@ -7,7 +7,7 @@ import unicodedata
 from collections.abc import AsyncIterator, Iterable
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from anchorkit.anchors import anchor_line, neutralize_forgeries, title_line
@@ -144,24 +144,67 @@ def test_filter_text_marks_unverified_ids() -> None:
     assert filter_text(text, set(), on_empty="block") == "チケット [unverified] で解決。[unverified] と同じ原因。"
 
 
-@given(st.lists(st.integers(min_value=0, max_value=150), max_size=12))
-def test_filter_text_stream_equals_filter_text_wherever_the_deltas_are_cut(cuts: list[int]) -> None:
-    text = (
-        "チケット #12345 と #12301、Ticket#7 と チケット12399、https://r.example.com/issues/12301#note-1 と "
-        "http://wiki/page#12345、Redmine #12,345 それから ＃99 と #1234 の件。手順 #2 と【1】。#2024-03-14 と "
-        "ticket 12399年、https://github.com/o/r/issues/12399 と #12:30。最後は #12345"
-    )
-    points = sorted({min(c, len(text)) for c in cuts})
-    deltas = [text[a:b] for a, b in zip([0, *points], [*points, len(text)])]
-
+def streamed(deltas: list[str], valid: set[int]) -> str:
     async def source() -> AsyncIterator[str]:
         for delta in deltas:
             yield delta
 
     async def collect() -> str:
-        return "".join([part async for part in filter_text_stream(source(), {12345, 1234})])
+        return "".join([part async for part in filter_text_stream(source(), valid)])
 
-    assert asyncio.run(collect()) == filter_text(text, {12345, 1234})
+    return asyncio.run(collect())
+
+
+def cut(text: str, cuts: list[int]) -> list[str]:
+    points = sorted({min(c, len(text)) for c in cuts})
+    return [text[a:b] for a, b in zip([0, *points], [*points, len(text)])]
+
+
+@given(st.lists(st.integers(min_value=0, max_value=300), max_size=12))
+def test_filter_text_stream_equals_filter_text_wherever_the_deltas_are_cut(cuts: list[int]) -> None:
+    text = (
+        "チケット #12345 と #12301、Ticket#7 と チケット12399、https://r.example.com/issues/12301#note-1 と "
+        "http://wiki/page#12345、Redmine #12,345 それから ＃99 と #1234 の件。手順 #2 と【1】。#2024-03-14 と "
+        "ticket 12399年、https://github.com/o/r/issues/12399 と #12:30。"
+        # Compatibility characters and invisible ones: a reader sees #12399 in each.
+        "﹟12399、ﾁｹｯﾄ #99、Ｔｉｃｋｅｔ 12399、ｈｔｔｐｓ://r.example.com/issues/12399 と #\u200b12399、"
+        "#12\u2060399、#12\ufeff399、#12\u00ad399、#12\u0301399、#⑫399、チケット #¼ と #1⒈ 最後は #12345"
+    )
+
+    assert streamed(cut(text, cuts), {12345, 1234, 1}) == filter_text(text, {12345, 1234, 1})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # "#1⁄4": the mention #1 ends inside the one character "¼", and the hold-back starts inside it too.
+        "チケット #¼ と",
+        "ﾁｹｯﾄ #\u200b12\u0301399 と ｈｔｔｐｓ://r.example.com/issues/12399 、﹟12399。",
+        "a\u200b\u200b#12399 と &\u2060#12399",
+        "a" + "\u200b" * 60 + "#12399",  # more invisible characters than the look-back: still after an "a"
+    ],
+)
+def test_filter_text_stream_equals_filter_text_at_every_cut(text: str) -> None:
+    for first in range(len(text) + 1):
+        for second in range(first, len(text) + 1):
+            assert streamed([text[:first], text[first:second], text[second:]], {5}) == filter_text(text, {5})
+
+
+# Pieces of mentions and what surrounds them, in every width and with invisible characters between them.
+STREAM_PIECES = [
+    *"#＃﹟0123１２３⑫¼⒈,-:：. 　（）、。年",
+    *"チケットﾁｹｯﾄTtiIcketｔｉｃｋｅｔhttps://r/issues/ｈｔｔｐｓ",
+    "\u200b", "\u2060", "\ufeff", "\u00ad", "\u0301", "\u202e", "\u3099", "a", "&", "_",
+    "チケット", "Redmine", "Ｒｅｄｍｉｎｅ", "https://r.example.com/issues/", "#12345", "#12399",
+]  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(STREAM_PIECES), max_size=40), st.lists(st.integers(0, 200), max_size=12))
+def test_any_text_streamed_in_any_pieces_is_filtered_as_a_whole(pieces: list[str], cuts: list[int]) -> None:
+    text = "".join(pieces)
+    for valid in ({12345, 1, 12}, {99999}):
+        assert streamed(cut(text, cuts), valid) == filter_text(text, valid)
 
 
 # --------------------------------------------------------------------------- similarity

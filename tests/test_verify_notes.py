@@ -215,7 +215,20 @@ TEXT_FORMS = [
     "チケット{t}のnote {n}",
     "#{t} の注記 #{n}",
     "{redmine}/issues/{t}#note-{n}",
+    "チケット #{t} のノート {n}",
+    "#{t} のコメント #{n}",
+    "＃{t}－note－{n}",
+    "チケット #{t} の ｎｏｔｅ-{wide}",
+    "#{t}（note-{n}）",
+    "#{t} (comment {n})",
+    "#{t}, note {n}",
+    "#{t}、ノート{n}",
+    "＃{t}\u200b-note-{n}",
 ]
+
+
+def wide(number: int) -> str:
+    return str(number).translate(str.maketrans("0123456789", "０１２３４５６７８９"))
 
 
 @pytest.mark.parametrize("template", TEXT_FORMS)
@@ -224,7 +237,7 @@ def test_every_way_of_naming_a_note_in_a_text_is_checked(
     shape: str, template: str, records: dict[str, Record], packed: Record, elsewhere: int
 ) -> None:
     def text(note: int) -> str:
-        return f"この件は {template.format(t=TICKET, n=note, redmine=REDMINE)} を参照してください。"
+        return f"この件は {template.format(t=TICKET, n=note, wide=wide(note), redmine=REDMINE)} を参照してください。"
 
     assert kinds(check(shape, [packed], text(held(packed)[1]))) == []
     report = check(shape, [packed], text(elsewhere))
@@ -234,8 +247,37 @@ def test_every_way_of_naming_a_note_in_a_text_is_checked(
 
 
 @pytest.mark.parametrize(
+    "written",
+    [
+        "#{t} のコメント 3件",
+        "#{t} のコメント 3 件",
+        "#{t} のノート 3個",
+        "#{t} has 3 notes",
+        "#{t} notes 3",
+        "#{t}, 3 comments",
+        "#{t} (comments: 3)",
+        "#{t} のコメント欄 3",
+        "#{t} notebook 3",
+    ],
+)
+def test_a_count_of_notes_is_no_note(written: str, records: dict[str, Record]) -> None:
+    text = f"{written.format(t=TICKET)} を確認しました。"
+    assert note_references(text, 3) == []
+    every_chunk = [r for r in records.values() if r["ticket_id"] == TICKET]
+    assert kinds(check("jsonl_records", every_chunk[:1], text)) == []
+
+
+@pytest.mark.parametrize(
     "source_id",
-    ["{t}#note-{n}", "#{t}-note-{n}", "{t}-note-{n}", "{redmine}/issues/{t}#note-{n}", "チケット #{t} の note-{n}"],
+    [
+        "{t}#note-{n}",
+        "#{t}-note-{n}",
+        "{t}-note-{n}",
+        "{redmine}/issues/{t}#note-{n}",
+        "チケット #{t} の note-{n}",
+        "#{t} のコメント {n}",
+        "{t} ﾉｰﾄ {n}",
+    ],
 )
 def test_a_source_id_may_name_a_note(
     source_id: str, records: dict[str, Record], packed: Record, elsewhere: int

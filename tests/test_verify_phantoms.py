@@ -319,12 +319,21 @@ ID_FORMS = [
     "issue #{id}",
     "Redmine #{grouped}",
     "＃{wide}",
+    # What NFKC makes one of the above, and invisible characters inside: a reader sees the id all the same.
+    "﹟{id}",
+    "ﾁｹｯﾄ{id}",
+    "Ｔｉｃｋｅｔ {id}",
+    "ｈｔｔｐｓ://redmine.example.com/issues/{id}",
+    "#\u200b{id}",
+    "#{hidden}",
 ]
 
 
 def form(template: str, ticket: int) -> str:
     wide = str(ticket).translate(str.maketrans("0123456789", "０１２３４５６７８９"))
-    return template.format(redmine=REDMINE, id=ticket, grouped=f"{ticket:,}", wide=wide)
+    digits = str(ticket)
+    hidden = f"{digits[:1]}\u2060{digits[1:-1]}\u00ad\u0301{digits[-1:]}"  # word joiner, soft hyphen, a mark
+    return template.format(redmine=REDMINE, id=ticket, grouped=f"{ticket:,}", wide=wide, hidden=hidden)
 
 
 @shapes

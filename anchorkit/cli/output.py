@@ -41,9 +41,10 @@ if TYPE_CHECKING:  # the library loads with the command that uses it, not at sta
     from anchorkit.verify import EvalSummary, VerifyReport
     from anchorkit.verify.inject import InjectReport
 
-# soft_wrap: never break a long line (paths, keys) in two; scripts grep this output.
-console = Console(soft_wrap=True)
-err_console = Console(stderr=True, soft_wrap=True)
+# soft_wrap: never break a long line (paths, keys) in two; scripts grep this output. emoji off: rich would
+# make an emoji of any ":name:" in a line, "answers.jsonl:100: …" a 💯 and a chunk id ":thumbs_up:" a 👍.
+console = Console(soft_wrap=True, emoji=False)
+err_console = Console(stderr=True, soft_wrap=True, emoji=False)
 
 
 # ------------------------------------------------------------------------------------------------

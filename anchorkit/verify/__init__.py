@@ -1,10 +1,11 @@
 """Answer-time verification: keep only ticket ids and citations that come from what was actually retrieved.
 
-model: the data (chunks, citations, claims, answers); ids: valid ids and the filtering of answers; links: where a
-chunk is in Redmine (its url, the notes it holds) and the notes an answer cites; similarity:
-quotes and claims against their sources; citations: the findings and the report; shapes: the one reader of
-retrieval, answer and context files; evaluation: eval over many cases; html: the report page; inject: anchors
-added to retrieved chunks at query time."""
+model: the data (chunks, citations, claims, answers); folding: the text as a reader sees it, which the mention
+scan reads (compatibility characters as NFKC makes them, invisible ones dropped), and the bidirectional controls;
+ids: valid ids and the filtering of answers; links: where a chunk is in Redmine (its url, the notes it holds) and
+the notes an answer cites; similarity: quotes and claims against their sources; citations: the findings and the
+report; shapes: the one reader of retrieval, answer and context files; evaluation: eval over many cases; html: the
+report page; inject: anchors added to retrieved chunks at query time."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ import dataclasses
 import re
 from collections.abc import (
     Iterable,
+    Iterator,
     Mapping,
     Sequence,
 )
@@ -19,6 +20,7 @@ from typing import Any
 from anchorkit.errors import UsageError
 from anchorkit.pages import is_web_url
 from anchorkit.settings import ON_EMPTY, ON_INVALID, default
+from anchorkit.verify.folding import BIDI_CONTROLS, fold, without_bidi_controls
 from anchorkit.verify.ids import (
     MARKER,
     IdChecker,
@@ -47,6 +49,7 @@ from anchorkit.verify.model import (
     OnEmpty,
     OnInvalid,
     Severity,
+    T,
 )
 from anchorkit.verify.similarity import (
     MatchText,
@@ -408,6 +411,7 @@ class _Verification:
         self.reported_notes: set[tuple[int, int]] = set()
         self.missing_notes: set[tuple[int, int]] = set()
         self.claims_missing_notes: set[int] = set()  # claims whose text names a note that was not retrieved
+        self.reordering = False  # the answer holds bidirectional controls (reordered())
 
     @property
     def dropping(self) -> bool:
@@ -421,6 +425,7 @@ class _Verification:
 
     def run(self) -> VerifyReport:
         unchecked = self.checker.unchecked
+        self.reordered()
         if unchecked:
             self.add(
                 "unchecked", "info", "no retrieved chunk carries a ticket id: ticket ids were passed through unchecked"
@@ -474,9 +479,44 @@ class _Verification:
         )
 
     def filtered(self, text: str, on_empty: OnEmpty) -> str:
+        text = self.shown(text)
         if not self.dropping:
             return text
         return filter_text(text, self.valid, on_empty=on_empty, min_digits=self.options.min_id_digits)
+
+    def reordered(self) -> None:
+        """Bidirectional overrides, embeddings and isolates show a text in another order than it is checked
+        (U+202E before "99321#" shows "#12399"): critical wherever they are; the filtered answer loses them."""
+        located = list(self.answer_strings())
+        self.reordering = BIDI_CONTROLS.search("".join(text for text, _ in located)) is not None
+        for text, where in located if self.reordering else ():  # one search for most answers: none
+            controls = sorted(set(BIDI_CONTROLS.findall(text)))
+            if controls:
+                shown = ", ".join(f"U+{ord(c):04X}" for c in controls)
+                message = (
+                    f"holds bidirectional controls ({shown}): it is shown in another order than it is checked"
+                    " (they are removed from the filtered answer)"
+                )
+                self.add("bidi_control", "critical", message, **where)
+
+    def shown(self, value: T) -> T:
+        """A part of the filtered answer as it was checked: without bidirectional controls (reordered())."""
+        return without_bidi_controls(value) if self.reordering else value
+
+    def answer_strings(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every string of the answer, with where it is."""
+        for index, claim in enumerate(self.answer.claims):
+            yield claim.text, {"claim": index, "part": "claim"}
+            for number, citation in enumerate(claim.citations):
+                for text in (citation.source_id, citation.quoted_span or ""):
+                    yield text, {"claim": index, "citation": number, "part": "claim"}
+        yield self.answer.text, {"part": "text"}
+        yield self.answer.summary, {"part": "summary"}
+        for part, text in self.answer.extra:
+            yield text, {"part": part}
+        for index, result in enumerate(self.answer.results):
+            for text in _strings(result):
+                yield text, {"result": index, "part": "result"}
 
     def refusal(self) -> None:
         """When nothing (relevant) was retrieved the answer should refuse, not assert."""
@@ -493,17 +533,21 @@ class _Verification:
         else:
             self.add("nothing_retrieved", "info", f"{why}: only a refusal is grounded")
 
-    def mentions(self, text: str, claim: int | None = None, part: str | None = None) -> set[int]:
+    def mentions(
+        self, text: str, claim: int | None = None, part: str | None = None, citation: int | None = None
+    ) -> set[int]:
         """The ids a text names; each phantom id is reported once per answer."""
-        if not text:
+        view = fold(text)
+        found = list(iter_mentions(view, self.options.min_id_digits, self.valid))
+        if not found:  # most quotes and many claims
             return set()
-        found = list(iter_mentions(text, self.options.min_id_digits, self.valid))
+        where = {"claim": claim, "part": part or "claim"} | ({} if citation is None else {"citation": citation})
         named = {m.ticket_id for m in found}
         for ticket_id in sorted(named):
-            self.named(ticket_id, claim=claim, part=part or "claim")
+            self.named(ticket_id, **where)
         for mention in found:
-            reference = note_of(text, mention)
-            missing = reference is not None and self.note_named(reference, claim=claim, part=part or "claim")
+            reference = note_of(view, mention)
+            missing = reference is not None and self.note_named(reference, **where)
             if missing and claim is not None:
                 self.claims_missing_notes.add(claim)
         return named
@@ -601,6 +645,11 @@ class _Verification:
     def claim(self, index: int, claim: Claim) -> dict[str, Any] | None:
         """Check one claim; return it as it stays in the filtered answer (None: dropped)."""
         named = self.mentions(claim.text, index)
+        # A quote is the answer's text too: an id in it is checked as in the claim (a chunk's free-text
+        # mention vouches for nothing), but names no ticket the claim is about (no wrong_ticket).
+        quoted = set().union(
+            *(self.mentions(c.quoted_span or "", index, citation=i) for i, c in enumerate(claim.citations))
+        )
         markers = tuple(Citation(m.source_id, position=m.position) for m in citation_markers(claim.text))
         citations = claim.citations + markers
         self.claim_citations[index] = citations
@@ -610,7 +659,7 @@ class _Verification:
             resolved = self.citation(index, citation_index, citation)
             claim_chunks += resolved
             if (resolved or not self.dropping) and citation_index < len(claim.citations):
-                kept = {"source_id": citation.source_id, "quoted_span": citation.quoted_span}
+                kept = {"source_id": self.shown(citation.source_id), "quoted_span": self.shown(citation.quoted_span)}
                 kept_citations.append(kept | self.citation_link(citation, resolved))
         if not citations:
             self.units += 1
@@ -622,11 +671,11 @@ class _Verification:
                 shown = ", ".join(f"#{t}" for t in sorted(cited_tickets)) or "chunks without a ticket id"
                 message = f"claim names ticket #{ticket_id} but cites {shown}"
                 self.add("wrong_ticket", "warning", message, claim=index, ticket_id=ticket_id, part="claim")
-        names_phantom = any(self.is_phantom(t) for t in named) or index in self.claims_missing_notes
+        names_phantom = any(self.is_phantom(t) for t in named | quoted) or index in self.claims_missing_notes
         lost_all_citations = bool(citations) and not claim_chunks
         if self.dropping and (names_phantom or lost_all_citations):
             return None
-        return {"text": claim.text, "citations": kept_citations}
+        return {"text": self.shown(claim.text), "citations": kept_citations}
 
     def citation(self, claim_index: int, index: int, citation: Citation) -> list[Chunk]:
         """Resolve one citation, check its quote and how well it grounds the claim; return its chunks."""
@@ -673,7 +722,7 @@ class _Verification:
             if checked.status == "invalid":
                 self.add("phantom_ticket_id", "critical", message, ticket_id=checked.ticket_id, **where)
             self.result_fields(index, checked.item, checked.ticket_id)
-        return [dict(checked.item) for checked in checked_results if self.checker.keeps(checked)]
+        return [self.shown(dict(c.item)) for c in checked_results if self.checker.keeps(c)]
 
     def result_fields(self, index: int, result: Mapping[str, Any], ticket_id: int | None) -> None:
         """A result's other fields: its URL must name its own ticket, its subject must be that ticket's
@@ -708,6 +757,19 @@ class _Verification:
         also = f" (it is the subject of #{others[0]})" if others else ""
         message = f"result {index + 1}: subject is not that of #{ticket_id}{also}"
         self.add("subject_mismatch", "warning", message, result=index, ticket_id=ticket_id, part="result")
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """The strings of a JSON value (keys too), depth first."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
 
 
 def cited_note(citation: Citation) -> int | None:

@@ -26,6 +26,7 @@ from anchorkit import pages
 from anchorkit.pages import escape, link
 from anchorkit.verify.citations import Finding, VerifyOptions, VerifyReport
 from anchorkit.verify.evaluation import CaseResult, EvalGates, EvalSummary
+from anchorkit.verify.folding import without_bidi_controls
 from anchorkit.verify.ids import MARKER, chunk_subjects, mentioned_ids
 from anchorkit.verify.links import note_references, shown_notes
 from anchorkit.verify.model import Chunk, Citation
@@ -119,6 +120,7 @@ _KIND_WORDS = {
     "wrong_ticket": "wrong ticket",
     "url_mismatch": "URL of another ticket",
     "note_not_retrieved": "note not retrieved",
+    "bidi_control": "shown reordered",
     "subject_mismatch": "subject of another ticket",
     "uncited_claim": "no citation",
     "unchecked": "unchecked",
@@ -476,6 +478,13 @@ def _record_rows(record: PageRecord | None, report: VerifyReport | None = None) 
     return rows
 
 
+def _page(title: str, body: Iterable[str]) -> str:
+    """The page, without a bidirectional control anywhere: an answer's or a chunk's would show a browser
+    its text in another order than verify checked it (U+202E before "99321#" shows "#12399"); verify
+    reports them."""
+    return without_bidi_controls(pages.page(title, body, _CSS))
+
+
 def render_report(report: VerifyReport, title: str = "anchorkit verify", record: PageRecord | None = None) -> str:
     """The page of one answer (UTF-8 when written). ``record``: the input files and options to show
     (default: the default options, no file names)."""
@@ -485,7 +494,7 @@ def render_report(report: VerifyReport, title: str = "anchorkit verify", record:
         pages.record("verify record", _record_rows(record, report)),
         *_Page(report, "", 2).body(),
     ]
-    return pages.page(title, body, _CSS)
+    return _page(title, body)
 
 
 def render_reports(
@@ -522,7 +531,7 @@ def render_reports(
             *_answer_block(report, f"a{index}-", 3),
             "</section>",
         ]
-    return pages.page(title, body, _CSS)
+    return _page(title, body)
 
 
 def _rate(value: float | None) -> str:
@@ -619,7 +628,7 @@ def render_eval(
             *_answer_block(result.report, f"case-{index}-", 3),
             "</section>",
         ]
-    return pages.page(title, body, _CSS)
+    return _page(title, body)
 
 
 def _gate(threshold: float | None, relation: str, met: bool) -> tuple[str, str]:

@@ -7,8 +7,10 @@ not a source: any ticket could otherwise vouch for any other ticket's id. In lat
 conversation the ids of earlier retrievals come from the context message the backend put into the
 prompt (its genuine anchors), or from the earlier retrievals themselves.
 
-Mentions of ticket ids in an answer (``#123``, ``チケット 123``, Redmine issue URLs) are found by one scan and
-kept, dropped or flagged by whether they are valid; inline citation markers (``[2]``, ``【2】``, ``[SRC:id]``) too.
+Mentions of ticket ids in an answer (``#123``, ``チケット 123``, Redmine issue URLs) are found by one scan of
+the text as a reader sees it (verify.folding: compatibility characters as NFKC makes them, invisible ones
+dropped) and kept, dropped or flagged by whether they are valid; inline citation markers (``[2]``,
+``【2】``, ``[SRC:id]``) too.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from anchorkit.anchors import (
 )
 from anchorkit.errors import UsageError
 from anchorkit.settings import default
+from anchorkit.verify.folding import Folded, fold
 from anchorkit.verify.model import (
     DEFAULT_MIN_ID_DIGITS,
     DEFAULT_URI_PATTERN,
@@ -56,8 +59,10 @@ _LABEL_WORDS = rf"{re.escape(DEFAULT_LABEL)}(?:番号)?|課題|(?i:ticket|issue|
 # Any length: a 13-digit id no ticket has is named all the same, and must be flagged (ticket_number).
 _NUMBER = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+(?!\d))(?![-./:：]\d|[年月日時分秒])"
 _URL = r"(?i:https?)://[^\s<>\"'`\]\)）」』】]+"
-# One scan finds the three ways an answer names a ticket. URLs come first: a fragment ("page#12")
-# or a path inside one is not a mention, a Redmine issue URL ("…/issues/12345#note-3") is.
+# One scan finds the three ways an answer names a ticket, in the folded view (verify.folding: NFKC per
+# character, invisible characters dropped; "＃" is there for callers reading raw text). URLs come
+# first: a fragment ("page#12") or a path inside one is not a mention, a Redmine issue URL
+# ("…/issues/12345#note-3") is.
 MENTION = re.compile(
     # The look-ahead at the first characters of the alternatives lets the scan skip other positions fast.
     rf"(?=[hH#＃{DEFAULT_LABEL[0]}課TtIiRrBbFfSs])(?:(?P<url>{_URL})"
@@ -75,12 +80,12 @@ MARKER = re.compile(
     r"\t]*\d{1,4})*)[\]］】]|\[SRC:(?P<src>[^\]\s]+)\])"
 )
 # The end of a text that may still grow into a mention ("…#123" → "…#12345", "チケ" → "チケット12345",
-# "https://red" → a Redmine URL): a streaming filter holds it back.
+# "https://red" → a Redmine URL): a streaming filter holds it back. Read in the folded view, as MENTION.
 _TRAILING_PARTIAL_MENTION = re.compile(
     r"(?:(?i:https?):/?/?\S*|[A-Za-z\u30a0-\u30ff番号課題]*[ \t\u3000]*(?i:no\.?|number)?[ \t\u3000:：]*(?:[#＃][ "
     r"\t]*)?[\d,]*[-./:：]?)\Z"
 )
-# How much already emitted text a streaming filter looks back at (labels and look-behinds before a cut).
+# How much already emitted text (folded) a streaming filter looks back at (labels and look-behinds before a cut).
 _STREAM_LOOKBACK = 48
 
 
@@ -321,36 +326,48 @@ async def filter_stream(
 @dataclass(frozen=True)
 class Mention:
     """A ticket id named in a text; ``start``/``end``: what a filter replaces (``#12345``, the digits
-    of ``チケット12345``, or a whole Redmine URL), the label words stay."""
+    of ``チケット12345``, or a whole Redmine URL), the label words stay. ``view_start``/``view_end``: the
+    same in the folded view the scan read (verify.folding), where what follows it is read too."""
 
     ticket_id: int
     start: int
     end: int
+    view_start: int
+    view_end: int
 
 
-def iter_mentions(text: str, min_digits: int, known: Set[int], offset: int = 0) -> Iterator[Mention]:
-    for match in MENTION.finditer(text):
+def iter_mentions(text: str | Folded, min_digits: int, known: Set[int], offset: int = 0) -> Iterator[Mention]:
+    """The mentions of ``text`` (or of a text already folded) that start at ``offset`` or later. The scan
+    reads the folded view: ``﹟12399``, ``Ｔｉｃｋｅｔ 12399`` and ``#12399`` with a zero-width space inside
+    name #12399 as plainly as ``#12399`` does to a reader."""
+    view = text if isinstance(text, Folded) else fold(text)
+    for match in MENTION.finditer(view.text):
         if match["url"] is not None:
             issue = _REDMINE_ISSUE.match(match["url"])
-            if issue and match.start() >= offset:
-                yield Mention(ticket_number(issue[1]), match.start(), match.end())
-            continue
-        group = "lid" if match["lid"] is not None else "bid"
-        digits = match[group].replace(",", "")
-        ticket_id = ticket_number(digits)
-        # Labelled with "#" always counts; labelled without it or bare only when long enough (or known).
-        counts = match["lhash"] is not None or len(digits) >= min_digits or (group == "bid" and ticket_id in known)
-        if group == "bid":
-            start = match.start()
+            if issue is None:
+                continue
+            ticket_id, start = ticket_number(issue[1]), match.start()
         else:
-            start = match.start("lhash") if match["lhash"] is not None else match.start("lid")
-        if counts and ticket_id > 0 and start >= offset:
-            yield Mention(ticket_id, start, match.end())
+            group = "lid" if match["lid"] is not None else "bid"
+            digits = match[group].replace(",", "")
+            ticket_id = ticket_number(digits)
+            # Labelled with "#" always counts; labelled without it or bare only when long enough (or known).
+            labelled = match["lhash"] is not None
+            if not (labelled or len(digits) >= min_digits or (group == "bid" and ticket_id in known)):
+                continue
+            if ticket_id <= 0:
+                continue
+            start = match.start() if group == "bid" else match.start("lhash" if labelled else "lid")
+        original = view.start(start)
+        if original >= offset:
+            yield Mention(ticket_id, original, view.end(match.end()), start, match.end())
 
 
 def mentioned_ids(text: str, min_digits: int = DEFAULT_MIN_ID_DIGITS, known: Set[int] = frozenset()) -> list[Mention]:
     """The ticket ids a text names, in order: ``#12345``, ``＃１２３４５``, ``チケット #12345``,
-    ``チケット12345``, ``Ticket#12345``, ``Redmine #12,345``, ``https://host/issues/12345#note-3``.
+    ``チケット12345``, ``Ticket#12345``, ``Redmine #12,345``, ``https://host/issues/12345#note-3``, and
+    each of them in compatibility characters or with invisible characters inside (``﹟12345``, ``#12345``
+    with a zero-width space or a soft hyphen between its digits).
 
     A bare ``#n`` needs ``min_digits`` digits unless ``n`` is in ``known`` (the retrieved ids): see
     DEFAULT_MIN_ID_DIGITS. Not a mention: ``&#123;``, ``page#12``, fragments of other URLs.
@@ -360,9 +377,11 @@ def mentioned_ids(text: str, min_digits: int = DEFAULT_MIN_ID_DIGITS, known: Set
 
 def _replace_mentions(
     text: str, valid: Set[int], marker: str, min_digits: int, start: int = 0, end: int | None = None
-) -> str:
-    """text[start:end] with every mention there of an id not in ``valid`` replaced; the text around
-    that window is context only (labels before it, what follows a number after it)."""
+) -> tuple[str, int]:
+    """text[start:end] with every mention there of an id not in ``valid`` replaced, and where the text
+    so replaced ends: ``end``, or past it when a mention starting before ``end`` runs on beyond it (a
+    character NFKC makes several of, cut in the middle by a stream's hold-back). The text around that
+    window is context only (labels before it, what follows a number after it)."""
     end = len(text) if end is None else end
     pieces: list[str] = []
     position = start
@@ -372,8 +391,9 @@ def _replace_mentions(
         if mention.ticket_id not in valid:
             pieces += [text[position : mention.start], marker]
             position = mention.end
+    end = max(end, position)
     pieces.append(text[position:end])
-    return "".join(pieces)
+    return "".join(pieces), end
 
 
 def filter_text(
@@ -384,14 +404,15 @@ def filter_text(
     marker: str = UNVERIFIED_MARKER,
     min_digits: int = DEFAULT_MIN_ID_DIGITS,
 ) -> str:
-    """Replace every mention of a ticket id that is not valid with ``marker``.
+    """Replace every mention of a ticket id that is not valid with ``marker``; every other character of
+    the text stays as it is.
 
     With an empty ``valid`` set, ``on_empty="pass"`` leaves the text as it is (the caller flags it)
     and ``"block"`` replaces every mention.
     """
     if not valid and on_empty == "pass":
         return text
-    return _replace_mentions(text, valid, marker, min_digits)
+    return _replace_mentions(text, valid, marker, min_digits)[0]
 
 
 async def filter_text_stream(
@@ -409,18 +430,25 @@ async def filter_text_stream(
             yield delta
         return
     pending = ""
-    emitted = ""  # the last characters already emitted: labels and look-behinds reach back into them
+    # The folded view of the last characters already emitted: labels and look-behinds reach back into
+    # them. Kept folded (folding it again changes nothing), so invisible characters cannot fill it.
+    emitted = ""
     async for delta in deltas:
         pending += delta
-        hold = _TRAILING_PARTIAL_MENTION.search(pending)
-        cut = hold.start() if hold else len(pending)
+        view = fold(pending)
+        hold = _TRAILING_PARTIAL_MENTION.search(view.text)
+        cut = view.start(hold.start()) if hold else len(pending)
         if cut:
             # What is held back is still context: a number followed by "-0" is a date, not a mention.
-            yield _replace_mentions(emitted + pending, valid, marker, min_digits, len(emitted), len(emitted) + cut)
-            emitted = (emitted + pending[:cut])[-_STREAM_LOOKBACK:]
+            replaced, done = _replace_mentions(
+                emitted + pending, valid, marker, min_digits, len(emitted), len(emitted) + cut
+            )
+            yield replaced
+            cut = done - len(emitted)
+            emitted = fold(emitted + pending[:cut]).text[-_STREAM_LOOKBACK:]
             pending = pending[cut:]
     if pending:
-        yield _replace_mentions(emitted + pending, valid, marker, min_digits, len(emitted))
+        yield _replace_mentions(emitted + pending, valid, marker, min_digits, len(emitted))[0]
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,11 @@ from anchorkit.verify.ids import compile_uri_pattern, uri_ticket_id
 from anchorkit.verify.model import DEFAULT_URI_PATTERN, Chunk
 from anchorkit.verify.shapes import retrieval_items, set_chunk_text
 
+# What may come before a chunk's own anchor without making it any less the chunk's first line: a BOM
+# (a file saved with one; the Lambda drops it too) and blank space (indentation, blank lines). Only for
+# that: which ticket a chunk is still comes from genuine anchors alone, never indented look-alikes.
+_LEADING_BLANK = re.compile(r"\A[\s\ufeff]+")
+
 Status = Literal["anchored", "already_anchored", "unknown_ticket", "conflict"]
 Source = Literal["metadata", "uri", "anchor"]
 
@@ -107,7 +112,7 @@ def _anchor(chunk: Chunk, position: int, pattern: re.Pattern[str], label: str) -
     if ticket_id is None or source is None:
         message = "no ticket_id metadata, no ticket in the source URI, no single genuine anchor: left as it is"
         return ChunkOutcome(position, chunk.id, "unknown_ticket", None, None, message), None
-    text = chunk.text.lstrip("\r\n")
+    text = _LEADING_BLANK.sub("", chunk.text)
     first_line = text.split("\n", 1)[0]
     own = [a for a in find_anchors(first_line) + find_titles(first_line) if a.ticket_id == ticket_id]
     # The subject is the knowledge base's or the anchor's; anchor_line neutralises whatever in it has

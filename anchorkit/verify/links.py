@@ -9,7 +9,8 @@ of its ticket does say (anchorkit's chunker writes ``chunk_notes`` on every chun
 it knows the numbers); when no chunk of the ticket says, its notes cannot be checked.
 
 An answer cites a note with a ticket mention followed by the note (``#12345-note-3``,
-``#12345#note-3``, ``チケット #12345 の note-3``, ``#12345 の注記 #3``), a Redmine URL with its
+``#12345#note-3``, ``チケット #12345 の note-3``, ``#12345 の注記 #3``, ``#12345 のコメント #3``,
+``#12345 (note 3)``, ``#12345, note 3``, in any width), a Redmine URL with its
 fragment (``https://host/issues/12345#note-3``), the same as a citation's source id
 (``"12345#note-3"``), or a structured citation ``{"ticket_id": 12345, "note": 3}``.
 
@@ -25,16 +26,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from anchorkit.note_ranges import format_note_numbers, metadata_int, parse_note_numbers
+from anchorkit.verify.folding import Folded, fold
 from anchorkit.verify.ids import Mention, iter_mentions
 
-# What follows a ticket mention to name one of its notes: "-note-3", "#note-3", " の note-3", "の注記 #3".
+# What follows a ticket mention to name one of its notes, read in the folded view (verify.folding: "＃",
+# "（", "－" and "ｎｏｔｅ" are "#", "(", "-" and "note" there): "-note-3", "#note-3", " の note-3",
+# "の注記 #3", "のノート 7", "のコメント #7", "(note-7)", ", note 7". The word is singular and the
+# number no count: "のコメント 3件" (3 comments) is no note.
+_NOTE_WORD = r"(?i:note|comment)(?![A-Za-z])|注記|ノート|コメント"
+_COUNTER = r"[ \t]*(?:件|個|つ|回|通)"
 _NOTE_AFTER_MENTION = re.compile(
-    r"(?:[-#＃]|[ \t\u3000]*(?:の[ \t\u3000]*)?)(?:(?i:note)|注記)[-_ \t\u3000]*[#＃]?(?P<note>\d+)(?!\d)"
+    rf"(?:[-#]|[ \t]*(?:[(,、][ \t]*|の[ \t]*)?)(?:{_NOTE_WORD})[-_ \t]*#?(?P<note>\d+)(?!\d|{_COUNTER})"
 )
 # A Redmine URL's note fragment ("…/issues/12345#note-3"; the URL may run into the sentence's "。").
 _NOTE_FRAGMENT = re.compile(r"#note-(?P<note>\d+)(?!\d)")
-# What a source id naming a note must hold somewhere (full-width letters before NFKC too).
-_MAY_NAME_NOTE = re.compile(r"(?i:note|ｎｏｔｅ)|注記")
+# What a source id naming a note must hold somewhere (full-width and half-width forms before NFKC too).
+_MAY_NAME_NOTE = re.compile(r"(?i:note|ｎｏｔｅ|comment|ｃｏｍｍｅｎｔ)|注記|ノート|コメント|ﾉｰﾄ|ｺﾒﾝﾄ")
 # A note number longer than this can be no note of any ticket; it is kept short, never converted whole.
 _MAX_NOTE_DIGITS = 12
 
@@ -53,22 +60,24 @@ def _number(digits: str) -> int:
     return int(digits[:_MAX_NOTE_DIGITS])
 
 
-def note_of(text: str, mention: Mention) -> NoteReference | None:
-    """The note a ticket mention of ``text`` goes on to name, if it does."""
-    if "://" in text[mention.start : mention.end]:  # a Redmine URL: its fragment
-        fragment = _NOTE_FRAGMENT.search(text, mention.start, mention.end)
+def note_of(view: Folded, mention: Mention) -> NoteReference | None:
+    """The note a ticket mention of the folded text ``view`` goes on to name, if it does (in original
+    offsets: ``start`` is the mention's, ``end`` the note number's)."""
+    if "://" in view.text[mention.view_start : mention.view_end]:  # a Redmine URL: its fragment
+        fragment = _NOTE_FRAGMENT.search(view.text, mention.view_start, mention.view_end)
         if fragment is None:
             return None
         return NoteReference(mention.ticket_id, _number(fragment["note"]), mention.start, mention.end)
-    after = _NOTE_AFTER_MENTION.match(text, mention.end)
+    after = _NOTE_AFTER_MENTION.match(view.text, mention.view_end)
     if after is None:
         return None
-    return NoteReference(mention.ticket_id, _number(after["note"]), mention.start, after.end())
+    return NoteReference(mention.ticket_id, _number(after["note"]), mention.start, view.end(after.end()))
 
 
 def note_references(text: str, min_digits: int, known: Set[int] = frozenset()) -> list[NoteReference]:
     """The notes a text names, in order (a mention counts as for ``ids.mentioned_ids``)."""
-    return [ref for mention in iter_mentions(text, min_digits, known) if (ref := note_of(text, mention)) is not None]
+    view = fold(text)
+    return [ref for mention in iter_mentions(view, min_digits, known) if (ref := note_of(view, mention)) is not None]
 
 
 def note_source(source_id: str) -> NoteReference | None:

@@ -1,0 +1,137 @@
+"""The text as the mention scan reads it: each character as NFKC makes it, invisible ones dropped, with
+the way back to the original offsets; and the bidirectional controls that reorder what a reader sees.
+
+A reader sees ``#12399`` in ``﹟12399`` (a small number sign), ``ｈｔｔｐｓ://…/issues/12399``,
+``ﾁｹｯﾄ #99`` or ``#\\u200b12399`` (a zero-width space inside); a pattern written for ``#12399`` sees
+none of them. The scan therefore reads a *folded view*: every character replaced by its NFKC form, and
+format characters (category Cf: zero-width spaces, word joiners, BOMs, soft hyphens, bidirectional
+controls) and combining marks (Mn, Me: a mark after a digit, a variation selector) dropped.
+
+Folding is per character, not NFKC of the whole text, so that every character of the view comes from
+exactly one character of the original: a mention found in the view is replaced by exactly the
+characters that showed it, and full-width punctuation around it stays as it was. It also makes the view
+of a text the views of its pieces put together, which the streaming filter relies on.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from bisect import bisect_right
+from collections.abc import Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
+# Characters a reader does not see as characters of their own: format characters and combining marks.
+_INVISIBLE = frozenset({"Cf", "Mn", "Me"})
+# The bidirectional embeddings, overrides and isolates: shown, a text reads in another order than it is
+# stored and checked ("Fixed in \u202e99321#\u202c" shows "Fixed in #12399"). Marks (LRM, RLM, ALM)
+# only nudge neutral characters and are left alone.
+BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
+
+
+def _kept(char: str) -> bool:
+    return unicodedata.category(char) not in _INVISIBLE
+
+
+def _normalized(char: str) -> bool:
+    return unicodedata.is_normalized("NFKC", char)
+
+
+def _folded(char: str) -> str:
+    """What the view holds for ``char``: its NFKC form ("" for an invisible character). NFKC may make
+    marks of its own ("ﾞ" is U+3099): dropped too, so that folding twice changes nothing."""
+    return "".join(filter(_kept, unicodedata.normalize("NFKC", char))) if _kept(char) else ""
+
+
+_fold_char = functools.cache(_folded)  # for the characters texts hold (not the whole BMP _foldable looks at)
+
+
+def _character_class(code_points: list[int]) -> str:
+    """A regular expression character class of ``code_points`` (ascending), as ranges."""
+    ranges: list[list[int]] = []
+    for code in code_points:
+        if ranges and ranges[-1][1] == code - 1:
+            ranges[-1][1] = code
+        else:
+            ranges.append([code, code])
+    return "".join(re.escape(chr(low)) + (f"-{re.escape(chr(high))}" if high > low else "") for low, high in ranges)
+
+
+@functools.cache
+def _foldable() -> re.Pattern[str]:
+    """The characters the view holds otherwise than as they are: found by a C-speed search instead of a
+    lookup per character (a Japanese claim holds a few full-width characters among many that fold to
+    themselves). Built once a process from the running Python's Unicode data, for the Basic
+    Multilingual Plane (about 40 ms); a character beyond it (an emoji) is looked at by itself."""
+    changed = [code for code in range(0x80, 0x10000) if not _kept(chr(code)) or not _normalized(chr(code))]
+    return re.compile(f"[{_character_class(changed)}\U00010000-\U0010ffff]")
+
+
+class Folded:
+    """A text's folded view (``text``) and where each of its offsets comes from in the original."""
+
+    __slots__ = ("_ends", "_origins", "_starts", "text")
+
+    def __init__(self, text: str, uneven: Sequence[tuple[int, int, int]] = ()) -> None:
+        self.text = text
+        # For each original character folded to other than one character: where its folded form starts
+        # and ends in the view, and its offset in the original. In between, the offsets move together.
+        self._starts: Sequence[int] = ()
+        self._ends: Sequence[int] = ()
+        self._origins: Sequence[int] = ()
+        if uneven:
+            self._starts, self._ends, self._origins = ([entry[i] for entry in uneven] for i in range(3))
+
+    def start(self, index: int) -> int:
+        """The original offset of the character the view's ``index`` comes from (for the view's end:
+        the original's end)."""
+        if not self._starts:  # one character for one: the same offsets
+            return index
+        before = bisect_right(self._starts, index) - 1  # the last uneven character folded at or before it
+        if before < 0:
+            return index
+        if index < self._ends[before]:  # inside what one character folded to
+            return self._origins[before]
+        return self._origins[before] + 1 + index - self._ends[before]
+
+    def end(self, index: int) -> int:
+        """The original offset after the character the view's ``index - 1`` comes from: a span of the
+        view covers whole original characters."""
+        return self.start(index - 1) + 1 if index else 0
+
+
+def fold(text: str) -> Folded:
+    """``text``'s folded view. Linear in the text; an ASCII text, or one with nothing to fold, is its own
+    view."""
+    if text.isascii():
+        return Folded(text)
+    widths: list[tuple[int, int]] = []  # (offset, width in the view) of each character not folded to one
+
+    def folded(match: re.Match[str]) -> str:
+        view = _fold_char(match[0])
+        if len(view) != 1:
+            widths.append((match.start(), len(view)))
+        return view
+
+    view = _foldable().sub(folded, text)
+    uneven: list[tuple[int, int, int]] = []
+    shift = 0  # view offset minus original offset, so far
+    for offset, width in widths:
+        uneven.append((offset + shift, offset + shift + width, offset))
+        shift += width - 1
+    return Folded(view, uneven)
+
+
+def without_bidi_controls(value: T) -> T:
+    """A string, or the strings of a JSON value (keys too), as they are stored and checked: without what
+    would show them in another order."""
+    if isinstance(value, str):
+        return BIDI_CONTROLS.sub("", value)  # type: ignore[return-value]
+    if isinstance(value, list):
+        return [without_bidi_controls(item) for item in value]  # type: ignore[return-value]
+    if isinstance(value, dict):
+        return {without_bidi_controls(k): without_bidi_controls(v) for k, v in value.items()}  # type: ignore[return-value]
+    return value
