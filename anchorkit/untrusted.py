@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import re
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 # C0 controls but tab and line feed, DEL, C1 controls; and the bidirectional overrides and isolates,
@@ -50,6 +51,8 @@ def printable(text: str) -> str:
     """``text`` without escape sequences and control characters (tabs and line breaks are kept)."""
     return _UNPRINTABLE.sub("", _ESCAPE_SEQUENCE.sub("", text))
 
+
+T = TypeVar("T")
 
 # Far deeper than any file anchorkit reads (a Redmine issue, a manifest, a retrieval: about 10 levels),
 # far shallower than what recursive code copes with (Python's limit is 1,000 frames).
@@ -99,14 +102,20 @@ def parse_json(data: str | bytes) -> Any:
 
 
 def _without_lone_surrogates(value: Any) -> Any:
-    """``value`` with each lone surrogate of its strings (keys too) replaced by U+FFFD (a surrogate pair's
-    escapes decode to one character: any surrogate left is alone). Recursive: the nesting is checked."""
+    """``value`` with each lone surrogate of its strings replaced by U+FFFD (a surrogate pair's escapes
+    decode to one character: any surrogate left is alone)."""
+    return map_strings(value, lambda text: _LONE_SURROGATE.sub("\ufffd", text))
+
+
+def map_strings(value: T, change: Callable[[str], str]) -> T:
+    """A string changed by ``change``, or a JSON value with each of its strings (keys too) changed.
+    Recursive: for values whose nesting parse_json has checked."""
     if isinstance(value, str):
-        return _LONE_SURROGATE.sub("\ufffd", value)
+        return change(value)  # type: ignore[return-value]
     if isinstance(value, list):
-        return [_without_lone_surrogates(item) for item in value]
+        return [map_strings(item, change) for item in value]  # type: ignore[return-value]
     if isinstance(value, dict):
-        return {_without_lone_surrogates(key): _without_lone_surrogates(item) for key, item in value.items()}
+        return {map_strings(key, change): map_strings(item, change) for key, item in value.items()}  # type: ignore[return-value]
     return value
 
 

@@ -22,6 +22,8 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from typing import TypeVar
 
+from anchorkit.untrusted import map_strings
+
 T = TypeVar("T")
 
 # Characters a reader does not see as characters of their own: format characters and combining marks.
@@ -128,10 +130,4 @@ def fold(text: str) -> Folded:
 def without_bidi_controls(value: T) -> T:
     """A string, or the strings of a JSON value (keys too), as they are stored and checked: without what
     would show them in another order."""
-    if isinstance(value, str):
-        return BIDI_CONTROLS.sub("", value)  # type: ignore[return-value]
-    if isinstance(value, list):
-        return [without_bidi_controls(item) for item in value]  # type: ignore[return-value]
-    if isinstance(value, dict):
-        return {without_bidi_controls(k): without_bidi_controls(v) for k, v in value.items()}  # type: ignore[return-value]
-    return value
+    return map_strings(value, functools.partial(BIDI_CONTROLS.sub, ""))
