@@ -6,6 +6,7 @@ import contextlib
 import errno
 import filecmp
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -16,6 +17,8 @@ from typing import BinaryIO, Literal
 from anchorkit.errors import UsageError
 
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+# The temporary file _create_temporary names first: ``.<name>.<pid>.tmp``.
+_TEMPORARY = re.compile(r"^\..+\.(?P<pid>[0-9]+)\.tmp$")
 
 
 def _create_temporary(path: Path) -> tuple[int, str]:
@@ -27,6 +30,27 @@ def _create_temporary(path: Path) -> tuple[int, str]:
         return os.open(tmp, _NEW_FILE, 0o666), tmp
     except FileExistsError:
         return tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+
+
+def process_running(pid: int) -> bool:
+    """Whether a process with this id runs on this host (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: it exists
+    except (OverflowError, ValueError):
+        return False  # no process can have this id
+    return True
+
+
+def interrupted_write(path: Path) -> bool:
+    """Whether ``path`` is a temporary file ``write_atomic`` left behind: named with its writer's pid, and that
+    process no longer runs (it was killed before the rename). A live writer's file is never one, nor is any
+    other name (mkstemp's random one, taken only when the pid's name is, cannot be told from someone's file)."""
+    found = _TEMPORARY.match(path.name)
+    return found is not None and not process_running(int(found["pid"]))
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -209,6 +209,61 @@ def test_a_missing_bucket_in_state_mode_is_a_setup_error(
     assert json.loads(result.stdout) == {"ok": False, "error": line.removeprefix("error: "), "exit_code": 2}
 
 
+@pytest.mark.redmine
+@pytest.mark.s3
+@pytest.mark.parametrize(
+    "mode",
+    [
+        "folders",  # the ordinary sync: it used to pull and render first, and stop at the upload
+        "state in another bucket",  # it used to check nothing: SeaweedFS made the bucket at the first PUT
+        "local state",
+        "state, dry run",  # it used to plan happily
+    ],
+)
+def test_a_missing_destination_bucket_stops_every_sync_before_any_work(
+    mode: str,
+    s3_server: S3Server,
+    redmine_server: RedmineServer,
+    redmine_admin: RedmineAdmin,
+    tmp_path: Path,
+    aws_environment: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    project = redmine_admin.create_project()
+    redmine_admin.create_issue(project["id"], "VPN接続が不安定になる")
+    monkeypatch.setenv("REDMINE_API_KEY", redmine_server.admin_key)
+    missing = f"missing-{os.urandom(4).hex()}"
+    state_prefix = f"state-{os.urandom(4).hex()}"
+    where = {
+        "folders": ["--snapshot", str(tmp_path / "snap"), "--out", str(tmp_path / "out")],
+        "state in another bucket": ["--state", f"s3://{s3_server.bucket}/{state_prefix}/"],
+        "local state": ["--state", str(tmp_path / "state")],
+        "state, dry run": ["--state", f"s3://{s3_server.bucket}/{state_prefix}/", "--dry-run"],
+    }[mode]
+    result = runner.invoke(
+        app,
+        [
+            "sync",
+            f"s3://{missing}/tickets",
+            *where,
+            "--url",
+            redmine_server.url,
+            "--project",
+            project["identifier"],
+            "--endpoint-url",
+            s3_server.endpoint_url,
+            "--chunks",
+        ],
+    )
+    line = one_line_error(result, 2)
+    assert line == f"error: S3 NoSuchBucket: the bucket does not exist (bucket {missing})"
+    # Nothing was done: no bucket made, no state, no snapshot pulled, no output rendered.
+    client = s3_server.client()
+    assert missing not in {bucket["Name"] for bucket in client.list_buckets()["Buckets"]}
+    assert "Contents" not in client.list_objects_v2(Bucket=s3_server.bucket, Prefix=state_prefix)
+    assert sorted(path.name for path in tmp_path.iterdir() if not path.name.startswith("no-aws")) == []
+
+
 def test_no_aws_credentials_in_state_mode_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in [name for name in os.environ if name.startswith("AWS_")]:
         monkeypatch.delenv(name)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -198,6 +201,44 @@ def test_local_folder_delete_guard_refuses_to_empty_the_destination(tmp_path: Pa
     assert len(tree(dest)) == 20
     forced = runner.invoke(app, ["upload", str(out), str(dest), "--delete", "--force"])
     assert forced.exit_code == 0 and tree(dest) == {}
+
+
+# `anchorkit upload` killed (kill -9) as its first file is renamed into place: its temporary file stays.
+KILLED_AT_RENAME = """
+import os, signal, sys
+from anchorkit.cli import app
+os.replace = lambda source, target: os.kill(os.getpid(), signal.SIGKILL)
+sys.argv[0] = "anchorkit"
+app()
+"""
+
+
+def test_the_temporary_files_of_a_killed_upload_are_removed_by_the_next_run_and_no_other_hidden_file(
+    tmp_path: Path,
+) -> None:
+    out, dest = tmp_path / "out", tmp_path / "published"
+    write_ticket(out / "ops", 12)
+    write_ticket(out, 13)
+    command = ["upload", str(out), str(dest)]
+    killed = subprocess.Popen([sys.executable, "-c", KILLED_AT_RENAME, *command], stderr=subprocess.PIPE)
+    _, stderr = killed.communicate(timeout=60)
+    assert killed.returncode == -signal.SIGKILL, stderr.decode()
+    leftovers = set(dest.rglob(".*.tmp"))
+    assert leftovers and all(path.name.endswith(f".{killed.pid}.tmp") for path in leftovers)
+    # Hidden files that are not a dead run's: someone's, a live writer's (ours), one under mkstemp's random
+    # name (which anyone's file could have), one in a hidden folder.
+    others = [dest / ".notes.tmp", dest / f".13.md.{os.getpid()}.tmp", dest / ".13.md.k2x9_q7a.tmp"]
+    others.append(dest / ".cache" / ".13.md.1.tmp")
+    for path in others:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+
+    assert runner.invoke(app, [*command, "--dry-run"]).exit_code == 0
+    assert leftovers <= set(dest.rglob(".*.tmp")), "a dry run removes nothing"
+    done = runner.invoke(app, command)
+    assert done.exit_code == 0, done.output
+    assert {path for path in dest.rglob(".*") if path.is_file()} == set(others)
+    assert {key: data for key, data in tree(dest).items() if not key.startswith(".")} == tree(out)
 
 
 def test_dry_run_prints_the_plan_and_changes_nothing(tmp_path: Path) -> None:

@@ -128,6 +128,27 @@ def test_a_withdrawn_tickets_chunks_all_go_without_delete_and_outside_the_guard(
     assert plan.guarded == [] and publishing.delete_refusal(plan, DeleteLimit(count=0), force=False) is None
 
 
+def test_a_withdrawn_tickets_keys_go_in_every_folder_and_a_refusal_names_the_ticket_it_leaves_published() -> None:
+    # The ordinary sync does not know where it published a ticket (by-project moves it with its project):
+    # every key shaped like the ticket's goes; other keys that merely hold its number stay.
+    withdrawn = ["2.md", "2.md.metadata.json", "ops/2.md", "old/ops/2/2-000.md", *chunk_keys(2, 2)]
+    foreign = ["2/notes.md", "ops/12.md", "2/3-000.md"]
+    plan = publishing.diff(
+        [local(k) for k in chunk_keys(1, 1)],
+        [remote(k) for k in chunk_keys(1, 10) + withdrawn + foreign],
+        {},
+        delete=False,
+        withdrawn_ids={2},
+    )
+    assert sorted(o.key for o in plan.withdrawn) == sorted(withdrawn)
+    refusal = publishing.delete_refusal(plan, DeleteLimit(percent=10), force=False)
+    assert refusal is not None and refusal.startswith("refusing to delete 18 of 31 objects (of 1 ticket")
+    assert refusal.endswith(
+        "pass --force; until then the 8 objects of #2, withdrawn from publication (private now, or moved out of the "
+        "projects), stay published"
+    )
+
+
 def test_the_guard_counts_chunks_and_says_how_many_tickets_they_are() -> None:
     before = chunk_keys(1, 10) + chunk_keys(2, 10)
     plan = publishing.diff([local(k) for k in chunk_keys(1, 2)], [remote(k) for k in before], {}, delete=True)

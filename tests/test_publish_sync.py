@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from support.redmine_server import RedmineAdmin, RedmineServer
 from support.s3_server import DUMMY_CREDENTIALS, S3Server
+from test_cli_help import flat, help_at
 from typer.testing import CliRunner
 
 from anchorkit import sync as syncing
@@ -105,6 +106,16 @@ def test_the_config_file_is_found_by_flag_then_environment_then_working_folder(t
     assert find_config_file(None, {}, tmp_path / "empty-folder") is None
     with pytest.raises(SettingError, match="does not exist"):
         find_config_file(tmp_path / "missing.toml", {}, tmp_path)
+
+
+def test_the_help_of_sync_says_what_delete_removes_with_a_state_and_when_the_destination_is_checked() -> None:
+    shown = flat(help_at(200, "sync"))
+    # With --state the prefix is never listed: what --delete removes is what the state published.
+    assert "with --state, the objects the state published for tickets gone from Redmine" in shown
+    assert "(the prefix is not listed)" in shown
+    assert "checked before anything is pulled: exit 2 means nothing was done" in shown
+    # upload has no state: its --delete says what it always said.
+    assert "Delete objects under the prefix that have no local counterpart. " in flat(help_at(200, "upload"))
 
 
 def test_sync_with_a_bad_setting_is_a_usage_error_before_anything_runs(

@@ -20,6 +20,9 @@ from typing import Any
 import pytest
 from support.redmine_server import RedmineAdmin, RedmineServer
 from support.s3_server import S3Server
+from test_sync_chunks import TOKENS
+from test_sync_chunks import Job as ChunksJob
+from test_sync_chunks import seed as seed_long_and_short
 from test_sync_scope import Job as ScheduledJob
 from test_sync_state import KILLED_SYNC, cli_environment, objects_under, seed_issues
 from typer.testing import CliRunner
@@ -170,6 +173,59 @@ def test_the_ordinary_sync_unpublishes_a_ticket_made_private_without_delete(
     run = sync()
     assert run.exit_code == 0, run.stderr
     assert set(objects_under(job.s3, job.docs_prefix)) == {f"{kept}.md"}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("mode", ["folders", "state"])
+def test_a_ticket_made_private_while_the_delete_guard_refuses_is_unpublished_by_the_next_run_it_allows(
+    mode: str,
+    redmine_server: RedmineServer,
+    redmine_admin: RedmineAdmin,
+    s3_server: S3Server,
+    s3_prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    job = ChunksJob(redmine_server, s3_server, s3_prefix, tmp_path, monkeypatch)
+    project, long, private, _ = seed_long_and_short(redmine_admin)
+    snap = tmp_path / "snap"
+    where = ["--state", job.state] if mode == "state" else ["--snapshot", str(snap), "--out", str(tmp_path / "out")]
+    base = [*where, "--project", project["identifier"], "--chunks", "--chunk-tokens", TOKENS]
+
+    def refusal(report: dict[str, Any]) -> str:
+        return str(report["refused"] if mode == "state" else report["upload"]["refused"])
+
+    assert job.run(*base)[0] == 0
+    private_keys = {key for key in job.published() if key.startswith(f"{private}/")}
+    long_before = job.chunk_names(long)
+    assert private_keys
+
+    # The long ticket shrinks (its extra chunks are more than --max-delete allows) and another one is made
+    # private: the run is refused, changes nothing, and says what it leaves published.
+    redmine_admin.update_issue(long, description="再接続で解消。")
+    redmine_admin.update_issue(private, is_private=True)
+    status, refused, _ = job.run(*base)
+    assert status == 1 and refused is not None
+    assert f"the {len(private_keys)} objects of #{private}, withdrawn from publication" in refusal(refused)
+    assert private_keys <= set(job.published())
+    # Neither a second refused run nor a dry run forgets it (the ordinary sync's pull no longer lists it).
+    status, refused, _ = job.run(*base)
+    assert status == 1 and refused is not None and f"#{private}, withdrawn" in refusal(refused)
+    status, dry, _ = job.run(*base, "--force", "--dry-run")
+    assert status == 0 and dry is not None
+    planned = dry["planned"] if mode == "state" else dry["upload"]
+    assert private_keys <= set(planned["planned_keys"]["delete"])
+
+    status, forced, stderr = job.run(*base, "--force")
+    assert status == 0, stderr
+    assert forced is not None and forced["withdrawn"] == [private]
+    assert not {key for key in job.published() if key.startswith(f"{private}/")}
+    job.assert_shrunk(long, long_before)
+    # Done with: the next run has no withdrawn ticket left to remove, and the snapshot no longer lists it.
+    status, after, _ = job.run(*base)
+    assert status == 0 and after is not None and after["withdrawn"] == []
+    if mode == "folders":
+        assert "withdrawn_unpublished" not in json.loads((snap / "state.json").read_text())
 
 
 # --------------------------------------------------------------------------------------------------

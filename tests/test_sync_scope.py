@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from rich.console import Console
+from support.folders import tree
 from support.redmine_server import RedmineAdmin, RedmineServer
 from support.s3_server import S3Server
 from test_sync_state import (
@@ -328,3 +329,74 @@ def test_sync_with_the_state_shows_progress_per_stage_on_a_terminal_and_nothing_
     assert shown.exit_code == 0, shown.stderr
     drawn = terminal.getvalue()
     assert "rendering" in drawn and "uploading" in drawn and "1/1" in drawn
+
+
+# --------------------------------------------------------------------------------------------------
+# A local destination and a local state: absolute paths in the scope, and a dry run that writes nothing
+
+
+def local_sync(cwd: Path, dest: str, state: str, project: str, *args: str) -> tuple[int, str]:
+    """`anchorkit sync DEST --state STATE` run from ``cwd``, as a job started in that folder would."""
+    previous = Path.cwd()
+    os.chdir(cwd)
+    try:
+        result = runner.invoke(app, ["sync", dest, "--state", state, "--project", project, *args])
+    finally:
+        os.chdir(previous)
+    return result.exit_code, result.stderr
+
+
+@pytest.mark.redmine
+@pytest.mark.timeout(300)
+def test_a_local_destination_is_the_same_place_from_any_folder_and_the_state_records_it_absolute(
+    redmine_server: RedmineServer, redmine_admin: RedmineAdmin, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project, ids = seed_issues(redmine_admin, 2)
+    monkeypatch.setenv("REDMINE_URL", redmine_server.url)
+    monkeypatch.setenv("REDMINE_API_KEY", redmine_server.admin_key)
+    jobs, other = tmp_path / "jobs", tmp_path / "jobs" / "other"
+    other.mkdir(parents=True)
+    state, published = str(jobs / "state"), {f"{i}.md" for i in ids}
+
+    assert local_sync(jobs, "docs", "state", project["identifier"]) == (0, "")
+    assert set(os.listdir(jobs / "docs")) == published
+    manifest = json.loads((jobs / "state" / "manifest.json").read_text())
+    assert manifest["scope"]["destination"] == str(jobs / "docs")
+    # The same words from another folder name another place: refused (it used to publish nothing there).
+    status, stderr = local_sync(other, "docs", state, project["identifier"])
+    assert status == 2 and f"this run asks for destination {other / 'docs'}" in stderr
+    assert not (other / "docs").exists()
+    # The same place written otherwise is the state's (it used to be refused).
+    assert local_sync(other, str(jobs / "docs"), state, project["identifier"]) == (0, "")
+    assert local_sync(jobs, "./docs/", "state", project["identifier"]) == (0, "")
+
+    # A state an earlier anchorkit wrote holds the path as typed: refused, saying why and what to do.
+    manifest["scope"]["destination"] = "docs"
+    (jobs / "state" / "manifest.json").write_text(json.dumps(manifest))
+    status, stderr = local_sync(jobs, "docs", "state", project["identifier"])
+    assert status == 2 and "the state's docs is relative to the folder an earlier anchorkit ran in" in stderr
+    assert local_sync(jobs, "docs", "state", project["identifier"], "--rescope")[0] == 0
+    manifest = json.loads((jobs / "state" / "manifest.json").read_text())
+    assert manifest["scope"]["destination"] == str(jobs / "docs")
+    assert set(os.listdir(jobs / "docs")) == published
+
+
+@pytest.mark.redmine
+@pytest.mark.timeout(300)
+def test_a_dry_run_with_a_local_state_writes_nothing_not_even_a_lock_file(
+    redmine_server: RedmineServer, redmine_admin: RedmineAdmin, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project, ids = seed_issues(redmine_admin, 2)
+    monkeypatch.setenv("REDMINE_URL", redmine_server.url)
+    monkeypatch.setenv("REDMINE_API_KEY", redmine_server.admin_key)
+    state = tmp_path / "state"
+
+    assert local_sync(tmp_path, "docs", "state", project["identifier"], "--dry-run") == (0, "")
+    assert sorted(os.listdir(tmp_path)) == []  # neither the state folder nor the destination
+
+    assert local_sync(tmp_path, "docs", "state", project["identifier"]) == (0, "")
+    (state / ".sync.lock").unlink()  # the lock file a run leaves: a dry run must not make it again
+    before = tree(state)
+    redmine_admin.add_note(ids[0], "再発したため再調査")
+    assert local_sync(tmp_path, "docs", "state", project["identifier"], "--dry-run") == (0, "")
+    assert tree(state) == before and not (state / ".sync.lock").exists()

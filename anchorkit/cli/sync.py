@@ -3,6 +3,7 @@ reports where each came from); with --state, the state beside the destination.""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -30,12 +31,22 @@ from anchorkit.cli.options import (
 from anchorkit.errors import UsageError
 from anchorkit.settings import CONFIG_ENV, CONFIG_FILE_NAME, SYNC
 
+# With --state no listing finds what has no local counterpart: the state's record of what it published for
+# each ticket decides, so sync's --delete says both (docs/sync.md, "One run").
+DELETE_HELP = (
+    "Delete objects under the prefix that have no local counterpart; with --state, the objects the state "
+    "published for tickets gone from Redmine, or with --rescope from the scope (the prefix is not listed)."
+)
+SYNC_PUBLISHING = tuple(
+    replace(opt, help_for={**opt.help_for, SYNC: DELETE_HELP}) if opt.name == "delete" else opt for opt in PUBLISHING
+)
+
 
 @with_options(
     SYNC,
     redmine=REDMINE,
     documents=DOCUMENTS + CHUNKS + TOKENIZER,
-    destination=PUBLISHING + S3_CLIENT + AWS + ENCRYPTION + INGESTION,
+    destination=SYNC_PUBLISHING + S3_CLIENT + AWS + ENCRYPTION + INGESTION,
     state=STATE,
 )
 def sync_command(
@@ -73,7 +84,8 @@ def sync_command(
 
     Every option of pull, transform and upload that a scheduled run needs, from the command line, else
     ANCHORKIT_* / REDMINE_URL, else anchorkit.toml (docs/reference.md, "anchorkit sync"); with --state,
-    on a runner without a persistent disk (docs/sync.md).
+    on a runner without a persistent disk (docs/sync.md). The destination (its bucket, the credentials),
+    the folders and the API key are checked before anything is pulled: exit 2 means nothing was done.
 
     Example:
 

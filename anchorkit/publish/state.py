@@ -35,7 +35,7 @@ from typing import IO, Any, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 
 from anchorkit.errors import LockHeld, UsageError
-from anchorkit.files import write_atomic
+from anchorkit.files import process_running, write_atomic
 from anchorkit.publish.aws import (
     MISSING_CODES,
     PRECONDITION_CODES,
@@ -152,13 +152,7 @@ def holder_alive(holder: str) -> bool | None:
     pid = rest.partition(":")[0]
     if host != socket.gethostname() or not pid.isdigit():
         return None
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone else's process: it exists
-    return True
+    return process_running(int(pid))
 
 
 class LocalStateStore:
@@ -245,6 +239,47 @@ class LocalStateStore:
 
     def commit(self, manifest: dict[str, Any]) -> None:
         write_atomic(self.root / MANIFEST_NAME, encode_manifest(manifest))
+
+
+class ReadOnlyStore:
+    """A store as a dry run uses it: it reads the state, and a write raises instead of happening (a bug
+    then, never a change). Its session takes nothing: no local folder or lock file is created and no lease
+    is taken, so a dry run may read while a run writes (each object it reads is whole; a raw issue of
+    another version than the manifest says is fetched again, as always)."""
+
+    def __init__(self, store: StateStore) -> None:
+        self.store = store
+        self.client = getattr(store, "client", None)  # so that its requests are counted as the store's
+
+    def describe(self) -> str:
+        return self.store.describe()
+
+    def session(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    def read_manifest(self) -> dict[str, Any] | None:
+        return self.store.read_manifest()
+
+    def get_issue(self, issue_id: int) -> bytes | None:
+        return self.store.get_issue(issue_id)
+
+    def lease_status(self) -> LeaseStatus | None:
+        return self.store.lease_status()
+
+    def _refuse(self, what: str) -> RuntimeError:
+        return RuntimeError(f"{self.describe()}: a dry run writes nothing, yet it was about to {what}")
+
+    def begin_writes(self) -> None:
+        raise self._refuse("take the state for writing")
+
+    def put_issue(self, issue_id: int, data: bytes) -> None:
+        raise self._refuse(f"store issue {issue_id}")
+
+    def delete_issue(self, issue_id: int) -> None:
+        raise self._refuse(f"drop issue {issue_id}")
+
+    def commit(self, manifest: dict[str, Any]) -> None:
+        raise self._refuse("commit the manifest")
 
 
 @dataclass

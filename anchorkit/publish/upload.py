@@ -16,239 +16,42 @@ asked for and within a limit (`--max-delete`).
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import os
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from anchorkit.errors import UsageError
-from anchorkit.files import check_writable_folder, write_atomic
+from anchorkit.files import check_writable_folder
 from anchorkit.publish import aws
-from anchorkit.publish.aws import MISSING_CODES, InvalidKey, S3Location, describe_error, error_code, validate_key
+from anchorkit.publish.aws import InvalidKey, S3Location, describe_error, validate_key
 from anchorkit.publish.keys import CHUNKS, document_key_of, superseded, ticket_key, ticket_of_key
-from anchorkit.render.sidecar import SIDECAR_SUFFIX
+
+# The objects and the destinations live in objects.py; their names stay importable from here, where
+# library callers found them before.
+from anchorkit.publish.objects import CHECKSUM_METADATA_KEY as CHECKSUM_METADATA_KEY
+from anchorkit.publish.objects import Checksums as Checksums
+from anchorkit.publish.objects import Failure as Failure
+from anchorkit.publish.objects import LocalDirTarget as LocalDirTarget
+from anchorkit.publish.objects import LocalObject as LocalObject
+from anchorkit.publish.objects import RemoteObject as RemoteObject
+from anchorkit.publish.objects import S3Target as S3Target
+from anchorkit.publish.objects import Target as Target
+from anchorkit.publish.objects import content_type_for as content_type_for
+from anchorkit.publish.objects import objects_from_bytes as objects_from_bytes
+from anchorkit.publish.objects import scan_folder as scan_folder
 from anchorkit.settings import default
 
-# Stored as the user metadata header `x-amz-meta-anchorkit-sha256`.
-CHECKSUM_METADATA_KEY = "anchorkit-sha256"
 DEFAULT_MAX_DELETE: str = default("max_delete")
 DEFAULT_THREADS: int = default("threads")
-
-CONTENT_TYPES = {
-    SIDECAR_SUFFIX: "application/json",
-    ".md": "text/markdown; charset=utf-8",
-}
-FALLBACK_CONTENT_TYPE = "application/octet-stream"
 
 
 class PublishError(UsageError):
     """A problem with the request itself (bad destination, bad option): nothing was changed."""
-
-
-# --------------------------------------------------------------------------------------------------
-# Content types
-
-
-def content_type_for(key: str) -> str:
-    for suffix, content_type in CONTENT_TYPES.items():
-        if key.endswith(suffix):
-            return content_type
-    return FALLBACK_CONTENT_TYPE
-
-
-# --------------------------------------------------------------------------------------------------
-# Local side
-
-
-@dataclass(frozen=True)
-class Checksums:
-    size: int
-    md5: str  # hex
-    sha256: str  # hex
-
-    @classmethod
-    def of(cls, data: bytes) -> Checksums:
-        return cls(len(data), hashlib.md5(data).hexdigest(), hashlib.sha256(data).hexdigest())
-
-
-@dataclass(frozen=True)
-class LocalObject:
-    """One object to publish: its key relative to the destination and where its bytes come from."""
-
-    key: str
-    checksums: Checksums
-    source: Path | bytes
-
-    def read(self) -> bytes:
-        return self.source if isinstance(self.source, bytes) else self.source.read_bytes()
-
-
-@dataclass(frozen=True)
-class Failure:
-    key: str
-    error: str
-
-
-def scan_folder(folder: Path) -> tuple[list[LocalObject], list[Failure]]:
-    """Every visible file under `folder` as a LocalObject (key = relative path with `/`).
-
-    Hidden files and folders (leading `.`) are skipped: they are editor droppings and the temporary
-    files of interrupted atomic writes, never documents. Unreadable files and invalid names are
-    returned as failures, and their keys are protected from deletion by the plan.
-    """
-    objects: list[LocalObject] = []
-    failures: list[Failure] = []
-    for directory, subdirs, files in os.walk(folder):
-        subdirs[:] = sorted(name for name in subdirs if not name.startswith("."))
-        for name in sorted(files):
-            if name.startswith("."):
-                continue
-            path = Path(directory) / name
-            key = path.relative_to(folder).as_posix()
-            try:
-                validate_key(key)
-                data = path.read_bytes()
-            except (InvalidKey, OSError) as error:
-                failures.append(Failure(key, f"{path}: {error}"))
-                continue
-            objects.append(LocalObject(key, Checksums.of(data), path))
-    return objects, failures
-
-
-def objects_from_bytes(items: Mapping[str, bytes]) -> list[LocalObject]:
-    """LocalObjects for content held in memory (e.g. rendered by `sync` without an output folder)."""
-    objects = []
-    for key, data in sorted(items.items()):
-        validate_key(key)
-        objects.append(LocalObject(key, Checksums.of(data), data))
-    return objects
-
-
-# --------------------------------------------------------------------------------------------------
-# Destinations
-
-
-@dataclass(frozen=True)
-class RemoteObject:
-    key: str  # relative to the destination prefix
-    size: int
-    etag: str  # without quotes; for a local directory the MD5 of the file
-
-
-class Target(Protocol):
-    """A destination: S3 prefix or local directory. Keys are relative to the prefix/directory."""
-
-    def describe(self) -> str: ...
-
-    def list_objects(self) -> Iterator[RemoteObject]: ...
-
-    def stored_sha256(self, key: str) -> str | None: ...
-
-    def put(self, key: str, data: bytes, checksums: Checksums) -> None: ...
-
-    def delete(self, key: str) -> None: ...
-
-
-class S3Target:
-    """An S3 prefix. Every key is joined to the prefix here, so no operation can leave it."""
-
-    def __init__(self, client: Any, location: S3Location) -> None:
-        self.client = client
-        self.location = location
-
-    def describe(self) -> str:
-        return str(self.location)
-
-    def full_key(self, key: str) -> str:
-        validate_key(key)
-        return self.location.prefix + key
-
-    def list_objects(self) -> Iterator[RemoteObject]:
-        prefix = self.location.prefix
-        paginator = self.client.get_paginator("list_objects_v2")
-        for page in paginator.paginate(Bucket=self.location.bucket, Prefix=prefix):
-            for item in page.get("Contents", []):
-                full_key: str = item["Key"]
-                if not full_key.startswith(prefix) or full_key == prefix:
-                    continue  # a folder marker for the prefix itself, or a server ignoring Prefix
-                yield RemoteObject(full_key[len(prefix) :], item["Size"], item["ETag"].strip('"').lower())
-
-    def stored_sha256(self, key: str) -> str | None:
-        try:
-            head = self.client.head_object(Bucket=self.location.bucket, Key=self.full_key(key))
-        except ClientError as error:
-            if error_code(error) in MISSING_CODES:
-                return None
-            raise
-        value: str | None = head.get("Metadata", {}).get(CHECKSUM_METADATA_KEY)
-        return value
-
-    def put(self, key: str, data: bytes, checksums: Checksums) -> None:
-        self.client.put_object(
-            Bucket=self.location.bucket,
-            Key=self.full_key(key),
-            Body=data,
-            ContentType=content_type_for(key),
-            # The server verifies the bytes it received against this digest.
-            ContentMD5=base64.b64encode(bytes.fromhex(checksums.md5)).decode("ascii"),
-            Metadata={CHECKSUM_METADATA_KEY: checksums.sha256},
-        )
-
-    def delete(self, key: str) -> None:
-        self.client.delete_object(Bucket=self.location.bucket, Key=self.full_key(key))
-
-
-class LocalDirTarget:
-    """A local directory with the same semantics as an S3 prefix; writes are atomic (temp + rename)."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def describe(self) -> str:
-        return str(self.root)
-
-    def path_of(self, key: str) -> Path:
-        validate_key(key)
-        path = self.root / key
-        # A symlinked folder inside the destination must not lead writes or deletes outside it.
-        if not path.parent.resolve().is_relative_to(self.root.resolve()):
-            raise InvalidKey(f"key {key!r} leads outside {self.root} through a symbolic link")
-        return path
-
-    def list_objects(self) -> Iterator[RemoteObject]:
-        if not self.root.exists():
-            return
-        objects, _unreadable = scan_folder(self.root)
-        for obj in objects:
-            yield RemoteObject(obj.key, obj.checksums.size, obj.checksums.md5)
-
-    def stored_sha256(self, key: str) -> str | None:
-        try:
-            return hashlib.sha256(self.path_of(key).read_bytes()).hexdigest()
-        except FileNotFoundError:
-            return None
-
-    def put(self, key: str, data: bytes, checksums: Checksums) -> None:
-        write_atomic(self.path_of(key), data)
-
-    def delete(self, key: str) -> None:
-        path = self.path_of(key)
-        path.unlink(missing_ok=True)
-        # Remove folders emptied by the delete (by-project layout), never the root itself.
-        parent = path.parent
-        while parent != self.root and parent.is_relative_to(self.root):
-            try:
-                parent.rmdir()
-            except OSError:
-                break
-            parent = parent.parent
 
 
 # --------------------------------------------------------------------------------------------------
@@ -410,8 +213,9 @@ def parse_max_delete(text: str) -> DeleteLimit:
 
 
 def delete_refusal(plan: Plan, limit: DeleteLimit, force: bool, why: str = "") -> str | None:
-    """Why the planned deletes must not happen, or None when they may (withdrawn tickets' always may).
-    ``why``: what makes so many go, when the caller knows (a change of layout)."""
+    """Why the planned deletes must not happen, or None when they may (withdrawn tickets' are not counted).
+    ``why``: what makes so many go, when the caller knows (a change of layout). A refusal changes nothing,
+    so it names the withdrawn tickets whose objects stay published until a run is not refused."""
     guarded = plan.guarded
     count = len(guarded)
     if force or count == 0 or count <= limit.allowed(plan.remote_count):
@@ -426,6 +230,19 @@ def delete_refusal(plan: Plan, limit: DeleteLimit, force: bool, why: str = "") -
     return (
         f"refusing to delete {count} of {plan.remote_count} objects ({what}; every document, chunk and sidecar "
         f"counts as one; limit --max-delete {limit}){why}; if that many should go, raise --max-delete or pass --force"
+        + withdrawn_waiting(plan.withdrawn)
+    )
+
+
+def withdrawn_waiting(withdrawn: list[RemoteObject]) -> str:
+    """The tail of a refusal naming the withdrawn tickets it leaves published (private content, possibly)."""
+    tickets = sorted({ticket for obj in withdrawn if (ticket := ticket_of_key(obj.key)) is not None})
+    if not tickets:
+        return ""
+    named = ", ".join(f"#{ticket}" for ticket in tickets)
+    return (
+        f"; until then the {len(withdrawn)} objects of {named}, withdrawn from publication (private now, or moved "
+        "out of the projects), stay published"
     )
 
 
@@ -502,7 +319,10 @@ def apply_plan(
     threads: int = DEFAULT_THREADS,
     on_result: Callable[[OperationResult], None] | None = None,
 ) -> list[OperationResult]:
-    """Upload and delete what the plan says, `threads` documents at a time."""
+    """Upload and delete what the plan says, `threads` documents at a time. A local folder first loses the
+    temporary files of a run killed while writing there: every run that writes to a destination comes here."""
+    if isinstance(target, LocalDirTarget):
+        target.remove_interrupted_writes()
     results: list[OperationResult] = []
     with ThreadPoolExecutor(max_workers=threads) as pool:
         futures = [pool.submit(run_group, target, group) for group in ordered_groups(plan)]
@@ -529,6 +349,7 @@ class PublishReport:
     requests: dict[str, int] = field(default_factory=dict)
     ingestion_job: dict[str, str] | None = None
     ingestion_error: str | None = None
+    applied: bool = False  # the plan was carried out: listed, not a dry run, not refused
 
     @property
     def uploaded(self) -> list[str]:
@@ -544,6 +365,14 @@ class PublishReport:
         if self.ingestion_error is not None:
             failures.append(Failure("--start-ingestion", self.ingestion_error))
         return failures
+
+    def still_published(self, withdrawn_ids: Collection[int]) -> set[int]:
+        """Of these withdrawn tickets, those whose objects may still be at the destination after this run:
+        every one unless the plan was carried out, else those with a delete that failed."""
+        if not self.applied:
+            return set(withdrawn_ids)
+        failed = {ticket_of_key(r.operation.key) for r in self.results if r.error is not None}
+        return {ticket for ticket in withdrawn_ids if ticket in failed}
 
     @property
     def bytes_uploaded(self) -> int:
@@ -655,6 +484,7 @@ def publish(
             on_plan(plan)
         if listed and not settings.dry_run and report.refused is None:
             report.results = apply_plan(plan, target, threads=settings.threads, on_result=on_result)
+            report.applied = True
     report.requests = dict(requests)
     report.seconds = time.monotonic() - started
     return report

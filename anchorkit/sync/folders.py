@@ -1,19 +1,31 @@
 """The ordinary `sync` (no ``--state``): pull into a snapshot folder, transform (or, with ``--chunks``, chunk)
-into an output folder, and publish that folder, each stage as its own command does it."""
+into an output folder, and publish that folder, each stage as its own command does it.
+
+Tickets withdrawn from publication (private now, moved out of the projects) are the one thing a stage
+learns that the next stage's folder cannot show: pull drops such an issue from the snapshot, so its
+documents just go missing from the output folder, like a deleted ticket's, which stay published until
+``--delete``. The withdrawn ones must go whatever ``--delete`` says, so the snapshot's ``state.json``
+remembers them (``WITHDRAWN_KEY``) until a run has removed their objects: a refused, dry or failed
+upload leaves them to the next run, as the manifest of `sync --state` does.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from anchorkit.publish import upload as publish
+from anchorkit.publish.objects import check_destination
 from anchorkit.render import transform
-from anchorkit.source import pull
+from anchorkit.source import pull, snapshot
 from anchorkit.sync.chunking import ChunkLayout, chunk_snapshot
 from anchorkit.sync.progress import SyncProgress, pulling_stage, stage_counter, stage_progress
 from anchorkit.sync.stateless import run_pull
+
+# In the snapshot's state.json: ids of withdrawn tickets whose objects no run has removed yet.
+WITHDRAWN_KEY = "withdrawn_unpublished"
 
 
 @dataclass
@@ -22,6 +34,7 @@ class FolderSyncReport:
     transform: transform.TransformReport  # with --chunks, the chunk folder's report (ChunkReport)
     upload: publish.PublishReport
     out: Path
+    withdrawn: list[int] = field(default_factory=list)  # tickets this run unpublishes (or, refused, would)
 
     @property
     def ok(self) -> bool:
@@ -33,6 +46,7 @@ class FolderSyncReport:
             "pull": self.pull.to_json(),
             "transform": {"out": str(self.out), **self.transform.to_json()},
             "upload": self.upload.to_json(),
+            "withdrawn": self.withdrawn,
         }
 
 
@@ -56,11 +70,15 @@ def sync_folders(
     """pull → transform (with ``chunks``: chunk) → upload over local folders. Issues that fail to pull keep
     their previous copy and tickets that fail to transform keep their previous documents (or chunks), so
     the upload still runs (and never deletes their objects); ``report.ok`` is False when any stage failed.
-    Raises :class:`pull.PullError` or :class:`anchorkit.snapshot.SnapshotError` for unusable input (nothing
-    uploaded then)."""
+    The objects of withdrawn tickets are deleted with or without ``delete``, by this run or, when its upload
+    does not get to it, a later one. Raises :class:`anchorkit.publish.aws.S3SetupError` for a destination
+    that cannot be used, before anything else; :class:`pull.PullError` or
+    :class:`anchorkit.snapshot.SnapshotError` for unusable input (nothing uploaded then)."""
+    check_destination(destination.target)
     pulled = run_pull(
         url, api_key, snapshot_dir, pull_settings, full=pull_settings.full, known={}, progress=pulling_stage(progress)
     )
+    withdrawn = remember_withdrawn(snapshot_dir, pulled.withdrawn_ids)
     rendering = stage_progress(progress, "rendering")
     transformed = (
         transform.transform_snapshot(snapshot_dir, out_dir, options, progress=rendering)
@@ -79,6 +97,39 @@ def sync_folders(
         publish_settings,
         on_plan=on_plan,
         on_result=lambda _: uploading(),
-        withdrawn_ids=set(pulled.withdrawn_ids),
+        withdrawn_ids=withdrawn,
     )
-    return FolderSyncReport(pulled, transformed, uploaded, out_dir)
+    keep_withdrawn(snapshot_dir, uploaded.still_published(withdrawn))
+    return FolderSyncReport(pulled, transformed, uploaded, out_dir, sorted(withdrawn))
+
+
+def remember_withdrawn(snapshot_dir: Path, found: list[int]) -> set[int]:
+    """The withdrawn tickets this run unpublishes, now in the snapshot's state.json: those its pull ``found``
+    and those earlier runs could not unpublish, less any stored again (public once more: republished)."""
+    with pull.snapshot_lock(snapshot_dir):  # state.json is pull's: no pull may rewrite it meanwhile
+        waiting = withdrawn_in(snapshot.load_state(snapshot_dir))
+        withdrawn = (waiting | set(found)) - snapshot.stored_issue_ids(snapshot_dir)
+        keep_withdrawn(snapshot_dir, withdrawn)
+    return withdrawn
+
+
+def keep_withdrawn(snapshot_dir: Path, withdrawn: set[int]) -> None:
+    """Record ``withdrawn`` as the tickets whose objects are still to be removed (state.json untouched when
+    that is what it says already)."""
+    with pull.snapshot_lock(snapshot_dir):  # re-entrant: remember_withdrawn holds it already
+        state = snapshot.load_state(snapshot_dir)
+        if withdrawn_in(state) == withdrawn:
+            return
+        if withdrawn:
+            state[WITHDRAWN_KEY] = sorted(withdrawn)
+        else:
+            state.pop(WITHDRAWN_KEY)
+        snapshot.write_state(snapshot_dir, state)
+
+
+def withdrawn_in(state: dict[str, Any]) -> set[int]:
+    """The ids state.json lists under ``WITHDRAWN_KEY`` (anything else there is ignored: it is a file)."""
+    listed = state.get(WITHDRAWN_KEY)
+    if not isinstance(listed, list):
+        return set()
+    return {item for item in listed if isinstance(item, int) and not isinstance(item, bool)}

@@ -17,6 +17,7 @@ the key describes) or ``chunks`` (`sync --state --chunks`); a run in the other l
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import PurePath
 from typing import Any
 
 from anchorkit.errors import UsageError
@@ -72,7 +73,7 @@ class Scope:
         if run.include_private != self.include_private:
             found.append("--include-private" if run.include_private else "no --include-private")
         if run.destination is not None and self.destination is not None and run.destination != self.destination:
-            found.append(f"destination {run.destination}")
+            found.append(f"destination {run.destination}" + relative_note(self.destination))
         return found
 
     def merged(self, run: Scope) -> Scope:
@@ -90,6 +91,19 @@ class Scope:
             "include_private": self.include_private,
             "destination": self.destination,
         }
+
+
+def relative_note(destination: str) -> str:
+    """What to say of a state's destination that is a relative folder: an earlier anchorkit recorded a local
+    DEST as typed, relative to a working folder it did not record, so it names no one place; a run (which
+    compares absolute paths) never matches it, and is told why."""
+    if destination.startswith("s3://") or PurePath(destination).is_absolute():
+        return ""
+    return (
+        f" (the state's {destination} is relative to the folder an earlier anchorkit ran in, which it did not "
+        "record: if that is this destination, --rescope records it as this absolute path and publishes every "
+        "ticket there again)"
+    )
 
 
 @dataclass(slots=True)  # not frozen: a state holds 10,000s of them, and a frozen one is slower to build

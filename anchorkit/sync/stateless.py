@@ -24,6 +24,7 @@ from anchorkit import __version__
 from anchorkit.files import write_atomic
 from anchorkit.publish import aws, state
 from anchorkit.publish import upload as publish
+from anchorkit.publish.objects import check_destination
 from anchorkit.render import transform
 from anchorkit.render.document import RenderOptions
 from anchorkit.render.sidecar import SIDECAR_SUFFIX
@@ -214,14 +215,18 @@ def run_pull(
 
 @contextlib.contextmanager
 def measured_session(
-    report: StatelessSyncReport | StatePullReport, store: state.StateStore, *others: Any
+    report: StatelessSyncReport | StatePullReport, store: state.StateStore, target: publish.Target | None = None
 ) -> Iterator[None]:
-    """The store's session, with the S3 requests of every client involved (a target and the store may
-    share one) and the time taken recorded in ``report``, also when the run stops with an exception."""
+    """The store's session, with the S3 requests of every client involved (the target and the store may
+    share one) and the time taken recorded in ``report``, also when the run stops with an exception. The
+    ``target`` is checked first: a destination that cannot be used stops the run before the state is
+    touched (the session of a local state makes its folder and lock file)."""
     started = time.monotonic()
-    clients = (getattr(holder, "client", None) for holder in (store, *others))
+    clients = (getattr(holder, "client", None) for holder in (store, target))
     with aws.counting_requests(*clients) as requests:
         try:
+            if target is not None:
+                check_destination(target)
             with store.session():
                 yield
         finally:
@@ -251,20 +256,24 @@ def run_sync(
     nothing published yet; documents of issues that are gone are deleted (with ``publishing.delete``, within
     its ``max_delete`` unless ``force``). Documents are written first and the state is committed last, so
     the state never claims an upload that did not happen. With ``publishing.dry_run`` the plan is reported
-    (``report.plan``) and nothing is written. A state made for another scope (Redmine, projects,
-    privacy, destination) is refused with :class:`ScopeMismatch` unless ``rescope``: then the run lists
-    everything and what falls outside the new scope is gone (its documents deleted with ``delete``).
-    Raises :class:`state.StateConflict` when another run holds or changed the state (nothing written
-    then, unless this run outlived its lease), :class:`state.StateError` / :class:`pull.PullError` for
-    unusable input. A state of the other layout (documents, chunks) is a change of every ticket's
-    objects: the old ones are deleted (counted by the delete guard) as the new ones are published.
+    (``report.plan``) and nothing is written, not even a local state's lock file. A state made for another
+    scope (Redmine, projects, privacy, destination: ``target.address()``) is refused with
+    :class:`ScopeMismatch` unless ``rescope``: then the run lists everything and what falls outside the
+    new scope is gone (its documents deleted with ``delete``). Raises :class:`aws.S3SetupError` for a
+    destination that cannot be used (a missing bucket...) before anything else,
+    :class:`state.StateConflict` when another run holds or changed the state (nothing written then, unless
+    this run outlived its lease), :class:`state.StateError` / :class:`pull.PullError` for unusable input.
+    A state of the other layout (documents, chunks) is a change of every ticket's objects: the old ones
+    are deleted (counted by the delete guard) as the new ones are published.
     """
     dry_run, threads = publishing.dry_run, publishing.threads
+    if dry_run:  # the one place a dry run is decided: a store it cannot write to (no lock file, no lease)
+        store = state.ReadOnlyStore(store)
     report = StatelessSyncReport(store.describe(), target.describe(), dry_run=dry_run)
     policy = planning.DeletePolicy(publishing.delete, publishing.max_delete, publishing.force)
     with measured_session(report, store, target):
         manifest = read_manifest(store)
-        run_scope = Scope.of(url, pull_arguments.projects, pull_arguments.include_private, target.describe())
+        run_scope = Scope.of(url, pull_arguments.projects, pull_arguments.include_private, target.address())
         scope = checked_scope(manifest, run_scope, store.describe(), rescope)
         report.scope = scope.describe()
         # Another scope (or a state from before scopes) is listed whole, once: what fell out of it is gone.
