@@ -175,6 +175,26 @@ def test_the_ordinary_sync_unpublishes_a_ticket_made_private_without_delete(
     assert set(objects_under(job.s3, job.docs_prefix)) == {f"{kept}.md"}
 
 
+def test_a_ticket_a_pull_of_its_own_withdrew_is_unpublished_by_the_next_ordinary_sync(
+    job: Job, redmine_admin: RedmineAdmin
+) -> None:
+    project, (private, kept) = seed_issues(redmine_admin, 2)
+    snap = job.tmp_path / "snap"
+    scope = ["--url", job.redmine.url, "--project", project["identifier"]]
+    sync = ["sync", job.docs, *scope, "--snapshot", str(snap), "--out", str(job.tmp_path / "out"), "--json"]
+    assert runner.invoke(app, sync).exit_code == 0
+    redmine_admin.update_issue(private, is_private=True)
+    # The operator pulls by hand first: the issue leaves the snapshot, and the snapshot says it was withdrawn.
+    pulled = runner.invoke(app, ["pull", "--snapshot", str(snap), *scope])
+    assert pulled.exit_code == 0, pulled.stderr
+    assert json.loads((snap / "state.json").read_text())["withdrawn_unpublished"] == [private]
+    run = runner.invoke(app, sync)
+    assert run.exit_code == 0, run.stderr
+    assert json.loads(run.stdout)["withdrawn"] == [private]
+    assert set(objects_under(job.s3, job.docs_prefix)) == {f"{kept}.md"}
+    assert "withdrawn_unpublished" not in json.loads((snap / "state.json").read_text())
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("mode", ["folders", "state"])
 def test_a_ticket_made_private_while_the_delete_guard_refuses_is_unpublished_by_the_next_run_it_allows(

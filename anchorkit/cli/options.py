@@ -313,7 +313,19 @@ CHUNKS = (
     CHUNK_OVERLAP_OPTION,
 )
 PUBLISHING = (
-    Opt("delete", ("--delete",), bool, "Delete objects under the prefix that have no local counterpart."),
+    Opt(
+        "delete",
+        ("--delete",),
+        bool,
+        "Delete objects under the prefix that have no local counterpart.",
+        # With --state no listing finds what has no local counterpart: the state's record of what it published
+        # for each ticket decides (docs/sync.md, "One run").
+        {
+            SYNC: "Delete objects under the prefix that have no local counterpart; with --state, the objects the "
+            "state published for tickets gone from Redmine, or with --rescope from the scope (the prefix is not "
+            "listed)."
+        },
+    ),
     Opt(
         "max_delete",
         ("--max-delete",),
@@ -327,7 +339,7 @@ PUBLISHING = (
         ("--dry-run",),
         bool,
         f"Print the plan and change nothing (every delete, the first {output.SHOWN_UPLOAD_KEYS} uploads).",
-        {SYNC: "Pull and transform, then only print the upload plan."},
+        {SYNC: "Pull and transform, then only print the upload plan (with --state, nothing is written: no lock)."},
     ),
     Opt("list_keys", ("--list-keys",), bool, "With --dry-run: print every key to upload, not only the first."),
 )

@@ -3,7 +3,6 @@ reports where each came from); with --state, the state beside the destination.""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -31,22 +30,12 @@ from anchorkit.cli.options import (
 from anchorkit.errors import UsageError
 from anchorkit.settings import CONFIG_ENV, CONFIG_FILE_NAME, SYNC
 
-# With --state no listing finds what has no local counterpart: the state's record of what it published for
-# each ticket decides, so sync's --delete says both (docs/sync.md, "One run").
-DELETE_HELP = (
-    "Delete objects under the prefix that have no local counterpart; with --state, the objects the state "
-    "published for tickets gone from Redmine, or with --rescope from the scope (the prefix is not listed)."
-)
-SYNC_PUBLISHING = tuple(
-    replace(opt, help_for={**opt.help_for, SYNC: DELETE_HELP}) if opt.name == "delete" else opt for opt in PUBLISHING
-)
-
 
 @with_options(
     SYNC,
     redmine=REDMINE,
     documents=DOCUMENTS + CHUNKS + TOKENIZER,
-    destination=SYNC_PUBLISHING + S3_CLIENT + AWS + ENCRYPTION + INGESTION,
+    destination=PUBLISHING + S3_CLIENT + AWS + ENCRYPTION + INGESTION,
     state=STATE,
 )
 def sync_command(

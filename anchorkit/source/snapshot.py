@@ -167,6 +167,25 @@ def remove_issue(snapshot_dir: Path, issue_id: int) -> bool:
     return True
 
 
+# In state.json: ids of issues withdrawn from publication (private now, moved out of the projects) whose
+# published objects no run has removed yet. pull adds those it drops; sync removes them once unpublished.
+WITHDRAWN_KEY = "withdrawn_unpublished"
+
+
+def withdrawn_in(state: dict[str, Any]) -> set[int]:
+    """The ids state.json lists under ``WITHDRAWN_KEY`` (anything else there is ignored: it is a file)."""
+    listed = state.get(WITHDRAWN_KEY)
+    if not isinstance(listed, list):
+        return set()
+    return {item for item in listed if isinstance(item, int) and not isinstance(item, bool)}
+
+
+def with_withdrawn(state: dict[str, Any], withdrawn: set[int]) -> dict[str, Any]:
+    """``state`` listing ``withdrawn`` under ``WITHDRAWN_KEY`` (the key left out when there are none)."""
+    rest = {key: value for key, value in state.items() if key != WITHDRAWN_KEY}
+    return {**rest, WITHDRAWN_KEY: sorted(withdrawn)} if withdrawn else rest
+
+
 def stored_issue_ids(snapshot_dir: Path) -> set[int]:
     """Ids of the issue files present (a cheap directory listing; no file is read)."""
     issues_dir = snapshot_dir / ISSUES_DIR

@@ -4,9 +4,9 @@ into an output folder, and publish that folder, each stage as its own command do
 Tickets withdrawn from publication (private now, moved out of the projects) are the one thing a stage
 learns that the next stage's folder cannot show: pull drops such an issue from the snapshot, so its
 documents just go missing from the output folder, like a deleted ticket's, which stay published until
-``--delete``. The withdrawn ones must go whatever ``--delete`` says, so the snapshot's ``state.json``
-remembers them (``WITHDRAWN_KEY``) until a run has removed their objects: a refused, dry or failed
-upload leaves them to the next run, as the manifest of `sync --state` does.
+``--delete``. The withdrawn ones must go whatever ``--delete`` says, so pull lists them in the snapshot's ``state.json``
+(``snapshot.WITHDRAWN_KEY``, also when it runs alone) until a sync has removed their objects: a refused, dry
+or failed upload leaves them to the next run, as the manifest of `sync --state` does.
 """
 
 from __future__ import annotations
@@ -23,9 +23,6 @@ from anchorkit.source import pull, snapshot
 from anchorkit.sync.chunking import ChunkLayout, chunk_snapshot
 from anchorkit.sync.progress import SyncProgress, pulling_stage, stage_counter, stage_progress
 from anchorkit.sync.stateless import run_pull
-
-# In the snapshot's state.json: ids of withdrawn tickets whose objects no run has removed yet.
-WITHDRAWN_KEY = "withdrawn_unpublished"
 
 
 @dataclass
@@ -78,7 +75,7 @@ def sync_folders(
     pulled = run_pull(
         url, api_key, snapshot_dir, pull_settings, full=pull_settings.full, known={}, progress=pulling_stage(progress)
     )
-    withdrawn = remember_withdrawn(snapshot_dir, pulled.withdrawn_ids)
+    withdrawn = snapshot.withdrawn_in(snapshot.load_state(snapshot_dir))  # this pull's and those left waiting
     rendering = stage_progress(progress, "rendering")
     transformed = (
         transform.transform_snapshot(snapshot_dir, out_dir, options, progress=rendering)
@@ -103,33 +100,10 @@ def sync_folders(
     return FolderSyncReport(pulled, transformed, uploaded, out_dir, sorted(withdrawn))
 
 
-def remember_withdrawn(snapshot_dir: Path, found: list[int]) -> set[int]:
-    """The withdrawn tickets this run unpublishes, now in the snapshot's state.json: those its pull ``found``
-    and those earlier runs could not unpublish, less any stored again (public once more: republished)."""
-    with pull.snapshot_lock(snapshot_dir):  # state.json is pull's: no pull may rewrite it meanwhile
-        waiting = withdrawn_in(snapshot.load_state(snapshot_dir))
-        withdrawn = (waiting | set(found)) - snapshot.stored_issue_ids(snapshot_dir)
-        keep_withdrawn(snapshot_dir, withdrawn)
-    return withdrawn
-
-
 def keep_withdrawn(snapshot_dir: Path, withdrawn: set[int]) -> None:
     """Record ``withdrawn`` as the tickets whose objects are still to be removed (state.json untouched when
     that is what it says already)."""
-    with pull.snapshot_lock(snapshot_dir):  # re-entrant: remember_withdrawn holds it already
+    with pull.snapshot_lock(snapshot_dir):  # state.json is pull's: no pull may rewrite it meanwhile
         state = snapshot.load_state(snapshot_dir)
-        if withdrawn_in(state) == withdrawn:
-            return
-        if withdrawn:
-            state[WITHDRAWN_KEY] = sorted(withdrawn)
-        else:
-            state.pop(WITHDRAWN_KEY)
-        snapshot.write_state(snapshot_dir, state)
-
-
-def withdrawn_in(state: dict[str, Any]) -> set[int]:
-    """The ids state.json lists under ``WITHDRAWN_KEY`` (anything else there is ignored: it is a file)."""
-    listed = state.get(WITHDRAWN_KEY)
-    if not isinstance(listed, list):
-        return set()
-    return {item for item in listed if isinstance(item, int) and not isinstance(item, bool)}
+        if snapshot.withdrawn_in(state) != withdrawn:
+            snapshot.write_state(snapshot_dir, snapshot.with_withdrawn(state, withdrawn))
