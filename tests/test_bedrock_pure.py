@@ -195,11 +195,16 @@ def test_output_batches_go_beside_the_input_under_anchorkit() -> None:
         ),
         ({"ANCHORKIT_URI_PATTERN": r"/\d+\.md$"}, "ANCHORKIT_URI_PATTERN: URI pattern .* must have exactly one group"),
         ({"ANCHORKIT_BEDROCK_STRICT": "yes"}, "ANCHORKIT_BEDROCK_STRICT='yes': expected true or false"),
+        ({"ANCHORKIT_LABEL": "L" * 41}, "ANCHORKIT_LABEL: at most 40 characters, not 41"),
     ],
 )
 def test_a_bad_setting_is_named(environment: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         Settings.from_environment(environment)
+
+
+def test_a_label_of_the_longest_length_anchors_recognise_is_a_setting() -> None:
+    assert Settings.from_environment({"ANCHORKIT_LABEL": "L" * 40}).options.label == "L" * 40
 
 
 def test_audit_lines_are_read_back_and_summed_from_plain_and_json_log_formats() -> None:

@@ -335,6 +335,16 @@ def test_sync_with_the_state_shows_progress_per_stage_on_a_terminal_and_nothing_
 # A local destination and a local state: absolute paths in the scope, and a dry run that writes nothing
 
 
+@pytest.fixture
+def local_project(
+    redmine_server: RedmineServer, redmine_admin: RedmineAdmin, monkeypatch: pytest.MonkeyPatch
+) -> tuple[dict[str, Any], list[int]]:
+    """A project of two issues, and the Redmine URL and key in the environment (local_sync gives neither)."""
+    monkeypatch.setenv("REDMINE_URL", redmine_server.url)
+    monkeypatch.setenv("REDMINE_API_KEY", redmine_server.admin_key)
+    return seed_issues(redmine_admin, 2)
+
+
 def local_sync(cwd: Path, dest: str, state: str, project: str, *args: str) -> tuple[int, str]:
     """`anchorkit sync DEST --state STATE` run from ``cwd``, as a job started in that folder would."""
     previous = Path.cwd()
@@ -349,11 +359,9 @@ def local_sync(cwd: Path, dest: str, state: str, project: str, *args: str) -> tu
 @pytest.mark.redmine
 @pytest.mark.timeout(300)
 def test_a_local_destination_is_the_same_place_from_any_folder_and_the_state_records_it_absolute(
-    redmine_server: RedmineServer, redmine_admin: RedmineAdmin, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    local_project: tuple[dict[str, Any], list[int]], tmp_path: Path
 ) -> None:
-    project, ids = seed_issues(redmine_admin, 2)
-    monkeypatch.setenv("REDMINE_URL", redmine_server.url)
-    monkeypatch.setenv("REDMINE_API_KEY", redmine_server.admin_key)
+    project, ids = local_project
     jobs, other = tmp_path / "jobs", tmp_path / "jobs" / "other"
     other.mkdir(parents=True)
     state, published = str(jobs / "state"), {f"{i}.md" for i in ids}
@@ -384,11 +392,9 @@ def test_a_local_destination_is_the_same_place_from_any_folder_and_the_state_rec
 @pytest.mark.redmine
 @pytest.mark.timeout(300)
 def test_a_dry_run_with_a_local_state_writes_nothing_not_even_a_lock_file(
-    redmine_server: RedmineServer, redmine_admin: RedmineAdmin, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    local_project: tuple[dict[str, Any], list[int]], redmine_admin: RedmineAdmin, tmp_path: Path
 ) -> None:
-    project, ids = seed_issues(redmine_admin, 2)
-    monkeypatch.setenv("REDMINE_URL", redmine_server.url)
-    monkeypatch.setenv("REDMINE_API_KEY", redmine_server.admin_key)
+    project, ids = local_project
     state = tmp_path / "state"
 
     assert local_sync(tmp_path, "docs", "state", project["identifier"], "--dry-run") == (0, "")

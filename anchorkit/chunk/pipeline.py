@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import re
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from anchorkit.chunk.core import MIN_CONTENT_TOKENS, shortest_header
-from anchorkit.chunk.sources import chunk_tickets
+from anchorkit.chunk.sources import chunk_tickets, counted_limits
 from anchorkit.chunk.writers import (
     ChunkFiles,
     ChunkReport,
@@ -53,14 +54,20 @@ def check_chunk_size(chunk_tokens: int, overlap_tokens: int, transform: Transfor
     if transform is None:
         return
     header = shortest_header(transform.render.label("ticket"))
-    header_tokens = choose_tokenizer(transform.tokenizer, transform.tiktoken_file).count(header)
-    room = chunk_tokens - header_tokens - overlap_tokens
-    if room < MIN_CONTENT_TOKENS:
+    tokenizer = choose_tokenizer(transform.tokenizer, transform.tiktoken_file)
+    header_tokens = tokenizer.count(header)
+
+    def room(length: int) -> int:
+        limit, overlap = counted_limits(tokenizer.exact, length, overlap_tokens)
+        return limit - header_tokens - overlap
+
+    if room(chunk_tokens) < MIN_CONTENT_TOKENS:
+        least = next(length for length in itertools.count(chunk_tokens) if room(length) >= MIN_CONTENT_TOKENS)
         overlap = f" with --chunk-overlap {overlap_tokens}" if overlap_tokens else ""
         raise UsageError(
-            f"--chunk-tokens {chunk_tokens}{overlap} leaves {max(room, 0)} tokens for content after the shortest "
-            f"anchor ({header.strip()!r}, {header_tokens} tokens); the chunker needs {MIN_CONTENT_TOKENS}: give "
-            f"--chunk-tokens {chunk_tokens - room + MIN_CONTENT_TOKENS} or more{', or less overlap' if overlap else ''}"
+            f"--chunk-tokens {chunk_tokens}{overlap} leaves {max(room(chunk_tokens), 0)} tokens for content after "
+            f"the shortest anchor ({header.strip()!r}, {header_tokens} tokens); the chunker needs "
+            f"{MIN_CONTENT_TOKENS}: give --chunk-tokens {least} or more{', or less overlap' if overlap else ''}"
         )
 
 

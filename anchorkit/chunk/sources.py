@@ -165,14 +165,19 @@ def _documents(entries: Iterable[os.DirEntry[str]]) -> Iterator[tuple[int, Path]
             yield int(name[1]), Path(entry.path)
 
 
+def counted_limits(exact: bool, chunk_tokens: int, overlap_tokens: int) -> tuple[int, int]:
+    """The chunk length and overlap the chunker counts to: as given for an exact tokenizer; for an estimate
+    (``approx``) with its error left as room, as transform's anchors leave it (spacing.APPROX_MARGIN_PERCENT)."""
+    if exact:
+        return chunk_tokens, overlap_tokens
+    return chunk_tokens * 100 // APPROX_MARGIN_PERCENT, overlap_tokens * 100 // APPROX_MARGIN_PERCENT
+
+
 def chunk_items(
     items: Iterable[Item], tokenizer: Tokenizer, chunk_tokens: int = DEFAULT_CHUNK_TOKENS, overlap_tokens: int = 0
 ) -> Iterator[ChunkedTicket | TicketFailure | str]:
-    """Each ticket's chunks (or its failure, or PRIVATE), in the order of ``items``. Counted with an estimate
-    (``approx``), chunks leave its error as room, as transform's anchors do (spacing.APPROX_MARGIN_PERCENT):
-    ``chunk_tokens`` and ``overlap_tokens`` are of the estimate with the margin."""
-    if not tokenizer.exact:
-        chunk_tokens, overlap_tokens = (n * 100 // APPROX_MARGIN_PERCENT for n in (chunk_tokens, overlap_tokens))
+    """Each ticket's chunks (or its failure, or PRIVATE), in the order of ``items`` (``counted_limits``)."""
+    chunk_tokens, overlap_tokens = counted_limits(tokenizer.exact, chunk_tokens, overlap_tokens)
     for item in items:
         if not isinstance(item, TicketDocument):
             yield item

@@ -749,12 +749,7 @@ def _run(
     new_state["redmine_url"] = public_url(client.url)
     if report.listing_complete and not report.failed:
         new_state.update(privacy.SUBTASKS_CHECKED)
-    # A withdrawn issue is gone from the snapshot now: its published objects are only known from here on
-    # (until a sync removes them; one stored again is public again and published as usual).
-    waiting = snapshot.withdrawn_in(state) | set(report.withdrawn_ids)
-    new_state = snapshot.with_withdrawn(
-        new_state, waiting - snapshot.stored_issue_ids(snapshot_dir) if waiting else set()
-    )
+    new_state = snapshot.with_withdrawn(snapshot_dir, state, new_state, report.withdrawn_ids)
     if "text_format" not in state:
         new_state["text_format"] = settings.text_format or DEFAULT_TEXT_FORMAT
     elif settings.text_format is not None and state["text_format"] != settings.text_format:

@@ -180,10 +180,20 @@ def withdrawn_in(state: dict[str, Any]) -> set[int]:
     return {item for item in listed if isinstance(item, int) and not isinstance(item, bool)}
 
 
-def with_withdrawn(state: dict[str, Any], withdrawn: set[int]) -> dict[str, Any]:
+def listing_withdrawn(state: dict[str, Any], withdrawn: set[int]) -> dict[str, Any]:
     """``state`` listing ``withdrawn`` under ``WITHDRAWN_KEY`` (the key left out when there are none)."""
     rest = {key: value for key, value in state.items() if key != WITHDRAWN_KEY}
     return {**rest, WITHDRAWN_KEY: sorted(withdrawn)} if withdrawn else rest
+
+
+def with_withdrawn(
+    snapshot_dir: Path, old_state: dict[str, Any], new_state: dict[str, Any], found: list[int]
+) -> dict[str, Any]:
+    """The state a pull writes, listing the issues still to unpublish: those it withdrew (``found``: gone from
+    the snapshot now, their published objects known from here on alone) and those ``old_state`` listed, less
+    any stored again (public once more, published as usual)."""
+    waiting = withdrawn_in(old_state) | set(found)
+    return listing_withdrawn(new_state, waiting - stored_issue_ids(snapshot_dir))
 
 
 def stored_issue_ids(snapshot_dir: Path) -> set[int]:

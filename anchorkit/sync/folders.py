@@ -106,4 +106,4 @@ def keep_withdrawn(snapshot_dir: Path, withdrawn: set[int]) -> None:
     with pull.snapshot_lock(snapshot_dir):  # state.json is pull's: no pull may rewrite it meanwhile
         state = snapshot.load_state(snapshot_dir)
         if snapshot.withdrawn_in(state) != withdrawn:
-            snapshot.write_state(snapshot_dir, snapshot.with_withdrawn(state, withdrawn))
+            snapshot.write_state(snapshot_dir, snapshot.listing_withdrawn(state, withdrawn))
