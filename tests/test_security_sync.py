@@ -60,6 +60,17 @@ class Job(ScheduledJob):
 
 
 @pytest.fixture
+def chunks_job(
+    redmine_server: RedmineServer,
+    s3_server: S3Server,
+    s3_prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> ChunksJob:
+    return ChunksJob(redmine_server, s3_server, s3_prefix, tmp_path, monkeypatch)
+
+
+@pytest.fixture
 def job(
     redmine_server: RedmineServer,
     s3_server: S3Server,
@@ -198,15 +209,9 @@ def test_a_ticket_a_pull_of_its_own_withdrew_is_unpublished_by_the_next_ordinary
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("mode", ["folders", "state"])
 def test_a_ticket_made_private_while_the_delete_guard_refuses_is_unpublished_by_the_next_run_it_allows(
-    mode: str,
-    redmine_server: RedmineServer,
-    redmine_admin: RedmineAdmin,
-    s3_server: S3Server,
-    s3_prefix: str,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    mode: str, chunks_job: ChunksJob, redmine_admin: RedmineAdmin, tmp_path: Path
 ) -> None:
-    job = ChunksJob(redmine_server, s3_server, s3_prefix, tmp_path, monkeypatch)
+    job = chunks_job
     project, long, private, _ = seed_long_and_short(redmine_admin)
     snap = tmp_path / "snap"
     where = ["--state", job.state] if mode == "state" else ["--snapshot", str(snap), "--out", str(tmp_path / "out")]
