@@ -4,9 +4,9 @@ into an output folder, and publish that folder, each stage as its own command do
 Tickets withdrawn from publication (private now, moved out of the projects) are the one thing a stage
 learns that the next stage's folder cannot show: pull drops such an issue from the snapshot, so its
 documents just go missing from the output folder, like a deleted ticket's, which stay published until
-``--delete``. The withdrawn ones must go whatever ``--delete`` says, so pull lists them in the snapshot's ``state.json``
-(``snapshot.WITHDRAWN_KEY``, also when it runs alone) until a sync has removed their objects: a refused, dry
-or failed upload leaves them to the next run, as the manifest of `sync --state` does.
+``--delete``. The withdrawn ones must go whatever ``--delete`` says, so pull lists them in the snapshot's
+``state.json`` (``snapshot.WITHDRAWN_KEY``, also when it runs alone) until a sync has removed their objects:
+a refused, dry or failed upload leaves them to the next run, as the manifest of `sync --state` does.
 """
 
 from __future__ import annotations
