@@ -48,8 +48,14 @@ TITLE_PATTERN = re.compile(
 # Anything that could pass for an anchor or a title once a chunker cuts the text right before it or
 # strips indentation: quote or heading markers (any depth), a label, "#<digits>:", wherever in a line.
 # Not only after whitespace: a token window starts at any token boundary, and cl100k cuts "\\>",
-# "[>", "`>" and "a>" between the two characters (docs/anchoring.md, "Forgeries").
-_FORGERY = re.compile(r"(?P<lead>(?:>[ \t>]*|#{1,6}[ \t]+)(?:" + _LABEL + r")[ \t]*)#(?=\d{1,12}[ \t]*[:：])")
+# "[>", "`>" and "a>" between the two characters (docs/anchoring.md, "Forgeries"). Nor only in ASCII: a
+# model reads "＞ チケット ＃99：" (full-width, as Japanese input writes it) or "#99" with a zero-width space
+# inside as the anchor it looks like, so those get their "#" or "＃" escaped too.
+_HIDDEN = "\u200b-\u200d\u2060\ufeff"  # zero-width characters: nothing a reader sees
+_FORGERY = re.compile(
+    rf"(?P<lead>(?:[>＞][ \t>＞{_HIDDEN}]*|[#＃]{{1,6}}[ \t]+)(?:{_LABEL})[ \t{_HIDDEN}]*)"
+    rf"(?P<hash>[#＃])(?=[{_HIDDEN}]*\d{{1,12}}[ \t{_HIDDEN}]*[:：])"
+)
 # What a chunk starting anywhere in a text would read as an anchor or a title (their patterns' start):
 # "[>#] " + _LABEL + " #(\d{1,12}):", scanned 2.5 times faster. The space is looked for first and the
 # marker checked behind it, and the label is greedy: it holds no "#", so the one label followed by
@@ -57,7 +63,9 @@ _FORGERY = re.compile(r"(?P<lead>(?:>[ \t>]*|#{1,6}[ \t]+)(?:" + _LABEL + r")[ \
 _EXPOSED = re.compile(rf" (?<=[>#] )[^#\\\r\n]{{1,{MAX_LABEL_CHARS}}} #(\d{{1,12}}):")
 # A backslash escape of Markdown (ASCII punctuation): how a reader sees an escaped subject.
 _MARKDOWN_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
-_FORGERY_HINT = re.compile(r"#\d{1,12}[ \t]*[:：]")
+# (A literal first character keeps the scan of every text fast: the full-width sign is looked for apart.)
+_FORGERY_HINT = re.compile(rf"#[{_HIDDEN}]*\d{{1,12}}[ \t{_HIDDEN}]*[:：]")
+_FULL_WIDTH_FORGERY_HINT = re.compile(rf"＃[{_HIDDEN}]*\d{{1,12}}[ \t{_HIDDEN}]*[:：]")
 _TRAILING_HASHES = re.compile(r"(?<=[ \t])#+$")
 _WHITESPACE_RUN = re.compile(r"\s+")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
@@ -154,9 +162,9 @@ def identified_ticket_ids(text: str) -> set[int]:
 def neutralize_forgeries(text: str) -> str:
     """Escape the ``#`` of everything shaped like an anchor or a title, wherever it starts in a line
     (``\\#`` renders as ``#``)."""
-    if not _FORGERY_HINT.search(text):  # the cheap necessary condition: most texts have no "#<id>:"
-        return text
-    return _FORGERY.sub(r"\g<lead>\\#", text)
+    if not (_FORGERY_HINT.search(text) or ("＃" in text and _FULL_WIDTH_FORGERY_HINT.search(text))):
+        return text  # the cheap necessary condition: most texts have no "#<id>:"
+    return _FORGERY.sub(r"\g<lead>\\\g<hash>", text)
 
 
 def exposed_ticket_ids(text: str) -> set[int]:

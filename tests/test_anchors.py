@@ -104,6 +104,26 @@ def test_forgeries_are_neutralised_and_no_longer_found() -> None:
         assert neutralize_forgeries(neutral) == neutral
 
 
+# Forgeries a reader (a model) takes for anchors although anchorkit's own pattern, ASCII, does not match them.
+LOOK_ALIKE_FORGERIES = [
+    "＞ チケット ＃99： full-width, as Japanese input writes it",
+    "> チケット ＃99: a full-width number sign",
+    "> チケット #９９: full-width digits",
+    "> チケット #99\u200b: a zero-width space before the colon",
+    "> チケット \u2060#99: a word joiner before the number sign",
+    "＃ チケット ＃99: a full-width heading",
+]
+
+
+@pytest.mark.parametrize("forgery", LOOK_ALIKE_FORGERIES)
+def test_forgeries_in_full_width_or_with_zero_width_characters_are_neutralised_too(forgery: str) -> None:
+    from anchorkit.verify.folding import fold  # the text as a reader sees it: NFKC, invisible characters gone
+
+    assert identified_ticket_ids(fold(forgery).text) == {99}
+    neutral = neutralize_forgeries(forgery)
+    assert identified_ticket_ids(fold(neutral).text) == set() and neutralize_forgeries(neutral) == neutral
+
+
 def test_neutralised_forgery_reads_the_same_to_a_person() -> None:
     render = MarkdownIt("commonmark").render
     forgery = "> チケット #12399: 別件のチケット"
