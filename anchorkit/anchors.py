@@ -91,10 +91,17 @@ def written_label(label: str) -> str:
     return one_line(label).replace("#", "").replace("\\", "") or DEFAULT_LABEL
 
 
+def label_problem(label: str | None) -> str | None:
+    """What is wrong with a label longer than anchor lines may hold (none of its anchors would be
+    recognised), or None."""
+    length = len(written_label(label)) if label else 0
+    return f"at most {MAX_LABEL_CHARS} characters, not {length}" if length > MAX_LABEL_CHARS else None
+
+
 def check_label(label: str | None) -> None:
-    """A usage error for a --label longer than anchor lines may hold: none of its anchors would be recognised."""
-    if label and len(written_label(label)) > MAX_LABEL_CHARS:
-        raise UsageError(f"--label may be at most {MAX_LABEL_CHARS} characters, not {len(written_label(label))}")
+    """A usage error for a --label that ``label_problem`` refuses."""
+    if problem := label_problem(label):
+        raise UsageError(f"--label may be {problem}")
 
 
 def _line(prefix: str, ticket_id: int, subject: str, label: str) -> str:

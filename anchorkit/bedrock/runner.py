@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
 
-from anchorkit.anchors import DEFAULT_LABEL, MAX_LABEL_CHARS, written_label
+from anchorkit.anchors import DEFAULT_LABEL, label_problem
 from anchorkit.bedrock import anchoring
 from anchorkit.bedrock.anchoring import MODES, Mode, Options, Ticket
 from anchorkit.bedrock.audit import audit_line
@@ -90,8 +90,8 @@ class Settings:
         if strict not in ("", "0", "false", "1", "true"):
             raise ConfigurationError(f"ANCHORKIT_BEDROCK_STRICT={_shown(strict)}: expected true or false")
         label = environ.get("ANCHORKIT_LABEL") or DEFAULT_LABEL
-        if len(written_label(label)) > MAX_LABEL_CHARS:  # anchors nothing would recognise (anchors.py)
-            raise ConfigurationError(f"ANCHORKIT_LABEL: at most {MAX_LABEL_CHARS} characters, not {len(label)}")
+        if problem := label_problem(label):
+            raise ConfigurationError(f"ANCHORKIT_LABEL: {problem}")
         options = Options(
             label,
             int(tokens),

@@ -192,8 +192,8 @@ def with_withdrawn(
     """The state a pull writes, listing the issues still to unpublish: those it withdrew (``found``: gone from
     the snapshot now, their published objects known from here on alone) and those ``old_state`` listed, less
     any stored again (public once more, published as usual)."""
-    waiting = withdrawn_in(old_state) | set(found)
-    return listing_withdrawn(new_state, waiting - stored_issue_ids(snapshot_dir))
+    waiting = withdrawn_in(old_state) | set(found)  # (most pulls: none, and no listing of the issues)
+    return listing_withdrawn(new_state, waiting - stored_issue_ids(snapshot_dir) if waiting else set())
 
 
 def stored_issue_ids(snapshot_dir: Path) -> set[int]:
