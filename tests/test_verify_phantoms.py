@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from anchorkit.anchors import anchor_line, neutralize_forgeries
 from anchorkit.verify.citations import VerifyOptions, VerifyReport, verify_citations
 from anchorkit.verify.ids import context_ticket_ids, filter_text, mentioned_ids
+from anchorkit.verify.model import UNVERIFIED_MARKER
 from anchorkit.verify.shapes import InputError, read_answer, read_context, read_retrieval
 
 VPN = "VPN接続が不安定になる"
@@ -750,6 +751,22 @@ def test_dates_times_versions_and_other_trackers_urls_are_not_tickets(shape: str
 )
 def test_redmine_under_a_sub_uri_or_in_capitals_is_still_redmine(url: str) -> None:
     assert critical(check("plain_chunks", f"{url} を参照")) == [("phantom_ticket_id", 12399)]
+
+
+@shapes
+@pytest.mark.parametrize("joint", ["、", "。", "を参照。", "#note-2を参照、", "「"])
+def test_a_phantom_after_a_url_that_runs_into_japanese_text_is_caught(shape: str, joint: str) -> None:
+    # Japanese writes no space after a URL: what follows it is text to check, not part of the URL.
+    text = f"詳細は {REDMINE}/issues/12345{joint}チケット#12399です"
+    report = check(shape, text)
+    assert critical(report) == [("phantom_ticket_id", 12399)]
+    assert f"{REDMINE}/issues/12345{joint}チケット" in report.filtered_answer["text"]
+    assert "12399" not in report.filtered_answer["text"]
+
+
+def test_a_phantom_url_is_replaced_without_the_text_after_it() -> None:
+    filtered = filter_text(f"{REDMINE}/issues/12399を参照、{REDMINE}/issues/12399#note-3。以上", {12345})
+    assert filtered == f"{UNVERIFIED_MARKER}を参照、{UNVERIFIED_MARKER}。以上"
 
 
 @pytest.mark.parametrize("shape", ["bedrock_retrieve", "langchain_documents", "seed000_sources"])

@@ -58,7 +58,8 @@ _LABEL_WORDS = rf"{re.escape(DEFAULT_LABEL)}(?:番号)?|課題|(?i:ticket|issue|
 # Not a ticket: the start of a date, a time or a version ("#2024-03-14", "#12:30", "ticket 2024年", "#3.2").
 # Any length: a 13-digit id no ticket has is named all the same, and must be flagged (ticket_number).
 _NUMBER = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+(?!\d))(?![-./:：]\d|[年月日時分秒])"
-_URL = r"(?i:https?)://[^\s<>\"'`\]\)）」』】]+"
+# A URL ends at white space, a closing bracket or quote, or Japanese punctuation ("…/issues/5、チケット…").
+_URL = r"(?i:https?)://[^\s<>\"'`\]\)）」』】、。「『【〈《〔]+"
 # One scan finds the three ways an answer names a ticket, in the folded view (verify.folding: NFKC per
 # character, invisible characters dropped; "＃" is there for callers reading raw text). URLs come
 # first: a fragment ("page#12") or a path inside one is not a mention, a Redmine issue URL
@@ -72,7 +73,9 @@ MENTION = re.compile(
 )
 # Redmine's issue URL: /issues/<id> at the root or under one sub-URI segment ("/redmine/issues/5");
 # not GitHub's or GitLab's (/owner/repo/issues/5, /group/project/-/issues/5).
-_REDMINE_ISSUE = re.compile(r"\Ahttps?://[^/\s]+(?:/[^/\s]+)?/issues/(\d+)", re.IGNORECASE)
+# Its ASCII tail (a "#note-3", a "?tab=notes") belongs to it; the text that runs on after it ("…/issues/5を参照")
+# does not, and is scanned for mentions of its own.
+_REDMINE_ISSUE = re.compile(r"\Ahttps?://[^/\s]+(?:/[^/\s]+)?/issues/(\d+)(?!\d)[!-~]*", re.IGNORECASE)
 # Inline citation markers: "[2]", "[1, 3]", "【2】", "[^2]" (a 1-based position in the retrieval) and
 # "[SRC:id]" (a source id). Not after an ASCII word character: "a[1]" is an index.
 MARKER = re.compile(
@@ -341,13 +344,17 @@ def iter_mentions(text: str | Folded, min_digits: int, known: Set[int], offset: 
     reads the folded view: ``﹟12399``, ``Ｔｉｃｋｅｔ 12399`` and ``#12399`` with a zero-width space inside
     name #12399 as plainly as ``#12399`` does to a reader."""
     view = text if isinstance(text, Folded) else fold(text)
-    for match in MENTION.finditer(view.text):
+    scan = 0
+    while (match := MENTION.search(view.text, scan)) is not None:
+        start, end = match.span()
         if match["url"] is not None:
             issue = _REDMINE_ISSUE.match(match["url"])
             if issue is None:
+                scan = end  # (a fragment or a path inside another URL names no ticket)
                 continue
-            ticket_id, start = ticket_number(issue[1]), match.start()
-        else:
+            ticket_id, end = ticket_number(issue[1]), start + issue.end()
+        scan = end
+        if match["url"] is None:
             group = "lid" if match["lid"] is not None else "bid"
             digits = match[group].replace(",", "")
             ticket_id = ticket_number(digits)
@@ -357,10 +364,10 @@ def iter_mentions(text: str | Folded, min_digits: int, known: Set[int], offset: 
                 continue
             if ticket_id <= 0:
                 continue
-            start = match.start() if group == "bid" else match.start("lhash" if labelled else "lid")
+            start = start if group == "bid" else match.start("lhash" if labelled else "lid")
         original = view.start(start)
         if original >= offset:
-            yield Mention(ticket_id, original, view.end(match.end()), start, match.end())
+            yield Mention(ticket_id, original, view.end(end), start, end)
 
 
 def mentioned_ids(text: str, min_digits: int = DEFAULT_MIN_ID_DIGITS, known: Set[int] = frozenset()) -> list[Mention]:
