@@ -755,12 +755,13 @@ def test_redmine_under_a_sub_uri_or_in_capitals_is_still_redmine(url: str) -> No
 
 @shapes
 @pytest.mark.parametrize("joint", ["、", "。", "を参照。", "#note-2を参照、", "「"])
-def test_a_phantom_after_a_url_that_runs_into_japanese_text_is_caught(shape: str, joint: str) -> None:
+@pytest.mark.parametrize("url", [f"{REDMINE}/issues/12345", "https://wiki.example.com/vpn/faq"])
+def test_a_phantom_after_a_url_that_runs_into_japanese_text_is_caught(shape: str, url: str, joint: str) -> None:
     # Japanese writes no space after a URL: what follows it is text to check, not part of the URL.
-    text = f"詳細は {REDMINE}/issues/12345{joint}チケット#12399です"
+    text = f"詳細は {url}{joint}チケット#12399です"
     report = check(shape, text)
     assert critical(report) == [("phantom_ticket_id", 12399)]
-    assert f"{REDMINE}/issues/12345{joint}チケット" in report.filtered_answer["text"]
+    assert f"{url}{joint}チケット" in report.filtered_answer["text"]
     assert "12399" not in report.filtered_answer["text"]
 
 

@@ -58,8 +58,9 @@ _LABEL_WORDS = rf"{re.escape(DEFAULT_LABEL)}(?:番号)?|課題|(?i:ticket|issue|
 # Not a ticket: the start of a date, a time or a version ("#2024-03-14", "#12:30", "ticket 2024年", "#3.2").
 # Any length: a 13-digit id no ticket has is named all the same, and must be flagged (ticket_number).
 _NUMBER = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+(?!\d))(?![-./:：]\d|[年月日時分秒])"
-# A URL ends at white space, a closing bracket or quote, or Japanese punctuation ("…/issues/5、チケット…").
-_URL = r"(?i:https?)://[^\s<>\"'`\]\)）」』】、。「『【〈《〔]+"
+# A URL is read up to white space, a closing bracket or quote, or a character that is not ASCII: Japanese
+# writes no space after one ("…/issues/5、チケット#99です"), and what follows it is text to check.
+_URL = r"(?i:https?)://[^\x00-\x20\x7f-\U0010ffff<>\"'`\]\)]+"
 # One scan finds the three ways an answer names a ticket, in the folded view (verify.folding: NFKC per
 # character, invisible characters dropped; "＃" is there for callers reading raw text). URLs come
 # first: a fragment ("page#12") or a path inside one is not a mention, a Redmine issue URL
@@ -377,7 +378,8 @@ def mentioned_ids(text: str, min_digits: int = DEFAULT_MIN_ID_DIGITS, known: Set
     with a zero-width space or a soft hyphen between its digits).
 
     A bare ``#n`` needs ``min_digits`` digits unless ``n`` is in ``known`` (the retrieved ids): see
-    DEFAULT_MIN_ID_DIGITS. Not a mention: ``&#123;``, ``page#12``, fragments of other URLs.
+    DEFAULT_MIN_ID_DIGITS. Not a mention: ``&#123;``, ``page#12``, fragments of other URLs (a URL ends at
+    its first character that is not ASCII: ``…/issues/5、#12399`` names #5 and #12399).
     """
     return list(iter_mentions(text, min_digits, known))
 
