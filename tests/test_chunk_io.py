@@ -224,6 +224,26 @@ def test_a_failed_ticket_keeps_the_chunk_files_it_had(tmp_path: Path) -> None:
     assert sorted(p.name for p in (out / "12345").iterdir()) == files and not report.removed
 
 
+def test_a_ticket_folder_that_is_a_symbolic_link_is_not_written_through(tmp_path: Path) -> None:
+    snap, out, elsewhere = tmp_path / "snap", tmp_path / "chunks", tmp_path / "elsewhere"
+    shutil.copytree(FIXTURES, snap)
+    write_chunk_folder(chunk_items(iter_source(snap), BYTES, LIMIT), out)
+    shutil.move(out / "12345", elsewhere)  # someone's copy of a ticket's chunks, linked into the folder
+    (out / "12345").symlink_to(elsewhere)
+    stale = elsewhere / "12345-099.md"
+    shutil.copy(elsewhere / "12345-000.md", stale)
+    before = {p.name: p.read_bytes() for p in elsewhere.iterdir()}
+    (snap / "issues" / "12345.json").write_text((snap / "issues" / "12345.json").read_text().replace("VPN", "L2TP"))
+    report = write_chunk_folder(chunk_items(iter_source(snap), BYTES, LIMIT), out)
+    assert [f.ticket_id for f in report.failed] == [12345]
+    assert "12345" in report.failed[0].message and "symbolic link" in report.failed[0].message
+    assert {p.name: p.read_bytes() for p in elsewhere.iterdir()} == before
+    (snap / "issues" / "12345.json").unlink()  # the ticket gone: its linked folder is not emptied either
+    gone = write_chunk_folder(chunk_items(iter_source(snap), BYTES, LIMIT), out)
+    assert not any(name.startswith("12345/") for name in gone.removed)
+    assert {p.name: p.read_bytes() for p in elsewhere.iterdir()} == before and (out / "12345").is_symlink()
+
+
 @pytest.mark.parametrize("check", [False, True])
 def test_a_failed_ticket_keeps_its_lines_of_the_json_lines_file_in_their_place(tmp_path: Path, check: bool) -> None:
     snap, path = tmp_path / "snap", tmp_path / "chunks.jsonl"

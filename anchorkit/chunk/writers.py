@@ -271,19 +271,23 @@ def write_chunk_folder(
     seen: set[int] = set()
     for ticket in _tickets(results, report, ChunkFiles(schema, sidecars)):
         seen.add(ticket.ticket_id)
+        directory = out_dir / str(ticket.ticket_id)
         try:
-            _sync_ticket(out_dir / str(ticket.ticket_id), ticket.data, report, check)
+            if directory.is_symlink():  # written through, the chunks would land (and stale ones go) elsewhere
+                raise OSError(0, "a symbolic link: chunks are not written through it (remove it)", str(directory))
+            _sync_ticket(directory, ticket.data, report, check)
         except OSError as error:  # this ticket's folder (a full disk, a read-only folder): it fails alone
-            where = error.filename or out_dir / str(ticket.ticket_id)
+            where = error.filename or directory
             message = f"{where}: cannot write ({error.strerror or error})"
-            report.failed.append(TicketFailure(str(out_dir / str(ticket.ticket_id)), ticket.ticket_id, message))
+            report.failed.append(TicketFailure(str(directory), ticket.ticket_id, message))
     kept = seen | {failure.ticket_id for failure in report.failed if failure.ticket_id is not None}
     if out_dir.is_dir():
         for entry in sorted(os.listdir(out_dir)):
-            if entry.isdigit() and int(entry) not in kept and (out_dir / entry).is_dir():
-                _remove_stale(out_dir / entry, int(entry), set(os.listdir(out_dir / entry)), report, check, whole=True)
+            folder = out_dir / entry
+            if entry.isdigit() and int(entry) not in kept and folder.is_dir() and not folder.is_symlink():
+                _remove_stale(folder, int(entry), set(os.listdir(folder)), report, check, whole=True)
             elif not check and (interrupted := _TEMP_FOLDER.match(entry)):
-                _remove_interrupted(out_dir / entry, interrupted[1])
+                _remove_interrupted(folder, interrupted[1])
     report.seconds = time.perf_counter() - started
     return report
 
