@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from anchorkit.anchors import find_anchors, find_titles, strip_anchors
-from anchorkit.chunk.core import _Chunker, _outline
+from anchorkit.chunk.core import _Chunker, document_outline
 from anchorkit.chunk.positions import TextTokens, TokenPositions
 from anchorkit.tokens import ends_letters, load_cl100k_base
 from tests.test_chunk import document, fixture_documents, long_documents
@@ -63,7 +63,7 @@ def test_positions_in_a_long_line_are_those_of_its_encoded_text() -> None:
 def test_every_chunk_is_counted_as_its_text_encodes(limit: int, overlap: int) -> None:
     cut_inside_a_line = 0
     for _, doc in [*long_documents(4), *fixture_documents(), (0, AWKWARD)]:
-        chunker = _Chunker(_outline(doc), {}, TOKENIZER, limit, overlap)
+        chunker = _Chunker(document_outline(doc), {}, TOKENIZER, limit, overlap)
         for chunk in chunker.run().chunks:
             assert chunker._tokens(chunk) == TOKENIZER.count(chunk.text), chunk.id
             cut_inside_a_line += not (chunker.positions.clean(chunk.start) and chunker.positions.clean(chunk.end))
@@ -84,7 +84,7 @@ def test_every_chunk_is_counted_as_its_text_encodes(limit: int, overlap: int) ->
     ],
 )
 def test_the_anchor_check_of_the_content_says_what_the_full_scan_says(content: str) -> None:
-    chunker = _Chunker(_outline("# チケット #5: 件名\n\n本文"), {}, TOKENIZER, 300, 0)
+    chunker = _Chunker(document_outline("# チケット #5: 件名\n\n本文"), {}, TOKENIZER, 300, 0)
     chunker.content = content
     expected = not find_anchors(content) and len(find_titles(content)) == 1
     assert chunker._names_nothing_but_its_title() == expected
@@ -123,6 +123,6 @@ def test_a_letter_of_a_newer_unicode_does_not_end_a_run_of_letters() -> None:
     limit=st.sampled_from([40, 64, 120]),
 )
 def test_chunks_cut_inside_long_lines_are_counted_as_their_text_encodes(lines: list[str], limit: int) -> None:
-    chunker = _Chunker(_outline(document("\n".join(lines))), {}, TOKENIZER, limit, 0)
+    chunker = _Chunker(document_outline(document("\n".join(lines))), {}, TOKENIZER, limit, 0)
     for chunk in chunker.run().chunks:
         assert chunker._tokens(chunk) == TOKENIZER.count(chunk.text) <= limit, chunk.id

@@ -179,22 +179,44 @@ def test_a_transform_folder_with_private_content_is_chunked_without_it_unless_as
     snapshot: Path, sidecars: bool
 ) -> None:
     holding, texts = private_content(snapshot)
-    assert len(holding) > 1 and texts
+    private_issues = {ticket_id for ticket_id, issue in issues(snapshot).items() if issue.get("is_private")}
+    assert len(holding - private_issues) > 1 and private_issues and texts
     transform(snapshot, "out", "--include-private", *(["--sidecars"] if sidecars else []))
     assert json.loads(Path("out", PRIVATE_MARKS_FILE).read_text())["private_tickets"] == sorted(holding)
 
     report, records = chunked("out")
-    text = "\n".join(record["text"] for record in records)
-    assert not [piece for piece in texts if piece in text]
-    assert {record["ticket_id"] for record in records} == set(issues(snapshot)) - holding
-    assert report["private_skipped"] == len(holding) and report["failed"] == []
+    assert not [piece for piece in texts if piece in "\n".join(record["text"] for record in records)]
+    # A public issue with private notes is chunked without them: its chunks are those of the snapshot's ticket
+    # rendered without --include-private, links to notes included.
+    _, expected = chunked(str(snapshot))
+    assert [(r["id"], r["text"]) for r in records] == [(r["id"], r["text"]) for r in expected]
+    assert not sidecars or records == expected  # (without sidecars the chunks only have the documents' metadata)
+    assert {record["ticket_id"] for record in records} == set(issues(snapshot)) - private_issues
+    assert report["private_skipped"] == len(private_issues) and report["failed"] == []
 
-    report, records = chunked("out", "--include-private")
-    text = "\n".join(record["text"] for record in records)
-    assert all(piece in text for piece in texts) and report["private_skipped"] == 0
-    assert {record["ticket_id"] for record in records} == set(issues(snapshot))
-    report, records = chunked("out")  # the chunks of the run that was asked for it go
-    assert report["private_skipped"] == len(holding) and not {record["ticket_id"] for record in records} & holding
+    report, widened = chunked("out", "--include-private")
+    assert all(piece in "\n".join(record["text"] for record in widened) for piece in texts)
+    assert {record["ticket_id"] for record in widened} == set(issues(snapshot)) and report["private_skipped"] == 0
+    report, again = chunked("out")  # the chunks of the run that was asked for it go
+    assert report["private_skipped"] == len(private_issues) and again == records
+
+
+def test_a_document_that_is_not_the_one_its_marks_were_written_for_is_left_out_whole(snapshot: Path) -> None:
+    holding, _ = private_content(snapshot)
+    transform(snapshot, "out", "--include-private")
+    noted = min(ticket_id for ticket_id in holding if not issues(snapshot)[ticket_id].get("is_private"))
+    document = Path("out", f"{noted}.md")
+    heading = re.search(r"^### .*\n", document.read_text(encoding="utf-8"), re.MULTILINE)
+    assert heading is not None  # one journal less than the marks say: which are private is no longer known
+    document.write_text(document.read_text(encoding="utf-8").replace(heading[0], "", 1), encoding="utf-8")
+    report, records = chunked("out")
+    assert noted not in {record["ticket_id"] for record in records} and report["failed"] == []
+    marks = Path("out", PRIVATE_MARKS_FILE)
+    details = json.loads(marks.read_text())
+    details["private_journals"][str(noted)]["private"] = [99]  # past the journals it counts: not trusted
+    marks.write_text(json.dumps(details), encoding="utf-8")
+    code, _, stderr = run("out", "--jsonl", "chunks.jsonl")
+    assert code == 2 and f"{marks}: not a list of the tickets" in stderr
 
 
 def test_the_sidecar_says_private_even_without_the_folders_marks(snapshot: Path) -> None:

@@ -16,6 +16,7 @@ from anchorkit.chunk.core import ChunkedTicket
 from anchorkit.chunk.sources import chunk_items, iter_source
 from anchorkit.chunk.writers import write_chunk_folder, write_jsonl, write_jsonl_file
 from anchorkit.files import write_new_folder
+from anchorkit.note_ranges import parse_note_numbers
 from anchorkit.render.document import RenderOptions
 from anchorkit.render.sidecar import (
     MAX_FILE_BYTES,
@@ -185,6 +186,24 @@ def test_a_transform_folder_gives_the_same_chunks_and_note_links_as_its_snapshot
     assert [(c.id, c.text, c.metadata) for c in from_folder] == [(c.id, c.text, c.metadata) for c in from_snapshot]
     noted = [c for c in from_folder if c.metadata["section"] == "history"]
     assert noted and all(c.metadata["url"].endswith(f"#note-{c.metadata['note']}") for c in noted)
+
+
+def test_an_include_private_folder_gives_the_public_chunks_and_note_links_without_include_private(
+    tmp_path: Path,
+) -> None:
+    snap = numbered_fixtures(tmp_path / "snap")
+    out = tmp_path / "out"
+    widened = TransformOptions(sidecars=True, render=RenderOptions(include_private=True))
+    assert not transform_snapshot(snap, out, widened, jobs=1).failed
+    from_snapshot = [c for t in chunks_of(snap) if isinstance(t, ChunkedTicket) for c in t.chunks]
+    from_folder = [c for t in chunks_of(out) if isinstance(t, ChunkedTicket) for c in t.chunks]
+    assert [(c.id, c.text, c.metadata) for c in from_folder] == [(c.id, c.text, c.metadata) for c in from_snapshot]
+    # 12322's notes 2 and 4 are private: the others keep Redmine's numbers, and no chunk links to those two.
+    journals = json.loads((snap / "issues" / "12322.json").read_text(encoding="utf-8"))["issue"]["journals"]
+    private = {j["note_number"] for j in journals if j.get("private_notes")}
+    held = [parse_note_numbers(c.metadata.get("chunk_notes")) or [] for c in from_folder if c.ticket_id == 12322]
+    noted = {note for notes in held for note in notes}
+    assert private == {2, 4} and noted == {j["note_number"] for j in journals} - private
 
 
 def test_a_folder_without_sidecars_links_to_the_issue_when_given_the_redmine_url(tmp_path: Path) -> None:

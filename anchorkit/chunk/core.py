@@ -162,11 +162,11 @@ def chunk_document(
     Raises :class:`ChunkError` for a document without a title line, a title of another ticket than
     ``metadata`` says, or a chunk size too small for the ticket's anchor.
     """
-    outline = document if isinstance(document, Outline) else _outline(document)
+    outline = document if isinstance(document, Outline) else document_outline(document)
     return _Chunker(outline, metadata, tokenizer, chunk_tokens, overlap_tokens).run()
 
 
-def _outline(document: str) -> Outline:
+def document_outline(document: str) -> Outline:
     """An anchored document's outline: its content (``anchors.strip_anchors``) and its section and journal
     headings, found as a line followed by a blank line and an anchor of the ticket (content headings are
     demoted below those levels and content cannot hold a genuine anchor, so nothing else has that shape)."""

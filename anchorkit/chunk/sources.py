@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from anchorkit import parallel
-from anchorkit.chunk.core import DEFAULT_CHUNK_TOKENS, ChunkedTicket, ChunkError, chunk_document
+from anchorkit.chunk.core import DEFAULT_CHUNK_TOKENS, ChunkedTicket, ChunkError, chunk_document, document_outline
+from anchorkit.chunk.private_notes import without_journal_notes, without_journals
 from anchorkit.chunk.writers import spool_batch
 from anchorkit.errors import UsageError
 from anchorkit.render.document import Lookups, Outline, RenderOptions
@@ -124,8 +125,9 @@ def _rendered(path: Path, lookups: Lookups, render_options: RenderOptions, optio
 
 
 def _read_document(document: tuple[int, Path], redmine_url: str | None, private_marks: PrivateMarks | None) -> Item:
-    """One document of a transform folder with its sidecar's metadata, or PRIVATE for one holding private
-    content (its sidecar or the folder's marks say so) when ``private_marks`` is given (no --include-private)."""
+    """One document of a transform folder with its sidecar's metadata; when ``private_marks`` is given (no
+    --include-private) and the document holds private content (its sidecar or the folder's marks say so),
+    the document without the journals that hold private notes if the marks say which, else PRIVATE."""
     ticket_id, path = document
     try:
         markdown = path.read_text(encoding="utf-8")
@@ -137,11 +139,22 @@ def _read_document(document: tuple[int, Path], redmine_url: str | None, private_
         return TicketFailure(str(sidecar), ticket_id, f"{sidecar}: {error}")
     except OSError as error:
         return TicketFailure(str(path), ticket_id, f"{error.filename or path}: cannot read ({error.strerror})")
+    content: str | Outline = markdown
     if private_marks is not None and (ticket_id in private_marks or metadata.get("private") is True):
-        return PRIVATE
+        private = private_marks.of(ticket_id)
+        if private is None or private.journals is None:  # (a private issue, or a document marked by its sidecar alone)
+            return PRIVATE
+        try:
+            outline = document_outline(markdown)
+        except ChunkError as error:
+            return TicketFailure(str(path), ticket_id, f"{path}: {error}")
+        if sum(level == "###" for _, level, _ in outline.headings) != private.journal_count:
+            return PRIVATE  # not the document the marks were written for: which journals are private is unknown
+        content = without_journals(outline, private.journals)
+        metadata = without_journal_notes(metadata, private.journals)
     url = issue_url(redmine_url, ticket_id) or metadata.get("url")
     return TicketDocument(
-        str(path), ticket_id, markdown, {"ticket_id": ticket_id, **metadata, **({"url": url} if url else {})}
+        str(path), ticket_id, content, {"ticket_id": ticket_id, **metadata, **({"url": url} if url else {})}
     )
 
 

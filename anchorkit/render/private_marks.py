@@ -5,15 +5,21 @@ other, and ``chunk`` reads a transform folder's documents as they are: without a
 them. A document's sidecar says so itself (``private: true``, render/sidecar.py); this file says it for
 every document, sidecar or not, and is hidden so that upload never publishes it.
 
-It lists the tickets whose documents hold private content. While a run with ``--include-private`` is under
-way it says ``"all"``: a run cut short leaves every document counted as private, never one unmarked.
+It lists the tickets whose documents hold private content (``private_tickets``), and for a public issue with
+private notes, which journals of its history hold them (``private_journals``: ``{"12345": {"journals": 5,
+"private": [1, 3]}}``, positions from 0 among the history's journals): ``chunk`` then leaves those journals
+out instead of the whole document. A listed ticket without that detail is left out whole, as it is by a
+reader that does not know it. While a run with ``--include-private`` is under way the file says ``"all"``: a
+run cut short leaves every document counted as private, never one unmarked.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from anchorkit.errors import UsageError
 from anchorkit.files import write_atomic
@@ -21,16 +27,30 @@ from anchorkit.untrusted import parse_json
 
 PRIVATE_MARKS_FILE = ".anchorkit-private.json"
 _KEY = "private_tickets"
+_JOURNALS_KEY = "private_journals"
 _ALL = "all"
 
 
 @dataclass(frozen=True)
+class PrivateContent:
+    """What of one document is private: all of it (``journals`` None: a private issue), or the journals at
+    the positions ``journals`` (from 0) among the ``journal_count`` journals of its history."""
+
+    journals: tuple[int, ...] | None = None
+    journal_count: int = 0
+
+
+@dataclass(frozen=True)
 class PrivateMarks:
-    tickets: frozenset[int] = frozenset()
+    tickets: Mapping[int, PrivateContent] = field(default_factory=dict)
     every: bool = False  # a run with --include-private has not finished: any document may hold private content
 
     def __contains__(self, ticket_id: object) -> bool:
         return self.every or ticket_id in self.tickets
+
+    def of(self, ticket_id: int) -> PrivateContent | None:
+        """What of the ticket's document is private (None: nothing)."""
+        return PrivateContent() if self.every else self.tickets.get(ticket_id)
 
 
 def read_private_marks(folder: Path) -> PrivateMarks:
@@ -38,19 +58,43 @@ def read_private_marks(folder: Path) -> PrivateMarks:
     guessing either way could publish private content."""
     path = folder / PRIVATE_MARKS_FILE
     try:
-        value = parse_json(path.read_bytes())[_KEY]
+        marks = parse_json(path.read_bytes())
+        value, journals = marks[_KEY], marks.get(_JOURNALS_KEY, {})
     except FileNotFoundError:
         return PrivateMarks()
-    except (OSError, ValueError, TypeError, KeyError):
-        value = None
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        value = journals = None
     if value == _ALL:
         return PrivateMarks(every=True)
-    if isinstance(value, list) and all(isinstance(item, int) and not isinstance(item, bool) for item in value):
-        return PrivateMarks(frozenset(value))
+    if isinstance(value, list) and all(_is_count(item) for item in value) and isinstance(journals, dict):
+        tickets = {ticket_id: PrivateContent() for ticket_id in value}
+        for key, detail in journals.items():
+            content = _private_journals(detail)
+            if not key.isdigit() or int(key) not in tickets or content is None:
+                break
+            tickets[int(key)] = content
+        else:
+            return PrivateMarks(tickets)
     raise UsageError(
         f"{path}: not a list of the tickets whose documents hold private content ({{{_KEY!r}: [ids]}}); "
         "run transform again to rewrite it"
     )
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _private_journals(detail: Any) -> PrivateContent | None:
+    """``{"journals": 5, "private": [1, 3]}`` as read (None if it is not that)."""
+    if not isinstance(detail, dict) or set(detail) != {"journals", "private"}:
+        return None
+    count, private = detail["journals"], detail["private"]
+    if not _is_count(count) or not isinstance(private, list) or not private:
+        return None
+    if not all(_is_count(position) and position < count for position in private):
+        return None
+    return PrivateContent(tuple(private), count)
 
 
 def write_private_marks(folder: Path, marks: PrivateMarks) -> None:
@@ -59,5 +103,12 @@ def write_private_marks(folder: Path, marks: PrivateMarks) -> None:
     if not marks.every and not marks.tickets:
         path.unlink(missing_ok=True)
         return
-    value = _ALL if marks.every else sorted(marks.tickets)
-    write_atomic(path, (json.dumps({_KEY: value}) + "\n").encode("utf-8"))
+    value: dict[str, Any] = {_KEY: _ALL if marks.every else sorted(marks.tickets)}
+    journals = {
+        str(ticket_id): {"journals": content.journal_count, "private": list(content.journals)}
+        for ticket_id, content in sorted(marks.tickets.items())
+        if content.journals is not None and not marks.every
+    }
+    if journals:
+        value[_JOURNALS_KEY] = journals
+    write_atomic(path, (json.dumps(value) + "\n").encode("utf-8"))

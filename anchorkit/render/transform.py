@@ -32,7 +32,7 @@ from anchorkit.render.document import (
     render_document,
     render_outline,
 )
-from anchorkit.render.private_marks import PrivateMarks, read_private_marks, write_private_marks
+from anchorkit.render.private_marks import PrivateContent, PrivateMarks, read_private_marks, write_private_marks
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, build_sidecar, check_schema
 from anchorkit.render.spacing import LineAdditive, TokenCounter, approx_tokens_with_margin
 from anchorkit.settings import LAYOUTS, SIDECAR_SCHEMAS, SPACING_ANCHOR_FORMS, TEXT_FORMATS, default
@@ -139,7 +139,8 @@ class RenderedTicket:
     outline: Outline | None = None  # render_ticket(outline=True): where the headings are in ``markdown``
     # With sidecars: the note numbers of the history's journals (source/notes.py), None when not all are known.
     notes: list[int] | None = None
-    private: bool = False  # the document holds private content: a private issue or private notes (--include-private)
+    # What of the document is private (a private issue, or journals with private notes: --include-private).
+    private: PrivateContent | None = None
 
 
 @dataclass
@@ -296,7 +297,7 @@ def render_ticket(
         journals = history_journals(issue, lookups, render_options) if needed else []
         notes = note_numbers(journals) if options.sidecars else None
         # Without --include-private neither a private issue nor a private note gets here.
-        private = bool(issue.get("is_private")) or any(journal.get("private_notes") for journal in journals)
+        private = _private_content(issue, journals)
         sidecar, warnings = (
             build_sidecar(
                 issue,
@@ -306,7 +307,7 @@ def render_ticket(
                 # The chunker takes them whole from ``notes``: no sidecar of the document is written, and a
                 # chunk's own sidecar holds only its notes, so the 2,048 characters of an attribute do not apply.
                 notes=None if outline else notes,
-                private=private,
+                private=private is not None,
             )
             if options.sidecars
             else (None, [])
@@ -319,6 +320,14 @@ def render_ticket(
         )
     relpath = _relpath(issue, lookups, options.layout)
     return RenderedTicket(ticket_id, relpath, markdown, sidecar, warnings, outlined, notes, private)
+
+
+def _private_content(issue: dict[str, Any], journals: list[dict[str, Any]]) -> PrivateContent | None:
+    """What of the issue's document is private: all of it, the journals with private notes, or nothing."""
+    if issue.get("is_private"):
+        return PrivateContent()
+    private = tuple(position for position, journal in enumerate(journals) if journal.get("private_notes"))
+    return PrivateContent(private, len(journals)) if private else None
 
 
 def _check_sizes(path: Path, issue: dict[str, Any], limit: int) -> None:
@@ -379,7 +388,7 @@ def transform_snapshot(
     marks = _previous_marks(out_dir)
     if render_options.include_private and not check:  # until the run ends: cut short, it leaves no document unmarked
         write_private_marks(out_dir, PrivateMarks(every=True))
-    private: set[int] = set()
+    private: dict[int, PrivateContent] = {}
     outcomes = parallel.map_batches(_transform_batch, paths, jobs, setup=_BatchSettings, args=settings)
     for done, outcome in enumerate(outcomes, start=1):
         if progress is not None:
@@ -390,8 +399,8 @@ def transform_snapshot(
             continue
         assert isinstance(outcome, TicketOutputs)
         report.warnings.extend(outcome.warnings)
-        if outcome.private:
-            private.add(outcome.ticket_id)
+        if outcome.private is not None:
+            private[outcome.ticket_id] = outcome.private
         for relpath, status in outcome.outputs:
             expected.add(relpath)
             report.add(relpath, status)
@@ -400,7 +409,8 @@ def transform_snapshot(
         if not check:
             (out_dir / relpath).unlink()
     if not check:  # a failed ticket keeps its document, and so its mark
-        write_private_marks(out_dir, PrivateMarks(frozenset(private | {i for i in keep_ids if i in marks})))
+        kept = {ticket_id: content for ticket_id in keep_ids if (content := marks.of(ticket_id)) is not None}
+        write_private_marks(out_dir, PrivateMarks({**kept, **private}))
     report.seconds = time.perf_counter() - started
     return report
 
@@ -419,7 +429,7 @@ class TicketOutputs:
     outputs: list[tuple[str, Literal["created", "changed", "unchanged"]]]
     warnings: list[str]
     ticket_id: int
-    private: bool  # its document holds private content (private_marks.py)
+    private: PrivateContent | None  # what of its document is private (private_marks.py)
 
 
 @dataclass(frozen=True)
