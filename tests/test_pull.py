@@ -255,6 +255,24 @@ def test_nothing_is_removed_when_a_listing_page_fails(
     assert snapshot.load_state(tmp_path)["cursor"] == cursor
 
 
+def test_a_listing_answered_with_another_body_removes_nothing(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, desk: Helpdesk
+) -> None:
+    key = redmine_server.admin_key
+    pull_desk(redmine_server.url, tmp_path, key, desk)
+    cursor = snapshot.load_state(tmp_path)["cursor"]
+    # A JSON object with no listing in it (here the key's user; a proxy's or another application's page):
+    # read as an empty listing, a full run removed every stored issue and said it went well.
+    elsewhere = on_path(Fault.REDIRECT, "/issues.json")
+    with FaultProxy(redmine_server.url, decide=elsewhere, redirect=lambda _: "/users/current.json") as proxy:
+        report = pull_desk(proxy.url, tmp_path, key, desk, full=True)
+
+    assert report.full and not report.listing_complete and not report.ok
+    assert report.removed == 0 and sorted(snapshot.stored_issue_ids(tmp_path)) == desk.public_ids
+    assert "unexpected response shape" in report.errors[0]
+    assert snapshot.load_state(tmp_path)["cursor"] == cursor
+
+
 @pytest.mark.parametrize(
     "fault", [Fault.HTTP_500, Fault.HTTP_503, Fault.RESET, Fault.TRUNCATE, Fault.STALL, Fault.TOO_MANY_REQUESTS]
 )
