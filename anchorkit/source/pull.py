@@ -603,8 +603,10 @@ def pull(
     api_key = api_key.strip()
     if not api_key:
         raise PullError(NO_API_KEY)
-    if not api_key.isprintable():
-        raise PullError("the Redmine API key contains control characters (is the key file right?)")
+    if not (api_key.isprintable() and api_key.isascii()):
+        # Redmine's keys are hex digits, and a header cannot carry a key typed in full width ("ａｂｃ１２３"):
+        # sending one stopped the run with a UnicodeEncodeError traceback.
+        raise PullError("the Redmine API key contains control or non-ASCII characters (is the key file right?)")
 
     started = time.monotonic()
     check_snapshot_folder(snapshot_dir)
