@@ -255,6 +255,24 @@ def test_nothing_is_removed_when_a_listing_page_fails(
     assert snapshot.load_state(tmp_path)["cursor"] == cursor
 
 
+def test_a_hand_edited_state_json_means_a_refresh_not_a_traceback(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_project: dict[str, Any], redmine_admin: RedmineAdmin
+) -> None:
+    issue = redmine_admin.create_issue(redmine_project["id"], "VPN接続が不安定になる")["id"]
+    settings = PullSettings(projects=(redmine_project["identifier"],), policy=FAST)
+    assert pull(redmine_server.url, tmp_path, redmine_server.admin_key, settings).ok
+    state = snapshot.load_state(tmp_path)
+    damaged = {"runs_since_full": None, "lookups_refreshed_at": "yesterday", "lookup_projects": ["helpdesk", None]}
+    snapshot.write_state(tmp_path, {**state, **damaged})
+
+    report = pull(redmine_server.url, tmp_path, redmine_server.admin_key, settings)
+
+    assert report.ok and not report.full and report.lookups_refreshed  # refreshed as if never done
+    repaired = snapshot.load_state(tmp_path)
+    assert repaired["runs_since_full"] == 1 and repaired["lookup_projects"] == [redmine_project["id"]]
+    assert snapshot.stored_issue_ids(tmp_path) == {issue}
+
+
 def test_a_listing_answered_with_another_body_removes_nothing(
     tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, desk: Helpdesk
 ) -> None:
