@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 import requests
@@ -285,15 +285,18 @@ def listing_page(body: dict[str, Any], after_id: int) -> IssuePage:
     filter was ignored: the next page would be this one again, forever.
     """
     issues, total = body.get("issues"), body.get("total_count")
-    listed = isinstance(issues, list) and all(isinstance(i, dict) and _is_count(i.get("id")) for i in issues)
-    if not listed or not _is_count(total):
+    if not isinstance(issues, list) or not _is_count(total) or not all(map(_is_listed, issues)):
         raise RedmineError("get", "/issues.json", "unexpected response shape (not a listing of issues)")
     if any(issue["id"] <= after_id for issue in issues):
         raise RedmineError("get", "/issues.json", f"the issue_id filter was ignored (ids not above {after_id} listed)")
     return IssuePage(issues=issues, total_count=total)
 
 
-def _is_count(value: Any) -> bool:
+def _is_listed(issue: Any) -> bool:
+    return isinstance(issue, dict) and _is_count(issue.get("id"))
+
+
+def _is_count(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
