@@ -93,6 +93,20 @@ def test_a_wrong_or_revoked_key_fails_pull_and_sync_before_anything_is_written(
                 assert not (tmp_path / "snap").exists(), f"{name} left no empty snapshot behind"
 
 
+@pytest.mark.parametrize("command", ["pull", "sync"])
+def test_a_key_typed_in_full_width_is_a_setup_error_not_a_traceback(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    argv = {"pull": ["pull"], "sync": ["sync", "docs", "--out", "out"]}[command]
+    key = "ａｂｃ１２３ｄｅｆ"  # an input method left in full-width mode
+    result = runner.invoke(
+        app, [*argv, "--url", UNREACHABLE_REDMINE, "--snapshot", "snap"], env={"REDMINE_API_KEY": key}
+    )
+    assert "non-ASCII characters" in one_line_error(result, 2)
+    assert key not in result.output and not (tmp_path / "snap").exists()
+
+
 @pytest.mark.redmine
 def test_a_key_that_redmine_accepts_pulls_with_one_key_check_request(
     tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin

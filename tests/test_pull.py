@@ -255,6 +255,42 @@ def test_nothing_is_removed_when_a_listing_page_fails(
     assert snapshot.load_state(tmp_path)["cursor"] == cursor
 
 
+def test_a_hand_edited_state_json_means_a_refresh_not_a_traceback(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_project: dict[str, Any], redmine_admin: RedmineAdmin
+) -> None:
+    issue = redmine_admin.create_issue(redmine_project["id"], "VPN接続が不安定になる")["id"]
+    settings = PullSettings(projects=(redmine_project["identifier"],), policy=FAST)
+    assert pull(redmine_server.url, tmp_path, redmine_server.admin_key, settings).ok
+    state = snapshot.load_state(tmp_path)
+    damaged = {"runs_since_full": None, "lookups_refreshed_at": "yesterday", "lookup_projects": ["helpdesk", None]}
+    snapshot.write_state(tmp_path, {**state, **damaged})
+
+    report = pull(redmine_server.url, tmp_path, redmine_server.admin_key, settings)
+
+    assert report.ok and not report.full and report.lookups_refreshed  # refreshed as if never done
+    repaired = snapshot.load_state(tmp_path)
+    assert repaired["runs_since_full"] == 1 and repaired["lookup_projects"] == [redmine_project["id"]]
+    assert snapshot.stored_issue_ids(tmp_path) == {issue}
+
+
+def test_a_listing_answered_with_another_body_removes_nothing(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, desk: Helpdesk
+) -> None:
+    key = redmine_server.admin_key
+    pull_desk(redmine_server.url, tmp_path, key, desk)
+    cursor = snapshot.load_state(tmp_path)["cursor"]
+    # A JSON object with no listing in it (here the key's user; a proxy's or another application's page):
+    # read as an empty listing, a full run removed every stored issue and said it went well.
+    elsewhere = on_path(Fault.REDIRECT, "/issues.json")
+    with FaultProxy(redmine_server.url, decide=elsewhere, redirect=lambda _: "/users/current.json") as proxy:
+        report = pull_desk(proxy.url, tmp_path, key, desk, full=True)
+
+    assert report.full and not report.listing_complete and not report.ok
+    assert report.removed == 0 and sorted(snapshot.stored_issue_ids(tmp_path)) == desk.public_ids
+    assert "unexpected response shape" in report.errors[0]
+    assert snapshot.load_state(tmp_path)["cursor"] == cursor
+
+
 @pytest.mark.parametrize(
     "fault", [Fault.HTTP_500, Fault.HTTP_503, Fault.RESET, Fault.TRUNCATE, Fault.STALL, Fault.TOO_MANY_REQUESTS]
 )

@@ -6,6 +6,7 @@ import email.utils
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import requests
@@ -25,7 +26,7 @@ from anchorkit.source.pull import (
     shift_time,
     snapshot_lock,
 )
-from anchorkit.source.redmine import RetryPolicy, retry_after_s
+from anchorkit.source.redmine import RedmineError, RetryPolicy, listing_page, retry_after_s
 
 ISSUE = {
     "issue": {
@@ -139,3 +140,28 @@ def test_a_damaged_cursor_means_a_full_run_not_a_crash() -> None:
     assert parse_cursor("2026-03-15T09:00:00Z") == "2026-03-15T09:00:00Z"
     assert parse_cursor("yesterday") is None
     assert parse_cursor(12345) is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"user": {"id": 1, "login": "admin"}},  # another endpoint's answer
+        {},
+        {"issues": "none", "total_count": 1},
+        {"issues": [{"subject": "no id"}], "total_count": 1},
+        {"issues": [None], "total_count": 1},
+        {"issues": [{"id": "12"}], "total_count": 1},
+        {"issues": [], "total_count": "many"},
+    ],
+)
+def test_a_listing_of_another_shape_is_an_error_not_an_empty_listing_or_a_traceback(body: dict[str, Any]) -> None:
+    with pytest.raises(RedmineError, match=r"GET /issues.json: unexpected response shape"):
+        listing_page(body, after_id=0)
+
+
+def test_a_listing_that_ignores_the_issue_id_filter_is_an_error_not_an_endless_loop() -> None:
+    first = {"issues": [{"id": 5}, {"id": 9}], "total_count": 1000}
+    assert [issue["id"] for issue in listing_page(first, after_id=0).issues] == [5, 9]
+    assert listing_page({"issues": [], "total_count": 0}, after_id=9).issues == []
+    with pytest.raises(RedmineError, match="issue_id filter was ignored"):
+        listing_page(first, after_id=9)  # the same page again for "issue_id >= 10"

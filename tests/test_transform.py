@@ -376,3 +376,28 @@ def test_failures_print_paths_with_brackets_literally(tmp_path: Path) -> None:
     code, _, stderr = run("transform", str(snapshot), "--out", str(tmp_path / "out"))
     assert code == 1
     assert f"failed: {snapshot / 'issues' / '90001.json'}: malformed JSON" in stderr
+
+
+def test_subtask_subjects_of_a_snapshot_pulled_with_private_content_stay_out_unless_asked_for(
+    snapshot: Path, tmp_path: Path
+) -> None:
+    # pull --include-private keeps every subtask's subject in its parent (without it, a private subtask is
+    # stored as its number only); which subtasks are private is not in the parent, and a private one may
+    # be in a project not pulled at all.
+    state = json.loads((snapshot / "state.json").read_text(encoding="utf-8"))
+    (snapshot / "state.json").write_text(json.dumps({**state, "include_private": True}), encoding="utf-8")
+    child_path = snapshot / "issues" / "12341.json"
+    child = json.loads(child_path.read_text(encoding="utf-8"))
+    child["issue"]["is_private"] = True
+    child_path.write_text(json.dumps(child, ensure_ascii=False), encoding="utf-8")
+    secret = child["issue"]["subject"]
+
+    assert run("transform", str(snapshot), "--out", str(tmp_path / "public"))[0] == 0
+    document = (tmp_path / "public" / "12340.md").read_text(encoding="utf-8")
+    assert "- 子チケット: #12341, #12342, #12343, #12344\n" in document and secret not in document
+    code, _, stderr = run("chunk", str(snapshot), "--jsonl", str(tmp_path / "chunks.jsonl"))
+    assert code == 0, stderr
+    assert secret not in (tmp_path / "chunks.jsonl").read_text(encoding="utf-8")
+
+    assert run("transform", str(snapshot), "--out", str(tmp_path / "all"), "--include-private")[0] == 0
+    assert f"#12341 {secret}" in (tmp_path / "all" / "12340.md").read_text(encoding="utf-8")

@@ -174,6 +174,8 @@ class RenderOptions:
     timezone: str = default("timezone")
     labels: dict[str, str] = field(default_factory=dict)  # overrides of LABELS[lang]
     link_issues: str | None = None  # Redmine base URL: "#123" in ticket text becomes a link
+    # False: subtasks are shown by number only (some may be private: transform.resolve_render_options).
+    subtask_subjects: bool = True
 
     def label(self, key: str) -> str:
         return self.labels.get(key) or LABELS[self.lang][key]
@@ -475,7 +477,7 @@ def _details(issue: dict[str, Any], options: RenderOptions) -> str:
     if isinstance(parent, dict) and parent.get("id"):
         rows.append((label("parent"), f"#{_inline(parent['id'])}"))
     children = [
-        f"#{_inline(c['id'])} {_name(c.get('subject'))}".strip()
+        f"#{_inline(c['id'])} {_name(c.get('subject')) if options.subtask_subjects else ''}".strip()
         for c in issue.get("children") or []
         if isinstance(c, dict) and "id" in c
     ]

@@ -201,8 +201,13 @@ class TransformReport:
 
 
 def resolve_render_options(snapshot_dir: Path, options: TransformOptions) -> RenderOptions:
-    """The render options with the text format settled (CLI override, else the snapshot's setting)."""
-    setting: Any = options.text_format or load_state(snapshot_dir).get("text_format", "textile")
+    """The render options with the text format settled (CLI override, else the snapshot's setting), and
+    without the subjects of subtasks when some may be private: a snapshot pulled with --include-private
+    keeps them whole (pull reduces a private subtask to its number only without it), and which of them are
+    private is not known here, so a document without --include-private shows their numbers only."""
+    state = load_state(snapshot_dir)
+    subtask_subjects = options.render.include_private or not state.get("include_private")
+    setting: Any = options.text_format or state.get("text_format", "textile")
     source = "--text-format" if options.text_format else str(snapshot_dir / STATE_FILE)  # what a message names
     if isinstance(setting, list):
         try:
@@ -218,7 +223,7 @@ def resolve_render_options(snapshot_dir: Path, options: TransformOptions) -> Ren
     unknown = [fmt for fmt in formats if fmt not in TEXT_FORMATS]
     if unknown:
         raise SnapshotError(f"{source}: unknown text format {unknown[0]!r} (expected one of {', '.join(TEXT_FORMATS)})")
-    return dataclasses.replace(options.render, text_format=steps)
+    return dataclasses.replace(options.render, text_format=steps, subtask_subjects=subtask_subjects)
 
 
 def _since(value: Any) -> str:

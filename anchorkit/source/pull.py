@@ -603,8 +603,9 @@ def pull(
     api_key = api_key.strip()
     if not api_key:
         raise PullError(NO_API_KEY)
-    if not api_key.isprintable():
-        raise PullError("the Redmine API key contains control characters (is the key file right?)")
+    if not (api_key.isprintable() and api_key.isascii()):
+        # Redmine's keys are hex digits; a header cannot carry one typed in full width (UnicodeEncodeError).
+        raise PullError("the Redmine API key contains control or non-ASCII characters (is the key file right?)")
 
     started = time.monotonic()
     check_snapshot_folder(snapshot_dir)
@@ -692,7 +693,7 @@ def _run(
     numbering: NoteNumbering | None = None,
 ) -> PullReport:
     cursor = parse_cursor(state.get("cursor"))
-    runs_since_full = int(state.get("runs_since_full", 0))
+    runs_since_full = int(snapshot.number_in(state, "runs_since_full"))
     # Switching --include-private either way changes what every stored issue must contain.
     privacy_changed = "include_private" in state and bool(state["include_private"]) != settings.include_private
     subtasks_unchecked = cursor is not None and not settings.include_private and not privacy.subtasks_checked(state)
@@ -710,7 +711,7 @@ def _run(
     stale = (
         settings.full
         or not lookups
-        or refreshed_at - float(state.get("lookups_refreshed_at", 0)) > settings.lookups_max_age_s
+        or refreshed_at - snapshot.number_in(state, "lookups_refreshed_at") > settings.lookups_max_age_s
     )
     fetcher = LookupFetcher(client)
 
@@ -719,7 +720,7 @@ def _run(
             with client.stats.purpose("list"):
                 puller.list_and_dispatch(executor, scopes, updated_since)
             # Lookups are read while the workers fetch issues.
-            lookup_projects = sorted({int(p) for p in state.get("lookup_projects", [])} | puller.listed_projects)
+            lookup_projects = sorted(snapshot.ids_in(state, "lookup_projects") | puller.listed_projects)
             # A failed listing usually means Redmine is unreachable: do not hammer it for lookups too.
             stale = stale and report.listing_complete
             with client.stats.purpose("lookups"):

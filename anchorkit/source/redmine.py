@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 import requests
@@ -277,6 +277,29 @@ class IssuePage:
     total_count: int
 
 
+def listing_page(body: dict[str, Any], after_id: int) -> IssuePage:
+    """A page of ``/issues.json`` (issues after ``after_id``), shape-checked; :class:`RedmineError` otherwise.
+
+    A body without the listing (another application's, a proxy's page) must not pass for an empty listing:
+    a full run would then remove every stored issue. Ids at or below ``after_id`` mean the ``issue_id``
+    filter was ignored: the next page would be this one again, forever.
+    """
+    issues, total = body.get("issues"), body.get("total_count")
+    if not isinstance(issues, list) or not _is_count(total) or not all(map(_is_listed, issues)):
+        raise RedmineError("get", "/issues.json", "unexpected response shape (not a listing of issues)")
+    if any(issue["id"] <= after_id for issue in issues):
+        raise RedmineError("get", "/issues.json", f"the issue_id filter was ignored (ids not above {after_id} listed)")
+    return IssuePage(issues=issues, total_count=total)
+
+
+def _is_listed(issue: Any) -> bool:
+    return isinstance(issue, dict) and _is_count(issue.get("id"))
+
+
+def _is_count(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 class RedmineClient:
     """The calls pull needs, on top of python-redmine and :class:`ResilientEngine`."""
 
@@ -323,8 +346,7 @@ class RedmineClient:
             params["project_id"] = project
         if updated_since is not None:
             params["updated_on"] = f">={updated_since}"
-        body = self.get_json("/issues.json", **params)
-        return IssuePage(issues=list(body.get("issues", [])), total_count=int(body.get("total_count", 0)))
+        return listing_page(self.get_json("/issues.json", **params), after_id)
 
     def issue(self, issue_id: int) -> dict[str, Any]:
         """``{"issue": {...}}`` with journals, attachments, relations and children, as Redmine returns it."""

@@ -173,11 +173,23 @@ WITHDRAWN_KEY = "withdrawn_unpublished"
 
 
 def withdrawn_in(state: dict[str, Any]) -> set[int]:
-    """The ids state.json lists under ``WITHDRAWN_KEY`` (anything else there is ignored: it is a file)."""
-    listed = state.get(WITHDRAWN_KEY)
+    """The ids state.json lists under ``WITHDRAWN_KEY``."""
+    return ids_in(state, WITHDRAWN_KEY)
+
+
+def ids_in(state: dict[str, Any], key: str) -> set[int]:
+    """The ids state.json lists under ``key`` (anything else there is ignored: it is a file, maybe edited)."""
+    listed = state.get(key)
     if not isinstance(listed, list):
         return set()
     return {item for item in listed if isinstance(item, int) and not isinstance(item, bool)}
+
+
+def number_in(state: dict[str, Any], key: str) -> float:
+    """The number state.json holds under ``key``, 0 when absent or damaged (as for a new snapshot: the
+    safe side, a full run or a lookups refresh sooner, never a traceback)."""
+    value = state.get(key)
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
 def listing_withdrawn(state: dict[str, Any], withdrawn: set[int]) -> dict[str, Any]:
