@@ -43,7 +43,8 @@ demo: install
 	@echo "  $(BIN)/anchorkit stats out                                 # what the anchors cost, which chunks keep their ticket ID"
 	@echo "  $(BIN)/anchorkit upload out ./published --dry-run          # what would be published (a local folder: nothing needed)"
 	@echo "  $(BIN)/anchorkit upload out s3://BUCKET/tickets --dry-run  # the same against S3 (needs AWS credentials)"
-	@echo "  $(BIN)/anchorkit --help                                    # every command, with examples and exit codes"
+	@echo "  $(BIN)/anchorkit --help                                    # every command and the exit codes"
+	@echo "  $(BIN)/anchorkit transform --help                          # a command's options, with examples"
 
 # Lint, format and types first (their findings fail the run), then the tests. pytest exits 5 when it
 # collected no tests: that is a failure, not a pass.

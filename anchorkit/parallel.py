@@ -4,6 +4,8 @@ Each process builds its state once, ``setup(*args)`` (tokenizers, lookups...: wh
 with every batch), then maps batches with ``work(state, batch)``. ``setup`` must not fail (validate
 before): multiprocessing replaces a worker that dies in its initializer by a new one, without end. With
 one job the same two functions run in this process, so the results cannot depend on the number of jobs.
+Ctrl-C (SIGINT to the whole process group) is left to the process that started the workers: it stops
+them, and the CLI ends quietly with 130, with no worker printing a traceback.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import functools
 import itertools
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
@@ -75,6 +78,7 @@ def in_worker() -> bool:
 
 def _set_up(setup: Callable[..., Any], args: tuple[Any, ...]) -> None:
     global _worker_state, _in_a_worker
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _worker_state, _in_a_worker = setup(*args), True
 
 

@@ -190,6 +190,10 @@ SETTINGS: tuple[Setting, ...] = (
     _s("inject_strict", bool, False, INJECT),
 )
 SETTINGS_BY_NAME = {setting.name: setting for setting in SETTINGS}
+# Settings of type str that name a folder or an s3:// URL, and a list of files: from a config file, a
+# relative folder or file is the file's folder's, as any path the file gives.
+CONFIG_LOCATIONS = frozenset({"dest", "state"})
+CONFIG_FILE_LISTS = frozenset({"context"})
 
 
 def default(name: str, command: str | None = None) -> Any:
@@ -266,14 +270,25 @@ def from_text(setting: Setting, text: str, origin: str) -> Any:
         raise SettingError(f"{origin}={text!r}: expected {describe_kind(setting)}") from None
 
 
+def is_local_path(text: str) -> bool:
+    """Whether a location (``dest``, ``state``) names a folder: not an ``s3://`` URL, nor text that
+    starts like one (left as written, for the destination's check to refuse as a malformed URL)."""
+    return "://" not in text and text[:3].lower() != "s3:" and text[:4].lower() != "s3//"
+
+
 def from_config(setting: Setting, value: Any, origin: str, config_dir: Path) -> Any:
-    """A TOML value checked against the setting's type; relative paths are taken from the file's folder."""
+    """A TOML value checked against the setting's type; relative paths are taken from the file's folder,
+    those of a location that is a folder (``dest``, ``state``) and of a list of files (``context``) too."""
     kind = setting.kind
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if kind is Path and isinstance(value, str):
         return config_dir / value
+    if setting.name in CONFIG_LOCATIONS and isinstance(value, str) and value and is_local_path(value):
+        return str(config_dir / value)
     if kind is list and isinstance(value, list) and all(isinstance(item, str) for item in value):
+        if setting.name in CONFIG_FILE_LISTS:
+            return [item if item == "-" else str(config_dir / item) for item in value]
         return value
     if kind is str and isinstance(value, int) and not isinstance(value, bool) and setting.name == "max_delete":
         return str(value)  # max_delete = 25 reads naturally as a count
@@ -287,7 +302,7 @@ def describe_kind(setting: Setting) -> str:
         bool: "true or false",
         int: "an integer",
         float: "a number",
-        list: "a list of strings (comma-separated in the environment)",
+        list: 'a list of strings, e.g. ["helpdesk", "infra"] (comma-separated in the environment)',
         Path: "a path",
         str: "a string",
     }[setting.kind]

@@ -299,6 +299,23 @@ def test_usage_errors_say_what_is_wrong_and_write_nothing(
     assert sorted(path.name for path in tmp_path.iterdir()) == ["snapshot"]
 
 
+def test_a_jsonl_that_is_a_folder_or_under_a_file_is_named_as_given(snapshot: Path, tmp_path: Path) -> None:
+    """A folder given to --jsonl (meant for --out) was "./.chunks.123.tmp -> chunks: Is a directory"."""
+    (tmp_path / "chunks").mkdir()
+    (tmp_path / "notes.txt").write_text("mine")
+    for check in ([], ["--check"]):
+        code, _, stderr = run(str(snapshot), "--jsonl", str(tmp_path / "chunks"), *check)
+        assert code == 2 and stderr.strip() == (
+            f"error: --jsonl {tmp_path / 'chunks'} is a folder: give a file name (chunk files in a folder: --out DIR)"
+        )
+    notes = tmp_path / "notes.txt"
+    code, _, stderr = run(str(snapshot), "--jsonl", str(notes / "c.jsonl"))
+    assert code == 2
+    assert stderr.strip() == f"error: --jsonl {notes / 'c.jsonl'}: its folder {notes} is a file, not a folder"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["chunks", "notes.txt", "snapshot"]
+    assert not list((tmp_path / "chunks").iterdir())
+
+
 def test_a_source_that_is_no_folder_of_tickets_is_a_usage_error(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("not tickets")
     code, _, stderr = run(str(tmp_path / "notes.txt"), "--jsonl", "a.jsonl")

@@ -213,6 +213,28 @@ def test_every_json_report_carries_ok_and_no_progress_bar_reaches_a_log(tmp_path
 # Imports
 
 
+def test_an_input_that_fails_while_the_rest_is_done_is_failed_not_error(tmp_path: Path) -> None:
+    """docs/operations.md: `error: …` ends a run with 2 and nothing done; one document or line that could
+    not be read, the others done, is `failed: …` with exit code 1, as for transform and chunk."""
+    documents = tmp_path / "documents"
+    documents.mkdir()
+    (documents / "1.md").write_text("# チケット #1: a\n\n## 説明\n\n> チケット #1: a\n\ntext\n", encoding="utf-8")
+    (documents / "2.md").write_bytes(b"# \xff\n")
+    good_case = (FIXTURES / "eval" / "cases.jsonl").read_text(encoding="utf-8").splitlines()[0]
+    (tmp_path / "cases.jsonl").write_text(good_case + "\n{bad\n", encoding="utf-8")
+    (tmp_path / "answers.jsonl").write_text('{"text": "#12345"}\n{bad\n', encoding="utf-8")
+    retrieval = str(FIXTURES / "eval" / "retrieval-chunks.json")
+    for command in (
+        ["stats", str(documents), "--tokenizer", "approx", "--lengths", "none"],
+        ["eval", str(tmp_path / "cases.jsonl")],
+        ["verify", "-r", retrieval, "-a", str(tmp_path / "answers.jsonl")],
+    ):
+        result = runner.invoke(app, command)
+        problems = [line for line in result.stderr.splitlines() if line.split(":")[0] in ("error", "failed")]
+        assert result.exit_code == 1 and problems, (command, result.stderr)
+        assert all(line.startswith("failed: ") for line in problems), (command, problems)
+
+
 def test_stats_and_transform_load_no_redmine_client_and_the_source_names_are_the_modules_own() -> None:
     """Reading a snapshot needs a module of anchorkit.source, not the Redmine client and requests (the
     package's names are imported when first asked for)."""

@@ -18,7 +18,8 @@ from anchorkit.cli.app import command_names
 
 REPO = Path(__file__).resolve().parent.parent
 runner = CliRunner()
-COMMANDS = list(command_names(typer.main.get_command(app).commands))  # type: ignore[attr-defined]
+COMMANDS_BY_NAME = command_names(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+COMMANDS = list(COMMANDS_BY_NAME)
 EVERY_HELP = [[], ["state"], *[command.split() for command in COMMANDS]]
 
 
@@ -112,6 +113,17 @@ def test_the_environment_default_and_bounds_follow_each_option() -> None:
 def test_every_command_has_an_example(command: str) -> None:
     shown = flat(help_at(200, *command.split()))
     assert "Example:" in shown and f"anchorkit {command} " in shown.split("Example:")[1]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_examples_are_printed_whole_in_80_columns(command: str) -> None:
+    """Piped to a pager or read in an 80-column terminal, an example cut at the edge could not be run."""
+    declared = COMMANDS_BY_NAME[command].help or ""
+    examples = [line.strip() for line in declared.splitlines() if line.strip().startswith(f"anchorkit {command} ")]
+    assert examples
+    shown = [line.strip() for line in help_at(80, *command.split()).splitlines()]
+    for example in examples:
+        assert example in shown
 
 
 @pytest.mark.parametrize("command", EVERY_HELP, ids=lambda c: " ".join(c) or "anchorkit")

@@ -298,7 +298,7 @@ def test_line_numbers_and_ids_are_not_turned_into_emoji(tmp_path: Path) -> None:
     retrieval.write_text(json.dumps([chunk]), encoding="utf-8")
 
     _, _, err = cli("verify", "-r", retrieval, "-a", answers)
-    assert f"error: {answers}:100: malformed JSON" in err and "\U0001f4af" not in err
+    assert f"failed: {answers}:100: malformed JSON" in err and "\U0001f4af" not in err
 
     with output.err_console.capture() as captured:
         output.print_problem("warning", "chunk :thumbs_up: of :smile: at line :100:")

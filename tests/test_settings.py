@@ -118,6 +118,32 @@ def test_a_bad_value_from_the_environment_or_the_file_names_its_source(tmp_path:
         settings.resolve(settings.SYNC, required, {}, settings.load_config(config), config)
     with pytest.raises(settings.SettingError, match="ANCHORKIT_LANG: lang must be one of ja, en, not 'de'"):
         settings.resolve(settings.SYNC, required, {"ANCHORKIT_LANG": "de"}, {})
+    config.write_text('project = "helpdesk"\n', encoding="utf-8")
+    with pytest.raises(settings.SettingError, match=r"project = 'helpdesk': expected a list of strings, e\.g\. \["):
+        settings.resolve(settings.SYNC, required, {}, settings.load_config(config), config)
+
+
+def test_folders_and_files_a_config_file_names_are_relative_to_the_file(tmp_path: Path) -> None:
+    """docs/operations.md: relative paths are relative to the file, whatever folder the run starts in; a
+    destination or state that is a folder is a path too, an s3:// URL (or a malformed one) is left as written."""
+    config = tmp_path / "conf" / "anchorkit.toml"
+    config.parent.mkdir()
+    config.write_text('dest = "published"\nstate = "kb/state"\ncontext = ["turn1.txt", "-"]\n', encoding="utf-8")
+    required = {"url": "http://redmine.test", "snapshot": Path("s"), "out": Path("o")}
+    synced = settings.resolve(settings.SYNC, required, {}, settings.load_config(config), config).values
+    assert (synced["dest"], synced["state"]) == (str(config.parent / "published"), str(config.parent / "kb/state"))
+    checked = settings.resolve(settings.VERIFY, {}, {}, settings.load_config(config), config).values
+    assert checked["context"] == [str(config.parent / "turn1.txt"), "-"]
+    for url in ("s3://kb-docs/tickets", "s3:/kb-docs/tickets", "S3://kb-docs", "s3//kb-docs", "/srv/published"):
+        config.write_text(f"dest = {url!r}\n", encoding="utf-8")
+        assert settings.resolve(settings.SYNC, required, {}, settings.load_config(config), config).values["dest"] == url
+
+    (tmp_path / "conf" / "out").mkdir()
+    (tmp_path / "conf" / "out" / "12345.md").write_text("# チケット #12345: x\n", encoding="utf-8")
+    config.write_text('out = "out"\ndest = "published"\n', encoding="utf-8")
+    result = runner.invoke(app, ["upload"], env={"ANCHORKIT_CONFIG": str(config)})
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "conf" / "published" / "12345.md").is_file() and not (tmp_path / "published").exists()
 
 
 # --------------------------------------------------------------------------------------------------

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -264,6 +266,49 @@ def _in_worker(_: tuple[()], batch: list[int]) -> list[bool]:
 def test_work_knows_whether_it_runs_in_a_worker_process() -> None:
     assert set(parallel.map_batches(_in_worker, range(10), 2, setup=tuple, batch_size=3)) == {True}
     assert set(parallel.map_batches(_in_worker, range(10), 1, setup=tuple, batch_size=3)) == {False}
+
+
+INTERRUPTED_BATCHES = """
+import os, sys, time
+from pathlib import Path
+from anchorkit import parallel
+
+def work(folder, batch):
+    (folder / str(os.getpid())).touch()
+    time.sleep(60)
+    return batch
+
+try:
+    list(parallel.map_batches(work, range(4), 2, setup=Path, args=(sys.argv[1],), batch_size=1))
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+def test_ctrl_c_stops_the_worker_processes_without_a_traceback(tmp_path: Path) -> None:
+    """Ctrl-C reaches the whole process group: the workers leave it to the process that started them,
+    which stops them and ends as the CLI does on Ctrl-C, quietly with 130."""
+    started = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED_BATCHES, str(tmp_path)],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        for _ in range(600):
+            if len(list(tmp_path.iterdir())) == 2:
+                break
+            time.sleep(0.05)
+        assert len(list(tmp_path.iterdir())) == 2, "the two workers did not start"
+        os.killpg(started.pid, signal.SIGINT)
+        _, stderr = started.communicate(timeout=30)
+    finally:
+        started.kill()
+    workers = {int(marker.name) for marker in tmp_path.iterdir()}
+    assert (started.returncode, stderr) == (130, "")
+    for pid in workers:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
 
 
 def test_a_ticket_that_turns_bad_keeps_its_previous_output(snapshot: Path, tmp_path: Path) -> None:

@@ -523,7 +523,7 @@ def parse_chunker_spec(spec: str, chunk_tokens: int = BEDROCK_CHUNK_TOKENS) -> C
     if factory is None:
         raise ValueError(f"unknown chunker {name!r} in {spec!r} (expected one of {', '.join(CHUNKERS)})")
     if name in LANGCHAIN and not langchain_available():
-        raise ValueError(f"{name} needs langchain-text-splitters (pip install 'anchorkit[chunkers]')")
+        raise ValueError(f"{name} needs langchain-text-splitters (pip install langchain-text-splitters)")
     allowed = {f.name for f in fields(factory)}  # type: ignore[arg-type]
     values: dict[str, int] = {}
     for item in filter(None, (part.strip() for part in arguments.split(","))):

@@ -131,10 +131,12 @@ def chunk_source(
     settings = options.transform
     if out is not None and settings.sidecars:
         check_schema(settings.sidecar_schema)
+    if isinstance(jsonl, Path) and jsonl.is_dir():
+        raise UsageError(f"--jsonl {jsonl} is a folder: give a file name (chunk files in a folder: --out DIR)")
     if not check and out is not None:
         check_writable_folder(out, "--out")
     elif not check and isinstance(jsonl, Path):
-        check_writable_folder(jsonl.parent, "--jsonl")
+        check_writable_folder(jsonl.parent, f"--jsonl {jsonl}: its folder")
     choose_tokenizer(settings.tokenizer, settings.tiktoken_file)  # one that cannot be loaded stops the run here
     if out is not None:
         encoding = ChunkFiles(settings.sidecar_schema, settings.sidecars)

@@ -127,7 +127,7 @@ def paragraphs(text: str) -> Iterator[Text]:
     for block in inspect.cleandoc(text).split("\n\n"):
         lines = block.splitlines()
         if all(line.startswith(" ") for line in lines):
-            yield Text("\n".join(lines), no_wrap=True, overflow="ignore")
+            yield Text("\n".join(lines), no_wrap=True)
         else:
             yield Text(" ".join(line.strip() for line in lines))
 
@@ -166,11 +166,25 @@ def commands_panel(group: Any, ctx: Any) -> Panel:
     return Panel(table, title="Commands", title_align="left", border_style="dim")
 
 
+def print_paragraph(console: Console, paragraph: Text) -> None:
+    """A paragraph of a command's text: prose wraps to the terminal's width; an example (a ``no_wrap``
+    block) is printed whole, as long as it is, for the terminal to wrap: cut at 80 columns it could not
+    be copied and run."""
+    if not paragraph.no_wrap:
+        console.print(Padding(paragraph, (0, 1, 1, 1)))
+        return
+    for line in paragraph.split():
+        console.print(Text(" ") + line, soft_wrap=True)
+    console.print()
+
+
 def print_help(command: Any, ctx: Any) -> None:
     """Usage, the command's text, its arguments and options by panel, its commands (a group), the epilog."""
     console = Console(highlight=False)
-    parts: list[Any] = [Padding(Text.assemble(("Usage: ", "bold"), command.get_usage(ctx).removeprefix("Usage: ")), 1)]
-    parts += [Padding(paragraph, (0, 1, 1, 1)) for paragraph in paragraphs(command.help or "")]
+    console.print(Padding(Text.assemble(("Usage: ", "bold"), command.get_usage(ctx).removeprefix("Usage: ")), 1))
+    for paragraph in paragraphs(command.help or ""):
+        print_paragraph(console, paragraph)
+    parts: list[Any] = []
     panels: dict[str, list[Any]] = {"Arguments": [], "Options": []}
     for param in command.get_params(ctx):
         if not getattr(param, "hidden", False):

@@ -320,8 +320,8 @@ def print_pull_report(report: pulling.PullReport, json_output: bool) -> None:
     )
     for warning in report.warnings:
         print_problem("warning", warning)
-    for error in report.errors:
-        print_problem("error", error)
+    for error in report.errors:  # a listing page that failed: exit 1, the rest was done
+        print_problem("failed", error)
     for failure in report.failed:
         print_problem("failed", f"#{failure.issue_id}: {failure.reason}")
     if report.failed:
@@ -364,8 +364,8 @@ def print_verify_report(report: VerifyReport, origin: str | None = None) -> None
 
 def print_eval_summary(summary: EvalSummary) -> None:
     """The unreadable case lines on stderr; each case and the metrics on stdout (nothing with -q)."""
-    for error in summary.errors:
-        print_problem("error", error)
+    for error in summary.errors:  # that case line failed (exit 1); the others were evaluated
+        print_problem("failed", error)
     if console.quiet:
         return
 
@@ -406,8 +406,8 @@ def print_stats_report(report: dict[str, Any]) -> None:
     from anchorkit.audit.html import LIMIT_LABELS, format_percent
 
     tokenizer = report["tokenizer"]
-    for error in report["errors"]:
-        print_problem("error", error["message"])
+    for error in report["errors"]:  # that document failed (exit 1); the others were measured
+        print_problem("failed", error["message"])
     if report["layout"] != "documents":  # chunks as they are
         for line in summary_lines(report):
             console.print(line, highlight=False, markup=False)

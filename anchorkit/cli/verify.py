@@ -128,8 +128,8 @@ def verify_command(
             output.print_json(report.to_json())
         else:
             output.print_verify_report(report, origin if several else None)
-    for error in inputs.errors:
-        output.print_problem("error", error)
+    for error in inputs.errors:  # an answer line that failed (exit 1); the others were verified
+        output.print_problem("failed", error)
     if html is not None:
         files = [("retrieval", retrieval), ("answer", answer or retrieval), *(("context", c) for c in context or [])]
         record = PageRecord.of_files(options, *files)
