@@ -446,3 +446,8 @@ def test_subtask_subjects_of_a_snapshot_pulled_with_private_content_stay_out_unl
 
     assert run("transform", str(snapshot), "--out", str(tmp_path / "all"), "--include-private")[0] == 0
     assert f"#12341 {secret}" in (tmp_path / "all" / "12340.md").read_text(encoding="utf-8")
+    # Chunked without --include-private, that folder's parent is left out whole: which subjects to drop is unknown.
+    code, _, stderr = run("chunk", str(tmp_path / "all"), "--jsonl", str(tmp_path / "from-all.jsonl"))
+    assert code == 0, stderr
+    chunked = [json.loads(line) for line in (tmp_path / "from-all.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert secret not in json.dumps(chunked, ensure_ascii=False) and 12340 not in {r["ticket_id"] for r in chunked}

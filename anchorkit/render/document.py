@@ -174,8 +174,13 @@ class RenderOptions:
     timezone: str = default("timezone")
     labels: dict[str, str] = field(default_factory=dict)  # overrides of LABELS[lang]
     link_issues: str | None = None  # Redmine base URL: "#123" in ticket text becomes a link
-    # False: subtasks are shown by number only (some may be private: transform.resolve_render_options).
-    subtask_subjects: bool = True
+    # The snapshot may hold private subtasks' subjects (pulled with --include-private): without include_private
+    # its subtasks are shown by number only (transform.resolve_render_options).
+    private_subtask_subjects: bool = False
+
+    @property
+    def subtask_subjects(self) -> bool:
+        return self.include_private or not self.private_subtask_subjects
 
     def label(self, key: str) -> str:
         return self.labels.get(key) or LABELS[self.lang][key]

@@ -206,7 +206,6 @@ def resolve_render_options(snapshot_dir: Path, options: TransformOptions) -> Ren
     keeps them whole (pull reduces a private subtask to its number only without it), and which of them are
     private is not known here, so a document without --include-private shows their numbers only."""
     state = load_state(snapshot_dir)
-    subtask_subjects = options.render.include_private or not state.get("include_private")
     setting: Any = options.text_format or state.get("text_format", "textile")
     source = "--text-format" if options.text_format else str(snapshot_dir / STATE_FILE)  # what a message names
     if isinstance(setting, list):
@@ -223,7 +222,8 @@ def resolve_render_options(snapshot_dir: Path, options: TransformOptions) -> Ren
     unknown = [fmt for fmt in formats if fmt not in TEXT_FORMATS]
     if unknown:
         raise SnapshotError(f"{source}: unknown text format {unknown[0]!r} (expected one of {', '.join(TEXT_FORMATS)})")
-    return dataclasses.replace(options.render, text_format=steps, subtask_subjects=subtask_subjects)
+    private_subjects = bool(state.get("include_private"))
+    return dataclasses.replace(options.render, text_format=steps, private_subtask_subjects=private_subjects)
 
 
 def _since(value: Any) -> str:
@@ -302,7 +302,7 @@ def render_ticket(
         journals = history_journals(issue, lookups, render_options) if needed else []
         notes = note_numbers(journals) if options.sidecars else None
         # Without --include-private neither a private issue nor a private note gets here.
-        private = _private_content(issue, journals)
+        private = _private_content(issue, journals, render_options)
         sidecar, warnings = (
             build_sidecar(
                 issue,
@@ -327,9 +327,13 @@ def render_ticket(
     return RenderedTicket(ticket_id, relpath, markdown, sidecar, warnings, outlined, notes, private)
 
 
-def _private_content(issue: dict[str, Any], journals: list[dict[str, Any]]) -> PrivateContent | None:
-    """What of the issue's document is private: all of it, the journals with private notes, or nothing."""
-    if issue.get("is_private"):
+def _private_content(
+    issue: dict[str, Any], journals: list[dict[str, Any]], options: RenderOptions
+) -> PrivateContent | None:
+    """What of the issue's document is private: all of it (a private issue, or one that shows subtasks'
+    subjects some of which may be private), the journals with private notes, or nothing."""
+    shows_private_subjects = options.private_subtask_subjects and options.subtask_subjects and issue.get("children")
+    if issue.get("is_private") or shows_private_subjects:
         return PrivateContent()
     private = tuple(position for position, journal in enumerate(journals) if journal.get("private_notes"))
     return PrivateContent(private, len(journals)) if private else None
