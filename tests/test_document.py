@@ -24,6 +24,7 @@ from anchorkit.markdown_blocks import parse_blocks, top_level_blocks
 from anchorkit.render.document import RenderOptions, content_markdown, render_document, text_format_at
 from anchorkit.render.markdown_text import escape_plain
 from anchorkit.render.spacing import approx_tokens_with_margin, space_anchors
+from anchorkit.verify.ids import mentioned_ids
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 LOOKUPS = json.loads((FIXTURES / "lookups.json").read_text(encoding="utf-8"))
@@ -130,9 +131,11 @@ def test_details_resolve_to_names_and_unknown_ids_fall_back_to_the_id() -> None:
     }
     document = render_document(issue, LOOKUPS, OPTIONS)
     assert "- ステータス: 新規 → 解決" in document
-    assert "- 担当者: #424242 → —" in document
+    # An id no lookup names is no ticket: written so that no reader, model or verify takes it for one.
+    assert "- 担当者: ID 424242 → —" in document and "#424242" not in document
+    assert 424242 not in {mention.ticket_id for mention in mentioned_ids(document)}
     assert "- 影響範囲: 個人 → 全社" in document
-    assert "- 優先度: — → #x" in document
+    assert "- 優先度: — → ID x" in document
 
 
 def test_description_edits_are_summarised_not_pasted() -> None:

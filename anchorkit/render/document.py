@@ -416,8 +416,14 @@ def _inline(value: Any) -> str:
 
 def _name(value: Any) -> str:
     if isinstance(value, dict):
-        return _inline(value.get("name") or (f"#{value['id']}" if "id" in value else ""))
+        return _inline(value.get("name") or (_unknown_id(value["id"]) if "id" in value else ""))
     return "" if value is None else _inline(value)
+
+
+def _unknown_id(value: Any) -> str:
+    """A user, status, version, custom field... known only by its id: written ``ID 31``, never ``#31``,
+    which a reader (and a model) takes for a ticket."""
+    return f"ID {value}"
 
 
 def _custom_field_value(value: Any) -> str:
@@ -543,7 +549,7 @@ def _lookup(lookups: Lookups, table: str, value: Any) -> str:
     if value in (None, ""):
         return EMPTY_VALUE
     entry = lookups.get(table, {}).get(str(value))
-    return _name(entry) if entry else f"#{_inline(value)}"
+    return _name(entry) if entry else _inline(_unknown_id(value))
 
 
 def _change(detail: dict[str, Any], issue: dict[str, Any], lookups: Lookups, options: RenderOptions) -> str:
@@ -584,7 +590,7 @@ def _custom_field_name(field_id: str, issue: dict[str, Any], lookups: Lookups) -
     for custom_field in issue.get("custom_fields") or []:
         if isinstance(custom_field, dict) and str(custom_field.get("id")) == field_id:
             return _name(custom_field.get("name"))
-    return f"#{_inline(field_id)}"
+    return _inline(_unknown_id(field_id))
 
 
 def history_journals(issue: dict[str, Any], lookups: Lookups, options: RenderOptions) -> list[dict[str, Any]]:
