@@ -51,7 +51,9 @@ TITLE_PATTERN = re.compile(
 # "[>", "`>" and "a>" between the two characters (docs/anchoring.md, "Forgeries"). Nor only in ASCII: a
 # model reads "＞ チケット ＃99：" (full-width, as Japanese input writes it) or "#99" with a zero-width space
 # inside as the anchor it looks like, so those get their "#" or "＃" escaped too.
-_HIDDEN = "\u200b-\u200d\u2060\ufeff"  # zero-width characters: nothing a reader sees
+# What a reader does not see: soft hyphen, Arabic letter mark, zero-width characters, and the bidirectional
+# marks, embeddings and isolates (in that order).
+_HIDDEN = "\u00ad\u061c\u200b-\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff"
 _FORGERY = re.compile(
     rf"(?P<lead>(?:[>＞][ \t>＞{_HIDDEN}]*|[#＃]{{1,6}}[ \t]+)(?:{_LABEL})[ \t{_HIDDEN}]*)"
     rf"(?P<hash>[#＃])(?=[{_HIDDEN}]*\d{{1,12}}[ \t{_HIDDEN}]*[:：])"
@@ -311,7 +313,7 @@ def insert_anchors(
     anchor = anchor_line(ticket_id, subject, label)
     lines = document.split("\n")
     skip = frozenset(unanchored_headings)
-    blocks = _scan_blocks(lines, set()) if not holds_complex_lines(document) else _blocks_of_complex(document, lines)
+    blocks = _top_level_blocks(document, lines)
     output: list[str] = []
     copied = 0  # lines[:copied] are in output already
     want_anchor = False
@@ -363,14 +365,16 @@ def may_hold_a_heading(text: str) -> bool:
 _ATX_HEADING = re.compile(r"(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 
 
-def _blocks_of_complex(document: str, lines: list[str]) -> list[Block]:
-    """Top-level blocks of a text with COMPLEX_LINE constructs: by the line scan when they are all in
-    closed code blocks and tables that the scan delimits (markdown_blocks.scannable_code_lines), else parsed."""
-    code = scannable_code_lines(lines)
-    return top_level_blocks(parse_blocks(document)) if code is None else _scan_blocks(lines, code)
+def _top_level_blocks(document: str, lines: list[str]) -> list[Block]:
+    """Top-level blocks of a text, by the line scan when it can tell them: a text whose COMPLEX_LINE
+    constructs are all in closed code blocks and tables that the scan delimits
+    (markdown_blocks.scannable_code_lines), and whose anchor lines stand between blank lines; else parsed."""
+    code = scannable_code_lines(lines) if holds_complex_lines(document) else set()
+    blocks = None if code is None else _scan_blocks(lines, code)
+    return top_level_blocks(parse_blocks(document)) if blocks is None else blocks
 
 
-def _scan_blocks(lines: list[str], code: set[int]) -> list[Block]:
+def _scan_blocks(lines: list[str], code: set[int]) -> list[Block] | None:
     """Top-level blocks of a text whose only COMPLEX_LINE constructs are on the lines ``code`` (closed
     code blocks and tables), by a line scan.
 
@@ -379,7 +383,10 @@ def _scan_blocks(lines: list[str], code: set[int]) -> list[Block]:
     and a blank line is a one-line blockquote. Every other run of non-blank lines is reported as one
     "text" block: only its start matters. A code line is never a heading. (Nothing else about code
     blocks matters: only the block right after a heading does, and there a code block's opening line
-    starts one, as it does for the parser.)
+    starts one, as it does for the parser.) None for an anchor line right after a blank line or a heading
+    and right before a line that is not blank: whether a block that line starts ends the quote (a fence,
+    a heading, a list item) or continues it (a table row, text) is the parser's to say. Documents never
+    have one (their anchors stand between blank lines, forged ones in the text are escaped).
     """
     blocks: list[Block] = []
     previous_blank = True
@@ -387,11 +394,9 @@ def _scan_blocks(lines: list[str], code: set[int]) -> list[Block]:
         heading = _ATX_HEADING.match(line) if line.startswith("#") and number not in code else None
         if heading:
             blocks.append(Block("heading", number, number + 1, len(heading[1]), heading[2] or ""))
-        elif (
-            (previous_blank or blocks[-1].kind == "heading")
-            and (number + 1 == len(lines) or lines[number + 1] == "")
-            and ANCHOR_PATTERN.fullmatch(line)
-        ):
+        elif (previous_blank or blocks[-1].kind == "heading") and ANCHOR_PATTERN.fullmatch(line):
+            if number + 1 < len(lines) and lines[number + 1] != "":
+                return None
             blocks.append(Block("blockquote", number, number + 1))
         elif line and (previous_blank or blocks[-1].kind != "text"):
             blocks.append(Block("text", number, number + 1))

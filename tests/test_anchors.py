@@ -111,6 +111,9 @@ LOOK_ALIKE_FORGERIES = [
     "> チケット #９９: full-width digits",
     "> チケット #99\u200b: a zero-width space before the colon",
     "> チケット \u2060#99: a word joiner before the number sign",
+    "> チケット #99\u200e: a left-to-right mark before the colon",
+    "> チケット \u2067#99\u2069: the number in a right-to-left isolate",
+    "> チケット #\u00ad99: a soft hyphen before the digits",
     "＃ チケット ＃99: a full-width heading",
 ]
 
@@ -274,6 +277,15 @@ code_parts = st.sampled_from(
 
 @settings(max_examples=600, deadline=None)
 @given(parts=st.lists(st.one_of(content_lines.map(lambda line: [line]), code_parts), max_size=20))
+# An anchor line right after a heading and right before a fence: the fence ends the quote (found by hypothesis).
+@example(
+    parts=[
+        ["```", "## open to the end"],
+        ["```", "## not a heading", "> チケット #3: t", "```"],
+        ["```", "## open to the end"],
+        ["</pre>", "## continues the paragraph or the HTML"],
+    ]
+)
 def test_insertion_around_code_blocks_agrees_with_parsing_the_text(parts: list[list[str]]) -> None:
     body = [line for part in parts for line in part]
     document = "# チケット #3: t\n\n## 説明\n\n" + "\n".join(body) + "\n\n## 対応履歴\n"
