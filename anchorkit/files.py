@@ -205,3 +205,13 @@ def check_writable_folder(path: Path, what: str) -> None:
     except OSError as error:
         inside = "" if existing == path else f" (cannot create it in {existing})"
         raise UsageError(f"{what} {path} is not writable{inside}: {error.strerror or error}") from None
+
+
+def check_writable_file(path: Path, what: str) -> None:
+    """A usage error (one line, exit 2) unless ``path`` can be written as a file: it is no folder, and its
+    folder is, or can be created as, one we may write in (checked as :func:`check_writable_folder` does,
+    by trying). For a file a command writes (a page besides its output, or its output file): checked
+    before any work or output, so that exit 2 still means nothing was done."""
+    if path.is_dir():
+        raise UsageError(f"{what} {path} is a folder, not a file")
+    check_writable_folder(path.parent, f"{what} {path}: its folder")

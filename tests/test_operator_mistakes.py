@@ -24,6 +24,8 @@ from anchorkit.source import snapshot
 
 runner = CliRunner()
 UNREACHABLE_REDMINE = "http://127.0.0.1:9"  # the discard port: nothing listens there
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+EVAL = FIXTURES / "eval"
 
 
 def one_line_error(result: Result, code: int) -> str:
@@ -437,3 +439,32 @@ def test_a_missing_destination_names_the_argument_that_gives_it(
     result = runner.invoke(app, ["sync", "--url", UNREACHABLE_REDMINE, "--snapshot", "snap", "--out", "out"])
     line = one_line_error(result, 2)
     assert "dest (the DEST argument, ANCHORKIT_DEST" in line and "--dest" not in line
+
+
+# --------------------------------------------------------------------------------------------------
+# 8. A path typed wrong: one line naming it as it was given, exit 2, and nothing printed or written
+
+
+WRITING_A_FILE = {
+    "verify": ["verify", "-r", str(EVAL / "retrieval-chunks.json"), "-a", str(EVAL / "answer.txt"), "--html"],
+    "eval": ["eval", str(EVAL / "cases.jsonl"), "--html"],
+    "stats": ["stats", str(FIXTURES), "--tokenizer", "approx", "--lengths", "none", "--html"],
+    "inject": ["inject", str(EVAL / "retrieval-bedrock.json"), "--out"],
+}
+
+
+@pytest.mark.parametrize("command", list(WRITING_A_FILE))
+@pytest.mark.parametrize("where", ["read-only folder", "folder that is a file"])
+def test_a_file_that_cannot_be_written_stops_the_command_before_any_work_or_output(
+    command: str, where: str, read_only_folder: Path, tmp_path: Path
+) -> None:
+    """Exit 2 means nothing was done: verify used to print the filtered answer, then fail on --html."""
+    (tmp_path / "notes.txt").write_text("not a folder\n")
+    folder = read_only_folder if where == "read-only folder" else tmp_path / "notes.txt"
+    written = folder / "report.html"
+    result = runner.invoke(app, [*WRITING_A_FILE[command], str(written)])
+
+    option = WRITING_A_FILE[command][-1]
+    reason = "is not writable: " if where == "read-only folder" else "is a file, not a folder"
+    assert one_line_error(result, 2).startswith(f"error: {option} {written}: its folder {folder} {reason}")
+    assert result.stdout == ""
