@@ -182,6 +182,13 @@ def write_if_changed(path: Path, data: bytes) -> bool:
     return sync_file(path, data) != "unchanged"
 
 
+def check_existing_folder(path: Path) -> None:
+    """A usage error (one line, exit 2) unless ``path`` is a folder, for a folder a command reads (its
+    source): ``nosuch: no such folder``, ``notes.txt: not a folder``, the path as the user gave it."""
+    if not path.is_dir():
+        raise UsageError(f"{path}: {'not a folder' if path.exists() else 'no such folder'}")
+
+
 def check_writable_folder(path: Path, what: str) -> None:
     """A usage error (one line, exit 2) unless ``path`` is, or can be created as, a folder we may write in.
 

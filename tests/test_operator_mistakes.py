@@ -468,3 +468,45 @@ def test_a_file_that_cannot_be_written_stops_the_command_before_any_work_or_outp
     reason = "is not writable: " if where == "read-only folder" else "is a file, not a folder"
     assert one_line_error(result, 2).startswith(f"error: {option} {written}: its folder {folder} {reason}")
     assert result.stdout == ""
+
+
+SOURCES = {
+    "transform": ["transform", "{path}", "--out", "out"],
+    "transform --check": ["transform", "{path}", "--out", "out", "--check"],
+    "chunk --out": ["chunk", "{path}", "--out", "chunks"],
+    "chunk --jsonl": ["chunk", "{path}", "--jsonl", "chunks.jsonl"],
+    "upload": ["upload", "{path}", "published"],
+}
+
+
+@pytest.mark.parametrize("command", list(SOURCES))
+def test_a_source_folder_that_is_not_there_is_named_as_given(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not `nosuch/issues: not a snapshot`, nor `neither a snapshot nor a folder of documents`."""
+    monkeypatch.chdir(tmp_path)
+    Path("notes.txt").write_text("not a folder\n")
+    for path, said in (("nosuch", "no such folder"), ("notes.txt", "not a folder")):
+        argv = [arg.format(path=path) for arg in SOURCES[command]]
+        assert one_line_error(runner.invoke(app, argv), 2) == f"error: {path}: {said}"
+    assert sorted(entry.name for entry in tmp_path.iterdir()) == ["notes.txt"], "nothing was created"
+
+
+def test_a_file_a_command_reads_that_is_not_there_is_named_as_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    answer, retrieval = str(EVAL / "answer.txt"), str(EVAL / "retrieval-chunks.json")
+    runs = {
+        "stats": (["stats", "nosuch"], "nosuch: not a folder, nor a chunk or log file (no such path)"),
+        "eval": (["eval", "nosuch.jsonl"], "nosuch.jsonl: No such file or directory"),
+        "inject": (["inject", "nosuch.json"], "nosuch.json: No such file or directory"),
+        "verify -r": (["verify", "-r", "nosuch.json", "-a", answer], "nosuch.json: No such file or directory"),
+        "verify -a": (["verify", "-r", retrieval, "-a", "nosuch.txt"], "nosuch.txt: No such file or directory"),
+        "verify --context": (
+            ["verify", "-r", retrieval, "-a", answer, "--context", "nosuch.txt"],
+            "nosuch.txt: No such file or directory",
+        ),
+    }
+    for argv, said in runs.values():
+        assert one_line_error(runner.invoke(app, argv), 2) == f"error: {said}"
