@@ -510,3 +510,33 @@ def test_a_file_a_command_reads_that_is_not_there_is_named_as_given(
     }
     for argv, said in runs.values():
         assert one_line_error(runner.invoke(app, argv), 2) == f"error: {said}"
+
+
+def test_a_local_state_that_is_not_there_is_not_shown_as_an_empty_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("notes.txt").write_text("not a folder\n")
+    for state, said in (("nosuch-state", "no such folder"), ("notes.txt", "a file, not a folder")):
+        for argv in (["state", "show", state], ["state", "break-lease", state, "--holder", "h"]):
+            assert one_line_error(runner.invoke(app, argv), 2) == f"error: no sync state at {state}: {said}"
+    assert sorted(entry.name for entry in tmp_path.iterdir()) == ["notes.txt"], "nothing was created"
+
+    Path("new-state").mkdir()  # where no run has committed yet: shown as such
+    shown = runner.invoke(app, ["state", "show", "new-state"])
+    assert shown.exit_code == 0 and shown.stdout.startswith("state new-state (empty: no run committed yet)\n")
+
+
+@pytest.mark.s3
+def test_an_s3_state_that_is_not_there_is_not_shown_as_an_empty_one(
+    s3_server: S3Server, s3_prefix: str, aws_environment: None
+) -> None:
+    endpoint = ["--endpoint-url", s3_server.endpoint_url]
+    for state, said in (
+        (f"s3://{s3_server.bucket}/{s3_prefix}-state/", "no object under this prefix"),
+        (f"s3://no-such-bucket-here/{s3_prefix}-state/", "the bucket no-such-bucket-here does not exist"),
+    ):
+        for argv in (["state", "show", state], ["state", "break-lease", state, "--holder", "h"]):
+            result = runner.invoke(app, [*argv, *endpoint, "--json"])
+            assert one_line_error(result, 2) == f"error: no sync state at {state}: {said}"
+            assert json.loads(result.stdout)["error"] == f"no sync state at {state}: {said}"
