@@ -182,6 +182,13 @@ def write_if_changed(path: Path, data: bytes) -> bool:
     return sync_file(path, data) != "unchanged"
 
 
+def check_existing_folder(path: Path) -> None:
+    """A usage error (one line, exit 2) unless ``path`` is a folder, for a folder a command reads (its
+    source): ``nosuch: no such folder``, ``notes.txt: not a folder``, the path as the user gave it."""
+    if not path.is_dir():
+        raise UsageError(f"{path}: {'not a folder' if path.exists() else 'no such folder'}")
+
+
 def check_writable_folder(path: Path, what: str) -> None:
     """A usage error (one line, exit 2) unless ``path`` is, or can be created as, a folder we may write in.
 
@@ -205,3 +212,13 @@ def check_writable_folder(path: Path, what: str) -> None:
     except OSError as error:
         inside = "" if existing == path else f" (cannot create it in {existing})"
         raise UsageError(f"{what} {path} is not writable{inside}: {error.strerror or error}") from None
+
+
+def check_writable_file(path: Path, what: str) -> None:
+    """A usage error (one line, exit 2) unless ``path`` can be written as a file: it is no folder, and its
+    folder is, or can be created as, one we may write in (checked as :func:`check_writable_folder` does,
+    by trying). For a file a command writes (a page besides its output, or its output file): checked
+    before any work or output, so that exit 2 still means nothing was done."""
+    if path.is_dir():
+        raise UsageError(f"{what} {path} is a folder, not a file")
+    check_writable_folder(path.parent, f"{what} {path}: its folder")

@@ -319,7 +319,7 @@ def test_a_jsonl_that_is_a_folder_or_under_a_file_is_named_as_given(snapshot: Pa
 def test_a_source_that_is_no_folder_of_tickets_is_a_usage_error(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("not tickets")
     code, _, stderr = run(str(tmp_path / "notes.txt"), "--jsonl", "a.jsonl")
-    assert code == 2 and "neither a snapshot nor a folder of documents" in stderr
+    assert code == 2 and stderr == f"error: {tmp_path / 'notes.txt'}: not a folder\n"
 
 
 def test_transforms_out_setting_is_not_the_chunk_folder(snapshot: Path, monkeypatch: pytest.MonkeyPatch) -> None:

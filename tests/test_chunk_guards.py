@@ -59,7 +59,8 @@ def test_a_source_that_is_neither_a_snapshot_nor_documents_is_refused_and_the_ch
         source.mkdir()
     code, stdout, stderr = run(str(source), target, str(chunks), "--json")
     assert code == 2 and json.loads(stdout)["exit_code"] == 2
-    assert f"{source}: neither a snapshot nor a folder of documents" in stderr
+    said = "no such folder" if wrong == "missing" else "neither a snapshot nor a folder of documents"
+    assert f"{source}: {said}" in stderr
     assert contents(chunks) == before
 
 

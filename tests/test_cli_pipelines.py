@@ -69,6 +69,7 @@ def test_verify_json_is_the_only_thing_on_stdout_and_quiet_keeps_only_the_produc
 
 def quiet_runs(tmp_path: Path) -> dict[str, tuple[str | Path, ...]]:
     write_ticket(tmp_path / "docs", 1)
+    (tmp_path / "state").mkdir()  # a state no run has committed to yet
     return {
         "transform": ("transform", FIXTURES, "--out", tmp_path / "out"),
         "upload": ("upload", tmp_path / "docs", tmp_path / "published"),
@@ -159,6 +160,7 @@ def test_inject_and_state_show_json_carry_ok(tmp_path: Path) -> None:
     unknown.write_text(json.dumps([{"id": "x", "text": "本文", "uri": "https://wiki/page"}]), encoding="utf-8")
     code, out, _ = invoke("inject", unknown, "--out", tmp_path / "b.json", "--json", "--strict")
     assert code == 1 and json.loads(out)["ok"] is False  # a chunk got no anchor: the exit code and "ok" agree
+    (tmp_path / "state").mkdir()  # no run has committed to it yet
     code, out, _ = invoke("state", "show", tmp_path / "state", "--json")
     assert code == 0 and json.loads(out)["ok"] is True and json.loads(out)["exists"] is False
 

@@ -24,6 +24,8 @@ from anchorkit.source import snapshot
 
 runner = CliRunner()
 UNREACHABLE_REDMINE = "http://127.0.0.1:9"  # the discard port: nothing listens there
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+EVAL = FIXTURES / "eval"
 
 
 def one_line_error(result: Result, code: int) -> str:
@@ -437,3 +439,104 @@ def test_a_missing_destination_names_the_argument_that_gives_it(
     result = runner.invoke(app, ["sync", "--url", UNREACHABLE_REDMINE, "--snapshot", "snap", "--out", "out"])
     line = one_line_error(result, 2)
     assert "dest (the DEST argument, ANCHORKIT_DEST" in line and "--dest" not in line
+
+
+# --------------------------------------------------------------------------------------------------
+# 8. A path typed wrong: one line naming it as it was given, exit 2, and nothing printed or written
+
+
+WRITING_A_FILE = {
+    "verify": ["verify", "-r", str(EVAL / "retrieval-chunks.json"), "-a", str(EVAL / "answer.txt"), "--html"],
+    "eval": ["eval", str(EVAL / "cases.jsonl"), "--html"],
+    "stats": ["stats", str(FIXTURES), "--tokenizer", "approx", "--lengths", "none", "--html"],
+    "inject": ["inject", str(EVAL / "retrieval-bedrock.json"), "--out"],
+}
+
+
+@pytest.mark.parametrize("command", list(WRITING_A_FILE))
+@pytest.mark.parametrize("where", ["read-only folder", "folder that is a file"])
+def test_a_file_that_cannot_be_written_stops_the_command_before_any_work_or_output(
+    command: str, where: str, read_only_folder: Path, tmp_path: Path
+) -> None:
+    """Exit 2 means nothing was done: verify used to print the filtered answer, then fail on --html."""
+    (tmp_path / "notes.txt").write_text("not a folder\n")
+    folder = read_only_folder if where == "read-only folder" else tmp_path / "notes.txt"
+    written = folder / "report.html"
+    result = runner.invoke(app, [*WRITING_A_FILE[command], str(written)])
+
+    option = WRITING_A_FILE[command][-1]
+    reason = "is not writable: " if where == "read-only folder" else "is a file, not a folder"
+    assert one_line_error(result, 2).startswith(f"error: {option} {written}: its folder {folder} {reason}")
+    assert result.stdout == ""
+
+
+SOURCES = {
+    "transform": ["transform", "{path}", "--out", "out"],
+    "transform --check": ["transform", "{path}", "--out", "out", "--check"],
+    "chunk --out": ["chunk", "{path}", "--out", "chunks"],
+    "chunk --jsonl": ["chunk", "{path}", "--jsonl", "chunks.jsonl"],
+    "upload": ["upload", "{path}", "published"],
+}
+
+
+@pytest.mark.parametrize("command", list(SOURCES))
+def test_a_source_folder_that_is_not_there_is_named_as_given(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not `nosuch/issues: not a snapshot`, nor `neither a snapshot nor a folder of documents`."""
+    monkeypatch.chdir(tmp_path)
+    Path("notes.txt").write_text("not a folder\n")
+    for path, said in (("nosuch", "no such folder"), ("notes.txt", "not a folder")):
+        argv = [arg.format(path=path) for arg in SOURCES[command]]
+        assert one_line_error(runner.invoke(app, argv), 2) == f"error: {path}: {said}"
+    assert sorted(entry.name for entry in tmp_path.iterdir()) == ["notes.txt"], "nothing was created"
+
+
+def test_a_file_a_command_reads_that_is_not_there_is_named_as_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    answer, retrieval = str(EVAL / "answer.txt"), str(EVAL / "retrieval-chunks.json")
+    runs = {
+        "stats": (["stats", "nosuch"], "nosuch: not a folder, nor a chunk or log file (no such path)"),
+        "eval": (["eval", "nosuch.jsonl"], "nosuch.jsonl: No such file or directory"),
+        "inject": (["inject", "nosuch.json"], "nosuch.json: No such file or directory"),
+        "verify -r": (["verify", "-r", "nosuch.json", "-a", answer], "nosuch.json: No such file or directory"),
+        "verify -a": (["verify", "-r", retrieval, "-a", "nosuch.txt"], "nosuch.txt: No such file or directory"),
+        "verify --context": (
+            ["verify", "-r", retrieval, "-a", answer, "--context", "nosuch.txt"],
+            "nosuch.txt: No such file or directory",
+        ),
+    }
+    for argv, said in runs.values():
+        assert one_line_error(runner.invoke(app, argv), 2) == f"error: {said}"
+
+
+def test_a_local_state_that_is_not_there_is_not_shown_as_an_empty_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("notes.txt").write_text("not a folder\n")
+    for state, said in (("nosuch-state", "no such folder"), ("notes.txt", "a file, not a folder")):
+        for argv in (["state", "show", state], ["state", "break-lease", state, "--holder", "h"]):
+            assert one_line_error(runner.invoke(app, argv), 2) == f"error: no sync state at {state}: {said}"
+    assert sorted(entry.name for entry in tmp_path.iterdir()) == ["notes.txt"], "nothing was created"
+
+    Path("new-state").mkdir()  # where no run has committed yet: shown as such
+    shown = runner.invoke(app, ["state", "show", "new-state"])
+    assert shown.exit_code == 0 and shown.stdout.startswith("state new-state (empty: no run committed yet)\n")
+
+
+@pytest.mark.s3
+def test_an_s3_state_that_is_not_there_is_not_shown_as_an_empty_one(
+    s3_server: S3Server, s3_prefix: str, aws_environment: None
+) -> None:
+    endpoint = ["--endpoint-url", s3_server.endpoint_url]
+    for state, said in (
+        (f"s3://{s3_server.bucket}/{s3_prefix}-state/", "no object under this prefix"),
+        (f"s3://no-such-bucket-here/{s3_prefix}-state/", "the bucket no-such-bucket-here does not exist"),
+    ):
+        for argv in (["state", "show", state], ["state", "break-lease", state, "--holder", "h"]):
+            result = runner.invoke(app, [*argv, *endpoint, "--json"])
+            assert one_line_error(result, 2) == f"error: no sync state at {state}: {said}"
+            assert json.loads(result.stdout)["error"] == f"no sync state at {state}: {said}"

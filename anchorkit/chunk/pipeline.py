@@ -28,7 +28,7 @@ from anchorkit.chunk.writers import (
     write_jsonl_file,
 )
 from anchorkit.errors import UsageError
-from anchorkit.files import check_writable_folder
+from anchorkit.files import check_writable_file, check_writable_folder
 from anchorkit.render.sidecar import check_schema
 from anchorkit.render.transform import TransformOptions
 from anchorkit.settings import default
@@ -136,7 +136,7 @@ def chunk_source(
     if not check and out is not None:
         check_writable_folder(out, "--out")
     elif not check and isinstance(jsonl, Path):
-        check_writable_folder(jsonl.parent, f"--jsonl {jsonl}: its folder")
+        check_writable_file(jsonl, "--jsonl")
     choose_tokenizer(settings.tokenizer, settings.tiktoken_file)  # one that cannot be loaded stops the run here
     if out is not None:
         encoding = ChunkFiles(settings.sidecar_schema, settings.sidecars)

@@ -31,6 +31,7 @@ from anchorkit.chunk.core import DEFAULT_CHUNK_TOKENS, ChunkedTicket, ChunkError
 from anchorkit.chunk.private_notes import without_journal_notes, without_journals
 from anchorkit.chunk.writers import spool_batch
 from anchorkit.errors import UsageError
+from anchorkit.files import check_existing_folder
 from anchorkit.render.document import Lookups, Outline, RenderOptions
 from anchorkit.render.private_marks import PrivateMarks, read_private_marks
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, read_sidecar
@@ -83,6 +84,7 @@ def iter_source(
 
 def _reader(source: Path, options: TransformOptions) -> tuple[list[Any], Callable[[Any], Item]]:
     """The source's tickets (where each is read from), and how one is read."""
+    check_existing_folder(source)
     if looks_like_snapshot(source):
         return list(iter_issue_paths(source)), _snapshot_reader(source, options)
     documents = _document_paths(source) if source.is_dir() else []

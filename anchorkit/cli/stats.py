@@ -122,7 +122,10 @@ def stats_command(
     from anchorkit.audit.html import render_html
     from anchorkit.audit.stats import run_audit
     from anchorkit.cli.verify import write_file
+    from anchorkit.files import check_writable_file
 
+    if html is not None:  # before the documents are measured
+        check_writable_file(html, "--html")
     values = (
         tokenizer
         | jobs

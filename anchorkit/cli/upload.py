@@ -21,7 +21,6 @@ from anchorkit.cli.options import (
     VerboseFlag,
     with_options,
 )
-from anchorkit.errors import UsageError
 from anchorkit.settings import UPLOAD
 
 
@@ -47,11 +46,11 @@ def upload_command(
         anchorkit upload out s3://kb-docs/tickets --delete --dry-run
         anchorkit upload out s3://kb-docs/tickets --delete --sse aws:kms --start-ingestion KB12345678:DS12345678
     """
+    from anchorkit.files import check_existing_folder
     from anchorkit.publish import upload as publish
     from anchorkit.publish.aws import AwsSettings
 
-    if not out.is_dir():
-        raise UsageError(f"{out} is not a folder")
+    check_existing_folder(out)
     values = publishing | destination
     settings = publish.PublishSettings.from_settings(values)
     opened = publish.open_destination(out, dest, settings, AwsSettings.from_settings(values), values["start_ingestion"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
@@ -14,9 +14,6 @@ from anchorkit.cli import output
 from anchorkit.cli.options import CHECKS, GROUP, JsonFlag, OnInvalid, QuietFlag, Values, VerboseFlag, with_options
 from anchorkit.errors import UsageError
 from anchorkit.settings import EVAL, VERIFY, default
-
-if TYPE_CHECKING:
-    from anchorkit.verify.citations import VerifyReport
 
 
 def write_file(path: Path, text: str, option: str) -> None:
@@ -98,29 +95,42 @@ def verify_command(
 
         anchorkit verify --retrieval retrieval.json --answer answer.json --strict --html answer.html
     """
+    from anchorkit.files import check_writable_file
     from anchorkit.verify.citations import VerifyOptions, verify_citations
     from anchorkit.verify.html import PageRecord, render_report, render_reports
     from anchorkit.verify.ids import valid_ids
     from anchorkit.verify.shapes import read_inputs
 
+    if html is not None:
+        check_writable_file(html, "--html")
     options = VerifyOptions.from_settings(checks | {"on_invalid": on_invalid})
     inputs = read_inputs(retrieval, answer, context or [])
     extra_valid = valid_ids(inputs.context_chunks, options.uri_pattern)
     several = len(inputs.answers) > 1 or bool(inputs.errors)
-    critical = False
-    paged: list[tuple[str, VerifyReport]] = []  # for --html
-    for origin, parsed_answer in inputs.answers:
-        report = verify_citations(
-            parsed_answer,
-            inputs.chunks,
-            context=inputs.context_texts,
-            extra_valid_ids=extra_valid,
-            options=options,
-            notes=inputs.notes,
+    reports = [
+        (
+            origin,
+            verify_citations(
+                parsed_answer,
+                inputs.chunks,
+                context=inputs.context_texts,
+                extra_valid_ids=extra_valid,
+                options=options,
+                notes=inputs.notes,
+            ),
         )
-        critical = critical or report.critical > 0
-        if html is not None:
-            paged.append((origin, report))
+        for origin, parsed_answer in inputs.answers
+    ]
+    if html is not None:  # before any output: a page that cannot be written (exit 2) leaves stdout empty
+        files = [("retrieval", retrieval), ("answer", answer or retrieval), *(("context", c) for c in context or [])]
+        record = PageRecord.of_files(options, *files)
+        page = (
+            render_reports(reports, record=record, errors=inputs.errors)
+            if several
+            else render_report(reports[0][1], record=record)
+        )
+        write_file(html, page, "--html")
+    for origin, report in reports:
         if json_output and several:  # JSON Lines: one compact object per answer
             line = json.dumps({"origin": origin, **report.to_json()}, ensure_ascii=False, sort_keys=True)
             sys.stdout.write(line + "\n")
@@ -130,15 +140,7 @@ def verify_command(
             output.print_verify_report(report, origin if several else None)
     for error in inputs.errors:  # an answer line that failed (exit 1); the others were verified
         output.print_problem("failed", error)
-    if html is not None:
-        files = [("retrieval", retrieval), ("answer", answer or retrieval), *(("context", c) for c in context or [])]
-        record = PageRecord.of_files(options, *files)
-        page = (
-            render_reports(paged, record=record, errors=inputs.errors)
-            if several
-            else render_report(paged[0][1], record=record)
-        )
-        write_file(html, page, "--html")
+    critical = any(report.critical > 0 for _, report in reports)
     if inputs.errors or (checks["strict"] and critical):
         raise typer.Exit(1)
 
@@ -197,10 +199,13 @@ def eval_command(
 
         anchorkit eval cases.jsonl --min-grounding 0.8 --max-phantom-rate 0 --html eval.html
     """
+    from anchorkit.files import check_writable_file
     from anchorkit.verify.citations import VerifyOptions
     from anchorkit.verify.evaluation import EvalGates, evaluate, load_cases
     from anchorkit.verify.shapes import input_errors
 
+    if html is not None:  # before the cases are evaluated
+        check_writable_file(html, "--html")
     options = VerifyOptions.from_settings(checks)
     gates = EvalGates(min_grounding, max_phantom_rate, checks["strict"])
     with input_errors():
@@ -281,11 +286,14 @@ def inject_command(
         anchorkit inject - < retrieval.json > retrieval-anchored.json
     """
     from anchorkit.anchors import DEFAULT_LABEL, check_label
+    from anchorkit.files import check_writable_file
     from anchorkit.verify.ids import checked_uri_pattern
     from anchorkit.verify.inject import anchor_chunks
     from anchorkit.verify.shapes import input_errors, load_retrieval_json
 
     check_label(label)
+    if inject_out is not None:  # before the retrieval is read (stdin cannot be read twice)
+        check_writable_file(inject_out, "--out")
     pattern = checked_uri_pattern(uri_pattern)
     with input_errors():
         report = anchor_chunks(

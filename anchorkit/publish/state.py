@@ -558,6 +558,26 @@ def open_store(
     return S3StateStore(client, location, lease_seconds)
 
 
+def absence(store: StateStore) -> str | None:
+    """Why the store's location holds no state at all, most likely a mistyped one: a local folder that does
+    not exist or is a file, an S3 prefix with no object under it (one ListObjectsV2 of at most one key) or
+    in a bucket that does not exist. None when the location exists, whether a run has committed there yet
+    or not."""
+    if isinstance(store, LocalStateStore):
+        root = store.root
+        return None if root.is_dir() else "a file, not a folder" if root.exists() else "no such folder"
+    if isinstance(store, S3StateStore):
+        location = store.location
+        try:
+            listed = store.client.list_objects_v2(Bucket=location.bucket, Prefix=location.prefix, MaxKeys=1)
+        except ClientError as error:
+            if error_code(error) != "NoSuchBucket":
+                raise
+            return f"the bucket {location.bucket} does not exist"
+        return None if listed.get("Contents") else "no object under this prefix"
+    return None
+
+
 def check_state_apart(state: S3Location | Path, documents: S3Location | Path, folder_name: str = "documents'") -> None:
     """A state inside the documents' prefix would be ingested as documents (and the reverse deleted);
     inside a snapshot folder (``folder_name="snapshot"``) its issues/ would be the snapshot's."""

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from anchorkit.errors import UsageError
-from anchorkit.files import write_if_changed
+from anchorkit.files import check_existing_folder, write_if_changed
 from anchorkit.untrusted import JSONOverLimit, parse_json
 
 ISSUES_DIR = "issues"
@@ -27,6 +27,7 @@ class SnapshotError(UsageError):
 
 def iter_issue_paths(snapshot_dir: Path) -> Iterator[Path]:
     """The issue files of a snapshot, in ticket-id order (numeric names first, then the rest)."""
+    check_existing_folder(snapshot_dir)  # a mistyped path is no "<path>/issues: not a snapshot"
     issues_dir = snapshot_dir / ISSUES_DIR
     if not issues_dir.is_dir():
         raise SnapshotError(f"{issues_dir}: not a snapshot (no {ISSUES_DIR}/ folder)")

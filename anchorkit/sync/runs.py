@@ -122,8 +122,13 @@ def pull_into_state(
 
 
 def open_state(state_url: str, aws: AwsSettings) -> states.StateStore:
-    """The store a `state` command looks at."""
-    return states.open_store(parse_location(state_url, "--state"), aws, publishing.PublishSettings())
+    """The store a `state` command looks at; a :class:`states.StateError` (exit 2) when its location does
+    not exist (``states.absence``): a mistyped state is not shown as an empty one."""
+    store = states.open_store(parse_location(state_url, "--state"), aws, publishing.PublishSettings())
+    absent = states.absence(store)
+    if absent is not None:
+        raise states.StateError(f"no sync state at {store.describe()}: {absent}")
+    return store
 
 
 @dataclass(frozen=True)
