@@ -132,6 +132,28 @@ def test_a_broken_config_file_is_a_usage_error_naming_it(tmp_path: Path) -> None
     assert result.stderr.strip() == f"error: {tmp_path / 'anchorkit.toml'}: unknown setting 'layuot'"
 
 
+@pytest.mark.parametrize(
+    ("command", "named"),
+    [
+        (["transform", str(FIXTURES), "--out", ""], "the value of --out"),
+        (["transform", str(FIXTURES), "--out="], "the value of --out"),
+        (["upload", "", "published"], "an argument"),
+        (["chunk", str(FIXTURES), "--jsonl", "", "--json"], "the value of --jsonl"),
+    ],
+)
+def test_an_empty_argument_is_refused_not_read_as_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str], named: str
+) -> None:
+    # `--out "$OUT"` with OUT unset: Python reads "" as ".", where the run would write (or publish from).
+    (tmp_path / "notes.md").write_text("mine", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, command)
+    assert result.exit_code == 2 and f"{named} is empty" in flat(result.output)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.md"]
+    if "--json" in command:
+        assert json.loads(result.stdout)["ok"] is False
+
+
 def test_redmine_url_and_a_comma_separated_project_list_reach_pull(tmp_path: Path) -> None:
     result = runner.invoke(
         app,

@@ -33,6 +33,7 @@ from anchorkit.settings import SETTINGS_BY_NAME, SYNC, config_values
 
 # What a problem is called on stderr, by the exit code it ends the run with.
 JSON_OUTPUT = "anchorkit.json_output"  # ctx.meta: the command line asks for --json
+EMPTY_ARGUMENT = "anchorkit.empty_argument"  # ctx.meta: which argument is empty, if one is
 PROBLEM_KINDS = {EXIT_FAILED: "failed", EXIT_USAGE: "error", EXIT_LOCKED: "stopped"}
 # The help panels of the commands with many options.
 PANELLED_COMMANDS = ("sync", "pull")
@@ -125,12 +126,15 @@ class AnchorkitGroup(HelpGroup):
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         # Read before click parses the command: a usage error (a bad option value) must answer in JSON too.
         ctx.meta[JSON_OUTPUT] = "--json" in args
+        ctx.meta[EMPTY_ARGUMENT] = empty_argument(args)
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:
         output.set_verbosity(verbose=False, quiet=False)  # per run: tests invoke many runs in one process
         json_output = ctx.meta.get(JSON_OUTPUT, False)
         try:
+            if (empty := ctx.meta.get(EMPTY_ARGUMENT)) is not None:
+                raise ClickUsageError(f"{empty} is empty (an unset variable?); for the current folder, give .", ctx)
             return super().invoke(ctx)
         except ClickUsageError as error:  # click prints it on stderr, as for any command
             if json_output:
@@ -152,6 +156,18 @@ class AnchorkitGroup(HelpGroup):
         if json_output:  # a script reading stdout gets an answer too
             output.print_json({"ok": False, "error": message, "exit_code": code})
         raise typer.Exit(code)
+
+
+def empty_argument(args: list[str]) -> str | None:
+    """The first empty argument, named (``--out "$OUT"`` with OUT unset); None if there is none. Refused
+    rather than read: a path given as "" is the current folder to Python, where such a run would write,
+    upload or delete; and an empty variable counts as unset, so that nothing can mean an empty value."""
+    for index, arg in enumerate(args):
+        if arg == "":
+            return f"the value of {args[index - 1]}" if index and args[index - 1].startswith("-") else "an argument"
+        if arg.startswith("--") and arg.endswith("="):
+            return f"the value of {arg[:-1]}"
+    return None
 
 
 def command_names(commands: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
