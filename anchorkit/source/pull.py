@@ -444,6 +444,8 @@ def read_api_key(api_key_file: Path | None, environ: Mapping[str, str], warn: Ca
     """The key from ``api_key_file``, else ``$REDMINE_API_KEY``; a usage error (exit 2) when there is none.
     A key file other users may read is a leaked key on a shared runner: ``warn`` says so (the run goes on)."""
     if api_key_file is not None:
+        if api_key_file.is_dir():  # said first: a folder's usual mode would get "chmod 600" advice
+            raise UsageError(f"--api-key-file {api_key_file} is a folder, not a file holding the API key")
         with contextlib.suppress(OSError):  # reading it reports the problem
             mode = api_key_file.stat().st_mode
             if mode & (stat.S_IRGRP | stat.S_IROTH):
