@@ -36,7 +36,7 @@ from anchorkit.settings import TEXT_FORMATS, default
 from anchorkit.source import privacy, snapshot
 from anchorkit.source.lookups import LookupFetcher, Names, fill_missing, names_in_issue
 from anchorkit.source.notes import NoteNumbering, numbered_if_complete
-from anchorkit.source.redmine import RedirectRefused, RedmineClient, RedmineError, RetryPolicy
+from anchorkit.source.redmine import IssuePage, RedirectRefused, RedmineClient, RedmineError, RetryPolicy
 from anchorkit.untrusted import public_url
 
 DEFAULT_TEXT_FORMAT = TEXT_FORMATS[0]  # Redmine's own default, recorded in a new snapshot
@@ -228,22 +228,36 @@ class Puller:
     def list_and_dispatch(
         self, executor: ThreadPoolExecutor, scopes: list[str | None], updated_since: str | None
     ) -> None:
-        for scope in scopes:
-            after_id = 0
-            while True:
-                try:
-                    page = self.client.issue_page(after_id, scope, updated_since)
-                except RedmineError as error:
-                    self.report.listing_complete = False
-                    where = f"of project {scope!r} " if scope else ""
-                    hint = " (no such project, or not visible with this key)" if scope and error.status == 404 else ""
-                    self.report.errors.append(redact(f"listing {where}failed: {error}{hint}", self.api_key))
-                    return
+        # Every project's first page before any issue is fetched: a --project Redmine does not show is
+        # refused (PullError) before anything is stored.
+        first_pages = [(scope, self.page(0, scope, updated_since)) for scope in scopes]
+        for scope, page in first_pages:
+            while page is not None:
                 for summary in page.issues:
                     self.dispatch(executor, summary)
                 if not page.issues or len(page.issues) >= page.total_count:
                     break
-                after_id = int(page.issues[-1]["id"])
+                page = self.page(int(page.issues[-1]["id"]), scope, updated_since)
+            if page is None:  # a failed page: the listing is incomplete, and listing the rest is no use
+                return
+
+    def page(self, after_id: int, scope: str | None, updated_since: str | None) -> IssuePage | None:
+        """A listing page; None (an error in the report) when it failed after its retries."""
+        if not self.report.listing_complete:
+            return None
+        try:
+            return self.client.issue_page(after_id, scope, updated_since)
+        except RedmineError as error:
+            if scope and after_id == 0 and error.status in (403, 404):
+                # Redmine answers 404 for a project it does not have, 403 for one the key may not see.
+                raise PullError(
+                    f"--project {scope}: Redmine at {redact(url_host(self.client.url), self.api_key)} has no such "
+                    f"project, or this API key may not see its issues (HTTP {error.status})"
+                ) from None
+            self.report.listing_complete = False
+            where = f"of project {scope!r} " if scope else ""
+            self.report.errors.append(redact(f"listing {where}failed: {error}", self.api_key))
+            return None
 
     def dispatch(self, executor: ThreadPoolExecutor, summary: dict[str, Any]) -> None:
         issue_id = int(summary["id"])
