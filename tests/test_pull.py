@@ -201,15 +201,15 @@ def test_incremental_pulls_fetch_only_what_changed(
     before = issue_files(tmp_path)
 
     idle = pull_desk(redmine_server.url, tmp_path, key, desk)
-    assert (idle.full, idle.fetched, idle.requests) == (False, 0, 2), (
-        "the key check and one list request, lookups cached"
+    assert (idle.full, idle.fetched, idle.requests) == (False, 0, 3), (
+        "the key check, the custom field definitions (an administrator's key) and one list request, lookups cached"
     )
     assert issue_files(tmp_path) == before
 
     time.sleep(1.1)  # updated_on has one-second resolution
     redmine_admin.add_note(desk.printer, "トナー交換で解決")
     changed = pull_desk(redmine_server.url, tmp_path, key, desk)
-    assert (changed.fetched, changed.requests) == (1, 3), "the key, the list page and exactly the changed issue"
+    assert (changed.fetched, changed.requests) == (1, 4), "the key, the fields, the list page and the changed issue"
     assert stored(tmp_path, desk.printer)["issue"]["journals"][-1]["notes"] == "トナー交換で解決"
     assert snapshot.load_state(tmp_path)["cursor"] == stored(tmp_path, desk.printer)["issue"]["updated_on"]
 
