@@ -112,6 +112,9 @@ SETTINGS: tuple[Setting, ...] = (
     _s("include_private", bool, False, *_REDMINE, TRANSFORM, CHUNK),
     _s("api_key_file", Path, None, *_REDMINE),
     _s("full_every", int, 10, *_REDMINE, min=0),
+    # How stale a stored issue may get: what Redmine does not date (a note made private, edited or deleted,
+    # a custom field restricted) reaches the snapshot within this long. One request per issue each time.
+    _s("refetch_every", float, 24 * 3600, *_REDMINE, min=0),
     _s("overlap", float, 120, *_REDMINE, min=0),
     _s("lookups_max_age", float, 24 * 3600, *_REDMINE, min=0),
     _s("text_format", str, None, *_REDMINE, TRANSFORM, CHUNK, choices=TEXT_FORMATS),

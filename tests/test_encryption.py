@@ -211,3 +211,16 @@ def test_an_api_key_file_other_users_can_read_is_warned_about_without_showing_th
     assert f"warning: {key_file} is readable by other users (mode 0644); chmod 600 {key_file}" in shared.stderr
     assert "readable by other users" not in private.stderr
     assert "0123456789abcdef" not in shared.output + private.output
+
+
+def test_an_api_key_file_that_is_a_folder_is_said_to_be_one_without_a_warning_first(tmp_path: Path) -> None:
+    folder = tmp_path / "keys"
+    folder.mkdir(mode=0o755)  # readable by others, as folders usually are: no "chmod 600" advice for it
+    folder.chmod(0o755)
+    argv = ["pull", "--url", "http://127.0.0.1:9", "--snapshot", str(tmp_path / "snap"), "--api-key-file", str(folder)]
+
+    result = runner.invoke(app, argv)
+
+    assert result.exit_code == 2
+    assert result.stderr == f"error: --api-key-file {folder} is a folder, not a file holding the API key\n"
+    assert not (tmp_path / "snap").exists()

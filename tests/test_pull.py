@@ -201,15 +201,15 @@ def test_incremental_pulls_fetch_only_what_changed(
     before = issue_files(tmp_path)
 
     idle = pull_desk(redmine_server.url, tmp_path, key, desk)
-    assert (idle.full, idle.fetched, idle.requests) == (False, 0, 2), (
-        "the key check and one list request, lookups cached"
+    assert (idle.full, idle.fetched, idle.requests) == (False, 0, 3), (
+        "the key check, the custom field definitions (an administrator's key) and one list request, lookups cached"
     )
     assert issue_files(tmp_path) == before
 
     time.sleep(1.1)  # updated_on has one-second resolution
     redmine_admin.add_note(desk.printer, "トナー交換で解決")
     changed = pull_desk(redmine_server.url, tmp_path, key, desk)
-    assert (changed.fetched, changed.requests) == (1, 3), "the key, the list page and exactly the changed issue"
+    assert (changed.fetched, changed.requests) == (1, 4), "the key, the fields, the list page and the changed issue"
     assert stored(tmp_path, desk.printer)["issue"]["journals"][-1]["notes"] == "トナー交換で解決"
     assert snapshot.load_state(tmp_path)["cursor"] == stored(tmp_path, desk.printer)["issue"]["updated_on"]
 
@@ -524,3 +524,38 @@ def test_kill_9_mid_run_then_rerun_converges_without_refetching(
     assert issue_files(crashed) == issue_files(reference)
     assert not list(crashed.rglob(".*.tmp"))
     assert snapshot.load_state(crashed)["cursor"] == snapshot.load_state(reference)["cursor"]
+
+
+def test_a_project_redmine_does_not_show_is_a_usage_error_that_writes_nothing(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, desk: Helpdesk
+) -> None:
+    key, host = redmine_server.admin_key, redmine_server.url.removeprefix("http://")
+    other = redmine_admin.create_project()  # the member of the desk is no member here: Redmine answers 403
+
+    def invoke(snap: Path, projects: list[str], api_key: str) -> Any:
+        argv = ["pull", "--url", redmine_server.url, "--snapshot", str(snap), "--retries", "1"]
+        return CliRunner().invoke(app, [*argv, *(f"--project={p}" for p in projects)], env={"REDMINE_API_KEY": api_key})
+
+    mistyped = invoke(tmp_path / "new", ["helpdsek"], key)
+    assert mistyped.exit_code == 2 and mistyped.stdout == ""
+    assert mistyped.stderr == (
+        f"error: --project helpdsek: Redmine at {host} has no such project, or this API key may not see its "
+        "issues (HTTP 404)\n"
+    )
+    assert not (tmp_path / "new").exists(), "no snapshot folder holding only lookups.json and state.json"
+
+    existing = tmp_path / "existing"
+    assert pull_desk(redmine_server.url, existing, key, desk).ok
+    before = {p.name: p.read_bytes() for p in existing.rglob("*") if p.is_file() and p.name != ".pull.lock"}
+    # A good project listed first does not let the run go on: nothing is fetched, stored or moved.
+    redmine_admin.add_note(desk.printer, "トナー交換で解決")
+    for projects, api_key, status in (
+        ([desk.project["identifier"], "helpdsek"], key, 404),
+        ([desk.project["identifier"], other["identifier"]], desk.member["api_key"], 403),
+    ):
+        refused = invoke(existing, projects, api_key)
+        assert refused.exit_code == 2, refused.output
+        assert f"--project {projects[1]}: Redmine at {host} has no such project" in refused.stderr
+        assert f"(HTTP {status})" in refused.stderr and api_key not in refused.output
+        after = {p.name: p.read_bytes() for p in existing.rglob("*") if p.is_file() and p.name != ".pull.lock"}
+        assert after == before

@@ -12,14 +12,13 @@ import pytest
 import requests
 
 from anchorkit.source import snapshot
+from anchorkit.source.lookups import fill_missing, names_in_issue
 from anchorkit.source.privacy import without_private_notes
 from anchorkit.source.pull import (
     PullError,
     PullSettings,
     SnapshotLocked,
     descendants,
-    fill_missing,
-    names_in_issue,
     next_cursor,
     parse_cursor,
     pull,

@@ -6,6 +6,7 @@ password of a URL.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +104,9 @@ def test_a_private_subtasks_subject_reaches_neither_the_snapshot_nor_the_documen
     redmine_admin.add_member(project_id, member["id"], [redmine_server.reader_role_id])
     snap, out = tmp_path / "snap", tmp_path / "out"
 
-    for key in (redmine_server.admin_key, member["api_key"]):  # Redmine shows the subject to both
+    # Redmine shows the subject to both keys. The administrator's goes last, as in the incremental run below:
+    # switching between it and another key changes the custom fields left out, so every issue is refetched.
+    for key in (member["api_key"], redmine_server.admin_key):
         report = pull(redmine_server.url, snap, key, pulling(redmine_project, full=True))
         assert report.ok
         children = stored_children(snap, parent)
@@ -198,3 +201,134 @@ def test_a_lookup_answered_with_another_body_is_a_warning_not_a_traceback(
 
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["warnings"] == ["lookups: could not read statuses; kept the previous names"]
+
+
+# --------------------------------------------------------------------------------------------------
+# A note made private (or edited) after it was pulled: Redmine changes no updated_on for it
+
+
+def test_a_note_made_private_after_it_was_pulled_leaves_the_snapshot_with_full_or_the_periodic_refetch(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, redmine_project: dict[str, Any]
+) -> None:
+    key, project = redmine_server.admin_key, redmine_project
+    issue = redmine_admin.create_issue(project["id"], "VPN接続が不安定になる")["id"]
+    redmine_admin.add_note(issue, "社外秘: 顧客の管理者パスワードは P@ss-1234")
+    redmine_admin.add_note(issue, "再起動で解決")
+    first, second = (journal["id"] for journal in redmine_admin.get_issue(issue)["issue"]["journals"])
+    snap = tmp_path / "snap"
+    assert pull(redmine_server.url, snap, key, pulling(project)).ok
+    assert "P@ss-1234" in stored_text(snap, issue)
+
+    updated_on = redmine_admin.get_issue(issue)["issue"]["updated_on"]
+    redmine_admin.request("PUT", f"/journals/{first}.json", json={"journal": {"private_notes": True}})
+    redmine_admin.request("PUT", f"/journals/{second}.json", json={"journal": {"notes": "BIOS更新で解決"}})
+    assert redmine_admin.get_issue(issue)["issue"]["updated_on"] == updated_on, "Redmine dates neither change"
+
+    # The limitation: an incremental run lists nothing changed, so the stored copy keeps both.
+    incremental = pull(redmine_server.url, snap, key, pulling(project))
+    assert incremental.ok and not incremental.refetched and incremental.fetched == 0
+    assert "P@ss-1234" in stored_text(snap, issue) and "再起動で解決" in stored_text(snap, issue)
+
+    full = run_pull(redmine_server.url, snap, key, project, "--full", "--json")
+    assert full.exit_code == 0, full.output
+    assert json.loads(full.stdout)["refetched"] is True and json.loads(full.stdout)["written_ids"] == [issue]
+    assert "P@ss-1234" not in stored_text(snap, issue) and "BIOS更新で解決" in stored_text(snap, issue)
+    assert "P@ss-1234" not in transformed(snap, tmp_path / "out", issue)
+
+    # Without --full: the run after --refetch-every has passed since the last refetch fetches every issue again.
+    redmine_admin.request("PUT", f"/journals/{second}.json", json={"journal": {"private_notes": True}})
+    within = pull(redmine_server.url, snap, key, pulling(project, refetch_every_s=3600))
+    assert not within.refetched and "BIOS更新で解決" in stored_text(snap, issue)
+    time.sleep(1.1)
+    periodic = pull(redmine_server.url, snap, key, pulling(project, refetch_every_s=1))
+    assert periodic.ok and periodic.refetched and periodic.written_ids == [issue]
+    assert [j for j in json.loads(stored_text(snap, issue))["issue"]["journals"] if j["notes"]] == []
+    after = pull(redmine_server.url, snap, key, pulling(project, refetch_every_s=3600))
+    assert not after.refetched and after.fetched == 0
+    assert after.requests_by_purpose == {"key check": 1, "custom fields": 1, "list": 1}
+
+
+def stored_text(snap: Path, issue_id: int) -> str:
+    return snapshot.issue_path(snap, issue_id).read_text(encoding="utf-8")
+
+
+# --------------------------------------------------------------------------------------------------
+# Custom fields only some roles may see (visible: false): an administrator's key is shown their values
+
+RESTRICTED_FIELD = "社内限定: 契約金額"
+
+
+def restricted_field_for(admin: RedmineAdmin, project_id: int) -> int:
+    """A custom field only administrators and a role no test user holds may see, enabled in this project.
+    Made once per database: a new restricted field changes what every pull of an administrator's key
+    leaves out."""
+    ruby = f"""
+    role = Role.find_by(name: "anchorkit contract managers") || Role.create!(
+      name: "anchorkit contract managers", permissions: [:view_issues])
+    field = IssueCustomField.find_by(name: {RESTRICTED_FIELD!r}) || IssueCustomField.create!(
+      name: {RESTRICTED_FIELD!r}, field_format: "string", is_for_all: false, visible: false,
+      role_ids: [role.id], tracker_ids: Tracker.pluck(:id))
+    field.projects << Project.find({project_id}) unless field.project_ids.include?({project_id})
+    puts field.id
+    """
+    return int(admin.rails_runner(ruby).split()[-1])
+
+
+def test_values_of_custom_fields_only_some_roles_may_see_are_left_out_and_unreadable_definitions_stop_the_run(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, redmine_project: dict[str, Any]
+) -> None:
+    key, project = redmine_server.admin_key, redmine_project
+    restricted = restricted_field_for(redmine_admin, project["id"])
+    public = redmine_server.custom_field_id
+    issue = redmine_admin.create_issue(
+        project["id"],
+        "保守契約の更新",
+        custom_fields=[{"id": public, "value": "全社"}, {"id": restricted, "value": "1200万円"}],
+    )["id"]
+    redmine_admin.update_issue(issue, custom_fields=[{"id": restricted, "value": "1500万円"}], notes="更新しました")
+    member = redmine_admin.create_user()
+    redmine_admin.add_member(project["id"], member["id"], [redmine_server.reader_role_id])
+    snap, everything = tmp_path / "snap", tmp_path / "everything"
+
+    # Redmine shows the administrator the values, in the issue and in the journal that changed them.
+    kept = pull(redmine_server.url, everything, key, pulling(project, include_private=True))
+    assert kept.ok and "1200万円" in stored_text(everything, issue) and "1500万円" in stored_text(everything, issue)
+
+    report = pull(redmine_server.url, snap, key, pulling(project))
+    assert report.ok and report.requests_by_purpose["custom fields"] == 1
+    stored = json.loads(stored_text(snap, issue))["issue"]
+    assert [(f["id"], f["value"]) for f in stored["custom_fields"]] == [(public, "全社")]
+    assert [j["notes"] for j in stored["journals"]] == ["更新しました"], "the journal stays, without the change"
+    assert "万円" not in stored_text(snap, issue) and "万円" not in transformed(snap, tmp_path / "out", issue)
+    assert snapshot.load_state(snap)["restricted_custom_fields"] == sorted(
+        f["id"] for f in redmine_admin.request("GET", "/custom_fields.json")["custom_fields"] if not f["visible"]
+    )
+
+    # A member's key is not shown them by Redmine, and may not read the definitions: none are asked for.
+    as_member = pull(redmine_server.url, tmp_path / "member", member["api_key"], pulling(project))
+    assert as_member.ok and "custom fields" not in as_member.requests_by_purpose
+    assert "万円" not in stored_text(tmp_path / "member", issue)
+
+    # What an earlier anchorkit stored: the values, and no record of the fields left out. Fetched again, once.
+    snapshot.issue_path(snap, issue).write_bytes(snapshot.issue_path(everything, issue).read_bytes())
+    state = snapshot.load_state(snap)
+    del state["restricted_custom_fields"]
+    snapshot.write_state(snap, state)
+    upgraded = pull(redmine_server.url, snap, key, pulling(project))
+    assert upgraded.ok and upgraded.refetched and upgraded.written_ids == [issue]
+    assert any("restricted to some roles" in warning for warning in upgraded.warnings)
+    assert "万円" not in stored_text(snap, issue)
+    settled = pull(redmine_server.url, snap, key, pulling(project))
+    assert settled.ok and not settled.refetched and settled.warnings == []
+
+    # Definitions that cannot be read stop the run before anything is written: no value slips through.
+    before = {p.name: p.read_bytes() for p in snap.rglob("*.json")}
+    with FaultProxy(redmine_server.url, decide=on_path(Fault.HTTP_500, "/custom_fields.json")) as proxy:
+        refused = run_pull(proxy.url, snap, key, project, "--full")
+        fresh = run_pull(proxy.url, tmp_path / "new", key, project)
+    for result in (refused, fresh):
+        assert result.exit_code == 2 and result.stdout == ""
+        assert result.stderr.startswith("error: cannot read the custom field definitions from Redmine at ")
+        assert "nothing was pulled" in result.stderr and key not in result.output
+    assert {p.name: p.read_bytes() for p in snap.rglob("*.json")} == before
+    assert not (tmp_path / "new").exists()

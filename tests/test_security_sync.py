@@ -366,3 +366,35 @@ def test_a_run_stopped_by_a_lease_is_told_the_commands_that_free_the_state_and_t
         assert done.exit_code == 0, done.stderr
     assert job.sync_at(job.redmine.url, "--project", project["identifier"]).exit_code == 0
     assert set(objects_under(job.s3, job.docs_prefix)) == {f"{ids[0]}.md"}
+
+
+# --------------------------------------------------------------------------------------------------
+# A note made private after it was published: Redmine dates nothing, sync --full takes it out
+
+
+@pytest.mark.parametrize("stateless", [True, False], ids=["sync --state", "sync"])
+def test_a_note_made_private_after_it_was_published_is_taken_out_by_sync_full(
+    job: Job, redmine_admin: RedmineAdmin, stateless: bool
+) -> None:
+    project, (issue,) = seed_issues(redmine_admin, 1)
+    redmine_admin.add_note(issue, "社外秘: 取引先の担当者は山田様 090-1234-5678")
+    journal = redmine_admin.get_issue(issue)["issue"]["journals"][-1]["id"]
+    where = ["--state", job.state] if stateless else ["--snapshot", str(job.tmp_path / "snap")]
+    folders = [] if stateless else ["--out", str(job.tmp_path / "out")]
+
+    def sync(*extra: str) -> Any:
+        argv = ["sync", job.docs, *where, "--url", job.redmine.url, "--project", project["identifier"], *folders]
+        result = runner.invoke(app, [*argv, *extra])
+        assert result.exit_code == 0, result.stderr
+        return result
+
+    def published() -> bytes:
+        return job.everything_stored() if stateless else objects_under(job.s3, job.docs_prefix)[f"{issue}.md"]
+
+    sync()
+    assert b"090-1234-5678" in published()
+    redmine_admin.request("PUT", f"/journals/{journal}.json", json={"journal": {"private_notes": True}})
+    sync()  # incremental: Redmine changed no updated_on, nothing is listed
+    assert b"090-1234-5678" in published()
+    sync("--full")
+    assert b"090-1234-5678" not in published()

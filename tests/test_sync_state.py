@@ -98,7 +98,7 @@ class StatelessRunner:
             publishing=PublishSettings(delete=True, force=True),
         )
 
-    def pull(self, full: bool = False, snapshot_dir: Path | None = None) -> StatePullReport:
+    def pull(self, full: bool = False, snapshot_dir: Path | None = None, **options: Any) -> StatePullReport:
         """`pull --state` with the same state, into an empty folder unless told otherwise."""
         store = S3StateStore(self.s3.client(), S3Location(self.s3.bucket, f"{self.state}/"))
         return pull_with_state(
@@ -106,7 +106,7 @@ class StatelessRunner:
             self.redmine.admin_key,
             store,
             snapshot_dir or self.empty_folder(),
-            PullSettings(projects=(self.project,), full=full),
+            PullSettings(projects=(self.project,), full=full, **options),
         )
 
     def manifest(self) -> dict[str, Any]:
@@ -197,7 +197,7 @@ def test_each_run_from_an_empty_disk_fetches_renders_and_uploads_only_what_chang
 
     idle = sync.sync()
     assert idle.ok and not idle.state_written and idle.rendered == 0
-    assert idle.pulls[0].requests <= 2
+    assert idle.pulls[0].requests <= 3  # the key check, the custom fields (an administrator's key), one page
     assert "PutObject" not in idle.s3_requests and "DeleteObject" not in idle.s3_requests
     etag_after = s3_server.client().head_object(Bucket=s3_server.bucket, Key=f"{sync.state}/manifest.json")["ETag"]
     assert etag_after == etag_before
@@ -526,8 +526,9 @@ def test_pull_with_an_s3_state_gives_the_plain_pull_snapshot_and_an_idle_run_on_
     idle = json.loads(second.stdout)
     assert not idle["state_written"] and idle["restored"] == 3
     assert "PutObject" not in idle["s3_requests"] and "DeleteObject" not in idle["s3_requests"]
-    # What an idle run asks Redmine: the key check and one listing page (a retry would repeat one of them).
-    assert set(idle["pull"]["requests_by_purpose"]) == {"key check", "list"}
+    # What an idle run asks Redmine: the key check, the custom field definitions (an administrator's key) and
+    # one listing page (a retry would repeat one of them).
+    assert set(idle["pull"]["requests_by_purpose"]) == {"key check", "custom fields", "list"}
     assert snapshot_contents(tmp_path / "second") == snapshot_contents(tmp_path / "first")
     out = tmp_path / "out"
     transformed = runner.invoke(app, ["transform", str(tmp_path / "second"), "--out", str(out)])
@@ -607,7 +608,7 @@ def test_names_refreshed_by_a_pull_with_the_state_make_the_next_sync_regenerate_
     redmine_admin.request(
         "PUT", f"/issue_categories/{network}.json", json={"issue_category": {"name": "ネットワーク機器"}}
     )
-    pulled = sync.pull(full=True)  # a full pull refreshes the lookups; no issue changed
+    pulled = sync.pull(lookups_max_age_s=0)  # the lookups are refreshed; no issue changed
     assert pulled.ok and pulled.state_written and pulled.state_issues_written == 0
     manifest = sync.manifest()
     assert manifest["source_lookups"]["categories"][str(network)]["name"] == "ネットワーク機器"

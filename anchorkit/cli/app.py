@@ -47,6 +47,7 @@ PANELS = {
         "include_private",
         "concurrency",
         "full_every",
+        "refetch_every",
         "overlap",
         "lookups_max_age",
         "timeout",

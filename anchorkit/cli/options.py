@@ -170,7 +170,13 @@ REDMINE = (
         "Only this project (identifier or id; subprojects included). Repeatable, or comma-separated.",
         metavar="PROJECT",
     ),
-    Opt("full", ("--full",), bool, "List every issue (removes deleted or hidden ones) and refresh the lookups."),
+    Opt(
+        "full",
+        ("--full",),
+        bool,
+        "List every issue (removes deleted or hidden ones), fetch each again (one request per issue: notes made "
+        "private, edited or deleted change no date Redmine lists) and refresh the lookups.",
+    ),
     Opt("concurrency", ("--concurrency",), int, "Issues fetched at the same time."),
     Opt(
         "include_private",
@@ -187,6 +193,13 @@ REDMINE = (
         metavar="FILE",
     ),
     Opt("full_every", ("--full-every",), int, "Make every N-th run a full listing (0: only with --full)."),
+    Opt(
+        "refetch_every",
+        ("--refetch-every",),
+        float,
+        "Fetch every issue again when the last time is this long ago, as --full does (0: only with --full).",
+        metavar="SECONDS",
+    ),
     Opt(
         "overlap",
         ("--overlap",),

@@ -311,7 +311,8 @@ def print_pull_report(report: pulling.PullReport, json_output: bool) -> None:
         print_json(report.to_json())
         return
     console.print(
-        f"{'full' if report.full else 'incremental'} pull: listed {report.listed}, fetched {report.fetched}, "
+        f"{'full' if report.full else 'incremental'} pull{', every issue fetched again' if report.refetched else ''}: "
+        f"listed {report.listed}, fetched {report.fetched}, "
         f"unchanged {report.unchanged}, removed {report.removed}, private skipped {report.skipped_private}, "
         f"failed {len(report.failed)}; {plural(report.requests, 'request')} "
         f"({plural(report.retries, 'retry', 'retries')}) "

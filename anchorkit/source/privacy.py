@@ -1,6 +1,7 @@
 """What a snapshot keeps of what is not public, without ``--include-private``: at most a number.
 
-Private notes are left out of the journals. Redmine lists an issue's subtasks with their subjects,
+Private notes are left out of the journals, and the values of custom fields only some roles may see
+out of the issue and its journals. Redmine lists an issue's subtasks with their subjects,
 private ones included, to any key that sees the parent: a subtask that is not public is reduced to
 ``{"id": N}``. An issue Redmine no longer lists may be withdrawn from publication (private now, moved
 out of the pulled projects): its documents must go at once, not as stale documents. Pure functions;
@@ -94,3 +95,65 @@ def without_private_notes(document: dict[str, Any]) -> dict[str, Any]:
         return document
     public = [j for j in journals if not (isinstance(j, dict) and j.get("private_notes"))]
     return {**document, "issue": {**issue, "journals": public}}
+
+
+# Custom fields Redmine shows only to some roles (``visible: false``): an administrator's key sees their
+# values in every issue, and in the journals that changed them. Left out like private notes. state.json
+# records the fields every stored issue was filtered with: when they differ from the run's, all the
+# stored issues are fetched again (a field restricted later changes no issue's ``updated_on``).
+RESTRICTED_FIELDS_KEY = "restricted_custom_fields"
+RESTRICTED_FIELDS_CHANGED_WARNING = (
+    "the stored issues were not filtered with the custom fields restricted to some roles now (stored by an "
+    "earlier anchorkit, or a field's visibility changed): all of them are fetched again"
+)
+
+
+def restricted_field_ids(definitions: Any) -> frozenset[int]:
+    """The ids of the custom fields not visible to everyone, from ``/custom_fields.json``'s records (admin
+    only). A record that does not say ``visible: true`` counts as restricted: the safe side. ValueError
+    for anything that is not a list of records with ids."""
+    if not isinstance(definitions, list):
+        raise ValueError("not a list of custom fields")
+    restricted: set[int] = set()
+    for record in definitions:
+        field_id = record.get("id") if isinstance(record, dict) else None
+        if not isinstance(field_id, int) or isinstance(field_id, bool):
+            raise ValueError("a custom field without an id")
+        if record.get("visible") is not True:
+            restricted.add(field_id)
+    return frozenset(restricted)
+
+
+def filtered_fields_changed(state: dict[str, Any], restricted: frozenset[int]) -> bool:
+    """Whether the stored issues of a snapshot with this state.json were filtered with other restricted
+    custom fields than ``restricted`` (or never: no record)."""
+    return state.get(RESTRICTED_FIELDS_KEY) != sorted(restricted)
+
+
+def without_restricted_fields(document: dict[str, Any], restricted: frozenset[int]) -> dict[str, Any]:
+    """``{"issue": ...}`` without the values of these custom fields: neither the issue's own nor the
+    journals' changes of them (details ``{"property": "cf", "name": "<id>"}``, old and new values). The
+    journals stay, so that Redmine's note numbers still count them."""
+    issue = document["issue"]
+    if not restricted:
+        return document
+    names = {str(field_id) for field_id in restricted}
+    changed: dict[str, Any] = {}
+    fields = issue.get("custom_fields")
+    if isinstance(fields, list):
+        changed["custom_fields"] = [f for f in fields if not (isinstance(f, dict) and f.get("id") in restricted)]
+    journals = issue.get("journals")
+    if isinstance(journals, list):
+        changed["journals"] = [_without_field_changes(journal, names) for journal in journals]
+    return {**document, "issue": {**issue, **changed}}
+
+
+def _without_field_changes(journal: Any, names: set[str]) -> Any:
+    details = journal.get("details") if isinstance(journal, dict) else None
+    if not isinstance(details, list):
+        return journal
+    return {**journal, "details": [d for d in details if not _changes_field(d, names)]}
+
+
+def _changes_field(detail: Any, names: set[str]) -> bool:
+    return isinstance(detail, dict) and detail.get("property") == "cf" and str(detail.get("name")) in names

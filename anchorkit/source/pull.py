@@ -34,17 +34,18 @@ from anchorkit.errors import EXIT_LOCKED, UsageError, url_host
 from anchorkit.files import check_writable_folder
 from anchorkit.settings import TEXT_FORMATS, default
 from anchorkit.source import privacy, snapshot
+from anchorkit.source.lookups import LookupFetcher, Names, fill_missing, names_in_issue
 from anchorkit.source.notes import NoteNumbering, numbered_if_complete
-from anchorkit.source.redmine import RedirectRefused, RedmineClient, RedmineError, RetryPolicy
+from anchorkit.source.redmine import IssuePage, RedirectRefused, RedmineClient, RedmineError, RetryPolicy
 from anchorkit.untrusted import public_url
 
 DEFAULT_TEXT_FORMAT = TEXT_FORMATS[0]  # Redmine's own default, recorded in a new snapshot
 API_KEY_ENV = "REDMINE_API_KEY"
 REDMINE_TIME = "%Y-%m-%dT%H:%M:%SZ"
 LOCK_FILE = ".pull.lock"
+REFETCHED_AT = "refetched_at"  # state.json: when the last run that fetched every listed issue again started
 
 ProgressCallback = Callable[[int, int], None]  # (issues fetched so far, issues to fetch so far)
-Names = dict[str, dict[str, dict[str, Any]]]  # table -> id -> {"name": ...}, the lookups.json shape
 
 
 class PullError(UsageError):
@@ -78,6 +79,7 @@ class PullReport:
     retries: int = 0
     seconds: float = 0.0
     full: bool = False
+    refetched: bool = False  # every listed issue was fetched again, changed or not (--full, --refetch-every...)
     listing_complete: bool = True
     lookups_refreshed: bool = False
     cursor: str | None = None
@@ -162,119 +164,6 @@ def snapshot_lock(snapshot_dir: Path) -> Iterator[None]:
             held.discard(folder)
 
 
-def names_in_issue(issue: dict[str, Any]) -> Names:
-    """Every id -> name pair an issue reveals, per lookups table (the fallback when a table is forbidden)."""
-    names: Names = {}
-
-    def add(table: str, ref: Any, **extra: Any) -> None:
-        if isinstance(ref, dict) and ref.get("id") is not None and isinstance(ref.get("name"), str):
-            names.setdefault(table, {})[str(ref["id"])] = {"name": ref["name"], **extra}
-
-    status = issue.get("status")
-    closed = {"is_closed": status["is_closed"]} if isinstance(status, dict) and "is_closed" in status else {}
-    add("statuses", status, **closed)
-    add("trackers", issue.get("tracker"))
-    add("priorities", issue.get("priority"))
-    add("projects", issue.get("project"))
-    add("versions", issue.get("fixed_version"))
-    add("categories", issue.get("category"))
-    for role in ("author", "assigned_to"):
-        add("users", issue.get(role))
-    for journal in issue.get("journals") or []:
-        if isinstance(journal, dict):
-            add("users", journal.get("user"))
-    for custom_field in issue.get("custom_fields") or []:
-        add("custom_fields", custom_field)
-    return names
-
-
-def fill_missing(lookups: Names, seen: Names) -> None:
-    """Add names seen in issues for ids a table lacks; ids the API described are left as they are."""
-    for table, rows in seen.items():
-        target = lookups.setdefault(table, {})
-        for key, row in rows.items():
-            target.setdefault(key, row)
-
-
-Row = Callable[[dict[str, Any]], "dict[str, Any] | None"]  # API record -> lookups row (None: skip it)
-
-
-def user_row(record: dict[str, Any]) -> dict[str, Any]:
-    return {"name": f"{record.get('firstname', '')} {record.get('lastname', '')}".strip(), "login": record.get("login")}
-
-
-def project_row(record: dict[str, Any]) -> dict[str, Any]:
-    parent = record.get("parent") or {}
-    return {"name": record["name"], "identifier": record.get("identifier"), "parent_id": parent.get("id")}
-
-
-def custom_field_row(record: dict[str, Any]) -> dict[str, Any] | None:
-    if record.get("customized_type") != "issue":
-        return None
-    return {"name": record["name"], "field_format": record.get("field_format")}
-
-
-def name_row(record: dict[str, Any]) -> dict[str, Any]:
-    return {"name": record["name"]}
-
-
-def status_row(record: dict[str, Any]) -> dict[str, Any]:
-    return {"name": record["name"], "is_closed": bool(record.get("is_closed"))}
-
-
-def version_row(record: dict[str, Any]) -> dict[str, Any]:
-    return {"name": record["name"], "status": record.get("status")}
-
-
-# table -> (python-redmine manager, filter params, row shape); versions and categories are per project.
-GLOBAL_TABLES: dict[str, tuple[str, dict[str, Any], Row]] = {
-    "statuses": ("issue_status", {}, status_row),
-    "trackers": ("tracker", {}, name_row),
-    "priorities": ("enumeration", {"resource": "issue_priorities"}, name_row),
-    "custom_fields": ("custom_field", {}, custom_field_row),
-    "users": ("user", {}, user_row),
-    "projects": ("project", {}, project_row),
-}
-PROJECT_TABLES: dict[str, tuple[str, Row]] = {
-    "versions": ("version", version_row),
-    "categories": ("issue_category", name_row),
-}
-
-
-class LookupFetcher:
-    """Reads the lookup tables from Redmine; tables the key may not read are noted, not fatal."""
-
-    def __init__(self, client: RedmineClient) -> None:
-        self.client = client
-        self.forbidden: set[str] = set()
-        self.failed: set[str] = set()
-
-    def fetch(self, project_ids: list[int]) -> Names:
-        """Every table it could read completely; a forbidden or failed table is absent from the result."""
-        tables: Names = {}
-        for name, (manager, params, row) in GLOBAL_TABLES.items():
-            self._read_into(tables, name, manager, params, row)
-        for project_id in project_ids:
-            for name, (manager, row) in PROJECT_TABLES.items():
-                self._read_into(tables, name, manager, {"project_id": project_id}, row)
-        for name in self.forbidden | self.failed:
-            tables.pop(name, None)
-        return tables
-
-    def _read_into(self, tables: Names, name: str, manager: str, params: dict[str, Any], row: Row) -> None:
-        try:
-            records = self.client.all_of(manager, params)
-        except RedmineError as error:
-            (self.forbidden if error.status in (403, 404) else self.failed).add(name)
-            return
-        try:
-            shaped_rows = {str(record["id"]): shaped for record in records if (shaped := row(record)) is not None}
-        except (KeyError, TypeError):  # records without an id or a name: not the table we asked for
-            self.failed.add(name)
-            return
-        tables.setdefault(name, {}).update(shaped_rows)
-
-
 def descendants(projects: dict[str, dict[str, Any]], roots: set[int]) -> set[int]:
     """The given project ids and all their subprojects (a project's issue list includes subprojects)."""
     found = set(roots)
@@ -315,8 +204,10 @@ class Puller:
         progress: ProgressCallback | None,
         known: Mapping[int, snapshot.StoredStamp] | None = None,
         numbering: NoteNumbering | None = None,  # None: journals are stored without note numbers
+        restricted: frozenset[int] = frozenset(),  # custom fields whose values are left out
     ) -> None:
         self.client = client
+        self.restricted = restricted
         self.numbering = numbering
         self.snapshot_dir = snapshot_dir
         self.api_key = api_key
@@ -341,22 +232,36 @@ class Puller:
     def list_and_dispatch(
         self, executor: ThreadPoolExecutor, scopes: list[str | None], updated_since: str | None
     ) -> None:
-        for scope in scopes:
-            after_id = 0
-            while True:
-                try:
-                    page = self.client.issue_page(after_id, scope, updated_since)
-                except RedmineError as error:
-                    self.report.listing_complete = False
-                    where = f"of project {scope!r} " if scope else ""
-                    hint = " (no such project, or not visible with this key)" if scope and error.status == 404 else ""
-                    self.report.errors.append(redact(f"listing {where}failed: {error}{hint}", self.api_key))
-                    return
+        # Every project's first page before any issue is fetched: a --project Redmine does not show is
+        # refused (PullError) before anything is stored.
+        first_pages = [(scope, self.page(0, scope, updated_since)) for scope in scopes]
+        for scope, page in first_pages:
+            while page is not None:
                 for summary in page.issues:
                     self.dispatch(executor, summary)
                 if not page.issues or len(page.issues) >= page.total_count:
                     break
-                after_id = int(page.issues[-1]["id"])
+                page = self.page(int(page.issues[-1]["id"]), scope, updated_since)
+            if page is None:  # a failed page: the listing is incomplete, and listing the rest is no use
+                return
+
+    def page(self, after_id: int, scope: str | None, updated_since: str | None) -> IssuePage | None:
+        """A listing page; None (an error in the report) when it failed after its retries."""
+        if not self.report.listing_complete:
+            return None
+        try:
+            return self.client.issue_page(after_id, scope, updated_since)
+        except RedmineError as error:
+            if scope and after_id == 0 and error.status in (403, 404):
+                # Redmine answers 404 for a project it does not have, 403 for one the key may not see.
+                raise PullError(
+                    f"--project {scope}: Redmine at {redact(url_host(self.client.url), self.api_key)} has no such "
+                    f"project, or this API key may not see its issues (HTTP {error.status})"
+                ) from None
+            self.report.listing_complete = False
+            where = f"of project {scope!r} " if scope else ""
+            self.report.errors.append(redact(f"listing {where}failed: {error}", self.api_key))
+            return None
 
     def dispatch(self, executor: ThreadPoolExecutor, summary: dict[str, Any]) -> None:
         issue_id = int(summary["id"])
@@ -446,7 +351,7 @@ class Puller:
             return IssueOutcome(issue_id, "private")
         document = numbered_if_complete(document, self.numbering)  # before private notes go: Redmine counts them
         if not self.include_private:
-            document = privacy.without_private_notes(document)
+            document = privacy.without_restricted_fields(privacy.without_private_notes(document), self.restricted)
             try:
                 with self.client.stats.purpose("subtasks"):
                     document = privacy.without_private_subtasks(document, self.client.public_issue_ids)
@@ -510,7 +415,11 @@ class PullSettings:
     """What a run was asked to do.
 
     ``projects``: identifiers or ids (subprojects included), empty for every visible project.
-    ``full_every=K`` makes every K-th run a full listing (0: only ``full=True`` and the first run).
+    ``full=True`` lists every issue and fetches each again: a note made private, edited or deleted, which
+    changes no ``updated_on``, is only seen that way. ``full_every=K`` makes every K-th run a full
+    listing (0: only ``full=True`` and the first run), which fetches only what changed: one request per
+    100 issues, not one per issue. ``refetch_every_s``: a run fetches every issue again, as ``full``
+    does, when the last run that did so completely started this long ago (0: never on its own).
     ``overlap_s``: incremental runs list again the issues updated this long before the cursor (commits
     that land out of order, issues updated while a listing was under way).
     ``text_format`` is recorded in a new snapshot's state (default textile), never overwritten.
@@ -521,10 +430,13 @@ class PullSettings:
     concurrency: int = default("concurrency")
     include_private: bool = default("include_private")
     full_every: int = default("full_every")
+    refetch_every_s: float = default("refetch_every")
     overlap_s: float = default("overlap")
     lookups_max_age_s: float = default("lookups_max_age")
     text_format: str | None = default("text_format")
     policy: RetryPolicy | None = None  # retries and timeouts of the Redmine requests
+    # Not a setting: a full listing that fetches only what changed (a sync state repairing its raw copies).
+    list_all: bool = False
 
     @classmethod
     def from_settings(cls, values: Mapping[str, Any]) -> PullSettings:
@@ -538,6 +450,7 @@ class PullSettings:
             concurrency=values["concurrency"],
             include_private=values["include_private"],
             full_every=values["full_every"],
+            refetch_every_s=values["refetch_every"],
             overlap_s=values["overlap"],
             lookups_max_age_s=values["lookups_max_age"],
             text_format=values["text_format"],
@@ -549,6 +462,8 @@ class PullSettings:
             raise PullError(f"concurrency must be at least 1, not {self.concurrency}")
         if self.full_every < 0:
             raise PullError(f"full_every must be 0 (never automatically) or more, not {self.full_every}")
+        if self.refetch_every_s < 0:
+            raise PullError(f"refetch_every must be 0 (never automatically) or more, not {self.refetch_every_s}")
         if self.text_format is not None and self.text_format not in TEXT_FORMATS:
             raise PullError(f"text format must be one of {', '.join(TEXT_FORMATS)}, not {self.text_format!r}")
 
@@ -557,6 +472,8 @@ def read_api_key(api_key_file: Path | None, environ: Mapping[str, str], warn: Ca
     """The key from ``api_key_file``, else ``$REDMINE_API_KEY``; a usage error (exit 2) when there is none.
     A key file other users may read is a leaked key on a shared runner: ``warn`` says so (the run goes on)."""
     if api_key_file is not None:
+        if api_key_file.is_dir():  # said first: a folder's usual mode would get "chmod 600" advice
+            raise UsageError(f"--api-key-file {api_key_file} is a folder, not a file holding the API key")
         with contextlib.suppress(OSError):  # reading it reports the problem
             mode = api_key_file.stat().st_mode
             if mode & (stat.S_IRGRP | stat.S_IROTH):
@@ -612,12 +529,17 @@ def pull(
     client = RedmineClient(url, api_key, settings.policy)
     try:
         # Before anything is written: a wrong key must not leave even an empty snapshot behind.
-        numbering = NoteNumbering(client, check_api_key(client, redact(url_host(url), api_key)))
+        host = redact(url_host(url), api_key)
+        user = check_api_key(client, host)
+        restricted = None if settings.include_private else restricted_custom_fields(client, user, host)
         with prepared_snapshot(snapshot_dir), snapshot_lock(snapshot_dir):
             snapshot.remove_stale_temp_files(snapshot_dir)
             state = snapshot.load_state(snapshot_dir)
             lookups = snapshot.load_lookups(snapshot_dir)
-            report = _run(client, snapshot_dir, api_key, state, lookups, settings, progress, known, numbering)
+            numbering = NoteNumbering(client, user)
+            report = _run(
+                client, snapshot_dir, api_key, state, lookups, settings, progress, known, numbering, restricted
+            )
     finally:
         client.close()
     report.requests = client.stats.requests
@@ -647,6 +569,24 @@ def check_api_key(client: RedmineClient, host: str) -> dict[str, Any]:
             "anonymous): check REDMINE_API_KEY or the --api-key-file"
         )
     return user
+
+
+def restricted_custom_fields(client: RedmineClient, user: dict[str, Any], host: str) -> frozenset[int]:
+    """The custom fields whose values pull leaves out: those not visible to everyone. Only an
+    administrator's key sees them in the issues (for any other key Redmine leaves out what its roles may
+    not see), and only an administrator may read their definitions (``/custom_fields.json``, one request
+    a run). :class:`PullError` when they cannot be read: storing the values is not the way to fail."""
+    if user.get("admin") is not True:
+        return frozenset()
+    with client.stats.purpose("custom fields"):
+        try:
+            return privacy.restricted_field_ids(client.get_json("/custom_fields.json").get("custom_fields"))
+        except (RedmineError, ValueError) as error:
+            raise PullError(
+                f"cannot read the custom field definitions from Redmine at {host} ({error}); without them the "
+                "values of fields only some roles may see cannot be left out, so nothing was pulled "
+                "(--include-private keeps them all)"
+            ) from None
 
 
 def check_snapshot_folder(snapshot_dir: Path) -> None:
@@ -691,23 +631,42 @@ def _run(
     progress: ProgressCallback | None,
     known: Mapping[int, snapshot.StoredStamp] | None,
     numbering: NoteNumbering | None = None,
+    restricted: frozenset[int] | None = None,  # custom fields left out; None: none (--include-private)
 ) -> PullReport:
     cursor = parse_cursor(state.get("cursor"))
+    new_snapshot = cursor is None  # a new snapshot (or a first run resumed): what it holds was fetched just now
     runs_since_full = int(snapshot.number_in(state, "runs_since_full"))
-    # Switching --include-private either way changes what every stored issue must contain.
+    refreshed_at = time.time()
+    # Every stored issue is fetched again when what it must contain changed: --include-private switched
+    # either way, a stricter rule than the one it was stored with; and when Redmine may have changed it
+    # without a date it lists (a note made private, edited or deleted): with --full, and --refetch-every.
     privacy_changed = "include_private" in state and bool(state["include_private"]) != settings.include_private
-    subtasks_unchecked = cursor is not None and not settings.include_private and not privacy.subtasks_checked(state)
+    subtasks_unchecked = not new_snapshot and not settings.include_private and not privacy.subtasks_checked(state)
+    fields_changed = not new_snapshot and restricted is not None and privacy.filtered_fields_changed(state, restricted)
+    last_refetch = snapshot.number_in(state, REFETCHED_AT)
+    refetch_due = not new_snapshot and 0 < settings.refetch_every_s <= refreshed_at - last_refetch
+    refetch = settings.full or privacy_changed or subtasks_unchecked or fields_changed or refetch_due
     automatic_full = settings.full_every > 0 and runs_since_full + 1 >= settings.full_every
-    is_full = settings.full or cursor is None or privacy_changed or subtasks_unchecked or automatic_full
-    refetch = privacy_changed or subtasks_unchecked
-    puller = Puller(client, snapshot_dir, api_key, settings.include_private, refetch, progress, known, numbering)
+    is_full = refetch or new_snapshot or automatic_full or settings.list_all
+    puller = Puller(
+        client,
+        snapshot_dir,
+        api_key,
+        settings.include_private,
+        refetch,
+        progress,
+        known,
+        numbering,
+        restricted or frozenset(),
+    )
     report = puller.report
     if subtasks_unchecked:
         report.warnings.append(privacy.SUBTASKS_UNCHECKED_WARNING)
-    report.full = is_full
+    if fields_changed and not privacy_changed:
+        report.warnings.append(privacy.RESTRICTED_FIELDS_CHANGED_WARNING)
+    report.full, report.refetched = is_full, refetch
     scopes: list[str | None] = list(settings.projects) or [None]
     updated_since = None if is_full or cursor is None else shift_time(cursor, -settings.overlap_s)
-    refreshed_at = time.time()
     stale = (
         settings.full
         or not lookups
@@ -750,6 +709,12 @@ def _run(
     new_state["redmine_url"] = public_url(client.url)
     if report.listing_complete and not report.failed:
         new_state.update(privacy.SUBTASKS_CHECKED)
+        if refetch or new_snapshot:
+            new_state[REFETCHED_AT] = refreshed_at  # what changed since is fetched again by a later refetch
+    if restricted is None:
+        new_state.pop(privacy.RESTRICTED_FIELDS_KEY, None)
+    elif not fields_changed or (report.listing_complete and not report.failed):
+        new_state[privacy.RESTRICTED_FIELDS_KEY] = sorted(restricted)
     new_state = snapshot.with_withdrawn(snapshot_dir, state, new_state, report.withdrawn_ids)
     if "text_format" not in state:
         new_state["text_format"] = settings.text_format or DEFAULT_TEXT_FORMAT

@@ -73,7 +73,7 @@ def sync_folders(
     :class:`anchorkit.snapshot.SnapshotError` for unusable input (nothing uploaded then)."""
     check_destination(destination.target)
     pulled = run_pull(
-        url, api_key, snapshot_dir, pull_settings, full=pull_settings.full, known={}, progress=pulling_stage(progress)
+        url, api_key, snapshot_dir, pull_settings, list_all=False, known={}, progress=pulling_stage(progress)
     )
     withdrawn = snapshot.withdrawn_in(snapshot.load_state(snapshot_dir))  # this pull's and those left waiting
     rendering = stage_progress(progress, "rendering")

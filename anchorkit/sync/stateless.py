@@ -203,13 +203,14 @@ def run_pull(
     snapshot_dir: Path,
     arguments: pull.PullSettings,
     *,
-    full: bool,
+    list_all: bool,
     known: dict[int, snapshot.StoredStamp],
     progress: pull.ProgressCallback | None,
 ) -> pull.PullReport:
-    """:func:`anchorkit.source.pull.pull` as ``arguments`` ask (``full`` aside), with the issues the state holds as
-    ``known``."""
-    settings = dataclasses.replace(arguments, full=full)
+    """:func:`anchorkit.source.pull.pull` as ``arguments`` ask, with the issues the state holds as ``known``;
+    ``list_all``: a full listing (what the state cannot give back), which fetches only what changed or is
+    unknown, where ``arguments.full`` fetches every issue again."""
+    settings = dataclasses.replace(arguments, list_all=list_all)
     return pull.pull(url, snapshot_dir, api_key, settings, progress=progress, known=known)
 
 
@@ -342,14 +343,14 @@ def _plan_sync(
     withdrawn: set[int] = set()
     on_pull = pulling_stage(progress)
 
-    def pull_once(full: bool, known: dict[int, snapshot.StoredStamp]) -> None:
-        pulled = run_pull(url, api_key, work_dir, arguments, full=full, known=known, progress=on_pull)
+    def pull_once(list_all: bool, known: dict[int, snapshot.StoredStamp], settings: pull.PullSettings) -> None:
+        pulled = run_pull(url, api_key, work_dir, settings, list_all=list_all, known=known, progress=on_pull)
         report.pulls.append(pulled)
         fetched.update(pulled.written_ids)
         removed.update(pulled.removed_ids)
         withdrawn.update(pulled.withdrawn_ids)
 
-    pull_once(arguments.full or rescoping, planning.unknown_stamps(stamps, set(stamps)) if refetch else stamps)
+    pull_once(rescoping, planning.unknown_stamps(stamps, set(stamps)) if refetch else stamps, arguments)
     if rescoping:
         removed |= planning.outside_scope(manifest, scope.projects, snapshot.load_lookups(work_dir).get("projects", {}))
     render = transform.resolve_render_options(work_dir, options)
@@ -369,7 +370,8 @@ def _plan_sync(
         if not unrestorable:
             break
         attempted |= unrestorable
-        pull_once(True, planning.unknown_stamps(stamps, attempted))
+        # (Not a --full again: the first pull fetched every issue it listed then.)
+        pull_once(True, planning.unknown_stamps(stamps, attempted), dataclasses.replace(arguments, full=False))
     local = _render(report, work_dir, lookups, render, options, chunks, progress)
     listing = planning.Listing(
         fetched=frozenset(fetched),
@@ -537,7 +539,7 @@ def _plan_pull(
         api_key,
         snapshot_dir,
         arguments,
-        full=arguments.full or bool(unrestorable) or legacy,
+        list_all=bool(unrestorable) or legacy,
         known=planning.unknown_stamps(stamps, unrestorable),
         progress=progress,
     )
