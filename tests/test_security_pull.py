@@ -293,6 +293,9 @@ def test_values_of_custom_fields_only_some_roles_may_see_are_left_out_and_unread
     # Redmine shows the administrator the values, in the issue and in the journal that changed them.
     kept = pull(redmine_server.url, everything, key, pulling(project, include_private=True))
     assert kept.ok and "1200万円" in stored_text(everything, issue) and "1500万円" in stored_text(everything, issue)
+    # Kept with --include-private, and recorded: a document made without it leaves them out all the same.
+    assert restricted in snapshot.load_state(everything)["restricted_custom_fields"]
+    assert "万円" not in transformed(everything, tmp_path / "everything-out", issue)
 
     report = pull(redmine_server.url, snap, key, pulling(project))
     assert report.ok and report.requests_by_purpose["custom fields"] == 1

@@ -423,6 +423,36 @@ def test_failures_print_paths_with_brackets_literally(tmp_path: Path) -> None:
     assert f"failed: {snapshot / 'issues' / '90001.json'}: malformed JSON" in stderr
 
 
+def test_custom_fields_only_some_roles_see_stay_out_of_documents_of_a_snapshot_pulled_with_them(
+    snapshot: Path, tmp_path: Path
+) -> None:
+    # pull --include-private keeps the values of custom fields restricted to some roles, and records which
+    # fields they are: a document made without --include-private leaves them out, its own and its history's.
+    state = json.loads((snapshot / "state.json").read_text(encoding="utf-8"))
+    state |= {"include_private": True, "restricted_custom_fields": [8]}
+    (snapshot / "state.json").write_text(json.dumps(state), encoding="utf-8")
+    path = snapshot / "issues" / "12345.json"
+    ticket = json.loads(path.read_text(encoding="utf-8"))
+    change = {"property": "cf", "name": "8", "old_value": "PC-2023-0001", "new_value": "PC-2024-0777"}
+    ticket["issue"]["journals"][0]["details"].append(change)
+    path.write_text(json.dumps(ticket, ensure_ascii=False), encoding="utf-8")
+    holding = {12309, 12326, 12336, 12372, 12375, 12345}
+
+    assert run("transform", str(snapshot), "--out", str(tmp_path / "public"), "--sidecars")[0] == 0
+    published = "".join(p.read_text(encoding="utf-8") for p in (tmp_path / "public").iterdir())
+    assert "PC資産番号" not in published and "PC-2024-0777" not in published  # (in rows, changes and sidecars)
+    assert "問い合わせ経路" in published  # a field everyone sees stays
+
+    assert run("transform", str(snapshot), "--out", str(tmp_path / "all"), "--include-private")[0] == 0
+    assert "PC-2024-0777" in (tmp_path / "all" / "12345.md").read_text(encoding="utf-8")
+    marks = json.loads((tmp_path / "all" / ".anchorkit-private.json").read_text(encoding="utf-8"))
+    assert holding <= set(marks["private_tickets"]) and not holding & set(map(int, marks.get("private_journals", {})))
+    code, _, stderr = run("chunk", str(tmp_path / "all"), "--jsonl", str(tmp_path / "chunks.jsonl"))
+    assert code == 0, stderr
+    chunks = (tmp_path / "chunks.jsonl").read_text(encoding="utf-8")
+    assert "PC資産番号" not in chunks and not {json.loads(line)["ticket_id"] for line in chunks.splitlines()} & holding
+
+
 def test_subtask_subjects_of_a_snapshot_pulled_with_private_content_stay_out_unless_asked_for(
     snapshot: Path, tmp_path: Path
 ) -> None:

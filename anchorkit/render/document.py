@@ -177,6 +177,9 @@ class RenderOptions:
     # The snapshot may hold private subtasks' subjects (pulled with --include-private): without include_private
     # its subtasks are shown by number only (transform.resolve_render_options).
     private_subtask_subjects: bool = False
+    # Custom fields only some roles may see whose values the snapshot holds (pulled with --include-private):
+    # without include_private they are left out (transform.render_ticket).
+    restricted_custom_fields: frozenset[int] = frozenset()
 
     @property
     def subtask_subjects(self) -> bool:

@@ -37,9 +37,11 @@ from anchorkit.render.sidecar import SIDECAR_SUFFIX, build_sidecar, check_schema
 from anchorkit.render.spacing import LineAdditive, TokenCounter, approx_tokens_with_margin
 from anchorkit.settings import LAYOUTS, SIDECAR_SCHEMAS, SPACING_ANCHOR_FORMS, TEXT_FORMATS, default
 from anchorkit.source.notes import note_numbers
+from anchorkit.source.privacy import RESTRICTED_FIELDS_KEY, holds_restricted_fields, without_restricted_fields
 from anchorkit.source.snapshot import (
     STATE_FILE,
     SnapshotError,
+    ids_in,
     iter_issue_paths,
     load_issue,
     load_lookups,
@@ -222,8 +224,14 @@ def resolve_render_options(snapshot_dir: Path, options: TransformOptions) -> Ren
     unknown = [fmt for fmt in formats if fmt not in TEXT_FORMATS]
     if unknown:
         raise SnapshotError(f"{source}: unknown text format {unknown[0]!r} (expected one of {', '.join(TEXT_FORMATS)})")
-    private_subjects = bool(state.get("include_private"))
-    return dataclasses.replace(options.render, text_format=steps, private_subtask_subjects=private_subjects)
+    pulled_private = bool(state.get("include_private"))
+    restricted = frozenset(ids_in(state, RESTRICTED_FIELDS_KEY)) if pulled_private else frozenset()
+    return dataclasses.replace(
+        options.render,
+        text_format=steps,
+        private_subtask_subjects=pulled_private,
+        restricted_custom_fields=restricted,
+    )
 
 
 def _since(value: Any) -> str:
@@ -294,6 +302,8 @@ def render_ticket(
         ticket_id = issue["id"]
         if issue.get("is_private") and not render_options.include_private:
             return PRIVATE
+        if render_options.restricted_custom_fields and not render_options.include_private:
+            issue = without_restricted_fields({"issue": issue}, render_options.restricted_custom_fields)["issue"]
         _check_sizes(path, issue, options.max_text_bytes)
         outlined = render_outline(issue, lookups, render_options) if outline else None
         markdown = outlined.content if outlined else render_document(issue, lookups, render_options, count_tokens)
@@ -331,9 +341,11 @@ def _private_content(
     issue: dict[str, Any], journals: list[dict[str, Any]], options: RenderOptions
 ) -> PrivateContent | None:
     """What of the issue's document is private: all of it (a private issue, or one that shows subtasks'
-    subjects some of which may be private), the journals with private notes, or nothing."""
+    subjects some of which may be private, or values of custom fields only some roles may see), the
+    journals with private notes, or nothing."""
     shows_private_subjects = options.private_subtask_subjects and options.subtask_subjects and issue.get("children")
-    if issue.get("is_private") or shows_private_subjects:
+    shows_restricted = options.include_private and holds_restricted_fields(issue, options.restricted_custom_fields)
+    if issue.get("is_private") or shows_private_subjects or shows_restricted:
         return PrivateContent()
     private = tuple(position for position, journal in enumerate(journals) if journal.get("private_notes"))
     return PrivateContent(private, len(journals)) if private else None

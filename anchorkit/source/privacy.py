@@ -148,6 +148,13 @@ def without_restricted_fields(document: dict[str, Any], restricted: frozenset[in
     return {**document, "issue": {**issue, **changed}}
 
 
+def holds_restricted_fields(issue: dict[str, Any], restricted: frozenset[int]) -> bool:
+    """Whether the issue holds a value of one of these custom fields: its own, or a journal's change of one."""
+    if not restricted:
+        return False
+    return without_restricted_fields({"issue": issue}, restricted)["issue"] != issue
+
+
 def _without_field_changes(journal: Any, names: set[str]) -> Any:
     details = journal.get("details") if isinstance(journal, dict) else None
     if not isinstance(details, list):

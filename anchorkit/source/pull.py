@@ -531,7 +531,7 @@ def pull(
         # Before anything is written: a wrong key must not leave even an empty snapshot behind.
         host = redact(url_host(url), api_key)
         user = check_api_key(client, host)
-        restricted = None if settings.include_private else restricted_custom_fields(client, user, host)
+        restricted = restricted_custom_fields(client, user, host)
         with prepared_snapshot(snapshot_dir), snapshot_lock(snapshot_dir):
             snapshot.remove_stale_temp_files(snapshot_dir)
             state = snapshot.load_state(snapshot_dir)
@@ -572,10 +572,11 @@ def check_api_key(client: RedmineClient, host: str) -> dict[str, Any]:
 
 
 def restricted_custom_fields(client: RedmineClient, user: dict[str, Any], host: str) -> frozenset[int]:
-    """The custom fields whose values pull leaves out: those not visible to everyone. Only an
-    administrator's key sees them in the issues (for any other key Redmine leaves out what its roles may
-    not see), and only an administrator may read their definitions (``/custom_fields.json``, one request
-    a run). :class:`PullError` when they cannot be read: storing the values is not the way to fail."""
+    """The custom fields not visible to everyone: pull leaves their values out, or with --include-private
+    keeps them and records which they are (for documents made without it). Only an administrator's key
+    sees them in the issues (for any other key Redmine leaves out what its roles may not see), and only an
+    administrator may read their definitions (``/custom_fields.json``, one request a run).
+    :class:`PullError` when they cannot be read: storing values nobody can tell apart is not the way to fail."""
     if user.get("admin") is not True:
         return frozenset()
     with client.stats.purpose("custom fields"):
@@ -584,8 +585,7 @@ def restricted_custom_fields(client: RedmineClient, user: dict[str, Any], host: 
         except (RedmineError, ValueError) as error:
             raise PullError(
                 f"cannot read the custom field definitions from Redmine at {host} ({error}); without them the "
-                "values of fields only some roles may see cannot be left out, so nothing was pulled "
-                "(--include-private keeps them all)"
+                "values of fields only some roles may see cannot be told apart, so nothing was pulled"
             ) from None
 
 
@@ -631,7 +631,7 @@ def _run(
     progress: ProgressCallback | None,
     known: Mapping[int, snapshot.StoredStamp] | None,
     numbering: NoteNumbering | None = None,
-    restricted: frozenset[int] | None = None,  # custom fields left out; None: none (--include-private)
+    restricted: frozenset[int] = frozenset(),  # custom fields only some roles see: left out unless --include-private
 ) -> PullReport:
     cursor = parse_cursor(state.get("cursor"))
     new_snapshot = cursor is None  # a new snapshot (or a first run resumed): what it holds was fetched just now
@@ -642,7 +642,10 @@ def _run(
     # without a date it lists (a note made private, edited or deleted): with --full, and --refetch-every.
     privacy_changed = "include_private" in state and bool(state["include_private"]) != settings.include_private
     subtasks_unchecked = not new_snapshot and not settings.include_private and not privacy.subtasks_checked(state)
-    fields_changed = not new_snapshot and restricted is not None and privacy.filtered_fields_changed(state, restricted)
+    filtered = frozenset() if settings.include_private else restricted  # the fields whose values are left out
+    fields_changed = (
+        not new_snapshot and not settings.include_private and privacy.filtered_fields_changed(state, restricted)
+    )
     last_refetch = snapshot.number_in(state, REFETCHED_AT)
     refetch_due = not new_snapshot and 0 < settings.refetch_every_s <= refreshed_at - last_refetch
     refetch = settings.full or privacy_changed or subtasks_unchecked or fields_changed or refetch_due
@@ -657,7 +660,7 @@ def _run(
         progress,
         known,
         numbering,
-        restricted or frozenset(),
+        filtered,
     )
     report = puller.report
     if subtasks_unchecked:
@@ -711,9 +714,9 @@ def _run(
         new_state.update(privacy.SUBTASKS_CHECKED)
         if refetch or new_snapshot:
             new_state[REFETCHED_AT] = refreshed_at  # what changed since is fetched again by a later refetch
-    if restricted is None:
-        new_state.pop(privacy.RESTRICTED_FIELDS_KEY, None)
-    elif not fields_changed or (report.listing_complete and not report.failed):
+    # With --include-private the values are kept, and the record says which fields transform must leave out
+    # of documents made without it (render/transform.resolve_render_options).
+    if not fields_changed or (report.listing_complete and not report.failed):
         new_state[privacy.RESTRICTED_FIELDS_KEY] = sorted(restricted)
     new_state = snapshot.with_withdrawn(snapshot_dir, state, new_state, report.withdrawn_ids)
     if "text_format" not in state:
