@@ -11,6 +11,7 @@
   A number too long for Python to convert is refused the same way, and a lone UTF-16 surrogate
   (``"\\ud800"``: valid JSON, which a chunker that cuts an emoji in half writes) becomes U+FFFD, since
   no UTF-8 output could hold it.
+- :func:`is_count`: whether a parsed JSON value is a whole number of at least 0 (``true`` is not 1).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import json
 import re
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 # C0 controls but tab and line feed, DEL, C1 controls; and the bidirectional overrides and isolates,
@@ -99,6 +100,11 @@ def parse_json(data: str | bytes) -> Any:
         raise JSONTooDeep  # (too few brackets to nest that deep, strings' counted too: no walk needed)
     escapes = _SURROGATE_ESCAPE_BYTES if isinstance(data, bytes) else _SURROGATE_ESCAPE
     return _without_lone_surrogates(value) if escapes.search(data) else value  # type: ignore[arg-type]
+
+
+def is_count(value: Any) -> TypeGuard[int]:
+    """Whether a parsed JSON value is a whole number of at least 0: an id, a count, a position."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _without_lone_surrogates(value: Any) -> Any:

@@ -23,7 +23,7 @@ from typing import Any
 
 from anchorkit.errors import UsageError
 from anchorkit.files import write_atomic
-from anchorkit.untrusted import parse_json
+from anchorkit.untrusted import is_count, parse_json
 
 PRIVATE_MARKS_FILE = ".anchorkit-private.json"
 _KEY = "private_tickets"
@@ -66,7 +66,7 @@ def read_private_marks(folder: Path) -> PrivateMarks:
         value = journals = None
     if value == _ALL:
         return PrivateMarks(every=True)
-    if isinstance(value, list) and all(_is_count(item) for item in value) and isinstance(journals, dict):
+    if isinstance(value, list) and all(is_count(item) for item in value) and isinstance(journals, dict):
         tickets = {ticket_id: PrivateContent() for ticket_id in value}
         for key, detail in journals.items():
             content = _private_journals(detail)
@@ -81,18 +81,14 @@ def read_private_marks(folder: Path) -> PrivateMarks:
     )
 
 
-def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
 def _private_journals(detail: Any) -> PrivateContent | None:
     """``{"journals": 5, "private": [1, 3]}`` as read (None if it is not that)."""
     if not isinstance(detail, dict) or set(detail) != {"journals", "private"}:
         return None
     count, private = detail["journals"], detail["private"]
-    if not _is_count(count) or not isinstance(private, list) or not private:
+    if not is_count(count) or not isinstance(private, list) or not private:
         return None
-    if not all(_is_count(position) and position < count for position in private):
+    if not all(is_count(position) and position < count for position in private):
         return None
     return PrivateContent(tuple(private), count)
 

@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any
 from urllib.parse import urlsplit
 
 import requests
@@ -34,6 +34,7 @@ from redminelib.engines.sync import SyncEngine
 
 from anchorkit.errors import UsageError, WorkFailed, url_host
 from anchorkit.settings import default
+from anchorkit.untrusted import is_count
 
 # Statuses worth another try: throttling and server-side trouble that usually passes.
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -285,7 +286,7 @@ def listing_page(body: dict[str, Any], after_id: int) -> IssuePage:
     filter was ignored: the next page would be this one again, forever.
     """
     issues, total = body.get("issues"), body.get("total_count")
-    if not isinstance(issues, list) or not _is_count(total) or not all(map(_is_listed, issues)):
+    if not isinstance(issues, list) or not is_count(total) or not all(map(_is_listed, issues)):
         raise RedmineError("get", "/issues.json", "unexpected response shape (not a listing of issues)")
     if any(issue["id"] <= after_id for issue in issues):
         raise RedmineError("get", "/issues.json", f"the issue_id filter was ignored (ids not above {after_id} listed)")
@@ -293,11 +294,7 @@ def listing_page(body: dict[str, Any], after_id: int) -> IssuePage:
 
 
 def _is_listed(issue: Any) -> bool:
-    return isinstance(issue, dict) and _is_count(issue.get("id"))
-
-
-def _is_count(value: Any) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return isinstance(issue, dict) and is_count(issue.get("id"))
 
 
 class RedmineClient:

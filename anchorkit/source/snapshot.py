@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from anchorkit.errors import UsageError
 from anchorkit.files import check_existing_folder, write_if_changed
-from anchorkit.untrusted import JSONOverLimit, parse_json
+from anchorkit.untrusted import JSONOverLimit, is_count, parse_json
 
 ISSUES_DIR = "issues"
 LOOKUPS_FILE = "lookups.json"
@@ -183,7 +183,7 @@ def ids_in(state: dict[str, Any], key: str) -> set[int]:
     listed = state.get(key)
     if not isinstance(listed, list):
         return set()
-    return {item for item in listed if isinstance(item, int) and not isinstance(item, bool)}
+    return {item for item in listed if is_count(item)}
 
 
 def number_in(state: dict[str, Any], key: str) -> float:

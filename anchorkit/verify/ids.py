@@ -347,15 +347,14 @@ def iter_mentions(text: str | Folded, min_digits: int, known: Set[int], offset: 
     view = text if isinstance(text, Folded) else fold(text)
     scan = 0
     while (match := MENTION.search(view.text, scan)) is not None:
-        start, end = match.span()
+        start, scan = match.span()
         if match["url"] is not None:
             issue = _REDMINE_ISSUE.match(match["url"])
-            if issue is None:
-                scan = end  # (a fragment or a path inside another URL names no ticket)
+            if issue is None:  # (a fragment or a path inside another URL names no ticket)
                 continue
-            ticket_id, end = ticket_number(issue[1]), start + issue.end()
-        scan = end
-        if match["url"] is None:
+            # The scan goes on after the issue URL's own part: what runs on after it is text to check.
+            ticket_id, scan = ticket_number(issue[1]), start + issue.end()
+        else:
             group = "lid" if match["lid"] is not None else "bid"
             digits = match[group].replace(",", "")
             ticket_id = ticket_number(digits)
@@ -368,7 +367,7 @@ def iter_mentions(text: str | Folded, min_digits: int, known: Set[int], offset: 
             start = start if group == "bid" else match.start("lhash" if labelled else "lid")
         original = view.start(start)
         if original >= offset:
-            yield Mention(ticket_id, original, view.end(end), start, end)
+            yield Mention(ticket_id, original, view.end(scan), start, scan)
 
 
 def mentioned_ids(text: str, min_digits: int = DEFAULT_MIN_ID_DIGITS, known: Set[int] = frozenset()) -> list[Mention]:
