@@ -142,6 +142,41 @@ def test_a_line_that_is_not_a_chunk_is_an_error_naming_it_and_the_rest_is_measur
     assert report["chunks"]["chunks"] == len(lines)
 
 
+@pytest.mark.parametrize(
+    "content",
+    [
+        "# README\n\nSome text.\n\n- a list\n",  # a Markdown document
+        '{\n  "fileContents": []\n}\n',  # pretty-printed JSON
+        "[1, 2]\n" + '{"id": "x"}\n' * 3,  # JSON lines, none of them a chunk
+    ],
+)
+def test_a_file_that_holds_neither_chunks_nor_audit_lines_is_one_usage_error(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "README.md"
+    path.write_text(content, encoding="utf-8")
+    result = runner.invoke(app, ["stats", str(path)])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.count(f"{path}: not chunks") == 1 and "not JSON" not in result.stderr
+
+
+def test_a_json_lines_file_whose_first_chunk_is_longer_than_its_head_is_read_as_chunks(
+    jsonl: Path, tmp_path: Path
+) -> None:
+    record = json.loads(jsonl.read_text(encoding="utf-8").splitlines()[0])
+    record["metadata"]["padding"] = "x" * 100_000  # (its one line is longer than the head read to tell the kind)
+    path = tmp_path / "long.jsonl"
+    path.write_text(json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert chunk_kind(path) == "chunks-jsonl"
+    code, report = stats(str(path))
+    assert code == 0 and report["chunks"]["chunks"] == 1
+
+
+def test_an_empty_file_is_json_lines_without_chunks(tmp_path: Path) -> None:
+    path = tmp_path / "none.jsonl"
+    path.write_text("\n", encoding="utf-8")
+    code, report = stats(str(path))
+    assert code == 0 and report["chunks"]["chunks"] == 0 and report["source"]["kind"] == "chunks-jsonl"
+
+
 def test_document_options_are_refused_on_chunks(jsonl: Path) -> None:
     result = runner.invoke(app, ["stats", str(jsonl), "--fail-over-overhead", "10"])
     assert result.exit_code == 2 and "--fail-over-overhead: documents only" in result.stderr

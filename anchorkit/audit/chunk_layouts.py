@@ -36,6 +36,7 @@ from anchorkit.anchors import ANCHOR_PATTERN, identified_ticket_ids
 from anchorkit.audit.sources import UnreadableDocument
 from anchorkit.bedrock.audit import read_audit_lines
 from anchorkit.bedrock.batches import BatchError, read_batch
+from anchorkit.errors import UsageError
 from anchorkit.note_ranges import metadata_int
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, read_sidecar
 from anchorkit.tokens import Tokenizer
@@ -82,11 +83,8 @@ ChunkItem = AuditedChunk | UnreadableDocument
 
 def chunk_kind(path: Path) -> str | None:
     """Which chunk input ``path`` is (a key of ``CHUNK_KINDS``), or None: documents or a snapshot."""
-    if path.is_file():  # a log when its head holds audit lines and no chunk (a chunk's text may quote one)
-        with path.open("rb") as file:
-            head = file.read(1 << 16).decode("utf-8", "replace").splitlines()
-        _, audit_lines = read_audit_lines(head)
-        return "lambda-log" if audit_lines and not any(map(_is_chunk_record, head)) else "chunks-jsonl"
+    if path.is_file():
+        return _file_kind(path)
     if not path.is_dir() or (path / "issues").is_dir():
         return None
     if any(_CHUNK_FILE.match(entry.name) for entry in path.glob("[0-9]*/*.md")):
@@ -96,6 +94,26 @@ def chunk_kind(path: Path) -> str | None:
     if any(not entry.name.endswith(SIDECAR_SUFFIX) for entry in path.rglob("*.json")):
         return "lambda-batches"
     return None
+
+
+def _file_kind(path: Path) -> str:
+    """JSON Lines of chunks when the file's head holds a chunk (or it is empty: no chunk to audit), else a
+    Lambda log when it holds audit lines (a chunk's text may quote one); else UsageError: every line of a
+    Markdown document or a JSON file, taken for a broken chunk, would each be an error of its own."""
+    with path.open("rb") as file:
+        data = file.read(1 << 16)
+        if b"\n" not in data.strip():  # one line so far (a long chunk): read it whole
+            data += file.readline()
+    head = data.decode("utf-8", "replace").splitlines()
+    if not data.strip() or any(map(_is_chunk_record, head)):
+        return "chunks-jsonl"
+    if read_audit_lines(head)[1]:
+        return "lambda-log"
+    raise UsageError(
+        f"{path}: not chunks (no line of its head is a JSON object with a string 'text', as anchorkit chunk's "
+        "JSON Lines are) nor a Bedrock Lambda log (no audit line); documents are audited as a folder: "
+        "a transform output or a snapshot"
+    )
 
 
 def _is_chunk_record(line: str) -> bool:
