@@ -187,3 +187,34 @@ def test_upload_publishes_a_chunk_folder_by_content_and_removes_what_a_shrunk_ti
     report = json.loads(shrunk.stdout)
     assert (report["deleted"], report["planned"]["superseded"], report["planned"]["stale_kept"]) == (6, 6, 1)
     assert tree(dest) == {**tree(out), "31/mine.txt": b"an operator's file"}
+
+
+def write_document(folder: Path, ticket_id: int) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{ticket_id}.md").write_text(f"# チケット #{ticket_id}: 件名\n\n本文\n", encoding="utf-8")
+
+
+def test_a_folder_holding_documents_and_chunks_is_refused_before_the_destination_is_touched(tmp_path: Path) -> None:
+    mixed, dest = tmp_path / "mixed", tmp_path / "published"
+    write_chunk_ticket(mixed, 31, 2)
+    write_document(mixed, 31)  # (transform's output copied into a chunk folder: every ticket indexed twice)
+    dest.mkdir()
+    result = runner.invoke(app, ["upload", str(mixed), str(dest)])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert f"{mixed} holds both documents (e.g. 31.md) and chunks (e.g. 31/31-000.md)" in result.stderr
+    assert tree(dest) == {}
+
+
+def test_a_refusal_to_replace_the_other_layout_says_that_is_why_so_much_goes(tmp_path: Path) -> None:
+    documents, chunks, dest = tmp_path / "documents", tmp_path / "chunks", tmp_path / "published"
+    for ticket_id in (31, 32):
+        write_document(documents, ticket_id)
+        write_chunk_ticket(chunks, ticket_id, 2)
+    assert runner.invoke(app, ["upload", str(documents), str(dest)]).exit_code == 0
+    refused = runner.invoke(app, ["upload", str(chunks), str(dest), "--json"])
+    assert refused.exit_code == 1
+    message = json.loads(refused.stdout)["refused"]
+    assert message.startswith("refusing to delete 2 of 2 objects")
+    assert "this upload publishes chunks where the destination has documents, which they replace" in message
+    shrinking = runner.invoke(app, ["upload", str(documents), str(dest), "--json"])  # back: nothing to replace
+    assert shrinking.exit_code == 0 and set(tree(dest)) == {"31.md", "32.md"}

@@ -21,6 +21,7 @@ from anchorkit.anchors import identified_ticket_ids
 from anchorkit.cli import app
 from anchorkit.publish.keys import CHUNKS, ticket_key
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, read_sidecar
+from anchorkit.sync import apply
 
 runner = CliRunner()
 TOKENS = "120"  # short chunks, so that a ticket of a few paragraphs makes several
@@ -247,3 +248,47 @@ def test_chunk_options_that_cannot_chunk_are_refused_before_anything_runs(
     monkeypatch.delenv("REDMINE_API_KEY", raising=False)  # so that the run stops at the key, after the settings
     plain = runner.invoke(app, [*command, "--out", str(tmp_path / "o"), "--chunk-tokens", "0"])
     assert plain.exit_code == 2 and "no Redmine API key" in plain.stderr
+
+
+@pytest.mark.redmine
+@pytest.mark.s3
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("then", ["made private", "shrunk"])
+def test_chunks_a_run_killed_before_its_commit_wrote_are_known_to_the_state_and_removed_with_their_ticket(
+    job: Job, redmine_admin: RedmineAdmin, monkeypatch: pytest.MonkeyPatch, then: str
+) -> None:
+    project, long, private, short = seed(redmine_admin)
+    base = ["--state", job.state, "--project", project["identifier"], "--chunks", "--chunk-tokens", TOKENS]
+    assert job.run(*base)[0] == 0
+    before = job.chunk_names(short)
+
+    # The ticket grows into more chunks; the run uploads them and dies before its commit (kill -9, a timeout).
+    redmine_admin.update_issue(short, description=LONG)
+    with monkeypatch.context() as dying:
+        dying.setattr(apply, "commit", _die)
+        status, _, _ = job.run(*base)
+    assert status != 0
+    grown = job.chunk_names(short)
+    assert len(grown) > len(before)
+    recorded = {key for entry in job.manifest()["tickets"].values() for key in entry["objects"]}
+    assert set(job.published()) <= recorded  # no published object the state does not know of
+
+    if then == "made private":
+        redmine_admin.update_issue(short, is_private=True)
+    else:
+        redmine_admin.update_issue(short, description="再発行を依頼。")
+    status, _, stderr = job.run(*base, "--force")
+    assert status == 0, stderr
+    if then == "made private":
+        assert job.chunk_names(short) == []
+    else:
+        job.assert_shrunk(short, grown)  # (numbered from 000 without a gap: no chunk of the dead run left over)
+    recorded = {key for entry in job.manifest()["tickets"].values() for key in entry["objects"]}
+    assert set(job.published()) == recorded
+    assert_published_chunks(
+        job.published(), {long, private} | ({short} if then == "shrunk" else set()), job.redmine.url
+    )
+
+
+def _die(store: object, manifest: object) -> None:
+    raise RuntimeError("killed before the commit")

@@ -14,6 +14,7 @@ from anchorkit.publish.upload import parse_max_delete
 from anchorkit.source.snapshot import StoredStamp
 from anchorkit.sync.manifest import (
     MANIFEST_FORMAT,
+    PENDING,
     Manifest,
     ManifestError,
     Scope,
@@ -215,6 +216,32 @@ def test_a_failed_upload_is_not_claimed_and_holds_the_cursor_back() -> None:
     assert after.tickets[7] == TicketEntry(None, NEW, 1, {"7.md": sha(b"old")})  # what is really there
     assert after.cursor == NEW  # never past 7's version
     assert after.tickets[8].updated_on == "2026-03-20T00:00:00Z"
+
+
+def test_objects_the_state_does_not_know_of_are_recorded_as_pending_before_they_are_written() -> None:
+    # 7 gains a chunk, 9 is new, 8 only changes: the state must know of 7's and 9's new objects before
+    # they exist, as objects that may or may not be there, and of their tickets as not published.
+    grown = Rendered(7, NEW, 1, {"7.md": b"new", "7-001.md": b"more"})
+    manifest = state((7, published(7)), (8, published(8)))
+    decided = plan(
+        manifest, listing(fetched={7, 8, 9}), Local((grown, rendered(8), rendered(9))), DeletePolicy(), SCOPE
+    )
+    intent = decided.intent()
+    assert intent is not None and intent.tickets[8] == manifest.tickets[8]
+    assert intent.tickets[7] == TicketEntry(None, OLD, 1, {"7.md": sha(b"old"), "7-001.md": PENDING})
+    assert intent.tickets[9] == TicketEntry(None, None, 1, {"9.md": PENDING})
+    assert intent.cursor == OLD
+    # A run after one killed there deletes what its ticket no longer has, and writes again what it has.
+    shrunk = plan(intent, listing(fetched={7}), Local((rendered(7),)), DeletePolicy(), SCOPE)
+    assert shrunk.deletes == ["7-001.md"] and shrunk.uploads == {"7.md": b"new"}
+    # A run that writes only objects the state knows of commits nothing first.
+    assert plan(manifest, listing(fetched={8}), Local((rendered(8),)), DeletePolicy(), SCOPE).intent() is None
+
+
+def test_a_failed_upload_of_a_new_object_leaves_it_pending_it_may_have_been_stored() -> None:
+    decided = plan(state(), listing(fetched={9}), Local((rendered(9),)), DeletePolicy(), SCOPE)
+    after = decided.manifest_after({"9.md": "read timeout"}, raw_failed=set())
+    assert after.tickets[9].objects == {"9.md": PENDING} and after.tickets[9].updated_on is None
 
 
 def test_a_raw_issue_that_could_not_be_stored_keeps_the_previous_stored_version() -> None:

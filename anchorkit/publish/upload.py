@@ -29,7 +29,7 @@ from anchorkit.errors import UsageError
 from anchorkit.files import check_writable_folder
 from anchorkit.publish import aws
 from anchorkit.publish.aws import InvalidKey, S3Location, describe_error, validate_key
-from anchorkit.publish.keys import CHUNKS, document_key_of, superseded, ticket_key, ticket_of_key
+from anchorkit.publish.keys import CHUNKS, DOCUMENTS, document_key_of, layouts_of, superseded, ticket_key, ticket_of_key
 
 # The objects and the destinations live in objects.py; their names stay importable from here, where
 # library callers found them before.
@@ -479,7 +479,7 @@ def publish(
             failure = Failure(target.describe(), f"cannot list the destination: {describe_error(error)}")
             plan, listed = Plan(failures=[failure]), False
         report = PublishReport(target.describe(), plan, settings.dry_run)
-        report.refused = delete_refusal(plan, settings.max_delete, settings.force)
+        report.refused = delete_refusal(plan, settings.max_delete, settings.force, _layout_change(plan))
         if on_plan is not None:
             on_plan(plan)
         if listed and not settings.dry_run and report.refused is None:
@@ -488,6 +488,33 @@ def publish(
     report.requests = dict(requests)
     report.seconds = time.monotonic() - started
     return report
+
+
+def _layout_change(plan: Plan) -> str:
+    """What a refusal adds when the deletes replace the other layout's objects (see delete_refusal)."""
+    local = layouts_of(obj.key for obj in [*plan.uploads, *plan.skips])
+    replaced = layouts_of(obj.key for obj in plan.superseded)
+    if len(local) != 1 or not replaced - local:
+        return ""
+    (publishing,) = local
+    other = DOCUMENTS if publishing == CHUNKS else CHUNKS
+    return f"; this upload publishes {publishing} where the destination has {other}, which they replace"
+
+
+def check_one_layout(source: Path, keys: Iterable[str]) -> None:
+    """A folder holding both documents and chunks would have every ticket in it indexed twice: refused
+    (exit 2) before anything is listed or written, as `transform --out` and `chunk --out` refuse to write one."""
+    examples: dict[str, str] = {}
+    for key in sorted(keys):
+        found = ticket_key(key)
+        if found is not None:
+            examples.setdefault(found.layout, key)
+    if len(examples) > 1:
+        raise PublishError(
+            f"{source} holds both documents (e.g. {examples[DOCUMENTS]}) and chunks (e.g. {examples[CHUNKS]}): "
+            "publish one layout per destination, a transform output folder or a chunk folder (changing the "
+            "layout of a destination: docs/sync.md)"
+        )
 
 
 def open_target(
@@ -542,6 +569,7 @@ def upload(
     then start the ingestion asked for once everything succeeded. The documents of ``withdrawn_ids``
     (tickets the sync's pull found private now) are deleted even without ``settings.delete``."""
     local_objects, local_failures = scan_folder(source)
+    check_one_layout(source, (local.key for local in local_objects))
     report = publish(
         local_objects,
         destination.target,

@@ -2,6 +2,8 @@
 
 Documents first, the raw issues next, the manifest last, and the manifest records only what really
 happened: so a run killed at any point leaves a state that never claims an upload that did not happen.
+Objects the state does not know of yet are recorded as pending before they are written (``Plan.intent``),
+so that it never loses track of one either.
 The lease (S3) is taken before the first write and renewed before the commit.
 """
 
@@ -86,6 +88,9 @@ def apply(
     Raises :class:`state.StateConflict` when another run holds or changed the state: nothing written
     then, unless this run outlived its lease."""
     store.begin_writes()
+    intent = plan.intent()
+    if intent is not None:
+        store.commit(intent.to_json())
     results = publish.apply_plan(plan.documents(), target, threads=threads, on_result=on_result)
     outcome = {result.operation.key: result.error for result in results}
     upload_keys, delete_keys = set(plan.uploads), set(plan.deletes)

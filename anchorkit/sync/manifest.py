@@ -26,6 +26,9 @@ from anchorkit.source import snapshot
 from anchorkit.untrusted import without_userinfo
 
 MANIFEST_FORMAT = 1
+# The checksum of an object a run set out to write but may not have (killed before its commit, or the write
+# failed): never a real one, so the next run writes it again if it is still wanted and deletes it if not.
+PENDING = ""
 
 
 class ManifestError(UsageError):

@@ -16,7 +16,7 @@ from typing import Any
 from anchorkit.publish import upload as publish
 from anchorkit.publish.keys import DOCUMENTS
 from anchorkit.source import pull, snapshot
-from anchorkit.sync.manifest import Manifest, Scope, TicketEntry
+from anchorkit.sync.manifest import PENDING, Manifest, Scope, TicketEntry
 
 
 def sha256_of(data: bytes) -> str:
@@ -187,6 +187,22 @@ class Plan:
             remote_count=self.before.published_count(),
         )
 
+    def intent(self) -> Manifest | None:
+        """The manifest to commit before the first write when this run uploads objects the state does not
+        record under their ticket (a new ticket's, a chunk of a ticket that grew, a document moved to another
+        project folder); None when it uploads none. They are recorded as PENDING and their tickets as not
+        published: a run killed before its commit then leaves no object the state does not know of, and
+        the next run deletes the ones no longer wanted (every object of a ticket made private, the extra
+        chunks of one that shrank) and writes the others again."""
+        tickets = dict(self.before.tickets)
+        for rendered in self.local.rendered:
+            entry = tickets.get(rendered.ticket_id) or TicketEntry(project_id=rendered.project_id)
+            new = [key for key in rendered.objects if key in self.uploads and key not in entry.objects]
+            if new:
+                objects = {**entry.objects, **dict.fromkeys(new, PENDING)}
+                tickets[rendered.ticket_id] = replace(entry, updated_on=None, objects=objects)
+        return None if tickets == self.before.tickets else replace(self.before, tickets=tickets)
+
     def manifest_after(self, outcome: dict[str, str | None], raw_failed: set[int]) -> Manifest:
         """The manifest after this run, recording only what really happened.
 
@@ -212,10 +228,9 @@ class Plan:
             for key, data in rendered.objects.items():
                 if outcome.get(key) is None:  # uploaded now, or already identical
                     objects[key] = sha256_of(data)
-                else:
+                else:  # (a write that failed may still have happened: a timeout after the server stored it)
                     complete = False
-                    if key in previous.objects:
-                        objects[key] = previous.objects[key]
+                    objects[key] = previous.objects.get(key, PENDING)
             for key in dropped_keys(rendered, previous):
                 if outcome.get(key) is not None:
                     complete = False
