@@ -346,3 +346,65 @@ def test_a_chunk_folder_whose_name_is_no_ticket_id_holds_chunks_of_an_unknown_ti
     assert code == 0 and report["chunks"]["tickets"] == 1
     assert report["chunks"]["unknown_ticket"] == 1 and report["chunks"]["chunks"] == len(chunked[0].chunks) + 1
     assert [item["where"] for item in report["chunks"]["problems"]] == [f"{name}/{first.id}.md"]
+
+
+@pytest.mark.parametrize("document", ["12301.md", "2024-ops/12301.md"])
+def test_a_folder_holding_documents_beside_chunks_is_a_usage_error_naming_both_layouts(
+    chunked: list[Any], tmp_path: Path, document: str
+) -> None:
+    """Audited as chunks, its documents would be ignored without a word (a coverage gate passing on part
+    of what is published): refused, as transform and chunk refuse such an --out folder."""
+    folder = tmp_path / "mixed"
+    writers.write_chunk_folder(chunked[:1], folder)
+    (folder / document).parent.mkdir(parents=True, exist_ok=True)
+    (folder / document).write_text("# チケット #12301: 件名\n", encoding="utf-8")
+    result = runner.invoke(app, ["stats", str(folder), "--fail-under-coverage", "99"])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert f"{folder} holds both layouts: documents (e.g. {document}) and chunks (e.g. {chunked[0].ticket_id}/" in (
+        result.stderr
+    )
+    (folder / document).unlink()
+    assert chunk_kind(folder) == "chunk-folder"  # a folder of chunks alone is audited as before
+
+
+def test_a_line_that_is_not_utf8_is_an_error_naming_it_and_the_rest_is_measured(jsonl: Path, tmp_path: Path) -> None:
+    """Replaced by U+FFFD, its chunk would pass as good where every loader of docs/layouts.md fails on the file."""
+    lines = jsonl.read_bytes().splitlines(keepends=True)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_bytes(b"".join([lines[0], lines[1].replace(b'"text": "', b'"text": "\xff', 1), *lines[2:]]))
+    code, report = stats(str(broken))
+    assert code == 1 and not report["ok"]
+    assert [error["path"] for error in report["errors"]] == ["broken.jsonl:2"]
+    assert report["errors"][0]["message"].startswith("broken.jsonl:2: not UTF-8 (invalid start byte at byte ")
+    assert report["chunks"]["chunks"] == len(lines) - 1 and report["chunks"]["coverage_percent"] == 100.0
+
+
+def test_a_chunk_of_unknown_ticket_names_another_ticket_only_when_it_names_two(tmp_path: Path) -> None:
+    """Without its ticket_id, the one ticket a chunk names may be its own: only unknown_ticket. Naming two,
+    at least one is another's, whichever is its own."""
+    own = {"id": "12301-003", "text": f"{anchor_line(12301, '件名')}\n\n本文", "metadata": {"ticket_id": 12301}}
+    two = {**own, "text": f"{own['text']}\n\n{anchor_line(12302, 'よそのチケット')}\n"}
+    path = tmp_path / "unknown.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in (own, two)), encoding="utf-8")
+    _, report = stats(str(path))
+    assert (report["chunks"]["unknown_ticket"], report["chunks"]["other_ticket_anchor"]) == (2, 1)
+    assert [item["problems"] for item in report["chunks"]["problems"]] == [
+        ["unknown_ticket"],
+        ["unknown_ticket", "other_ticket_anchor"],
+    ]
+
+
+def test_no_escape_sequence_of_the_input_reaches_the_terminal(tmp_path: Path) -> None:
+    """Chunk ids (JSON Lines) and file names (Lambda batches) are the input's, listed with their problems;
+    an escape sequence in them could retitle or clear the operator's terminal."""
+    escape = "\x1b]0;PWNED\x07\x1b[2J\x9b31m"
+    path = tmp_path / "chunks.jsonl"
+    path.write_text(json.dumps({"id": f"a{escape}", "ticket_id": 12301, "text": "no anchor"}) + "\n", encoding="utf-8")
+    batches = tmp_path / "batches"
+    batches.mkdir()
+    (batches / f"b{escape}.json").write_text(json.dumps(documented_batch(["no anchor"])), encoding="utf-8")
+    (batches / f"c{escape}.json").write_text("not a batch", encoding="utf-8")
+    for audited, shown in ((path, "chunks.jsonl:1 (a): no_own_anchor"), (batches, "b.json[0] (fileContents): ")):
+        result = runner.invoke(app, ["stats", str(audited)])
+        assert shown in result.stdout
+        assert not any(control in result.stdout + result.stderr for control in ("\x1b", "\x07", "\x9b"))

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from anchorkit.anchors import ANCHOR_PATTERN, identified_ticket_ids
-from anchorkit.audit.sources import UnreadableDocument
+from anchorkit.audit.sources import UnreadableDocument, document_paths
 from anchorkit.bedrock.audit import read_audit_lines
 from anchorkit.bedrock.batches import BatchError, read_batch
 from anchorkit.errors import UsageError
@@ -87,13 +87,28 @@ def chunk_kind(path: Path) -> str | None:
         return _file_kind(path)
     if not path.is_dir() or (path / "issues").is_dir():
         return None
-    if any(_CHUNK_FILE.match(entry.name) for entry in path.glob("[0-9]*/*.md")):
+    chunk_file = next((entry for entry in path.glob("[0-9]*/*.md") if _CHUNK_FILE.match(entry.name)), None)
+    if chunk_file is not None:
+        _refuse_documents_beside_chunks(path, chunk_file)
         return "chunk-folder"
     if any(entry.is_file() for entry in path.rglob("*.md")):  # documents (Bedrock names batch folders x.md/)
         return None
     if any(not entry.name.endswith(SIDECAR_SUFFIX) for entry in path.rglob("*.json")):
         return "lambda-batches"
     return None
+
+
+def _refuse_documents_beside_chunks(folder: Path, chunk_file: Path) -> None:
+    """A folder of chunks that also holds documents (``12301.md``, ``ops/12301.md``: what the documents'
+    audit reads) is a usage error: audited as chunks, its documents would be ignored without a word, and
+    publishing it would publish both layouts (transform and chunk refuse such an --out folder)."""
+    documents = document_paths(folder)
+    if documents:
+        raise UsageError(
+            f"{folder} holds both layouts: documents (e.g. {documents[0][0]}) and chunks (e.g. "
+            f"{chunk_file.relative_to(folder).as_posix()}); stats audits one layout at a time, and both layouts "
+            "would be published from it: audit (and publish) a folder of one layout"
+        )
 
 
 def _file_kind(path: Path) -> str:
@@ -133,12 +148,19 @@ def iter_chunks(path: Path, kind: str) -> Iterator[ChunkItem]:
 
 
 def iter_jsonl(path: Path) -> Iterator[ChunkItem]:
-    """``anchorkit chunk --jsonl``'s lines; a line that is not such a chunk is an error naming it."""
-    with path.open(encoding="utf-8", errors="replace") as lines:
-        for number, line in enumerate(lines, start=1):
+    """``anchorkit chunk --jsonl``'s lines; a line that is not such a chunk (or not UTF-8) is an error naming it."""
+    # Bytes, each line decoded strictly on its own: a broken byte would otherwise become U+FFFD and its
+    # chunk pass as good, where every loader (docs/layouts.md) fails on the file; the other lines are measured.
+    with path.open("rb") as lines:
+        for number, data in enumerate(lines, start=1):
+            where = f"{path.name}:{number}"
+            try:
+                line = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield UnreadableDocument(where, f"{where}: not UTF-8 ({exc.reason} at byte {exc.start} of the line)")
+                continue
             if not line.strip():
                 continue
-            where = f"{path.name}:{number}"
             try:
                 record = parse_json(line)
             except ValueError as exc:
@@ -211,9 +233,13 @@ def chunk_problems(chunk: AuditedChunk, tokens: int, chunk_tokens: int) -> list[
     named = identified_ticket_ids(chunk.text)
     if chunk.ticket_id is None:
         problems.append("unknown_ticket")
-    elif chunk.ticket_id not in named:
-        problems.append("no_own_anchor")
-    if named - {chunk.ticket_id}:
+        # The one ticket it names may well be its own: only with two or more is one surely another's.
+        foreign = len(named) > 1
+    else:
+        if chunk.ticket_id not in named:
+            problems.append("no_own_anchor")
+        foreign = bool(named - {chunk.ticket_id})
+    if foreign:
         problems.append("other_ticket_anchor")
     if tokens > chunk_tokens:
         problems.append("over_chunk_tokens")

@@ -410,8 +410,8 @@ def print_stats_report(report: dict[str, Any]) -> None:
     for error in report["errors"]:  # that document failed (exit 1); the others were measured
         print_problem("failed", error["message"])
     if report["layout"] != "documents":  # chunks as they are
-        for line in summary_lines(report):
-            console.print(line, highlight=False, markup=False)
+        for line in summary_lines(report):  # chunk ids and file names are the input's: no escape sequence passes
+            console.print(printable(line), highlight=False, markup=False)
         for failure in report["gates"]["failures"]:
             print_problem("gate failed", failure)
         return
