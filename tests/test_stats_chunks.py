@@ -170,11 +170,24 @@ def test_a_json_lines_file_whose_first_chunk_is_longer_than_its_head_is_read_as_
     assert code == 0 and report["chunks"]["chunks"] == 1
 
 
-def test_an_empty_file_is_json_lines_without_chunks(tmp_path: Path) -> None:
+def test_an_empty_file_is_json_lines_without_chunks_and_a_note_says_so(tmp_path: Path) -> None:
     path = tmp_path / "none.jsonl"
     path.write_text("\n", encoding="utf-8")
     code, report = stats(str(path))
     assert code == 0 and report["chunks"]["chunks"] == 0 and report["source"]["kind"] == "chunks-jsonl"
+    assert f"note: no chunks found in {path}" in runner.invoke(app, ["stats", str(path)]).stderr
+
+
+def test_chunks_written_twice_are_counted_and_said(jsonl: Path, tmp_path: Path) -> None:
+    lines = jsonl.read_text(encoding="utf-8")
+    appended = tmp_path / "appended.jsonl"
+    appended.write_text(lines + lines, encoding="utf-8")  # a cron job's `>>` instead of `>`
+    code, report = stats(str(appended))
+    once = stats(str(jsonl))[1]["chunks"]
+    assert code == 0 and report["chunks"]["chunks"] == 2 * once["chunks"]
+    assert report["chunks"]["repeated_chunks"] == once["chunks"] and once["repeated_chunks"] == 0
+    printed = runner.invoke(app, ["stats", str(appended)]).stdout
+    assert f"repeated: {once['chunks']:,} chunks have the id of a chunk before them" in printed
 
 
 def test_document_options_are_refused_on_chunks(jsonl: Path) -> None:

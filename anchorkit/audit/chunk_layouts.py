@@ -64,6 +64,7 @@ class AuditedChunk:
     ticket_id: int | None  # None: no ticket could be known for it
     text: str
     span: tuple[int, int, int] | None = None  # its metadata's chunk_index, char_start and char_end, if it has them
+    id: str | None = None  # its id, where the input gives one (JSON Lines)
 
 
 def chunk_span(metadata: object) -> tuple[int, int, int] | None:
@@ -170,7 +171,9 @@ def iter_jsonl(path: Path) -> Iterator[ChunkItem]:
                 yield UnreadableDocument(where, f"{where}: not a chunk (expected an object with a string 'text')")
                 continue
             ticket_id, span = parse_ticket_id(record.get("ticket_id")), chunk_span(record.get("metadata"))
-            yield AuditedChunk(f"{where} ({record.get('id', '?')})", ticket_id, record["text"], span)
+            chunk_id = record.get("id")
+            chunk_id = chunk_id if isinstance(chunk_id, str) else None
+            yield AuditedChunk(f"{where} ({record.get('id', '?')})", ticket_id, record["text"], span, chunk_id)
 
 
 def iter_chunk_folder(folder: Path) -> Iterator[ChunkItem]:
@@ -276,15 +279,19 @@ def measure_chunks(
     listed: list[dict[str, Any]] = []
     tickets: dict[int, _Ticket] = {}
     errors: list[UnreadableDocument] = []
-    total = covered = tokens_total = longest = 0
+    total = covered = tokens_total = longest = repeated = 0
+    seen_ids: set[str] = set()
     batch: list[AuditedChunk] = []
 
     def judge(chunks: list[AuditedChunk]) -> None:
-        nonlocal total, covered, tokens_total, longest
+        nonlocal total, covered, tokens_total, longest, repeated
         texts = [chunk.text for chunk in chunks]
         headers = [found.group() if (found := _HEADER.match(text)) else "" for text in texts]
         for chunk, tokens, header in zip(chunks, tokenizer.count_many(texts), tokenizer.count_many(headers)):
             total, tokens_total, longest = total + 1, tokens_total + tokens, max(longest, tokens)
+            if chunk.id is not None:
+                repeated += chunk.id in seen_ids
+                seen_ids.add(chunk.id)
             problems = chunk_problems(chunk, tokens, chunk_tokens)
             covered += not problems or problems == ["over_chunk_tokens"]
             for problem in problems:
@@ -328,6 +335,7 @@ def measure_chunks(
         "tickets_header_too_long": unbounded,
         "ratio_to_fewest": round(ticket_chunks / fewest, 3) if fewest else None,
         "overlapping_chunks": sum(ticket.overlapping() for ticket in tickets.values()),
+        "repeated_chunks": repeated,
         "problems": listed,
     }
     return section, errors
@@ -366,6 +374,14 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
                 "holds the repeats as content (compare with a run without --chunk-overlap for their cost)"
             ]
             if chunks["overlapping_chunks"]
+            else []
+        ),
+        *(
+            [
+                f"repeated: {chunks['repeated_chunks']:,} chunks have the id of a chunk before them (the same chunks "
+                "written twice: a file appended to?); each is counted, as a retriever would find each"
+            ]
+            if chunks["repeated_chunks"]
             else []
         ),
         *(f"  {item['where']}: {', '.join(item['problems'])}" for item in chunks["problems"]),

@@ -85,6 +85,7 @@ _CHUNKS = _object(
         "tickets_header_too_long": _COUNT,
         "ratio_to_fewest": _RATIO,
         "overlapping_chunks": _COUNT,
+        "repeated_chunks": _COUNT,
         "problems": {
             "type": "array",
             "items": _object(

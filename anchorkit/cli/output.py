@@ -412,6 +412,9 @@ def print_stats_report(report: dict[str, Any]) -> None:
     if report["layout"] != "documents":  # chunks as they are
         for line in summary_lines(report):  # chunk ids and file names are the input's: no escape sequence passes
             console.print(printable(line), highlight=False, markup=False)
+        chunks = report.get("chunks")
+        if chunks is not None and not chunks["chunks"] and not report["errors"] and not report["gates"]["failures"]:
+            print_problem("note", f"no chunks found in {report['source']['path']}")
         for failure in report["gates"]["failures"]:
             print_problem("gate failed", failure)
         return
