@@ -115,6 +115,11 @@ LOOK_ALIKE_FORGERIES = [
     "> チケット \u2067#99\u2069: the number in a right-to-left isolate",
     "> チケット #\u00ad99: a soft hyphen before the digits",
     "＃ チケット ＃99: a full-width heading",
+    "> チケット #9\u200b9: a zero-width space inside the number",
+    "> チケット #9\u200d9: a zero-width joiner inside the number",
+    "> チケット #9\u2060\u20609: word joiners inside the number",
+    "> チケット #9\ufeff9: a byte order mark inside the number",
+    "> チケット #9\u00ad9: a soft hyphen inside the number",
 ]
 
 
@@ -125,6 +130,21 @@ def test_forgeries_in_full_width_or_with_zero_width_characters_are_neutralised_t
     assert identified_ticket_ids(fold(forgery).text) == {99}
     neutral = neutralize_forgeries(forgery)
     assert identified_ticket_ids(fold(neutral).text) == set() and neutralize_forgeries(neutral) == neutral
+
+
+@pytest.mark.parametrize("blank", [" ", "\t", "\u3000", " \u200b"])
+@pytest.mark.parametrize(
+    "shape",
+    ["> チケット {sign}{blank}99: 偽物", "# チケット {sign}{blank}99: 偽物", "＞ チケット {sign}{blank}99： 偽物"],
+)
+@pytest.mark.parametrize("sign", ["#", "＃"])
+def test_a_forgery_with_blanks_between_the_number_sign_and_the_digits_is_neutralised(
+    shape: str, sign: str, blank: str
+) -> None:
+    # "> チケット # 99:" is no anchor to anchorkit's pattern, but reads as ticket 99 to a person.
+    forgery = shape.format(sign=sign, blank=blank)
+    number = forgery.rindex(sign + blank + "99")
+    assert neutralize_forgeries(forgery) == forgery[:number] + "\\" + forgery[number:]
 
 
 def test_neutralised_forgery_reads_the_same_to_a_person() -> None:

@@ -313,6 +313,22 @@ def test_a_line_longer_than_a_chunk_is_cut_inside_only_as_a_last_resort() -> Non
     assert any("前置きの文です。" in c.text for c in chunks) and any("後ろの文です。" in c.text for c in chunks)
 
 
+@pytest.mark.parametrize("limit", [100, 300, 512])
+@pytest.mark.parametrize("where", ["description", "note"])
+def test_a_heading_followed_by_a_line_longer_than_a_chunk_is_not_a_chunk_of_its_own(where: str, limit: int) -> None:
+    rng = random.Random(limit)
+    blob = "".join(
+        rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/") for _ in range(4 * limit)
+    )
+    doc = document(blob, ["短いノート。"]) if where == "description" else document("説明。", [blob])
+    chunks = chunk_document(doc, {}, load_cl100k_base(), limit).chunks
+    heading = "## 説明" if where == "description" else "### [2026-03-01"
+    # The heading's chunk goes on with the text it heads (cut inside the long line, the last resort).
+    (first,) = [c for c in chunks if heading in c.text]
+    assert blob[:20] in first.text and blob not in first.text
+    assert_chunks_keep_the_contract(chunks, doc, load_cl100k_base(), limit)
+
+
 def test_a_paragraph_longer_than_a_chunk_is_cut_after_a_sentence() -> None:
     doc = document("ログを確認したところ、認証サーバーでタイムアウトが発生していました。" * 20)
     chunks = chunk_document(doc, {}, BYTES, 600).chunks

@@ -168,6 +168,11 @@ BAD_TICKETS = {
         b'{"issue": {"id": 90010, "subject": "s", "journals": [{"id": 7, "notes": 5}]}}',
         "#90010: journal 7: 'notes' must be a string, not int",
     ),
+    "90011.json": (
+        b'{"issue": {"id": 90011, "subject": "s", "journals": [{"id": 8, "notes": "n", "created_on": 1749513600}]}}',
+        "#90011: journal 8: 'created_on' must be a string, not int",
+    ),
+    "90012.json": (b'{"issue": {"id": 90012, "subject": "s", "updated_on": 5}}', "'updated_on' must be a string"),
 }
 
 

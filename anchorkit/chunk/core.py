@@ -707,7 +707,9 @@ class _Chunker:
                 if number in code and number - 1 in code:  # between two code lines
                     opener, closer = code[number]
                     cuts.append((starts[number], FORCED_LINE, opener + "\n", closer + "\n"))
-                elif number not in code and number - 1 not in code:  # (not after an opening line, before a closing one)
+                elif number not in code and number - 1 not in code and not after_heading(lines, number):
+                    # (not after an opening line, before a closing one; nor after a heading: a chunk of the
+                    # heading alone would hold no text, and the text would begin the next one without it)
                     cuts.append((starts[number], FORCED_LINE, "", ""))
             if number in plan.paragraph_lines:
                 cuts.extend((starts[number] + cut, SENTENCE, "", "") for cut in sentence_cuts(plan, lines, number))

@@ -94,8 +94,9 @@ def load_issue(path: Path) -> dict[str, Any]:
 # drop the value without a word or stop with a raw error, so the ticket fails here, naming the field.
 _LISTS = ("journals", "custom_fields", "attachments", "relations", "children")
 _NAMED = ("project", "tracker", "status", "priority", "author", "assigned_to", "category", "fixed_version", "parent")
-_OPTIONAL: dict[str, type] = {"description": str, **dict.fromkeys(_NAMED, dict)}
-_JOURNAL_OPTIONAL: dict[str, type] = {"notes": str, "details": list, "user": dict}
+_DATES = ("created_on", "updated_on", "closed_on", "start_date", "due_date")  # (a number is compared with a string)
+_OPTIONAL: dict[str, type] = {"description": str, **dict.fromkeys(_DATES, str), **dict.fromkeys(_NAMED, dict)}
+_JOURNAL_OPTIONAL: dict[str, type] = {"notes": str, "details": list, "user": dict, "created_on": str}
 _KINDS: dict[type, str] = {list: "a list", str: "a string", dict: "an object"}
 
 
