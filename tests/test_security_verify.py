@@ -286,6 +286,30 @@ def test_a_number_too_long_to_convert_is_an_error_naming_the_file(tmp_path: Path
         assert "eval: 1 cases, 1 unreadable" in out
 
 
+@pytest.mark.parametrize("value", ["²", "٣", "9" * 5000, "1" * 19])
+def test_a_number_written_as_text_that_is_no_ascii_number_is_none_never_a_traceback(tmp_path: Path, value: str) -> None:
+    """str.isdigit() takes "²" (which int() refuses) and "٣"; int() refuses more than 4,300 digits."""
+    retrieval = tmp_path / "retrieval.json"
+    chunk = {"id": "c1", "text": CHUNK_TEXT, "metadata": {"ticket_id": TICKET, "section": "history", "note": value}}
+    retrieval.write_text(json.dumps([chunk], ensure_ascii=False), encoding="utf-8")
+
+    def answer(citation: dict[str, Any]) -> Path:
+        path = tmp_path / "answer.json"
+        claims = [{"text": "ファームウェア更新で VPN 切断は解消しました。", "citations": [citation]}]
+        path.write_text(json.dumps({"claims": claims}, ensure_ascii=False), encoding="utf-8")
+        return path
+
+    # A structured citation's note: an input error naming the place (exit 2).
+    code, _, err = cli("verify", "-r", retrieval, "-a", answer({"ticket_id": TICKET, "note": value}))
+    assert code == 2 and 'claims[0].citations[0]: "note" must be a note number' in err
+    # A retrieved chunk's note: it does not say which note it holds, so the cited note is not checked.
+    code, out, _ = cli("verify", "-r", retrieval, "-a", answer({"ticket_id": TICKET, "note": 7}), "--json")
+    assert code == 0 and json.loads(out)["findings"] == []
+    # A bare source id is a chunk's position only in ASCII digits: otherwise a source nothing retrieved has.
+    code, out, _ = cli("verify", "-r", retrieval, "-a", answer({"source_id": value}), "--json")
+    assert code == 0 and [f["kind"] for f in json.loads(out)["findings"]] == ["phantom_source_id"]
+
+
 # --------------------------------------------------------------------------------------------------
 # What anchorkit prints is printed as it is: no emoji made of ":name:"
 

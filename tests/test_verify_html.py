@@ -245,7 +245,7 @@ def test_the_summary_and_titles_are_shown() -> None:
 def test_dropped_claims_are_struck_through_and_say_why() -> None:
     page, _ = page_for(Answer("claims", claims=(Claim("更新 #12399", (Citation("c1"),)),)))
     assert '<li class="claim dropped" id="claim-1">' in page
-    assert "Dropped from the filtered answer: it names a ticket that was not retrieved" in page
+    assert "Dropped from the filtered answer: it names a ticket or a note that was not retrieved" in page
 
 
 def test_many_answers_make_one_page_with_an_overview_and_separate_ids(tmp_path: Path) -> None:

@@ -18,12 +18,12 @@ import pytest
 from anchorkit.chunk import chunk_document
 from anchorkit.chunk.sources import TicketDocument, iter_source
 from anchorkit.chunk.writers import chunk_record
-from anchorkit.note_ranges import parse_note_numbers
+from anchorkit.note_ranges import format_note_numbers, parse_note_numbers
 from anchorkit.tokens import load_cl100k_base
 from anchorkit.verify.citations import VerifyOptions, VerifyReport, verify_citations
 from anchorkit.verify.evaluation import evaluate, load_cases
 from anchorkit.verify.html import render_report
-from anchorkit.verify.links import metadata_notes, note_references, note_source
+from anchorkit.verify.links import chunk_notes, metadata_notes, note_references, note_source
 from anchorkit.verify.shapes import InputError, load_retrieval, load_retrieval_json, read_answer, read_retrieval
 from tests.test_chunk_io import numbered_fixtures
 from tests.test_verify_cli import run
@@ -168,6 +168,9 @@ def test_real_chunks_say_every_note_they_hold_and_link_to_the_first(
         assert sorted(set(notes)) == sorted(parse_note_numbers(document.metadata.get("note_numbers")) or [])
     noteless = [r for r in records.values() if not held(r)]
     assert noteless and all(metadata_notes(r["metadata"]) is None for r in noteless)
+    # Of those, the chunks of the details and the description hold none: their section says so.
+    assert {r["metadata"]["section"] for r in noteless} == {"details", "description"}
+    assert all(chunk_notes(r["text"], r["metadata"]) == frozenset() for r in noteless)
 
 
 # --------------------------------------------------------------------------- 1. links to the note
@@ -224,6 +227,11 @@ TEXT_FORMS = [
     "#{t}, note {n}",
     "#{t}、ノート{n}",
     "＃{t}\u200b-note-{n}",
+    "チケット #{t} の #note-{n}",  # Redmine's fragment, as a model copies it from the note's URL
+    "#{t} の＃note-{n}",
+    "#{t} #note-{n}",
+    "#{t} - note {n}",
+    "#{t} － ノート {n}",
 ]
 
 
@@ -267,6 +275,15 @@ def test_a_count_of_notes_is_no_note(written: str, records: dict[str, Record]) -
     assert kinds(check("jsonl_records", every_chunk[:1], text)) == []
 
 
+@pytest.mark.parametrize("written", ["チケット #{t}: Note 3 の同期に失敗する", "#{t}: コメント 3 が表示されない"])
+def test_a_subject_after_a_colon_is_no_note(written: str, records: dict[str, Record]) -> None:
+    """``#12345: subject`` is how anchors and title lines write a ticket: a subject may begin with a note word."""
+    text = f"{written.format(t=TICKET)} は解決済みです。"
+    assert note_references(text, 3) == []
+    first = next(r for r in records.values() if r["ticket_id"] == TICKET)
+    assert kinds(check("jsonl_records", [first], text)) == []
+
+
 @pytest.mark.parametrize(
     "source_id",
     [
@@ -303,6 +320,84 @@ def test_a_citation_of_a_chunk_with_a_note_needs_that_chunk_to_hold_it(
     assert [(f.kind, f.source_id) for f in moved.findings if f.severity == "critical"] == [
         ("note_not_retrieved", packed["id"])
     ]
+
+
+def test_a_note_cited_from_a_chunk_that_does_not_hold_it_is_said_to_be_in_the_chunk_that_does(
+    records: dict[str, Record], packed: Record, elsewhere: int
+) -> None:
+    holder = next(r for r in records.values() if r["ticket_id"] == TICKET and elsewhere in held(r))
+    answer = claim_citing(
+        f"#{TICKET} の note-{elsewhere} によると解消しました。", {"source_id": packed["id"], "note": elsewhere}
+    )
+    report = check("jsonl_records", [packed, holder], answer)
+    assert [(f.kind, f.source_id, f.ticket_id) for f in report.findings] == [
+        ("note_not_retrieved", packed["id"], TICKET)
+    ]
+    assert report.findings[0].message == (
+        f"chunk {packed['id']!r} of #{TICKET} does not hold note {elsewhere} "
+        f"(it holds notes {format_note_numbers(held(packed))}); note {elsewhere} is in chunk {holder['id']!r}"
+    )
+    assert report.missing_notes == frozenset()  # it was retrieved: the claim's text names it rightly
+    assert report.filtered_answer["claims"] == []  # its only citation is of a chunk without the note
+    page = render_report(report)
+    assert "The cited chunk does not hold this note: chunk" in page
+    assert "not this note" not in page and "this note was not retrieved" not in page
+    # A note in no retrieved chunk is not retrieved: said of all the ticket's chunks, not only the one cited.
+    absent = check("jsonl_records", [packed, holder], claim_citing("x", {"source_id": packed["id"], "note": 999}))
+    every = format_note_numbers(sorted({*held(packed), *held(holder)}))
+    assert [f.message for f in absent.findings] == [
+        f"note 999 of #{TICKET} was not retrieved (the retrieved chunks hold notes {every})"
+    ]
+    assert absent.missing_notes == {(TICKET, 999)}
+
+
+def before_history(records: dict[str, Record]) -> list[Record]:
+    """TICKET's chunks of its details and its description that hold no note."""
+    ticket = [r for r in records.values() if r["ticket_id"] == TICKET]
+    return [r for r in ticket if r["metadata"]["section"] != "history" and not held(r)]
+
+
+def unnumbered(record: Record) -> Record:
+    """The chunk as `anchorkit chunk` writes it from a snapshot pulled without note numbers."""
+    chunk = copy.deepcopy(record)
+    for key in ("note", "chunk_notes"):
+        chunk["metadata"].pop(key, None)
+    chunk["metadata"]["url"] = f"{REDMINE}/issues/{record['ticket_id']}"
+    return chunk
+
+
+@shapes
+def test_a_note_of_a_ticket_whose_details_and_description_alone_were_retrieved_is_flagged(
+    shape: str, records: dict[str, Record], packed: Record
+) -> None:
+    chunks = before_history(records)
+    assert chunks and {r["metadata"]["section"] for r in chunks} <= {"details", "description"}
+    note = held(packed)[0]
+    text = check(shape, chunks, f"チケット #{TICKET} の注記 {note} によると、再起動で直りました。")
+    assert [(f.kind, f.part, f.ticket_id) for f in text.findings] == [("note_not_retrieved", "text", TICKET)]
+    assert text.findings[0].message == f"note {note} of #{TICKET} was not retrieved (the retrieved chunks hold no note)"
+    cited = check(shape, chunks, claim_citing("再起動で直りました。", {"ticket_id": TICKET, "note": note}))
+    assert [f.kind for f in cited.findings if f.severity == "critical"] == ["note_not_retrieved"]
+    assert cited.filtered_answer["claims"] == []
+    described = check(shape, chunks[-1:], claim_citing("x", {"source_id": chunks[-1]["id"], "note": note}))
+    assert [f.kind for f in described.findings if f.severity == "critical"] == ["note_not_retrieved"]
+
+
+def test_a_note_stays_unchecked_where_the_chunks_cannot_say_whether_they_hold_it(
+    records: dict[str, Record], packed: Record
+) -> None:
+    note = held(packed)[0]
+    first = before_history(records)[0]
+    without_section = copy.deepcopy(first)
+    del without_section["metadata"]["section"]  # a chunk without anchorkit's metadata
+    # A description that runs on into the first journals of a short ticket: without note numbers it may hold them.
+    runs_on = next(
+        r for r in records.values() if r["ticket_id"] == TICKET and r["metadata"]["section"] != "history" and held(r)
+    )
+    # A chunk of the details says none; a history chunk without note numbers says nothing of the others.
+    for chunks in ([without_section], [unnumbered(runs_on)], [first, unnumbered(packed)]):
+        report = check("jsonl_records", chunks, f"#{TICKET} の注記 {note} によると、再起動で直りました。")
+        assert report.findings == [] and report.missing_notes == frozenset(), [c["id"] for c in chunks]
 
 
 def test_a_marker_may_name_a_note(records: dict[str, Record], packed: Record, elsewhere: int) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from anchorkit.errors import UsageError
+from anchorkit.note_ranges import metadata_int
 from anchorkit.pages import is_web_url
 from anchorkit.settings import ON_EMPTY, ON_INVALID, default
 from anchorkit.verify.folding import BIDI_CONTROLS, fold, without_bidi_controls
@@ -36,7 +37,7 @@ from anchorkit.verify.ids import (
     uri_ticket_id,
     valid_ids,
 )
-from anchorkit.verify.links import NoteReference, note_of, note_source, shown_notes, url_note
+from anchorkit.verify.links import NoteReference, note_not_held, note_of, note_source, shown_notes, url_note
 from anchorkit.verify.model import (
     DEFAULT_GROUNDING_THRESHOLD,
     DEFAULT_MIN_ID_DIGITS,
@@ -256,11 +257,13 @@ class _Sources:
         return ids
 
     def holding(self, chunks: Iterable[Chunk], note: int) -> tuple[list[Chunk], bool]:
-        """The chunks that hold the note, and whether any says which notes it holds: then those that
-        say nothing hold none (verify.links)."""
+        """The chunks that hold the note, and whether that is known: every chunk says which notes it
+        holds, or one names a note (then the notes were numbered and anchorkit's chunks that say nothing
+        hold none, verify.links); a chunk of the details, holding none numbered or not, does not tell."""
         chunks = list(chunks)
-        known = any(self.notes.get(c) is not None for c in chunks)
-        return [c for c in chunks if note in (self.notes.get(c) or ())], known
+        said = [self.notes.get(c) for c in chunks]
+        known = any(said) or None not in said
+        return [c for c, notes in zip(chunks, said, strict=True) if note in (notes or ())], known
 
     def resolve(self, citation: Citation) -> list[Chunk]:
         """A citation's source: the chunk at its position; else a chunk id, a source URI, a ticket (a
@@ -279,9 +282,10 @@ class _Sources:
         ticket_id = noted.ticket_id if noted is not None else ticket_id
         if ticket_id is not None and ticket_id in self.by_ticket:
             return self.by_ticket[ticket_id]
-        # A bare number that names nothing else is the chunk's 1-based number in the prompt.
-        if source_id.isdigit() and 1 <= int(source_id) <= len(self.ordered):
-            return [self.ordered[int(source_id) - 1]]
+        # A bare number naming nothing else is the chunk's 1-based number in the prompt (ASCII digits: "²" is none).
+        position = metadata_int(source_id) if source_id.isdigit() else None
+        if position is not None and 1 <= position <= len(self.ordered):
+            return [self.ordered[position - 1]]
         return []
 
     def ticket_ids(self, chunks: Iterable[Chunk]) -> set[int]:
@@ -566,8 +570,8 @@ class _Verification:
         return bool(chunks) and not self.noted(chunks, reference.note, **where)
 
     def noted(self, chunks: list[Chunk], note: int, **where: Any) -> list[Chunk]:
-        """The chunks that hold the cited note; all of them when none says which notes it holds (the
-        note cannot be checked); none, with ``note_not_retrieved``, when the note is in none."""
+        """The chunks that hold the cited note; all of them when it is not known which notes they hold
+        (the note cannot be checked); none, with ``note_not_retrieved``, when the note is in none."""
         held, known = self.sources.holding(chunks, note)
         if held:
             return held
@@ -576,9 +580,17 @@ class _Verification:
         tickets = sorted(self.sources.ticket_ids(chunks))
         shown = ", ".join(f"#{t}" for t in tickets) or "the cited chunk"
         where.setdefault("ticket_id", tickets[0] if tickets else None)
-        self.missing_notes.update((t, note) for t in tickets)
-        retrieved = set().union(*(self.sources.notes.get(c) or () for c in chunks))
-        message = f"note {note} of {shown} was not retrieved (the retrieved chunks hold {shown_notes(retrieved)})"
+        # The message says what is true of the whole retrieval, not only of the chunks cited: the note
+        # may be in another chunk of the ticket, or it may not be known whether it is.
+        retrieved = list(dict.fromkeys(c for t in tickets for c in self.sources.by_ticket.get(t, [])))
+        elsewhere, known_elsewhere = self.sources.holding(retrieved, note)
+        if elsewhere or not known_elsewhere:
+            notes = set().union(*(self.sources.notes.get(c) or () for c in chunks))
+            message = note_not_held(note, shown, [c.id for c in chunks], notes, [c.id for c in elsewhere])
+        else:
+            self.missing_notes.update((t, note) for t in tickets)
+            notes = set().union(*(self.sources.notes.get(c) or () for c in retrieved or chunks))
+            message = f"note {note} of {shown} was not retrieved (the retrieved chunks hold {shown_notes(notes)})"
         self.add("note_not_retrieved", "critical", message, **where)
         return []
 

@@ -24,7 +24,7 @@ from markdown_it import MarkdownIt
 
 from anchorkit import pages
 from anchorkit.pages import escape, link
-from anchorkit.verify.citations import Finding, VerifyOptions, VerifyReport
+from anchorkit.verify.citations import Finding, VerifyOptions, VerifyReport, cited_note
 from anchorkit.verify.evaluation import CaseResult, EvalGates, EvalSummary
 from anchorkit.verify.folding import without_bidi_controls
 from anchorkit.verify.ids import MARKER, chunk_subjects, mentioned_ids
@@ -254,7 +254,12 @@ class _Page:
                 number = self.number(citation, chunks, flag)
                 for finding in findings:
                     if finding.citation == citation_index and finding.kind == "note_not_retrieved":
-                        why = f"The ticket was retrieved, but not this note: {finding.message}."
+                        # Not retrieved at all, or cited from a chunk that does not hold it (the message
+                        # then says which chunk does, when one was retrieved).
+                        if (finding.ticket_id, cited_note(citation)) in report.missing_notes:
+                            why = f"The ticket was retrieved, but not this note: {finding.message}."
+                        else:
+                            why = f"The cited chunk does not hold this note: {finding.message}."
                         self.missing_note[self.key(citation, chunks)] = why
                 marks[number] = max(marks.get(number, "ok"), flag, key=_FLAG_RANK.__getitem__)
                 if citation.quoted_span:
@@ -264,8 +269,8 @@ class _Page:
             sups = "".join(self.mark(number, flag) for number, flag in marks.items())
             dropped = claim_index in report.dropped_claims
             note = (
-                '<p class="note">Dropped from the filtered answer: it names a ticket that was not retrieved, '
-                "or none of its citations is a retrieved chunk.</p>"
+                '<p class="note">Dropped from the filtered answer: it names a ticket or a note that was not '
+                "retrieved, or none of its citations is a retrieved chunk (that holds the note it cites).</p>"
                 if dropped
                 else ""
             )
@@ -404,8 +409,8 @@ class _Page:
                     items.append(
                         f'<li id="{self.prefix}ref-{number}" class="source phantom">'
                         f'<div class="source-head">[{number}] '
-                        f"<del>{escape(self.labels[key])}</del></div><p>{escape(why)} Claims that cite only "
-                        "sources that were not retrieved are dropped from the filtered answer.</p></li>"
+                        f"<del>{escape(self.labels[key])}</del></div><p>{escape(why)} Claims that cite nothing "
+                        "but such sources are dropped from the filtered answer.</p></li>"
                     )
                     continue
                 for position, chunk in enumerate(chunks):

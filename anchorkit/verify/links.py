@@ -4,13 +4,16 @@ A chunk's ``url`` (its metadata's: the Redmine issue, or ``…#note-n`` for the 
 the link a person follows from a report. The notes a chunk holds come from its metadata:
 ``chunk_notes`` (anchorkit's chunks: every note the chunk holds text of, ``"3-6"``), ``note_numbers``
 (a document's sidecar: the notes of the whole document, which is all the document layout can say),
-``note`` and the url's ``#note-n``. A chunk that says nothing of notes holds none when another chunk
-of its ticket does say (anchorkit's chunker writes ``chunk_notes`` on every chunk holding a note when
-it knows the numbers); when no chunk of the ticket says, its notes cannot be checked.
+``note`` and the url's ``#note-n``. An anchorkit chunk of the details or the description (its
+``section``) that says nothing of notes and runs on into no journal holds none. A chunk that says
+nothing of notes holds none when another chunk of its ticket names a note it holds (anchorkit's
+chunker writes ``chunk_notes`` on every chunk holding a note when it knows the numbers); otherwise its
+notes cannot be checked.
 
 An answer cites a note with a ticket mention followed by the note (``#12345-note-3``,
-``#12345#note-3``, ``チケット #12345 の note-3``, ``#12345 の注記 #3``, ``#12345 のコメント #3``,
-``#12345 (note 3)``, ``#12345, note 3``, in any width), a Redmine URL with its
+``#12345#note-3``, ``チケット #12345 の note-3``, ``#12345 の #note-3``, ``#12345 の注記 #3``,
+``#12345 のコメント #3``, ``#12345 (note 3)``, ``#12345, note 3``, ``#12345 - note 3``, in any
+width), a Redmine URL with its
 fragment (``https://host/issues/12345#note-3``), the same as a citation's source id
 (``"12345#note-3"``), or a structured citation ``{"ticket_id": 12345, "note": 3}``.
 
@@ -21,7 +24,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,12 +34,14 @@ from anchorkit.verify.ids import Mention, iter_mentions
 
 # What follows a ticket mention to name one of its notes, read in the folded view (verify.folding: "＃",
 # "（", "－" and "ｎｏｔｅ" are "#", "(", "-" and "note" there): "-note-3", "#note-3", " の note-3",
-# "の注記 #3", "のノート 7", "のコメント #7", "(note-7)", ", note 7". The word is singular and the
-# number no count: "のコメント 3件" (3 comments) is no note.
+# " の #note-3" and " #note-3" (Redmine's own fragment, as a model copies it from the note's URL),
+# "の注記 #3", "のノート 7", "のコメント #7", "(note-7)", ", note 7", " - note 7". The word is singular
+# and the number no count: "のコメント 3件" (3 comments) is no note. Not after a colon: "#12345: Note 3 …"
+# is how anchors and title lines write a ticket and its subject.
 _NOTE_WORD = r"(?i:note|comment)(?![A-Za-z])|注記|ノート|コメント"
 _COUNTER = r"[ \t]*(?:件|個|つ|回|通)"
 _NOTE_AFTER_MENTION = re.compile(
-    rf"(?:[-#]|[ \t]*(?:[(,、][ \t]*|の[ \t]*)?)(?:{_NOTE_WORD})[-_ \t]*#?(?P<note>\d+)(?!\d|{_COUNTER})"
+    rf"(?:[-#]|[ \t]*(?:[(,、-][ \t]*|の[ \t]*)?#?)(?:{_NOTE_WORD})[-_ \t]*#?(?P<note>\d+)(?!\d|{_COUNTER})"
 )
 # A Redmine URL's note fragment ("…/issues/12345#note-3"; the URL may run into the sentence's "。").
 _NOTE_FRAGMENT = re.compile(r"#note-(?P<note>\d+)(?!\d)")
@@ -44,6 +49,11 @@ _NOTE_FRAGMENT = re.compile(r"#note-(?P<note>\d+)(?!\d)")
 _MAY_NAME_NOTE = re.compile(r"(?i:note|ｎｏｔｅ|comment|ｃｏｍｍｅｎｔ)|注記|ノート|コメント|ﾉｰﾄ|ｺﾒﾝﾄ")
 # A note number longer than this can be no note of any ticket; it is kept short, never converted whole.
 _MAX_NOTE_DIGITS = 12
+# anchorkit's chunk metadata: the sections before the history (chunk/core.py, a chunk's "section" is the
+# one it begins in), and a journal's heading in its text (render/document.py "### [2024-06-12] 佐藤 次郎":
+# the document's own headings are #, ## and ###, the content's are put below them).
+_BEFORE_HISTORY = frozenset({"details", "description"})
+_JOURNAL_HEADING = re.compile(r"^### ", re.M)
 
 
 @dataclass(frozen=True)
@@ -117,6 +127,36 @@ def metadata_notes(metadata: Mapping[str, Any]) -> frozenset[int] | None:
         notes.add(note)
         said = True
     return frozenset(n for n in notes if n > 0) if said else None
+
+
+def chunk_notes(text: str, *metadata: Mapping[str, Any]) -> frozenset[int] | None:
+    """The Redmine notes a chunk holds: what its metadata says (``metadata_notes`` of the first of the
+    ``metadata`` mappings that says anything); none for an anchorkit chunk of the details or the
+    description whose ``text`` holds no journal's heading; else None (not known). Such a chunk runs on
+    into the history only in a short ticket, and then names the notes it holds there when the numbers
+    were known; without them it may hold journals that no metadata numbers."""
+    for mapping in metadata:
+        notes = metadata_notes(mapping)
+        if notes is not None:
+            return notes
+    section = next((mapping["section"] for mapping in metadata if "section" in mapping), None)
+    before_history = isinstance(section, str) and section in _BEFORE_HISTORY
+    return frozenset() if before_history and _JOURNAL_HEADING.search(text) is None else None
+
+
+def note_not_held(note: int, tickets: str, cited: Sequence[str], notes: Iterable[int], holders: Sequence[str]) -> str:
+    """What to say of a note of ``tickets`` cited from the chunks ``cited`` (ids), which hold ``notes``
+    and not that one: and which retrieved chunks hold it (``holders``), when any does."""
+    one = len(cited) == 1
+    message = (
+        f"{_chunks(cited)} of {tickets} {'does' if one else 'do'} not hold note {note} "
+        f"({'it holds' if one else 'they hold'} {shown_notes(notes)})"
+    )
+    return message + (f"; note {note} is in {_chunks(holders)}" if holders else "")
+
+
+def _chunks(ids: Sequence[str]) -> str:
+    return ("chunk " if len(ids) == 1 else "chunks ") + ", ".join(repr(i) for i in ids)
 
 
 def shown_notes(notes: Iterable[int]) -> str:

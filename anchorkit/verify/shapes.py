@@ -21,7 +21,7 @@ from anchorkit.errors import UsageError
 from anchorkit.note_ranges import metadata_int
 from anchorkit.untrusted import JSONOverLimit, parse_json
 from anchorkit.verify.ids import parse_ticket_id
-from anchorkit.verify.links import metadata_notes
+from anchorkit.verify.links import chunk_notes
 from anchorkit.verify.model import Answer, Chunk, Citation, Claim
 
 RETRIEVAL_SHAPES = (
@@ -209,7 +209,7 @@ def read_chunk(item: Any, index: int, where: str, notes: list[str]) -> Chunk | N
         subject=_first(item, ("subject",)) or _first(metadata, ("subject",)),
         score=float(score) if score is not None else _first(metadata, ("score",), (int, float)),
         url=_first(metadata, ("url",)) or _first(item, ("url",)),
-        notes=held if (held := metadata_notes(metadata)) is not None else metadata_notes(item),
+        notes=chunk_notes(text, metadata, item),
     )
 
 
