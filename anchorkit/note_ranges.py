@@ -8,6 +8,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from anchorkit.untrusted import ascii_number
+
 
 def format_note_numbers(numbers: Sequence[int]) -> str:
     """``[1, 2, 3, 5]`` → ``"1-3,5"`` (runs of consecutive numbers as ranges; the order is kept)."""
@@ -42,12 +44,6 @@ def parse_note_numbers(value: Any) -> list[int] | None:
     return numbers
 
 
-# A number written as text: ASCII digits only (str.isdigit() also takes "²", which int() refuses), and
-# no longer than a ticket id, a note number or an offset can be (int() refuses more than 4,300 digits).
-# A number that is an int already needs no converting and is taken as it is.
-_DIGITS = re.compile(r"[0-9]{1,18}")
-
-
 def metadata_int(value: Any) -> int | None:
     """A whole number as metadata may carry it (``12345``, ``12345.0``, ``"12345"``), else None."""
     if isinstance(value, bool):
@@ -56,6 +52,4 @@ def metadata_int(value: Any) -> int | None:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and (digits := _DIGITS.fullmatch(value.strip())) is not None:
-        return int(digits[0])
-    return None
+    return ascii_number(value.strip()) if isinstance(value, str) else None

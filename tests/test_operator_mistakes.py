@@ -540,3 +540,28 @@ def test_an_s3_state_that_is_not_there_is_not_shown_as_an_empty_one(
             result = runner.invoke(app, [*argv, *endpoint, "--json"])
             assert one_line_error(result, 2) == f"error: no sync state at {state}: {said}"
             assert json.loads(result.stdout)["error"] == f"no sync state at {state}: {said}"
+
+
+# Digits other than ASCII: str.isdigit() takes "²" (which int() refuses) and "١٢" (which int() reads),
+# and int() refuses more than 4,300 digits. Each is a number to no command.
+NOT_NUMBERS = ["²", "١٢", "１２", "9" * 5000]
+
+
+@pytest.mark.parametrize("text", NOT_NUMBERS)
+def test_a_count_written_in_other_digits_is_a_usage_error_not_a_traceback(text: str) -> None:
+    for arguments in (["--lengths", text], ["--chunking", f"fixed:max_tokens={text}"]):
+        assert text[:20] in one_line_error(runner.invoke(app, ["stats", str(FIXTURES), *arguments]), 2)
+
+
+@pytest.mark.parametrize("name", ["²³", "١٢", "vpn"])
+def test_an_issue_file_not_named_by_its_number_fails_alone_and_names_itself(tmp_path: Path, name: str) -> None:
+    snapshot_dir = tmp_path / "snap"
+    shutil.copytree(FIXTURES, snapshot_dir)
+    shutil.copy(snapshot_dir / "issues" / "12301.json", snapshot_dir / "issues" / f"{name}.json")
+    (tmp_path / "chunks" / name).mkdir(parents=True)  # (a folder in chunk's --out that no ticket owns)
+    for command in (["transform", str(snapshot_dir), "--out", str(tmp_path / "documents")],
+                    ["chunk", str(snapshot_dir), "--out", str(tmp_path / "chunks")]):  # fmt: skip
+        result = runner.invoke(app, command)
+        assert result.exit_code == 1 and not isinstance(result.exception, ValueError), result.output
+        assert f"{name}.json: not an issue file name: pull names each <id>.json (#12301: 12301.json)" in result.stderr
+    assert (tmp_path / "documents" / "12301.md").is_file() and (tmp_path / "chunks" / name).is_dir()

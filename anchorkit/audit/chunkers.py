@@ -49,6 +49,7 @@ from typing import Any, Generic, TypeVar, overload
 
 from anchorkit.markdown_blocks import COMPLEX_LINE, holds_complex_lines, parse_blocks
 from anchorkit.tokens import TokenizedText, byte_offsets
+from anchorkit.untrusted import ascii_number
 
 Span = tuple[int, int]  # token indices [start, end)
 
@@ -530,12 +531,13 @@ def parse_chunker_spec(spec: str, chunk_tokens: int = BEDROCK_CHUNK_TOKENS) -> C
         key, equals, value = item.partition("=")
         if key not in allowed or not equals:
             raise ValueError(f"{spec!r}: expected key=value with key in {', '.join(sorted(allowed))}, got {item!r}")
-        if not value.isdigit() or (int(value) == 0 and key not in ("overlap", "buffer")):
+        number = ascii_number(value)
+        if number is None or (number == 0 and key not in ("overlap", "buffer")):
             raise ValueError(
                 f"{spec!r}: {key} must be a {'non-negative' if key in ('overlap', 'buffer') else 'positive'} integer, "
                 f"got {value!r}"
             )
-        values[key] = int(value)
+        values[key] = number
     base = sized(factory(), chunk_tokens)
     chunker = factory(**{f.name: getattr(base, f.name) for f in fields(base)} | values)
     _check(chunker, spec)

@@ -46,6 +46,7 @@ from anchorkit.render.document import DEFAULT_CHUNK_TOKENS, RenderOptions
 from anchorkit.render.transform import TransformOptions
 from anchorkit.settings import default
 from anchorkit.tokens import TOKENIZER_CHOICES, Tokenizer, choose_tokenizer
+from anchorkit.untrusted import ascii_number
 
 # ---------------------------------------------------------------------------------------------
 # Running the audit, and CI gates
@@ -124,7 +125,7 @@ def parse_lengths(text: str) -> tuple[int, ...]:
     if text.strip().lower() == "none":
         return ()
     parts = [part.strip() for part in text.split(",") if part.strip()]
-    if not parts or not all(part.isdigit() and int(part) > 0 for part in parts):
+    if not parts or not all((ascii_number(part) or 0) > 0 for part in parts):
         raise UsageError(
             f"--lengths must be positive token counts separated by commas (e.g. 256,300,512,1024) or none, not {text!r}"
         )

@@ -39,6 +39,7 @@ from anchorkit.files import AtomicStream, sync_file, write_atomic, write_new_fol
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, check_schema, encode_sidecars
 from anchorkit.render.transform import TicketFailure, TransformReport, written_for
 from anchorkit.shared_json import OverlayEncoder
+from anchorkit.untrusted import ascii_number
 
 _CHUNK_NAME = re.compile(rf"^{CHUNK_FILE}(?:{re.escape(SIDECAR_SUFFIX)})?$")
 _TEMP_NAME = re.compile(rf"^\.{CHUNK_FILE}(?:{re.escape(SIDECAR_SUFFIX)})?\..*\.tmp$")
@@ -284,8 +285,9 @@ def write_chunk_folder(
     if out_dir.is_dir():
         for entry in sorted(os.listdir(out_dir)):
             folder = out_dir / entry
-            if entry.isdigit() and int(entry) not in kept and folder.is_dir() and not folder.is_symlink():
-                _remove_stale(folder, int(entry), set(os.listdir(folder)), report, check, whole=True)
+            ticket_id = ascii_number(entry)
+            if ticket_id is not None and ticket_id not in kept and folder.is_dir() and not folder.is_symlink():
+                _remove_stale(folder, ticket_id, set(os.listdir(folder)), report, check, whole=True)
             elif not check and (interrupted := _TEMP_FOLDER.match(entry)):
                 _remove_interrupted(folder, interrupted[1])
     report.seconds = time.perf_counter() - started

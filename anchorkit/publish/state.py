@@ -48,7 +48,7 @@ from anchorkit.publish.aws import (
 )
 from anchorkit.publish.upload import PublishSettings
 from anchorkit.settings import default
-from anchorkit.untrusted import parse_json
+from anchorkit.untrusted import ascii_number, parse_json
 
 MANIFEST_NAME = "manifest.json"
 ISSUES_FOLDER = "issues"
@@ -150,9 +150,10 @@ def holder_alive(holder: str) -> bool | None:
     """Whether the process a holder names is running, when it is on this host (None: another host)."""
     host, _, rest = holder.partition(":")
     pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
+    number = ascii_number(pid)
+    if host != socket.gethostname() or number is None:
         return None
-    return process_running(int(pid))
+    return process_running(number)
 
 
 class LocalStateStore:

@@ -23,7 +23,7 @@ from typing import Any
 
 from anchorkit.errors import UsageError
 from anchorkit.files import write_atomic
-from anchorkit.untrusted import is_count, parse_json
+from anchorkit.untrusted import ascii_number, is_count, parse_json
 
 PRIVATE_MARKS_FILE = ".anchorkit-private.json"
 _KEY = "private_tickets"
@@ -70,9 +70,10 @@ def read_private_marks(folder: Path) -> PrivateMarks:
         tickets = {ticket_id: PrivateContent() for ticket_id in value}
         for key, detail in journals.items():
             content = _private_journals(detail)
-            if not key.isdigit() or int(key) not in tickets or content is None:
+            ticket_id = ascii_number(key)
+            if ticket_id is None or ticket_id not in tickets or content is None:
                 break
-            tickets[int(key)] = content
+            tickets[ticket_id] = content
         else:
             return PrivateMarks(tickets)
     raise UsageError(

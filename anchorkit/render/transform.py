@@ -48,7 +48,7 @@ from anchorkit.source.snapshot import (
     load_state,
 )
 from anchorkit.tokens import TOKENIZER_CHOICES, choose_tokenizer
-from anchorkit.untrusted import parse_json
+from anchorkit.untrusted import ascii_number, parse_json
 
 DEFAULT_MAX_TEXT_BYTES: int = default("max_text_bytes")
 # The settings that are fields of RenderOptions and of TransformOptions under their own names.
@@ -296,7 +296,7 @@ def render_ticket(
 
     ``outline``: the document's outline instead (``RenderedTicket.outline``; ``markdown`` is then its
     content, the document without anchors), for the chunker."""
-    ticket_id = int(path.stem) if path.stem.isdigit() else None
+    ticket_id = ascii_number(path.stem)
     try:
         issue = load_issue(path)
         ticket_id = issue["id"]

@@ -37,7 +37,7 @@ from anchorkit.source import privacy, snapshot
 from anchorkit.source.lookups import LookupFetcher, Names, fill_missing, names_in_issue
 from anchorkit.source.notes import NoteNumbering, numbered_if_complete
 from anchorkit.source.redmine import IssuePage, RedirectRefused, RedmineClient, RedmineError, RetryPolicy
-from anchorkit.untrusted import public_url
+from anchorkit.untrusted import ascii_number, public_url
 
 DEFAULT_TEXT_FORMAT = TEXT_FORMATS[0]  # Redmine's own default, recorded in a new snapshot
 API_KEY_ENV = "REDMINE_API_KEY"
@@ -182,8 +182,8 @@ def resolve_projects(projects: dict[str, dict[str, Any]], wanted: list[str]) -> 
     by_identifier = {row.get("identifier"): int(key) for key, row in projects.items()}
     ids: set[int] = set()
     for ident in wanted:
-        if ident.isdigit():
-            ids.add(int(ident))
+        if (number := ascii_number(ident)) is not None:
+            ids.add(number)
         elif ident in by_identifier:
             ids.add(by_identifier[ident])
         else:

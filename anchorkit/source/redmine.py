@@ -34,7 +34,7 @@ from redminelib.engines.sync import SyncEngine
 
 from anchorkit.errors import UsageError, WorkFailed, url_host
 from anchorkit.settings import default
-from anchorkit.untrusted import is_count
+from anchorkit.untrusted import ascii_number, is_count
 
 # Statuses worth another try: throttling and server-side trouble that usually passes.
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -127,8 +127,9 @@ def retry_after_s(response: requests.Response) -> float | None:
     value = response.headers.get("Retry-After")
     if not value:
         return None
-    if value.strip().isdigit():
-        return float(value.strip())
+    seconds = ascii_number(value.strip())
+    if seconds is not None:
+        return float(seconds)
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):

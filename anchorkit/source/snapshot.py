@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from anchorkit.errors import UsageError
 from anchorkit.files import check_existing_folder, write_if_changed
-from anchorkit.untrusted import JSONOverLimit, is_count, parse_json
+from anchorkit.untrusted import JSONOverLimit, ascii_number, is_count, parse_json
 
 ISSUES_DIR = "issues"
 LOOKUPS_FILE = "lookups.json"
@@ -73,7 +73,10 @@ def load_issue(path: Path) -> dict[str, Any]:
     subject = issue.get("subject")
     if not isinstance(subject, str):
         raise SnapshotError(f"{path}: ticket #{issue_id} has no subject string ({type(subject).__name__})")
-    if path.stem.isdigit() and int(path.stem) != issue_id:
+    named = ascii_number(path.stem)
+    if named is None:  # (else the issue would be rendered as well as its own file's, under one id)
+        raise SnapshotError(f"{path}: not an issue file name: pull names each <id>.json (#{issue_id}: {issue_id}.json)")
+    if named != issue_id:
         raise SnapshotError(f"{path}: file name says #{path.stem} but the issue id is #{issue_id}")
     where = f"{path}: ticket #{issue_id}"
     for key in _LISTS:
@@ -215,7 +218,7 @@ def stored_issue_ids(snapshot_dir: Path) -> set[int]:
     issues_dir = snapshot_dir / ISSUES_DIR
     if not issues_dir.is_dir():
         return set()
-    return {int(stem) for stem in _issue_file_stems(issues_dir) if stem.isdigit()}
+    return {number for stem in _issue_file_stems(issues_dir) if (number := ascii_number(stem)) is not None}
 
 
 def stored_stamp(snapshot_dir: Path, issue_id: int) -> StoredStamp | None:
@@ -257,4 +260,5 @@ def write_state(snapshot_dir: Path, state: dict[str, Any]) -> bool:
 
 def _id_order(key: str) -> tuple[bool, int, str]:
     """Numeric ids in numeric order first, then any other names in text order."""
-    return (not key.isdigit(), int(key) if key.isdigit() else 0, key)
+    number = ascii_number(key)
+    return (number is None, number or 0, key)

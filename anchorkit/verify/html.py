@@ -218,7 +218,7 @@ class _Page:
             found = [index for chunk, index in self.positions.items() if chunk.id == source]
             targets = [(written, found[0] if found else None)]
         else:
-            positions = [int(n) for n in "".join(c if c.isdigit() else " " for c in numbers).split()]
+            positions = [int(n) for n in "".join(c if "0" <= c <= "9" else " " for c in numbers).split()]
             targets = [(f"[{n}]", n if 1 <= n <= len(self.report.retrieved) else None) for n in positions]
         return "".join(
             f'<sup><a class="ok" href="#{self.prefix}chunk-{n}">{escape(label)}</a></sup>'
