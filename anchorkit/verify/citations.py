@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from anchorkit.errors import UsageError
-from anchorkit.note_ranges import metadata_int
 from anchorkit.pages import is_web_url
 from anchorkit.settings import ON_EMPTY, ON_INVALID, default
+from anchorkit.untrusted import ascii_number
 from anchorkit.verify.folding import BIDI_CONTROLS, fold, without_bidi_controls
 from anchorkit.verify.ids import (
     MARKER,
@@ -283,7 +283,7 @@ class _Sources:
         if ticket_id is not None and ticket_id in self.by_ticket:
             return self.by_ticket[ticket_id]
         # A bare number naming nothing else is the chunk's 1-based number in the prompt (ASCII digits: "²" is none).
-        position = metadata_int(source_id) if source_id.isdigit() else None
+        position = ascii_number(source_id)
         if position is not None and 1 <= position <= len(self.ordered):
             return [self.ordered[position - 1]]
         return []
