@@ -102,14 +102,14 @@ def parse_json(data: str | bytes) -> Any:
     return _without_lone_surrogates(value) if escapes.search(data) else value  # type: ignore[arg-type]
 
 
+_MAX_DIGITS = 18  # an id, a count, an offset: far below int()'s 4,300-digit limit
+
+
 def ascii_number(text: str) -> int | None:
     """``text`` read as a whole number of 1 to 18 ASCII digits (an id, a count, a note number), else None:
     str.isdigit() also takes "²", which int() refuses, and "١٢", which int() reads; int() refuses more than
     4,300 digits. A file name, a key or an argument passes here before int()."""
     return int(text) if text.isascii() and text.isdigit() and len(text) <= _MAX_DIGITS else None
-
-
-_MAX_DIGITS = 18
 
 
 def is_count(value: Any) -> TypeGuard[int]:
