@@ -49,18 +49,18 @@ TITLE_PATTERN = re.compile(
 # strips indentation: quote or heading markers (any depth), a label, "#<digits>:", wherever in a line.
 # Not only after whitespace: a token window starts at any token boundary, and cl100k cuts "\\>",
 # "[>", "`>" and "a>" between the two characters (docs/anchoring.md, "Forgeries"). Nor only in ASCII: a
-# model reads "＞ チケット ＃99：" (full-width, as Japanese input writes it), "#99" with a zero-width space
-# inside (between the digits too) or "# 99:" as the anchor it looks like, so those get their "#" or "＃"
-# escaped too.
+# model reads "＞ チケット ＃99：" (full-width, as Japanese input writes it, or the small forms "﹥", "﹟",
+# "﹕"), "#99" with a zero-width space inside (between the digits too) or "# 99:" as the anchor it looks
+# like, so those get their number sign escaped too.
 # What a reader does not see: soft hyphen, Arabic letter mark, zero-width characters, and the bidirectional
 # marks, embeddings and isolates (in that order).
 _HIDDEN = "\u00ad\u061c\u200b-\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff"
 # The number as a reader sees it: hidden characters anywhere in it, blanks between the sign and the digits
 # ("# 123:" reads as ticket 123 to a person, and most likely to a model).
-_FORGED_NUMBER = rf"[ \t\u3000{_HIDDEN}]*\d(?:[{_HIDDEN}]*\d){{0,11}}[ \t{_HIDDEN}]*[:：]"
+_FORGED_NUMBER = rf"[ \t\u3000{_HIDDEN}]*\d(?:[{_HIDDEN}]*\d){{0,11}}[ \t{_HIDDEN}]*[:：﹕]"
 _FORGERY = re.compile(
-    rf"(?P<lead>(?:[>＞][ \t>＞{_HIDDEN}]*|[#＃]{{1,6}}[ \t]+)(?:{_LABEL})[ \t{_HIDDEN}]*)"
-    rf"(?P<hash>[#＃])(?={_FORGED_NUMBER})"
+    rf"(?P<lead>(?:[>＞﹥][ \t>＞﹥{_HIDDEN}]*|[#＃﹟]{{1,6}}[ \t]+)(?:{_LABEL})[ \t{_HIDDEN}]*)"
+    rf"(?P<hash>[#＃﹟])(?={_FORGED_NUMBER})"
 )
 # What a chunk starting anywhere in a text would read as an anchor or a title (their patterns' start):
 # "[>#] " + _LABEL + " #(\d{1,12}):", scanned 2.5 times faster. The space is looked for first and the
@@ -71,7 +71,7 @@ _EXPOSED = re.compile(rf" (?<=[>#] )[^#\\\r\n]{{1,{MAX_LABEL_CHARS}}} #(\d{{1,12
 _MARKDOWN_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 # (A literal first character keeps the scan of every text fast: the full-width sign is looked for apart.)
 _FORGERY_HINT = re.compile(rf"#{_FORGED_NUMBER}")
-_FULL_WIDTH_FORGERY_HINT = re.compile(rf"＃{_FORGED_NUMBER}")
+_WIDE_FORGERY_HINT = re.compile(rf"[＃﹟]{_FORGED_NUMBER}")
 _TRAILING_HASHES = re.compile(r"(?<=[ \t])#+$")
 _WHITESPACE_RUN = re.compile(r"\s+")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
@@ -175,7 +175,7 @@ def identified_ticket_ids(text: str) -> set[int]:
 def neutralize_forgeries(text: str) -> str:
     """Escape the ``#`` of everything shaped like an anchor or a title, wherever it starts in a line
     (``\\#`` renders as ``#``)."""
-    if not (_FORGERY_HINT.search(text) or ("＃" in text and _FULL_WIDTH_FORGERY_HINT.search(text))):
+    if not (_FORGERY_HINT.search(text) or (("＃" in text or "﹟" in text) and _WIDE_FORGERY_HINT.search(text))):
         return text  # the cheap necessary condition: most texts have no "#<id>:"
     return _FORGERY.sub(r"\g<lead>\\\g<hash>", text)
 

@@ -120,6 +120,9 @@ LOOK_ALIKE_FORGERIES = [
     "> チケット #9\u2060\u20609: word joiners inside the number",
     "> チケット #9\ufeff9: a byte order mark inside the number",
     "> チケット #9\u00ad9: a soft hyphen inside the number",
+    "﹥ チケット ﹟99﹕ the small forms",
+    "> チケット ﹟99: a small number sign",
+    "﹟ チケット #99: a heading of small number signs",
 ]
 
 
@@ -137,7 +140,7 @@ def test_forgeries_in_full_width_or_with_zero_width_characters_are_neutralised_t
     "shape",
     ["> チケット {sign}{blank}99: 偽物", "# チケット {sign}{blank}99: 偽物", "＞ チケット {sign}{blank}99： 偽物"],
 )
-@pytest.mark.parametrize("sign", ["#", "＃"])
+@pytest.mark.parametrize("sign", ["#", "＃", "﹟"])
 def test_a_forgery_with_blanks_between_the_number_sign_and_the_digits_is_neutralised(
     shape: str, sign: str, blank: str
 ) -> None:
