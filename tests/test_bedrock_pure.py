@@ -245,3 +245,9 @@ def test_output_batches_are_counted_as_the_knowledge_base_will_ingest_them() -> 
         counts.not_text,
     ) == (4, 1, 1, 1, 1)
     assert counts.coverage == 1 / 3
+
+
+@pytest.mark.parametrize("value", ["0", "²", "١٢", "-5", "10000000", "9" * 5000])
+def test_chunk_tokens_that_are_no_positive_count_below_ten_million_are_a_configuration_error(value: str) -> None:
+    with pytest.raises(ConfigurationError, match="expected a positive whole number of tokens"):
+        Settings.from_environment({"ANCHORKIT_CHUNK_TOKENS": value})

@@ -34,6 +34,7 @@ from anchorkit.bedrock.counts import Counts
 from anchorkit.bedrock.event import EventError, InputFile, Invocation, parse_event, response
 from anchorkit.chunk.core import DEFAULT_CHUNK_TOKENS, ChunkError
 from anchorkit.tokens import CL100K_BASE, Tokenizer, TokenizerUnavailable, choose_tokenizer
+from anchorkit.untrusted import ascii_number
 from anchorkit.verify.ids import compile_uri_pattern
 from anchorkit.verify.model import DEFAULT_URI_PATTERN
 
@@ -77,7 +78,7 @@ class Settings:
         if mode not in MODES:
             raise ConfigurationError(f"ANCHORKIT_BEDROCK_MODE={_shown(mode)}: expected one of {', '.join(MODES)}")
         tokens = environ.get("ANCHORKIT_CHUNK_TOKENS", "").strip() or str(DEFAULT_CHUNK_TOKENS)
-        if not _POSITIVE.fullmatch(tokens):
+        if not 0 < (ascii_number(tokens) or 0) < _MAX_CHUNK_TOKENS:
             raise ConfigurationError(
                 f"ANCHORKIT_CHUNK_TOKENS={_shown(tokens)}: expected a positive whole number of tokens (default "
                 f"{DEFAULT_CHUNK_TOKENS})"
@@ -101,7 +102,7 @@ class Settings:
         return cls(mode, options, strict in ("1", "true"))
 
 
-_POSITIVE = re.compile(r"0*[1-9][0-9]{0,6}")  # ASCII digits: str.isdigit() also takes "²", which int() refuses
+_MAX_CHUNK_TOKENS = 10**7  # (no model reads a chunk that long: a typo, or another setting's value)
 
 
 def _shown(value: str) -> str:
