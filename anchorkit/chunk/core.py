@@ -289,7 +289,7 @@ class _Chunker:
         # chunk cut inside a line needs looking at (_check).
         self.whole_lines_name_nothing = self._names_nothing_but_its_title()
         self.notes = self._note_numbers(metadata.get("note_numbers"))
-        self.positions = TokenPositions(self.content, tokenizer)
+        self.positions = TokenPositions(self.content, tokenizer, self.count)
         self.pieces = [
             _Piece(segment.start, segment.end, self.positions.cost(segment.start, segment.end), SEGMENT, index, True)
             for index, segment in enumerate(self.segments)

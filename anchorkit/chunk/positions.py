@@ -80,7 +80,9 @@ class TokenPositions:
     token's offset for the rest was most of the cost. Any other tokenizer: the content is one run.
     """
 
-    def __init__(self, text: str, tokenizer: Tokenizer) -> None:
+    def __init__(self, text: str, tokenizer: Tokenizer, known: Callable[[str], int] | None = None) -> None:
+        """``known``: counts kept by text (tokens.KnownCounts) for the runs a ticket repeats (fences, blank
+        lines, a signature); else each run is counted."""
         self.text = text
         self.length = len(text)
         self.tokenizer = tokenizer
@@ -88,7 +90,7 @@ class TokenPositions:
         self.starts = list(accumulate(map(len, runs[:-1]), initial=0))
         self.runs: dict[int, TextTokens] = {}
         if tokenizer.exact:
-            count = tokenizer.count
+            count = known or tokenizer.count
             counts = [
                 count(run) if len(run) <= _CUT_INSIDE else self._tokenized(index, run).tokens.token_count
                 for index, run in enumerate(runs)

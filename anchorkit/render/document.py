@@ -194,8 +194,10 @@ def render_document(
     lookups: Lookups,
     options: RenderOptions,
     count_tokens: TokenCounter = approx_tokens_with_margin,
+    journals: list[dict[str, Any]] | None = None,
 ) -> str:
-    """The anchored Markdown document of one issue (byte-identical for identical input).
+    """The anchored Markdown document of one issue (byte-identical for identical input). ``journals``:
+    its ``history_journals`` when the caller has them already.
 
     Section anchors are placed as the document is assembled, and each piece of ticket text is
     anchored on its own (its headings), so no ticket pays for parsing the whole document;
@@ -211,7 +213,7 @@ def render_document(
     body_subject = escape_plain(shortened(issue["subject"], options.anchor_subject_chars))
     anchor = anchor_line(ticket_id, body_subject, label)
     parts = []
-    for part, kind in _parts(issue, lookups, options):
+    for part, kind in _parts(issue, lookups, options, journals):
         parts.append(insert_anchors(part, ticket_id, body_subject, label) if kind is _TEXT else part)
         if kind is _HEADING or (kind is _DETAILS_HEADING and options.anchor_basic_info):
             parts.append(anchor)
@@ -233,14 +235,16 @@ class Outline:
     headings: list[tuple[int, str, str]]
 
 
-def render_outline(issue: dict[str, Any], lookups: Lookups, options: RenderOptions) -> Outline:
+def render_outline(
+    issue: dict[str, Any], lookups: Lookups, options: RenderOptions, journals: list[dict[str, Any]] | None = None
+) -> Outline:
     """The outline of the document ``render_document`` writes (tested: its content is that document's
     without anchors)."""
     ticket_id, label = issue["id"], options.label("ticket")
     parts: list[str] = []
     headings: list[tuple[int, str, str]] = []
     offset = 0
-    for part, kind in _parts(issue, lookups, options):
+    for part, kind in _parts(issue, lookups, options, journals):
         if kind is _TEXT and may_hold_a_heading(part):
             # Its headings' anchors bring blank lines that stay when they are taken out (one after a heading).
             part = strip_anchors(insert_anchors(part, ticket_id, "", label))
@@ -258,8 +262,12 @@ def render_outline(issue: dict[str, Any], lookups: Lookups, options: RenderOptio
 _HEADING, _DETAILS_HEADING, _TEXT, _LINES = "heading", "details heading", "text", "lines"
 
 
-def _parts(issue: dict[str, Any], lookups: Lookups, options: RenderOptions) -> list[tuple[str, str]]:
+def _parts(
+    issue: dict[str, Any], lookups: Lookups, options: RenderOptions, journals: list[dict[str, Any]] | None
+) -> list[tuple[str, str]]:
     """The parts of the document, in order, with what each is; joined by blank lines, with anchors."""
+    if journals is None:
+        journals = history_journals(issue, lookups, options)
     parts = [
         (title_line(issue["id"], _inline(issue["subject"]), options.label("ticket")), _LINES),
         (f"## {options.label('details')}", _DETAILS_HEADING),
@@ -272,7 +280,7 @@ def _parts(issue: dict[str, Any], lookups: Lookups, options: RenderOptions) -> l
             (f"## {options.label('description')}", _HEADING),
             (content_markdown(description, fmt, options.link_issues), _TEXT),
         ]
-    entries = [_journal_entry(j, issue, lookups, options) for j in history_journals(issue, lookups, options)]
+    entries = [_journal_entry(j, issue, lookups, options) for j in journals]
     if entries:
         parts.append((f"## {options.label('history')}", _HEADING))
         for heading, body in entries:

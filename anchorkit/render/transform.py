@@ -305,11 +305,12 @@ def render_ticket(
         if render_options.restricted_custom_fields and not render_options.include_private:
             issue = without_restricted_fields({"issue": issue}, render_options.restricted_custom_fields)["issue"]
         _check_sizes(path, issue, options.max_text_bytes)
-        outlined = render_outline(issue, lookups, render_options) if outline else None
-        markdown = outlined.content if outlined else render_document(issue, lookups, render_options, count_tokens)
-        # (Read only when needed: the history's journals cost a second pass over their changes.)
-        needed = options.sidecars or render_options.include_private
-        journals = history_journals(issue, lookups, render_options) if needed else []
+        # The history's journals, read once for the document and for what the sidecar and the private marks say.
+        journals = history_journals(issue, lookups, render_options)
+        outlined = render_outline(issue, lookups, render_options, journals) if outline else None
+        markdown = (
+            outlined.content if outlined else render_document(issue, lookups, render_options, count_tokens, journals)
+        )
         notes = note_numbers(journals) if options.sidecars else None
         # Without --include-private neither a private issue nor a private note gets here.
         private = _private_content(issue, journals, render_options)
