@@ -32,14 +32,12 @@ def batched(items: Iterable[Item], size: int) -> Iterator[list[Item]]:
 
 
 def resolve_jobs(jobs: int, batches: Iterator[list[Item]]) -> tuple[int, Iterator[list[Item]]]:
-    """``jobs`` = 0: one process per CPU core once there is more than one batch (a small input is not
-    worth starting processes for). Returns the job count and the batches, none of them consumed."""
-    if jobs != 0:
-        return jobs, batches
-    first = next(batches, None)
-    second = next(batches, None)
-    jobs = (os.cpu_count() or 1) if second is not None else 1
-    return jobs, itertools.chain([b for b in (first, second) if b is not None], batches)
+    """The processes to start: ``jobs``, or for 0 one per CPU core; never more than there are batches (a
+    small input is not worth starting processes for, and a process with no batch only costs memory).
+    Returns the job count and the batches, none of them consumed."""
+    wanted = jobs or os.cpu_count() or 1
+    head = list(itertools.islice(batches, wanted))
+    return max(1, min(wanted, len(head))), itertools.chain(head, batches)
 
 
 def map_batches(

@@ -146,7 +146,7 @@ SETTINGS: tuple[Setting, ...] = (
     # Tokens (transform's --chunk-tokens, stats)
     _s("tokenizer", str, TOKENIZER_CHOICES[0], *_RENDERED, STATS, choices=TOKENIZER_CHOICES),
     _s("tiktoken_file", Path, None, *_RENDERED, STATS),
-    _s("jobs", int, 0, TRANSFORM, CHUNK, STATS, min=0),
+    _s("jobs", int, 0, TRANSFORM, CHUNK, STATS, min=0, max=256),
     # Destination (upload)
     _s("dest", str, None, UPLOAD, SYNC),
     _s("delete", bool, False, UPLOAD, SYNC),

@@ -565,3 +565,13 @@ def test_an_issue_file_not_named_by_its_number_fails_alone_and_names_itself(tmp_
         assert result.exit_code == 1 and not isinstance(result.exception, ValueError), result.output
         assert f"{name}.json: not an issue file name: pull names each <id>.json (#12301: 12301.json)" in result.stderr
     assert (tmp_path / "documents" / "12301.md").is_file() and (tmp_path / "chunks" / name).is_dir()
+
+
+@pytest.mark.parametrize("command", ["transform", "chunk", "stats"])
+def test_a_runaway_jobs_count_is_a_usage_error_before_any_process_starts(command: str, tmp_path: Path) -> None:
+    """`--jobs 100000` once forked a worker per job until memory ran out; 256 is the most any run takes."""
+    out = ["--out", str(tmp_path / "out")] if command != "stats" else []
+    result = runner.invoke(app, [command, str(FIXTURES), *out, "--jobs", "100000"])
+    assert result.exit_code == 2, result.output
+    assert "--jobs" in result.output and "256" in result.output
+    assert not (tmp_path / "out").exists()

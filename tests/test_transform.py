@@ -261,7 +261,15 @@ def test_jobs_zero_starts_processes_only_for_more_than_one_batch() -> None:
     jobs, batches = parallel.resolve_jobs(0, parallel.batched(range(256), 256))
     assert jobs == 1 and [len(b) for b in batches] == [256]
     jobs, batches = parallel.resolve_jobs(0, parallel.batched(range(600), 256))
-    assert jobs == (os.cpu_count() or 1) and [len(b) for b in batches] == [256, 256, 88]
+    assert jobs == min(os.cpu_count() or 1, 3) and [len(b) for b in batches] == [256, 256, 88]
+
+
+def test_no_more_processes_start_than_there_are_batches() -> None:
+    """--jobs 100000 over three batches forked 100,000 workers, until the machine ran out of memory."""
+    jobs, batches = parallel.resolve_jobs(100_000, parallel.batched(range(600), 256))
+    assert jobs == 3 and [len(b) for b in batches] == [256, 256, 88]
+    jobs, batches = parallel.resolve_jobs(4, parallel.batched(range(0), 256))
+    assert jobs == 1 and list(batches) == []
 
 
 def _in_worker(_: tuple[()], batch: list[int]) -> list[bool]:
