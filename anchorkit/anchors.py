@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 from anchorkit.errors import UsageError
 from anchorkit.markdown_blocks import Block, holds_complex_lines, parse_blocks, scannable_code_lines, top_level_blocks
+from anchorkit.untrusted import BIDI_CONTROLS
 
 DEFAULT_LABEL = "チケット"
 
@@ -60,8 +61,9 @@ _HIDDEN = "\u00ad\u061c\u200b-\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff"
 _FORGED_NUMBER = rf"[ \t\u3000{_HIDDEN}]*\d(?:[{_HIDDEN}]*\d){{0,11}}[ \t{_HIDDEN}]*[:：﹕]"
 _FORGERY = re.compile(
     rf"(?P<lead>(?:[>＞﹥][ \t>＞﹥{_HIDDEN}]*|[#＃﹟]{{1,6}}[ \t]+)(?:{_LABEL})[ \t{_HIDDEN}]*)"
-    rf"(?P<hash>[#＃﹟])(?={_FORGED_NUMBER})"
+    rf"(?P<hash>[#＃﹟])(?=(?P<number>{_FORGED_NUMBER}))"
 )
+_DIGIT = re.compile(r"\d")
 # What a chunk starting anywhere in a text would read as an anchor or a title (their patterns' start):
 # "[>#] " + _LABEL + " #(\d{1,12}):", scanned 2.5 times faster. The space is looked for first and the
 # marker checked behind it, and the label is greedy: it holds no "#", so the one label followed by
@@ -83,12 +85,13 @@ class Anchor(NamedTuple):
 
 
 def one_line(text: str) -> str:
-    """Collapse whitespace (line breaks included) to single spaces and drop control characters."""
+    """Collapse whitespace (line breaks included) to single spaces, drop control characters and the
+    bidirectional controls (a subject's U+202E would show an anchor line in another order than it is)."""
     # Most names and subjects are already one clean line; every character the regexes below would
     # touch is non-printable for str.isprintable (ASCII space aside), so that check is exact.
     if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
         return text
-    return _WHITESPACE_RUN.sub(" ", _CONTROL.sub(" ", text)).strip()
+    return _WHITESPACE_RUN.sub(" ", _CONTROL.sub(" ", BIDI_CONTROLS.sub("", text))).strip()
 
 
 def written_label(label: str) -> str:
@@ -172,12 +175,20 @@ def identified_ticket_ids(text: str) -> set[int]:
     return {a.ticket_id for a in find_anchors(text)} | {a.ticket_id for a in find_titles(text)}
 
 
-def neutralize_forgeries(text: str) -> str:
+def neutralize_forgeries(text: str, keep: int | None = None) -> str:
     """Escape the ``#`` of everything shaped like an anchor or a title, wherever it starts in a line
-    (``\\#`` renders as ``#``)."""
+    (``\\#`` renders as ``#``), but for those naming ticket ``keep``: a retrieved chunk whose ticket is
+    known keeps its own anchors and loses any other ticket's."""
     if not (_FORGERY_HINT.search(text) or (("＃" in text or "﹟" in text) and _WIDE_FORGERY_HINT.search(text))):
         return text  # the cheap necessary condition: most texts have no "#<id>:"
-    return _FORGERY.sub(r"\g<lead>\\\g<hash>", text)
+    if keep is None:
+        return _FORGERY.sub(r"\g<lead>\\\g<hash>", text)
+    return _FORGERY.sub(lambda m: m[0] if _forged_id(m) == keep else f"{m['lead']}\\{m['hash']}", text)
+
+
+def _forged_id(match: re.Match[str]) -> int:
+    """The ticket a forgery's number reads as (its digits, hidden characters and blanks left out)."""
+    return int("".join(_DIGIT.findall(match["number"])))
 
 
 def exposed_ticket_ids(text: str) -> set[int]:

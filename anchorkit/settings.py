@@ -178,8 +178,9 @@ SETTINGS: tuple[Setting, ...] = (
     _s("retrieval", Path, None, VERIFY, INJECT),
     _s("answer", Path, None, VERIFY),
     _s("context", list, [], VERIFY),
-    # Source URI → ticket id: …/12345.md (flat layout) and …/<project>/12345.md (by-project).
-    _s("uri_pattern", str, r"/(\d+)\.md$", *_CHECKS, INJECT),
+    # Source URI → ticket id: …/12345.md (flat layout), …/<project>/12345.md (by-project) and
+    # …/12345/12345-004.md (anchorkit's chunks, chunk_names.py); not another numbered file (…/2026-001.md).
+    _s("uri_pattern", str, r"/(\d+)(?:/\1-\d+)?\.md$", *_CHECKS, INJECT),
     _s("quote_threshold", float, 0.8, *_CHECKS, min=0.0, max=1.0),
     _s("grounding_threshold", float, 0.3, *_CHECKS, min=0.0, max=1.0),
     _s("on_invalid", str, "drop", VERIFY, choices=ON_INVALID),

@@ -10,7 +10,8 @@
   parses but breaks the recursive code that copies or writes it (deepcopy, pickle, indented dumps).
   A number too long for Python to convert is refused the same way, and a lone UTF-16 surrogate
   (``"\\ud800"``: valid JSON, which a chunker that cuts an emoji in half writes) becomes U+FFFD, since
-  no UTF-8 output could hold it.
+  no UTF-8 output could hold it (:func:`without_lone_surrogates` does the same to a value parsed elsewhere,
+  such as the Lambda's event).
 - :func:`is_count`: whether a parsed JSON value is a whole number of at least 0 (``true`` is not 1).
 """
 
@@ -23,9 +24,12 @@ from collections.abc import Callable
 from typing import Any, TypeGuard, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-# C0 controls but tab and line feed, DEL, C1 controls; and the bidirectional overrides and isolates,
-# which make a terminal show text in another order than it is (the "Trojan Source" trick).
-_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# The bidirectional embeddings, overrides and isolates: they make a terminal or a page show text in another
+# order than it is (the "Trojan Source" trick; U+202E before "99321#" shows "#12399").
+_BIDI_CONTROL_CHARS = "\u202a-\u202e\u2066-\u2069"
+BIDI_CONTROLS = re.compile(f"[{_BIDI_CONTROL_CHARS}]")
+# C0 controls but tab and line feed, DEL, C1 controls; and the bidirectional controls.
+_UNPRINTABLE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI_CONTROL_CHARS}]")
 # A whole escape sequence where one is recognisable (CSI "ESC [ ... final", OSC "ESC ] ... BEL|ST", and
 # their one-byte C1 forms), so
 # that its parameters do not stay behind as visible garbage once the ESC is gone.
@@ -99,7 +103,7 @@ def parse_json(data: str | bytes) -> Any:
     if _brackets(data) > MAX_JSON_DEPTH and nesting_exceeds(value, MAX_JSON_DEPTH):
         raise JSONTooDeep  # (too few brackets to nest that deep, strings' counted too: no walk needed)
     escapes = _SURROGATE_ESCAPE_BYTES if isinstance(data, bytes) else _SURROGATE_ESCAPE
-    return _without_lone_surrogates(value) if escapes.search(data) else value  # type: ignore[arg-type]
+    return without_lone_surrogates(value) if escapes.search(data) else value  # type: ignore[arg-type]
 
 
 _MAX_DIGITS = 18  # an id, a count, an offset: far below int()'s 4,300-digit limit
@@ -117,9 +121,9 @@ def is_count(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _without_lone_surrogates(value: Any) -> Any:
+def without_lone_surrogates(value: T) -> T:
     """``value`` with each lone surrogate of its strings replaced by U+FFFD (a surrogate pair's escapes
-    decode to one character: any surrogate left is alone)."""
+    decode to one character: any surrogate left is alone), so that it can be written as UTF-8."""
     return map_strings(value, lambda text: _LONE_SURROGATE.sub("\ufffd", text))
 
 

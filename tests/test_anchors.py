@@ -32,6 +32,7 @@ from anchorkit.anchors import (
 )
 from anchorkit.markdown_blocks import parse_blocks, top_level_blocks
 from anchorkit.render.spacing import approx_tokens_with_margin, space_anchors
+from anchorkit.untrusted import BIDI_CONTROLS
 
 SUBJECT = "VPN接続が不安定になる"
 ANCHOR = "> チケット #12345: VPN接続が不安定になる"
@@ -328,9 +329,10 @@ def test_one_line_returns_clean_text_unchanged_and_cleans_every_other_character(
             continue  # lone surrogates cannot occur in decoded JSON text
         text = f"a{character}b"
         cleaned = one_line(text)
-        collapsed = _WHITESPACE_RUN.sub(" ", _CONTROL.sub(" ", text)).strip()
+        collapsed = _WHITESPACE_RUN.sub(" ", _CONTROL.sub(" ", BIDI_CONTROLS.sub("", text))).strip()
         assert cleaned == collapsed, (hex(code_point), cleaned)
     assert one_line("  VPN \n 接続\t\x07が  不安定 ") == "VPN 接続 が 不安定"
+    assert one_line("VPN \u202e99999# :トッケチ\u202c") == "VPN 99999# :トッケチ"  # no text shown reordered
 
 
 # The anchor and title patterns as first written, "^" first: the line start is now checked after the

@@ -260,7 +260,7 @@ def test_the_ticket_of_a_whole_document_comes_from_its_metadata_its_key_or_its_t
             assert metadata["url"] == f"{REDMINE}/issues/{doc.ticket_id}"
     info = messages(logs, logging.INFO)
     assert any(f"tickets/{doc.ticket_id}.md: chunk mode" in m and "(from its key)" in m for m in info)
-    assert any("tickets/readme.md: chunk mode" in m and "(from its anchor)" in m for m in info)
+    assert any("tickets/readme.md: chunk mode" in m and "(from its title)" in m for m in info)
 
 
 def test_a_document_that_cannot_be_cut_fails_alone_and_the_other_files_go_on(

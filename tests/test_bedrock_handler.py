@@ -142,7 +142,7 @@ def test_a_second_pass_over_its_own_output_changes_no_text(
     assert count_batches(out).coverage == 1.0
 
 
-def test_the_ticket_comes_from_the_key_then_from_genuine_anchors_else_chunks_pass_through_counted(
+def test_the_ticket_comes_from_the_key_then_from_the_title_line_else_chunks_pass_through_counted(
     corpora: dict[str, list[RenderedTicket]], kb: Intermediate, logs: pytest.LogCaptureFixture
 ) -> None:
     doc = corpora["fixtures"][0]
@@ -166,6 +166,72 @@ def test_the_ticket_comes_from_the_key_then_from_genuine_anchors_else_chunks_pas
     warnings = messages(logs, logging.WARNING)
     assert any("s3://kb/x/notes.md: ticket unknown" in m and "2 chunks passed through" in m for m in warnings)
     assert any(f"metadata ticket_id #7 but the file name says #{doc.ticket_id}" in m for m in warnings)
+
+
+def test_a_quoted_anchor_names_no_ticket_and_an_unreadable_ticket_id_is_named(
+    kb: Intermediate, logs: pytest.LogCaptureFixture
+) -> None:
+    wiki = "社内Wiki: VPN FAQ\n\n> チケット #99999: 偽のチケット\n\nルーターを再起動してください。"
+    files = [
+        kb.put("wiki", [documented_batch([wiki, "続き: 設定手順"])], source_uri="s3://kb/wiki/vpn-faq.md"),
+        kb.put("x", [documented_batch(["本文"])], {"ticket_id": "12345.0"}, source_uri="s3://kb/other/x.md"),
+    ]
+
+    quoted, unreadable = map(kb.chunks, kb.run(files)["outputFiles"])
+
+    assert quoted == [(wiki, {}), ("続き: 設定手順", {})]  # not tagged #99999: the wiki page quotes it
+    assert unreadable == [("本文", {})]
+    warnings = messages(logs, logging.WARNING)
+    unknown = "ticket unknown ({}, no ticket id in its key, no title line at its start)"
+    assert any("vpn-faq.md: " + unknown.format("no ticket_id metadata") in m for m in warnings)
+    assert any("x.md: " + unknown.format("ticket_id metadata '12345.0' is not a ticket number") in m for m in warnings)
+
+
+def test_a_lone_surrogate_in_a_files_metadata_is_read_as_a_replacement_character(
+    kb: Intermediate, logs: pytest.LogCaptureFixture
+) -> None:
+    files = [
+        kb.put("111.md", [documented_batch(["ok"])], {"ticket_id": 111, "subject": "fine"}),
+        kb.put("12345.md", [documented_batch(["本文"])], {"ticket_id": 12345, "subject": "VPN\ud800"}),  # half an emoji
+    ]
+
+    fine, cut = map(kb.chunks, kb.run(files)["outputFiles"])
+
+    assert fine[0][0] == "> チケット #111: fine\n\nok"
+    assert cut == [
+        (
+            "> チケット #12345: VPN\ufffd\n\n本文",
+            {"ticket_id": 12345, "subject": "VPN\ufffd", "url": f"{REDMINE}/issues/12345"},
+        )
+    ]
+    assert audit_of(logs).failed_files == 0
+
+
+class BuggyStore(S3Store):
+    """S3, where reading the file named "buggy" trips an error nobody foresaw (not a StoreError)."""
+
+    def get(self, bucket: str, key: str) -> bytes:
+        if "/buggy/" in key:
+            raise RuntimeError("a bug")
+        return super().get(bucket, key)
+
+
+def test_an_error_nobody_foresaw_fails_its_file_alone_with_what_it_was(
+    kb: Intermediate, logs: pytest.LogCaptureFixture
+) -> None:
+    good = kb.put("1.md", [documented_batch(["本文"])], {"ticket_id": 1, "subject": "件名"})
+    buggy = kb.put("buggy", [documented_batch(["本文"])], {"ticket_id": 2})
+
+    answer = run(event(kb.bucket, [buggy, good]), settings(), BuggyStore(kb.client))
+
+    assert answer["outputFiles"][0] == buggy  # its original batches
+    assert kb.chunks(answer["outputFiles"][1])[0][0] == "> チケット #1: 件名\n\n本文"
+    [error] = [r for r in logs.records if r.levelno == logging.ERROR]
+    assert error.getMessage() == (
+        "anchorkit: s3://tickets/buggy failed, answered with its original batches: unexpected RuntimeError: a bug"
+    )
+    assert error.exc_info is not None  # the traceback, to find the bug by
+    assert audit_of(logs).failed_files == 1
 
 
 def test_a_bad_batch_or_entry_fails_its_file_only_and_the_file_keeps_its_original_batches(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from support.bedrock import chunk_list_batch, documented_batch
 
-from anchorkit.bedrock.anchoring import Ticket, holds_complete_anchor, ticket_from_texts, with_anchor
+from anchorkit.bedrock.anchoring import Ticket, holds_complete_anchor, inject, ticket_from_texts, with_anchor
 from anchorkit.bedrock.audit import audit_line, count_batches, read_audit_lines
 from anchorkit.bedrock.batches import BatchError, read_batch
 from anchorkit.bedrock.counts import Counts
@@ -56,7 +56,42 @@ def test_a_subject_read_from_the_text_is_the_one_the_sidecar_has_not_its_markdow
 
     ticket = ticket_from_texts([document], None, {}, DEFAULT_OPTIONS)
 
-    assert ticket == Ticket(5, subject, None, "anchor")
+    assert ticket == Ticket(5, subject, None, "title")
+
+
+def test_without_a_stored_ticket_a_file_is_a_tickets_only_when_it_starts_with_its_title_line() -> None:
+    document = ["# チケット #5: VPN\n\n## 説明\n\n> チケット #5: VPN\n\n本文", "続き"]
+    wiki = [
+        "社内Wiki: VPN FAQ\n\n> チケット #99999: 偽のチケット\n\nルーターを再起動",
+        "続き",
+    ]  # a quote, not its ticket
+
+    assert ticket_from_texts(document, None, {}, DEFAULT_OPTIONS) == Ticket(5, "VPN", None, "title")
+    assert ticket_from_texts(["", *document], None, {}, DEFAULT_OPTIONS) == Ticket(5, "VPN", None, "title")
+    assert ticket_from_texts(wiki, None, {}, DEFAULT_OPTIONS) is None
+    assert ticket_from_texts(["前置き", *document], None, {}, DEFAULT_OPTIONS) is None  # the title is not its start
+
+
+def test_another_tickets_anchor_in_a_chunk_of_a_known_ticket_is_escaped_and_counted() -> None:
+    batch = read_batch(json.dumps(documented_batch([f"> チケット #99999: 偽\n\n本文\n\n{ANCHOR}\n\n続き"])).encode())
+
+    [item], counts = inject(batch, TICKET, DEFAULT_OPTIONS)
+
+    assert batch.text(item) == f"> チケット \\#99999: 偽\n\n本文\n\n{ANCHOR}\n\n続き"
+    assert (counts.neutralised, counts.already_anchored, counts.anchored) == (1, 1, 0)
+
+
+def test_an_empty_or_blank_chunk_passes_as_it_is_not_as_a_chunk_holding_only_an_anchor() -> None:
+    raw = json.dumps(documented_batch(["", " \n", "本文"])).encode()
+    batch = read_batch(raw)
+
+    items, counts = inject(batch, TICKET, DEFAULT_OPTIONS)
+
+    assert items[:2] == batch.items[:2]
+    assert [batch.text(item) for item in items] == ["", " \n", with_anchor("本文", TICKET, "チケット")]
+    assert (counts.not_text, counts.anchored) == (2, 1)
+    written = count_batches([batch.encode(items)])
+    assert (written.not_text, written.missing_anchor, written.coverage) == (2, 0, 1.0)
 
 
 def test_the_anchor_put_in_front_cannot_carry_a_second_anchor_in_its_subject() -> None:

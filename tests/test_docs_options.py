@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from anchorkit import settings
 from anchorkit.cli import app
 from anchorkit.cli.app import command_names
+from anchorkit.verify.model import DEFAULT_URI_PATTERN
 
 REPO = Path(__file__).resolve().parent.parent
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -57,7 +58,7 @@ def test_a_table_that_names_an_option_the_command_lacks_or_makes_up_a_default_is
     with pytest.raises(tables.TableError, match="inject --label: no default, but the page quotes one"):
         tables.rewrite(header + "| `--label TEXT` | 40 characters | label |\n")
     rewritten = tables.rewrite(header + "| `--uri-pattern` | `/wrong/` | my words |\n")
-    assert "| `--uri-pattern REGEX` | `/(\\d+)\\.md$` | my words |" in rewritten  # the default is the code's
+    assert f"| `--uri-pattern REGEX` | `{DEFAULT_URI_PATTERN}` | my words |" in rewritten  # the default is the code's
 
 
 # --------------------------------------------------------------------------------------------------

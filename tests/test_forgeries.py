@@ -29,6 +29,7 @@ from anchorkit.render.document import RenderOptions, render_document
 from anchorkit.render.transform import RenderedTicket, TransformOptions, iter_documents
 from anchorkit.source.pull import PullSettings, pull
 from anchorkit.source.redmine import RetryPolicy
+from anchorkit.untrusted import BIDI_CONTROLS
 from anchorkit.verify import Chunk, valid_ids
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -155,6 +156,21 @@ def test_the_neutraliser_reaches_anchor_shapes_that_follow_any_character() -> No
     for pair in ("\\>", "[>", "`>", "a>", "C#"):
         [tokens] = tokenizer.tokenize_many([pair + " チケット"])
         assert tokens.byte_offset(1) == 1, pair
+
+
+def test_the_neutraliser_keeps_the_anchors_of_the_ticket_it_is_told_a_chunk_belongs_to() -> None:
+    chunk = "> チケット #12345: VPN\n\n" + "\n".join(shape.format(id=99957) for shape in SHAPES)
+    kept = neutralize_forgeries(chunk, keep=12345)
+    assert kept.startswith("> チケット #12345: VPN\n\n")
+    assert exposed_ticket_ids(kept) == {12345}
+    assert neutralize_forgeries(chunk.replace("99957", "12345"), keep=12345) == chunk.replace("99957", "12345")
+
+
+def test_a_subject_shown_reordered_by_bidirectional_controls_is_written_without_them() -> None:
+    subject = "VPN \u202e99999# :トッケチ < \u202c"  # shown right to left: "VPN > チケット: #99999"
+    document = render(issue_with(subject=subject))
+    assert not BIDI_CONTROLS.search(document)
+    assert document.startswith(f"# チケット #{TICKET}: VPN 99999# :トッケチ <\n")
 
 
 def render_html(document: str) -> str:

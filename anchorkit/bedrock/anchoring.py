@@ -2,16 +2,20 @@
 
 **The ticket** of a file comes from what the knowledge base stored, never from text that merely looks
 like an anchor: the file's metadata (anchorkit's sidecar: ``ticket_id``, ``subject``, ``url``), else the
-original file's S3 key (``…/12345.md``, the pattern ``verify`` uses), else the genuine anchor and title
-lines of its chunks when they all name one ticket (anchors.py: transform neutralises every look-alike
-in ticket content, so such a line can only be anchorkit's). Metadata and key naming different tickets
-is a conflict: neither is trusted, and the chunks pass through unanchored, as ``inject`` does.
+original file's S3 key (``…/12345.md``, the pattern ``verify`` uses), else the title line the document
+starts with (``# チケット #12345: subject``: every anchorkit document does, and transform neutralises
+every look-alike in ticket content; an anchor-shaped line inside another document, a wiki page quoting
+a ticket, names no ticket of the file). Metadata and key naming different tickets is a conflict: neither
+is trusted, and the chunks pass through unanchored, as ``inject`` does.
 
 **Inject mode** (chunks as Bedrock cut them): same chunks out as in, in order. A chunk that holds a
 *complete* anchor or title line of its ticket passes byte for byte; every other one gets
 ``> チケット #ID: subject`` and a blank line in front. A line is complete when the chunk holds its line
 break, or when it ends the chunk with the ticket's whole subject (or the subject as transform
 shortens it, ``…`` marking the cut): a chunk cut inside an anchor line does not name its ticket.
+Whatever in a chunk has the shape of *another* ticket's anchor or title is escaped (``\\#``), as
+transform escapes it in documents: no chunk reaches the index naming a ticket it is not. An empty or
+blank chunk passes as it is (an anchor alone would be embedded as a chunk of its own).
 Every text chunk of a known ticket gets ``ticket_id``, ``subject`` and ``url`` as chunk-level metadata,
 which Bedrock lets override the file's.
 
@@ -26,12 +30,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 from anchorkit.anchors import (
     ANCHOR_PATTERN,
     TITLE_PATTERN,
+    Anchor,
     anchor_line,
+    anchor_of,
     find_anchors,
     find_titles,
     neutralize_forgeries,
@@ -44,7 +50,7 @@ from anchorkit.tokens import Tokenizer
 from anchorkit.verify.ids import parse_ticket_id, uri_ticket_id
 from anchorkit.verify.shapes import CHUNK_ID_METADATA
 
-Source = Literal["metadata", "key", "anchor"]
+Source = Literal["metadata", "key", "title"]
 Mode = Literal["chunk", "inject"]
 MODES = ("auto", "chunk", "inject")
 
@@ -101,19 +107,32 @@ def ticket_from_texts(
     texts: Iterable[str], stored: Ticket | None, metadata: Mapping[str, Any], options: Options
 ) -> Ticket | None:
     """The stored ticket with the subject its genuine title (or anchor) line gives, or, with no stored
-    ticket, the one ticket all the genuine anchor and title lines name (None: none, or several)."""
-    subjects: dict[int, list[str]] = {}  # titles first: an anchor's subject may be shortened
-    for text in texts:
-        # The subject as the sidecar has it, not as the Markdown escapes it (``C\#`` is ``C#``).
-        for anchor in (*find_titles(text), *find_anchors(text)):
-            subjects.setdefault(anchor.ticket_id, []).append(anchor.subject)
-    if stored is not None:
-        found = [subject for subject in subjects.get(stored.ticket_id, []) if subject]
-        return replace(stored, subject=found[0]) if found else stored
-    if len(subjects) != 1:
-        return None
-    ((ticket_id, found),) = subjects.items()
-    return Ticket(ticket_id, next(filter(None, found), ""), _url(ticket_id, metadata, options), "anchor")
+    ticket, the ticket of the title line the file's first chunk starts with (None: it starts with none)."""
+    if stored is None:
+        title = starting_title(next(filter(holds_text, texts), ""))
+        if title is None:
+            return None
+        return Ticket(title.ticket_id, title.subject, _url(title.ticket_id, metadata, options), "title")
+    # Titles first: an anchor's subject may be shortened. The subject as the sidecar has it, not as the
+    # Markdown escapes it (``C\#`` is ``C#``).
+    found = (
+        anchor.subject
+        for text in texts
+        for anchor in (*find_titles(text), *find_anchors(text))
+        if anchor.ticket_id == stored.ticket_id and anchor.subject
+    )
+    return replace(stored, subject=next(found, stored.subject))
+
+
+def starting_title(text: str) -> Anchor | None:
+    """The title line (``# チケット #12345: subject``) a text starts with, a BOM before it aside."""
+    title = TITLE_PATTERN.match(text.lstrip("\ufeff"))
+    return anchor_of(title) if title else None
+
+
+def holds_text(text: str | None) -> TypeGuard[str]:
+    """Whether an item is a text chunk with something in it to anchor (not blank)."""
+    return text is not None and text.strip() != ""
 
 
 def _url(ticket_id: int, metadata: Mapping[str, Any], options: Options) -> str | None:
@@ -156,7 +175,7 @@ def is_whole_document(batch: Batch, batch_count: int) -> bool:
     if batch_count != 1 or len(batch.items) != 1:
         return False
     text = batch.text(batch.items[0])
-    return text is not None and TITLE_PATTERN.match(text.lstrip("\ufeff")) is not None
+    return text is not None and starting_title(text) is not None
 
 
 def inject(batch: Batch, ticket: Ticket | None, options: Options) -> tuple[list[Item], Counts]:
@@ -165,7 +184,7 @@ def inject(batch: Batch, ticket: Ticket | None, options: Options) -> tuple[list[
     items = []
     for item in batch.items:
         text = batch.text(item)
-        if text is None:
+        if not holds_text(text):
             counts.not_text += 1
         elif ticket is None:
             counts.unknown_ticket += 1
@@ -206,8 +225,13 @@ def chunk(
 
 
 def _anchored(text: str, ticket: Ticket, options: Options, counts: Counts) -> str:
-    if holds_complete_anchor(text, ticket):
+    # Another ticket's anchor or title in this ticket's chunk can only be a forgery (a file transform
+    # did not write, a quote): escaped, so that it names no ticket in the index or in a prompt.
+    own = neutralize_forgeries(text, keep=ticket.ticket_id)
+    if own != text:
+        counts.neutralised += 1
+    if holds_complete_anchor(own, ticket):
         counts.already_anchored += 1
-        return text
+        return own
     counts.anchored += 1
-    return with_anchor(text, ticket, options.label)
+    return with_anchor(own, ticket, options.label)

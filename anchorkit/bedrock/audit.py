@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from anchorkit.bedrock.anchoring import Ticket, holds_complete_anchor
+from anchorkit.bedrock.anchoring import Ticket, holds_complete_anchor, holds_text
 from anchorkit.bedrock.batches import read_batch
 from anchorkit.bedrock.counts import NUMBERS, Counts
 from anchorkit.verify.ids import parse_ticket_id
@@ -81,7 +81,7 @@ def count_batches(batches: Iterable[bytes]) -> Counts:
             text, metadata = batch.text(item), batch.metadata(item)
             ticket_id = parse_ticket_id(metadata.get("ticket_id"))
             subject = metadata.get("subject")
-            if text is None:
+            if not holds_text(text):
                 counts.not_text += 1
             elif ticket_id is None:
                 counts.unknown_ticket += 1

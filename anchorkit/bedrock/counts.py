@@ -15,10 +15,11 @@ class Counts:
     batches: int = 0
     chunks_in: int = 0
     chunks_out: int = 0
-    already_anchored: int = 0  # passed byte for byte: they held their ticket's complete anchor
+    already_anchored: int = 0  # passed byte for byte (unless neutralised): they held their ticket's complete anchor
     anchored: int = 0  # the anchor put in front by the handler
     unknown_ticket: int = 0  # passed through: the ticket could not be known
-    not_text: int = 0  # passed through: not a text chunk
+    not_text: int = 0  # passed through: not a text chunk, or an empty or blank one (nothing to anchor)
+    neutralised: int = 0  # chunks of a known ticket in which another ticket's anchor or title shapes were escaped
     missing_anchor: int = 0  # read back from batches: ticket known, no complete anchor (the handler leaves none)
     shapes: dict[str, int] = field(default_factory=dict)  # batches per shape read
 

@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from anchorkit.untrusted import without_lone_surrogates
+
 EVENT_VERSION = "1.0"
 
 
@@ -48,8 +50,10 @@ class InputFile:
 
     @property
     def metadata(self) -> Mapping[str, Any]:
+        """``fileMetadata``, each lone surrogate of its strings replaced by U+FFFD (``"VPN\\ud800"`` is valid
+        JSON, but no batch written in UTF-8 could hold the subject), as the batches' texts are read."""
         metadata = self._field("fileMetadata")
-        return metadata if isinstance(metadata, dict) else {}
+        return without_lone_surrogates(metadata) if isinstance(metadata, dict) else {}
 
     @property
     def name(self) -> str:

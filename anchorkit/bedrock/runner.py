@@ -11,7 +11,8 @@ never written.
 Settings come from the environment (docs/bedrock-lambda.md): ``ANCHORKIT_BEDROCK_MODE`` (auto, inject,
 chunk), ``ANCHORKIT_CHUNK_TOKENS``, ``ANCHORKIT_LABEL``, ``ANCHORKIT_URI_PATTERN``, ``ANCHORKIT_REDMINE_URL``
 and ``ANCHORKIT_BEDROCK_STRICT``. A bad setting fails the invocation (``ConfigurationError``); a file that
-cannot be processed fails alone and is answered with its original batches (see event.py).
+cannot be processed fails alone and is answered with its original batches (see event.py), whatever
+went wrong with it (an error nobody foresaw too: it is logged with its traceback).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from anchorkit.anchors import DEFAULT_LABEL, label_problem
 from anchorkit.bedrock import anchoring
 from anchorkit.bedrock.anchoring import MODES, Mode, Options, Ticket
 from anchorkit.bedrock.audit import audit_line
-from anchorkit.bedrock.batches import Batch, BatchError, read_batch
+from anchorkit.bedrock.batches import Batch, BatchError, plain_value, read_batch
 from anchorkit.bedrock.counts import Counts
 from anchorkit.bedrock.event import EventError, InputFile, Invocation, parse_event, response
 from anchorkit.chunk.core import DEFAULT_CHUNK_TOKENS, ChunkError
@@ -105,10 +106,11 @@ class Settings:
 _MAX_CHUNK_TOKENS = 10**7  # (no model reads a chunk that long: a typo, or another setting's value)
 
 
-def _shown(value: str) -> str:
-    """A bad setting's value as an error message quotes it: short, so that a secret pasted into the
-    wrong variable is not written to the log whole."""
-    return repr(value if len(value) <= 12 else value[:8] + "…")
+def _shown(value: object) -> str:
+    """A bad setting's or metadata value as a message quotes it: as Python writes it (control characters
+    escaped), and short, so that a secret pasted into the wrong variable is not written to the log whole."""
+    shown = repr(value if not isinstance(value, str) or len(value) <= 12 else value[:8] + "…")
+    return shown if len(shown) <= 24 else shown[:20] + "…"
 
 
 def output_key(key: str) -> str:
@@ -131,8 +133,17 @@ def run(event: Any, settings: Settings, store: Store) -> dict[str, Any]:
     for file in invocation.files:
         try:
             output, counts = _process(file, invocation, settings, store)
-        except FileFailure as failure:
-            log.error("anchorkit: %s failed, answered with its original batches: %s", file.name, failure)
+        except ConfigurationError:
+            raise  # no file can be processed until the setting is fixed
+        except Exception as error:  # a FileFailure, or a bug a file's content set off: that file fails alone
+            expected = isinstance(error, FileFailure)
+            reason = str(error) if expected else f"unexpected {type(error).__name__}: {error}"
+            log.error(
+                "anchorkit: %s failed, answered with its original batches: %s",
+                file.name,
+                reason,
+                exc_info=not expected,
+            )
             output, counts = file.unchanged(), Counts(failed_files=1)
             failed.append(file.name)
         outputs.append(output)
@@ -187,10 +198,17 @@ def _process(
         counts += batch_counts + Counts(batches=1, shapes={batch.shape: 1})
     if ticket is None and not conflict:
         log.warning(
-            "anchorkit: %s: ticket unknown (no ticket_id metadata, no ticket id in its key, no single ticket "
-            "in its anchors): %d chunks passed through",
+            "anchorkit: %s: ticket unknown (%s, no ticket id in its key, no title line at its start): %d chunks "
+            "passed through",
             file.name,
+            _no_ticket_id(file.metadata),
             counts.unknown_ticket,
+        )
+    if counts.neutralised:
+        log.warning(
+            "anchorkit: %s: %d chunks held lines shaped like another ticket's anchor or title: their '#' escaped",
+            file.name,
+            counts.neutralised,
         )
     log.info(
         "anchorkit: %s: %s mode (%s), %s batch shape, ticket %s, %d chunks in, %d out (%d already anchored, "
@@ -206,6 +224,12 @@ def _process(
         counts.anchored,
     )
     return file.output(keys), counts
+
+
+def _no_ticket_id(metadata: Mapping[str, Any]) -> str:
+    """What the file's metadata says of its ticket_id, when it names no ticket."""
+    value = plain_value(metadata.get("ticket_id"))
+    return "no ticket_id metadata" if value is None else f"ticket_id metadata {_shown(value)} is not a ticket number"
 
 
 def _mode(file: InputFile, first: Batch, batch_count: int, setting: str, ticket: Ticket | None) -> tuple[Mode, str]:

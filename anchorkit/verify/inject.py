@@ -7,10 +7,14 @@ and returns the same shape, so it drops in between retrieve and generate.
 
 A chunk's ticket comes from what the knowledge base stored, never from text that merely looks like an
 anchor: the ``ticket_id`` metadata (anchorkit's sidecars), else the source URI (the pattern verify
-uses, or a Redmine issue URL), else a genuine anchor or title line of the chunk (anchors.py: a line of
-the exact anchor shape, which transform guarantees only anchorkit wrote). When metadata and URI
-disagree the chunk gets no anchor and a warning; a chunk whose ticket cannot be known is left as it is
-and reported. Pure: data in, data out.
+uses, or a Redmine issue URL), else, for a chunk without a source URI, a genuine anchor or title line
+of the chunk (anchors.py: a line of the exact anchor shape, which transform guarantees only anchorkit
+wrote). A source URI the pattern does not read names a document of another kind (a wiki page): an
+anchor-shaped line in it is a quote, not its ticket. When metadata and URI disagree the chunk gets no
+anchor and a warning; a chunk whose ticket cannot be known is left as it is and reported. In a chunk
+whose ticket is known, whatever has the shape of another ticket's anchor or title is escaped as
+transform escapes it (``\\#``), so the prompt names no other ticket the way anchors do. Pure: data in,
+data out.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from anchorkit.anchors import DEFAULT_LABEL, anchor_line, find_anchors, find_titles, one_line
+from anchorkit.anchors import DEFAULT_LABEL, anchor_line, find_anchors, find_titles, neutralize_forgeries, one_line
 from anchorkit.verify.ids import compile_uri_pattern, uri_ticket_id
 from anchorkit.verify.model import DEFAULT_URI_PATTERN, Chunk
 from anchorkit.verify.shapes import retrieval_items, set_chunk_text
@@ -110,21 +114,27 @@ def _anchor(chunk: Chunk, position: int, pattern: re.Pattern[str], label: str) -
         return ChunkOutcome(position, chunk.id, "conflict", None, None, message), None
     ticket_id, source = _ticket(chunk, uri_ticket)
     if ticket_id is None or source is None:
-        message = "no ticket_id metadata, no ticket in the source URI, no single genuine anchor: left as it is"
+        where = "the source URI names no ticket" if chunk.uri else "no source URI, no single genuine anchor"
+        message = f"no ticket_id metadata, {where}: left as it is"
         return ChunkOutcome(position, chunk.id, "unknown_ticket", None, None, message), None
-    text = _LEADING_BLANK.sub("", chunk.text)
+    # Another ticket's anchor in a chunk of this one is a forgery (a quote, or a line transform never
+    # saw): escaped, the prompt, and verify --context reading it later, name no ticket the chunk is not.
+    body = neutralize_forgeries(chunk.text, keep=ticket_id)
+    escaped = "lines shaped like another ticket's anchor or title escaped" if body != chunk.text else ""
+    text = _LEADING_BLANK.sub("", body)
     first_line = text.split("\n", 1)[0]
     own = [a for a in find_anchors(first_line) + find_titles(first_line) if a.ticket_id == ticket_id]
     # The subject is the knowledge base's or the anchor's; anchor_line neutralises whatever in it has
     # the shape of another anchor.
     subject = _subject(chunk, ticket_id)
     if own and (own[0].subject or not subject):
-        return ChunkOutcome(position, chunk.id, "already_anchored", ticket_id, source), None
+        outcome = ChunkOutcome(position, chunk.id, "already_anchored", ticket_id, source, escaped)
+        return outcome, body if escaped else None
     anchor = anchor_line(ticket_id, subject, label)
-    outcome = ChunkOutcome(position, chunk.id, "anchored", ticket_id, source)
+    outcome = ChunkOutcome(position, chunk.id, "anchored", ticket_id, source, escaped)
     if own:  # a short spacing anchor ("> チケット #12345:") starts the chunk: it gets the subject
         return outcome, anchor + text[len(first_line) :]
-    return outcome, f"{anchor}\n\n{chunk.text}"
+    return outcome, f"{anchor}\n\n{body}"
 
 
 def _ticket(chunk: Chunk, uri_ticket: int | None) -> tuple[int | None, Source | None]:
@@ -132,6 +142,8 @@ def _ticket(chunk: Chunk, uri_ticket: int | None) -> tuple[int | None, Source | 
         return chunk.ticket_id, "metadata"
     if uri_ticket is not None:
         return uri_ticket, "uri"
+    if chunk.uri:  # a document that is not a ticket's: its anchor-shaped lines are quotes
+        return None, None
     # Nothing stored says which document this is: a genuine anchor or title line may, if only one ticket's.
     anchored = {a.ticket_id for a in find_anchors(chunk.text) + find_titles(chunk.text)}
     return (anchored.pop(), "anchor") if len(anchored) == 1 else (None, None)

@@ -14,7 +14,8 @@ from typing import Any, Literal, TypeVar
 from anchorkit.settings import default
 
 DEFAULT_URI_PATTERN: str = default("uri_pattern")
-"""Source URI → ticket id: ``…/12345.md`` (flat layout) and ``…/<project>/12345.md`` (by-project)."""
+"""Source URI → ticket id: ``…/12345.md`` (flat layout), ``…/<project>/12345.md`` (by-project) and
+``…/12345/12345-004.md`` (anchorkit's chunks)."""
 DEFAULT_QUOTE_THRESHOLD: float = default("quote_threshold")
 """A quoted span must match some part of the cited chunk with at least this similarity (0..1)."""
 DEFAULT_GROUNDING_THRESHOLD: float = default("grounding_threshold")
