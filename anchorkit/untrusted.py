@@ -11,7 +11,8 @@
   A number too long for Python to convert is refused the same way, and a lone UTF-16 surrogate
   (``"\\ud800"``: valid JSON, which a chunker that cuts an emoji in half writes) becomes U+FFFD, since
   no UTF-8 output could hold it (:func:`without_lone_surrogates` does the same to a value parsed elsewhere,
-  such as the Lambda's event).
+  such as the Lambda's event). ``allow_nan=False`` also refuses ``NaN`` and ``Infinity``, which Python's
+  parser reads although JSON (RFC 8259) has no such numbers.
 - :func:`is_count`: whether a parsed JSON value is a whole number of at least 0 (``true`` is not 1).
 """
 
@@ -82,21 +83,33 @@ class JSONNumberTooLong(JSONOverLimit):
         super().__init__(f"a JSON number of more than {sys.get_int_max_str_digits():,} digits")
 
 
+class JSONNotANumber(JSONOverLimit):
+    """``NaN``, ``Infinity`` or ``-Infinity``: Python reads and writes them, JSON has no such numbers."""
+
+    def __init__(self, constant: str) -> None:
+        super().__init__(f"{constant} is not a JSON number")
+
+
+def _refuse_constant(constant: str) -> Any:
+    raise JSONNotANumber(constant)
+
+
 # The escape of a UTF-16 surrogate ("\ud83d"): only JSON that holds one can decode to a lone surrogate.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 _SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def parse_json(data: str | bytes) -> Any:
+def parse_json(data: str | bytes, *, allow_nan: bool = True) -> Any:
     """``json.loads``, raising :class:`JSONOverLimit` (a ValueError, like ``json.JSONDecodeError``) for
-    nesting beyond :data:`MAX_JSON_DEPTH` (:class:`JSONTooDeep`) or a number too long to convert
-    (:class:`JSONNumberTooLong`); each lone surrogate of a string is replaced by U+FFFD."""
+    nesting beyond :data:`MAX_JSON_DEPTH` (:class:`JSONTooDeep`), a number too long to convert
+    (:class:`JSONNumberTooLong`) and, unless ``allow_nan``, ``NaN`` or ``Infinity`` (:class:`JSONNotANumber`);
+    each lone surrogate of a string is replaced by U+FFFD."""
     try:
-        value = json.loads(data)
+        value = json.loads(data, parse_constant=None if allow_nan else _refuse_constant)
     except RecursionError:
         raise JSONTooDeep from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, JSONNotANumber):
         raise
     except ValueError:  # what else the parser raises: int() of a number beyond the digit limit
         raise JSONNumberTooLong from None

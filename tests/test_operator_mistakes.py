@@ -146,6 +146,35 @@ def test_an_unreachable_redmine_names_the_host_and_the_cause_and_creates_no_snap
     assert not (tmp_path / "snap").exists()
 
 
+BAD_REDMINE_URLS = {
+    "http://127.0.0.1:99999": "the Redmine URL is malformed (Port out of range 0-65535)",
+    "http://[bad": "the Redmine URL is malformed (Invalid IPv6 URL)",
+    "http://ops:pw-53cr3t@127.0.0.1:3117x": "the Redmine URL is malformed (Port could not be cast to integer value",
+    "http://redmine.example.com/?key=53cr3t": "the Redmine URL must not have a query or a fragment",
+    "http://redmine.example.com/#53cr3t": "the Redmine URL must not have a query or a fragment",
+}
+
+
+@pytest.mark.parametrize("url", BAD_REDMINE_URLS)
+def test_a_malformed_redmine_url_is_a_usage_error_in_one_line_that_echoes_no_secret(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("REDMINE_API_KEY", "never-used")
+    for argv in (
+        ["pull", "--url", url, "--snapshot", "snap", "--json"],
+        ["pull", "--url", url, "--snapshot", "snap", "--state", "state", "--json"],
+        ["sync", "docs", "--url", url, "--snapshot", "snap", "--out", "out", "--json"],
+        ["sync", "docs", "--url", url, "--state", "state", "--json"],
+    ):
+        result = runner.invoke(app, argv)
+        line = one_line_error(result, 2)
+        assert line.startswith(f"error: {BAD_REDMINE_URLS[url]}"), (argv, line)
+        assert json.loads(result.stdout)["exit_code"] == 2
+        assert "53cr3t" not in result.output, "neither the password nor a key in the query"
+        assert list(tmp_path.iterdir()) == [], f"{argv}: nothing created"
+
+
 # --------------------------------------------------------------------------------------------------
 # 2. S3 URLs that are almost right
 

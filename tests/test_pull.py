@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.faultproxy import Fault, FaultProxy, fail_fraction, on_path
+from support.faultproxy import Fault, FaultProxy, Rewrite, fail_fraction, on_path
 from support.redmine_server import RedmineAdmin, RedmineServer
 from typer.testing import CliRunner
 
@@ -559,3 +561,126 @@ def test_a_project_redmine_does_not_show_is_a_usage_error_that_writes_nothing(
         assert f"(HTTP {status})" in refused.stderr and api_key not in refused.output
         after = {p.name: p.read_bytes() for p in existing.rglob("*") if p.is_file() and p.name != ".pull.lock"}
         assert after == before
+
+
+def test_an_issue_that_always_fails_is_fetched_again_alone_not_with_every_other_issue(
+    tmp_path: Path, redmine_server: RedmineServer, desk: Helpdesk
+) -> None:
+    key = redmine_server.admin_key
+    broken = on_path(Fault.HTTP_500, f"/issues/{desk.vpn}.json")
+    with FaultProxy(redmine_server.url, decide=broken) as proxy:
+        first = pull_desk(proxy.url, tmp_path, key, desk)
+        again = pull_desk(proxy.url, tmp_path, key, desk)
+    assert first.failed_ids == again.failed_ids == [desk.vpn]
+    assert not again.refetched and again.fetched == 0, "the other issues were stored by the first run"
+    assert again.requests_by_purpose["issues"] == FAST.attempts, "the failed issue alone, with its retries"
+    healed = pull_desk(redmine_server.url, tmp_path, key, desk)
+    assert healed.ok and healed.written_ids == [desk.vpn] and not healed.refetched
+
+    # A refetch in which a stored issue fails, changed or not: the refetch counts as done for the others, and
+    # the next run fetches that one again although its updated_on did not change.
+    with FaultProxy(redmine_server.url, decide=broken) as proxy:
+        full = pull_desk(proxy.url, tmp_path, key, desk, full=True)
+    assert full.refetched and full.failed_ids == [desk.vpn]
+    assert snapshot.load_state(tmp_path)["refetch_pending"] == [desk.vpn]
+    after = pull_desk(redmine_server.url, tmp_path, key, desk, refetch_every_s=3600)
+    assert after.ok and not after.refetched and (after.fetched, after.requests_by_purpose["issues"]) == (1, 1)
+    assert "refetch_pending" not in snapshot.load_state(tmp_path)
+
+
+def replaced_body(change: Callable[[bytes], bytes]) -> Rewrite:
+    return lambda reply: (reply[0], reply[1], change(reply[2]))
+
+
+def with_journals_of_another_type(body: bytes) -> bytes:
+    document = json.loads(body)
+    document["issue"]["journals"] = "oops"
+    return json.dumps(document).encode()
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+# Replies no Redmine sends, for one issue: that issue fails alone, named with what is wrong; its stored copy stays.
+UNUSABLE_ISSUE_REPLIES = {
+    "nested 100,000 deep": (lambda _: b'{"issue": ' + DEEP + b"}", "response refused: JSON nested too deeply"),
+    "not UTF-8": (lambda body: body.replace("接続".encode(), b"\xff\xfe"), "response is not UTF-8 (invalid byte at"),
+    "NaN": (lambda body: re.sub(rb'"done_ratio":\d+', b'"done_ratio":NaN', body), "NaN is not a JSON number"),
+    "journals not a list": (with_journals_of_another_type, "ticket #{id}: 'journals' must be a list, not str"),
+    "an HTML page": (lambda _: b"<html><body>Maintenance</body></html>", "response is not JSON (Expecting value"),
+}
+
+
+def test_a_reply_that_is_not_redmines_json_fails_its_issue_alone_and_keeps_the_stored_copy(
+    tmp_path: Path, redmine_server: RedmineServer, desk: Helpdesk
+) -> None:
+    key = redmine_server.admin_key
+    assert pull_desk(redmine_server.url, tmp_path, key, desk).ok
+    before = issue_files(tmp_path)
+    for name, (change, reason) in UNUSABLE_ISSUE_REPLIES.items():
+        bad = on_path(Fault.REWRITE, f"/issues/{desk.vpn}.json")
+        with FaultProxy(redmine_server.url, decide=bad, rewrite=replaced_body(change)) as proxy:
+            report = pull_desk(proxy.url, tmp_path, key, desk, full=True)
+        assert report.failed_ids == [desk.vpn], name
+        assert report.failed[0].reason.startswith(f"GET /issues/{desk.vpn}.json: "), name
+        assert reason.format(id=desk.vpn) in report.failed[0].reason, (name, report.failed[0].reason)
+        assert issue_files(tmp_path) == before, name
+
+    # JSON is UTF-8 (RFC 8259), whatever charset the header names; a byte order mark is skipped.
+    for name, rewrite in {
+        "latin-1 charset": lambda reply: (
+            reply[0],
+            [("Content-Type", "application/json; charset=iso-8859-1")],
+            reply[2],
+        ),
+        "BOM": replaced_body(lambda body: b"\xef\xbb\xbf" + body),
+    }.items():
+        with FaultProxy(redmine_server.url, decide=on_path(Fault.REWRITE, "/issues/"), rewrite=rewrite) as proxy:
+            report = pull_desk(proxy.url, tmp_path, key, desk, full=True)
+        assert report.ok and report.written_ids == [], name
+        assert issue_files(tmp_path) == before, name
+
+
+@pytest.mark.parametrize(
+    ("rewrite", "reason"),
+    [
+        (replaced_body(lambda _: b'{"issues": ' + DEEP + b"}"), "response refused: JSON nested too deeply"),
+        (lambda _: (422, [("Content-Type", "text/html")], b"<html>bad</html>"), "HTTP 422 (response is not JSON"),
+        (
+            lambda _: (200, [("Content-Type", "application/json"), ("Content-Encoding", "gzip")], b"notgzip"),
+            "corrupt compressed body",
+        ),
+    ],
+    ids=["nested", "422 with an HTML body", "broken gzip"],
+)
+def test_a_listing_reply_that_is_not_redmines_json_fails_the_listing_in_one_line(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_project: dict[str, Any], rewrite: Rewrite, reason: str
+) -> None:
+    key = redmine_server.admin_key
+    with FaultProxy(redmine_server.url, decide=on_path(Fault.REWRITE, "/issues.json"), rewrite=rewrite) as proxy:
+        result = CliRunner().invoke(
+            app,
+            ["pull", "--url", proxy.url, "--snapshot", str(tmp_path), "--project", redmine_project["identifier"]],
+            env={"REDMINE_API_KEY": key, "ANCHORKIT_RETRIES": "2"},
+        )
+    assert result.exit_code == 1, result.output
+    failures = [line for line in result.stderr.splitlines() if line.startswith("failed: ")]
+    listing = f"failed: listing of project {redmine_project['identifier']!r} failed: GET /issues.json: "
+    assert len(failures) == 1 and failures[0].startswith(listing) and reason in failures[0], result.stderr
+    assert "Traceback" not in result.output and key not in result.output
+
+
+def test_a_key_check_reply_nested_too_deeply_is_a_setup_error_naming_the_host(
+    tmp_path: Path, redmine_server: RedmineServer
+) -> None:
+    deep = replaced_body(lambda _: DEEP)
+    with FaultProxy(redmine_server.url, decide=on_path(Fault.REWRITE, "/users/current.json"), rewrite=deep) as proxy:
+        result = CliRunner().invoke(
+            app,
+            ["pull", "--url", proxy.url, "--snapshot", str(tmp_path / "snap"), "--retries", "1", "--json"],
+            env={"REDMINE_API_KEY": redmine_server.admin_key},
+        )
+    host = proxy.url.removeprefix("http://")
+    assert result.exit_code == 2 and result.stderr == (
+        f"error: Redmine at {host} did not answer the key check: GET /users/current.json: response refused: JSON "
+        "nested too deeply (more than 200 levels) after 1 attempt\n"
+    )
+    assert json.loads(result.stdout)["exit_code"] == 2 and not (tmp_path / "snap").exists()

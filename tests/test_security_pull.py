@@ -6,6 +6,10 @@ password of a URL.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -22,6 +26,8 @@ from anchorkit.source.pull import PullSettings, pull
 from anchorkit.source.redmine import RetryPolicy
 
 pytestmark = pytest.mark.redmine
+
+REPO = Path(__file__).resolve().parent.parent
 
 FAST = RetryPolicy(attempts=3, backoff_base_s=0.01, backoff_max_s=0.05, connect_timeout_s=2, read_timeout_s=10)
 
@@ -335,3 +341,102 @@ def test_values_of_custom_fields_only_some_roles_may_see_are_left_out_and_unread
         assert "nothing was pulled" in result.stderr and key not in result.output
     assert {p.name: p.read_bytes() for p in snap.rglob("*.json")} == before
     assert not (tmp_path / "new").exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# --include-private switched: stored issues never hold private content the state does not allow
+
+PRIVATE_NOTE = "社外秘メモ"
+
+
+def holding_private_notes(snap: Path) -> list[int]:
+    return sorted(i for i in snapshot.stored_issue_ids(snap) if PRIVATE_NOTE in stored_text(snap, i))
+
+
+def killed_pull(url: str, snap: Path, key: str, project: dict[str, Any], *extra: str) -> None:
+    """A pull in a process of its own, killed (SIGKILL) once it has stored an issue with a private note."""
+    with FaultProxy(url, decide=on_path(Fault.SLOW, "/issues/"), slow_s=0.4) as proxy:
+        argv = ["pull", "--url", proxy.url, "--snapshot", str(snap), "--project", project["identifier"], *extra]
+        child = subprocess.Popen(
+            [sys.executable, "-m", "anchorkit", *argv, "--concurrency", "1"],
+            env={**os.environ, "REDMINE_API_KEY": key},
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while not holding_private_notes(snap) and time.monotonic() < deadline and child.poll() is None:
+            time.sleep(0.05)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+
+
+@pytest.mark.parametrize("before", ["no earlier run", "a default run"])
+def test_an_include_private_run_killed_midway_leaves_no_private_note_to_the_next_default_run(
+    tmp_path: Path,
+    redmine_server: RedmineServer,
+    redmine_admin: RedmineAdmin,
+    redmine_project: dict[str, Any],
+    before: str,
+) -> None:
+    key, project, snap = redmine_server.admin_key, redmine_project, tmp_path / "snap"
+    ids = [redmine_admin.create_issue(project["id"], f"アカウントロック解除 {n}")["id"] for n in range(6)]
+    for issue in ids:
+        redmine_admin.add_note(issue, f"{PRIVATE_NOTE} {issue}", private=True)
+    if before == "a default run":
+        assert pull(redmine_server.url, snap, key, pulling(project)).ok and not holding_private_notes(snap)
+
+    killed_pull(redmine_server.url, snap, key, project, "--include-private")
+    assert 0 < len(holding_private_notes(snap)) < len(ids), "killed mid-run, after storing private notes"
+    assert snapshot.load_state(snap)["include_private"] is True, "said before the first issue was written"
+
+    after = pull(redmine_server.url, snap, key, pulling(project))
+    assert after.ok and after.refetched and holding_private_notes(snap) == []
+    assert snapshot.load_state(snap)["include_private"] is False
+
+
+def test_a_default_run_records_include_private_off_only_once_every_issue_was_fetched_again(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, redmine_project: dict[str, Any]
+) -> None:
+    key, project = redmine_server.admin_key, redmine_project
+    noted = redmine_admin.create_issue(project["id"], "VPN接続が不安定になる")["id"]
+    redmine_admin.add_note(noted, f"{PRIVATE_NOTE}: 管理者パスワード", private=True)
+    plain = redmine_admin.create_issue(project["id"], "プリンタで印刷できない")["id"]
+    assert pull(redmine_server.url, tmp_path, key, pulling(project, include_private=True)).ok
+    assert holding_private_notes(tmp_path) == [noted]
+
+    # The listing fails, then one issue does: the refetch is not complete, the state still says private content
+    # may be stored, and the next run fetches every issue again.
+    for failing in ("/issues.json", f"/issues/{noted}.json"):
+        with FaultProxy(redmine_server.url, decide=on_path(Fault.HTTP_500, failing)) as proxy:
+            report = pull(proxy.url, tmp_path, key, pulling(project))
+        assert not report.ok and report.refetched, failing
+        assert snapshot.load_state(tmp_path)["include_private"] is True, failing
+    assert holding_private_notes(tmp_path) == [noted] and report.failed_ids == [noted]
+
+    done = pull(redmine_server.url, tmp_path, key, pulling(project))
+    assert done.ok and done.refetched and sorted(done.written_ids) == [noted]
+    assert holding_private_notes(tmp_path) == [] and snapshot.load_state(tmp_path)["include_private"] is False
+    assert snapshot.stored_issue_ids(tmp_path) == {noted, plain}
+
+
+# --------------------------------------------------------------------------------------------------
+# An issue a key that is not an administrator's no longer sees: deleted, or made private?
+
+
+def test_an_issue_that_vanishes_from_a_members_listing_is_withdrawn_not_taken_for_deleted(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, redmine_project: dict[str, Any]
+) -> None:
+    project = redmine_project
+    member = redmine_admin.create_user()
+    redmine_admin.add_member(project["id"], member["id"], [redmine_server.reader_role_id])
+    hidden = redmine_admin.create_issue(project["id"], "人事異動に伴うアカウント変更")["id"]
+    kept = redmine_admin.create_issue(project["id"], "プリンタで印刷できない")["id"]
+    assert pull(redmine_server.url, tmp_path, member["api_key"], pulling(project)).ok
+
+    redmine_admin.update_issue(hidden, is_private=True)  # the member's role sees no private issue of others'
+    full = pull(redmine_server.url, tmp_path, member["api_key"], pulling(project, full=True))
+
+    assert full.ok and full.removed_ids == full.withdrawn_ids == [hidden]
+    assert snapshot.stored_issue_ids(tmp_path) == {kept}
+    assert snapshot.withdrawn_in(snapshot.load_state(tmp_path)) == {hidden}, "unpublished by the next sync"

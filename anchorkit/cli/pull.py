@@ -53,6 +53,7 @@ def pull_command(
     from anchorkit.source import pull as pulling
 
     arguments = pulling.PullSettings.from_settings(redmine)
+    pulling.check_redmine_url(redmine["url"])  # before --state records it in the state's scope
     pulling.check_snapshot_folder(snapshot)
     api_key = pulling.read_api_key(redmine["api_key_file"], os.environ, warn=output.print_warning)
     if state["state"] is not None:

@@ -44,6 +44,9 @@ API_KEY_ENV = "REDMINE_API_KEY"
 REDMINE_TIME = "%Y-%m-%dT%H:%M:%SZ"
 LOCK_FILE = ".pull.lock"
 REFETCHED_AT = "refetched_at"  # state.json: when the last run that fetched every listed issue again started
+# state.json: stored issues whose fetch failed (a refetch's included): the next run that lists them fetches them
+# again even if their updated_on did not change, so a failure holds back no more than those issues.
+REFETCH_PENDING = "refetch_pending"
 
 ProgressCallback = Callable[[int, int], None]  # (issues fetched so far, issues to fetch so far)
 
@@ -205,9 +208,13 @@ class Puller:
         known: Mapping[int, snapshot.StoredStamp] | None = None,
         numbering: NoteNumbering | None = None,  # None: journals are stored without note numbers
         restricted: frozenset[int] = frozenset(),  # custom fields whose values are left out
+        admin: bool = False,  # the key is an administrator's: it sees every issue
+        pending: frozenset[int] = frozenset(),  # stored issues fetched whether changed or not (REFETCH_PENDING)
     ) -> None:
         self.client = client
         self.restricted = restricted
+        self.admin = admin
+        self.pending = pending
         self.numbering = numbering
         self.snapshot_dir = snapshot_dir
         self.api_key = api_key
@@ -224,8 +231,11 @@ class Puller:
         self.submitted: set[int] = set()  # issues this run fetches
         # Parents fetched again for a subtask private now, with its updated_on (a failure holds the cursor there).
         self.rechecks: dict[int, str] = {}
+        self.succeeded_ids: set[int] = set()  # issues whose fetch did not fail (stored, private now, or gone)
         self.lock = threading.Lock()
         self.done = 0
+        # Called once, before the first issue is written (the run's state says what the issues may hold).
+        self.before_first_write: Callable[[], object] | None = None
 
     # -- listing ---------------------------------------------------------------------------------
 
@@ -279,7 +289,7 @@ class Puller:
             return
         if issue_id in self.submitted:  # already fetched again as the parent of a private subtask
             return
-        if issue_id in self.stored_ids and not self.refetch_all:
+        if issue_id in self.stored_ids and not self.refetch_all and issue_id not in self.pending:
             stamp = self.stamp_of(issue_id)
             if stamp is not None and stamp.updated_on == updated_on:
                 self.report.unchanged += 1
@@ -343,9 +353,13 @@ class Puller:
             raise  # the whole run stops: no other request may follow the redirect either
         except Exception as error:
             return IssueOutcome(issue_id, "failed", reason=redact(f"{type(error).__name__}: {error}", self.api_key))
-        issue = document.get("issue")
-        if not isinstance(issue, dict) or issue.get("id") != issue_id:
-            return IssueOutcome(issue_id, "failed", reason=f"GET /issues/{issue_id}.json: unexpected response shape")
+        where = f"GET /issues/{issue_id}.json"
+        try:  # the checks transform makes of a stored issue: what would fail there is not stored
+            issue = snapshot.checked_issue(document, where)
+        except snapshot.SnapshotError as error:
+            return IssueOutcome(issue_id, "failed", reason=redact(str(error), self.api_key))
+        if issue["id"] != issue_id:
+            return IssueOutcome(issue_id, "failed", reason=f"{where}: unexpected response shape (issue #{issue['id']})")
         if issue.get("is_private") and not self.include_private:
             self.forget(issue_id, withdrawn=True)
             return IssueOutcome(issue_id, "private")
@@ -358,11 +372,18 @@ class Puller:
             except RedmineError as error:
                 return IssueOutcome(issue_id, "failed", reason=redact(f"checking its subtasks: {error}", self.api_key))
         try:
-            written = snapshot.write_issue(self.snapshot_dir, document)
+            written = self.store(document)
         except OSError as error:
             path = snapshot.issue_path(self.snapshot_dir, issue_id)
             return IssueOutcome(issue_id, "failed", reason=f"{path}: cannot write ({error.strerror})")
         return IssueOutcome(issue_id, "written" if written else "unchanged", names=names_in_issue(document["issue"]))
+
+    def store(self, document: dict[str, Any]) -> bool:
+        with self.lock:
+            if self.before_first_write is not None:
+                self.before_first_write()
+                self.before_first_write = None
+        return snapshot.write_issue(self.snapshot_dir, document)
 
     def collect(self) -> tuple[Names, list[str]]:
         """Wait for the workers; returns the names seen and the ``updated_on`` of failed issues."""
@@ -375,6 +396,7 @@ class Puller:
                 stamp = self.listed_updated_on.get(outcome.issue_id) or self.rechecks.get(outcome.issue_id)
                 failed_stamps.append(stamp or "")
                 continue
+            self.succeeded_ids.add(outcome.issue_id)
             if outcome.status in ("written", "unchanged"):
                 self.report.fetched += 1
                 if outcome.status == "written":
@@ -390,22 +412,27 @@ class Puller:
     def remove_unlisted(self, in_scope: Callable[[int], bool], pulled_projects: set[int] | None) -> None:
         """After a complete full listing: stored issues Redmine no longer lists were deleted or hidden, or
         are withdrawn (privacy.is_withdrawn), as a listing of just their ids tells; one still in scope and
-        public (changed while the listing ran) is kept for the next run."""
+        public (changed while the listing ran) is kept for the next run.
+
+        Only an administrator's key sees every issue: to any other, an issue made private (or in a project its
+        roles no longer see) vanishes as a deleted one does. So an issue that vanished counts as deleted
+        only for an administrator's key; for another, it is withdrawn, the safe side."""
         unlisted = [i for i in sorted(self.stored_ids.difference(self.listed_updated_on)) if in_scope(i)]
         # The key was confirmed when the run started (check_api_key): an anonymous listing, which would
         # see little, cannot get here.
+        deleted_if_unseen = self.admin
         try:
             with self.client.stats.purpose("removals"):
                 visible = self.client.visible_issues(unlisted)
-        except RedmineError as error:  # then all of them are removed as deleted ones
-            visible = {}
+        except RedmineError as error:  # then none can be told apart: all of them are withdrawn
+            visible, deleted_if_unseen = {}, False
             self.report.warnings.append(
                 redact(f"could not tell deleted issues from withdrawn ones: {error}", self.api_key)
             )
         for issue_id in unlisted:
             summary = visible.get(issue_id)
             if summary is None:
-                self.forget(issue_id)
+                self.forget(issue_id, withdrawn=not deleted_if_unseen)
             elif privacy.is_withdrawn(summary, self.include_private, pulled_projects):
                 self.forget(issue_id, withdrawn=True)
 
@@ -513,10 +540,7 @@ def pull(
     """
     settings = dataclasses.replace(settings, projects=tuple(dict.fromkeys(settings.projects)))
     settings.check()
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        # Not echoed: a URL may carry user:password@.
-        raise PullError("the Redmine URL must look like https://redmine.example.com")
+    check_redmine_url(url)
     api_key = api_key.strip()
     if not api_key:
         raise PullError(NO_API_KEY)
@@ -537,8 +561,9 @@ def pull(
             state = snapshot.load_state(snapshot_dir)
             lookups = snapshot.load_lookups(snapshot_dir)
             numbering = NoteNumbering(client, user)
+            admin = user.get("admin") is True
             report = _run(
-                client, snapshot_dir, api_key, state, lookups, settings, progress, known, numbering, restricted
+                client, snapshot_dir, api_key, state, lookups, settings, progress, known, numbering, restricted, admin
             )
     finally:
         client.close()
@@ -547,6 +572,25 @@ def pull(
     report.requests_by_purpose = dict(sorted(client.stats.by_purpose.items()))
     report.seconds = round(time.monotonic() - started, 3)
     return report
+
+
+def check_redmine_url(url: str) -> None:
+    """:class:`PullError` unless ``url`` is a Redmine base URL requests can use. The URL is not echoed: it
+    may carry ``user:password@``, and a query may carry a key (``?key=...``)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - parsed on access: a port out of range or not a number is a ValueError
+    except ValueError as error:  # (its message names the port or the bracket, not the rest of the URL)
+        raise PullError(
+            f"the Redmine URL is malformed ({error}); it must look like https://redmine.example.com"
+        ) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PullError("the Redmine URL must look like https://redmine.example.com")
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        raise PullError(
+            "the Redmine URL must not have a query or a fragment (?… or #…): give the base URL alone, and the "
+            f"API key in {API_KEY_ENV} or --api-key-file"
+        )
 
 
 def check_api_key(client: RedmineClient, host: str) -> dict[str, Any]:
@@ -562,6 +606,8 @@ def check_api_key(client: RedmineClient, host: str) -> dict[str, Any]:
                     f"Redmine at {host} refused /users/current.json (HTTP 403): is its REST API enabled "
                     "(Administration > Settings > API)?"
                 ) from None
+            if error.status is not None:  # it answered, with no usable reply
+                raise PullError(f"Redmine at {host} did not answer the key check: {error}") from None
             raise PullError(f"cannot reach Redmine at {host}: {error}") from None
     if user is None:
         raise PullError(
@@ -632,6 +678,7 @@ def _run(
     known: Mapping[int, snapshot.StoredStamp] | None,
     numbering: NoteNumbering | None = None,
     restricted: frozenset[int] = frozenset(),  # custom fields only some roles see: left out unless --include-private
+    admin: bool = False,  # the key is an administrator's
 ) -> PullReport:
     cursor = parse_cursor(state.get("cursor"))
     new_snapshot = cursor is None  # a new snapshot (or a first run resumed): what it holds was fetched just now
@@ -661,8 +708,14 @@ def _run(
         known,
         numbering,
         filtered,
+        admin,
+        frozenset(snapshot.ids_in(state, REFETCH_PENDING)),
     )
     report = puller.report
+    if settings.include_private and state.get("include_private") is not True:
+        # Recorded before the first issue that may hold private content is written: a run killed after it
+        # leaves a state that makes the next run without --include-private fetch every issue again.
+        puller.before_first_write = lambda: snapshot.write_state(snapshot_dir, {**state, "include_private": True})
     if subtasks_unchecked:
         report.warnings.append(privacy.SUBTASKS_UNCHECKED_WARNING)
     if fields_changed and not privacy_changed:
@@ -708,16 +761,26 @@ def _run(
     if stale and report.lookups_refreshed:
         new_state["lookups_refreshed_at"] = refreshed_at
         new_state["lookup_projects"] = lookup_projects
-    new_state["include_private"] = settings.include_private
     new_state["redmine_url"] = public_url(client.url)
-    if report.listing_complete and not report.failed:
-        new_state.update(privacy.SUBTASKS_CHECKED)
-        if refetch or new_snapshot:
-            new_state[REFETCHED_AT] = refreshed_at  # what changed since is fetched again by a later refetch
-    # With --include-private the values are kept, and the record says which fields transform must leave out
-    # of documents made without it (render/transform.resolve_render_options).
-    if not fields_changed or (report.listing_complete and not report.failed):
-        new_state[privacy.RESTRICTED_FIELDS_KEY] = sorted(restricted)
+    if report.listing_complete and (refetch or new_snapshot):
+        # What changed since is fetched again by a later refetch; what failed now, by the next run (pending).
+        new_state[REFETCHED_AT] = refreshed_at
+    pending = (puller.pending | set(report.failed_ids)) & puller.stored_ids
+    pending -= puller.succeeded_ids | set(report.removed_ids)
+    new_state = snapshot.listing_ids(new_state, REFETCH_PENDING, pending)
+    # What the stored issues were filtered with. A change that forced every issue to be fetched again is
+    # recorded only once that refetch is complete (the listing complete, no issue failed): until then the
+    # record says what stored copies may still hold, and the next run fetches every issue again.
+    # With --include-private the restricted fields' values are kept, and the record says which fields
+    # transform must leave out of documents made without it (render/transform.resolve_render_options).
+    complete = report.listing_complete and not report.failed
+    for values, forced_refetch in (
+        ({"include_private": settings.include_private}, privacy_changed and not settings.include_private),
+        (privacy.SUBTASKS_CHECKED, subtasks_unchecked),
+        ({privacy.RESTRICTED_FIELDS_KEY: sorted(restricted)}, fields_changed),
+    ):
+        if complete or not forced_refetch:
+            new_state.update(values)
     new_state = snapshot.with_withdrawn(snapshot_dir, state, new_state, report.withdrawn_ids)
     if "text_format" not in state:
         new_state["text_format"] = settings.text_format or DEFAULT_TEXT_FORMAT

@@ -10,12 +10,18 @@ The API key travels only in the ``X-Redmine-API-Key`` header, and only to the co
 redirect to another host is refused (:class:`RedirectRefused`), since requests strips ``Authorization``
 on such a redirect but not a custom header. Error messages name the method, the path and the failure,
 never the key or the full URL (which could carry ``user:password@``).
+
+A body is read as JSON is (:func:`json_body`), not as requests would: UTF-8 whatever charset the reply
+names, never with undecodable bytes replaced, and never nested deep enough to crash the parser; a reply
+that is not that fails the request, naming the path and what is wrong.
 """
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import email.utils
+import json
 import logging
 import os
 import random
@@ -34,7 +40,7 @@ from redminelib.engines.sync import SyncEngine
 
 from anchorkit.errors import UsageError, WorkFailed, url_host
 from anchorkit.settings import default
-from anchorkit.untrusted import ascii_number, is_count
+from anchorkit.untrusted import JSONOverLimit, ascii_number, is_count, parse_json
 
 # Statuses worth another try: throttling and server-side trouble that usually passes.
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -212,33 +218,37 @@ class ResilientEngine(SyncEngine):
         for attempt in range(self.policy.attempts):
             last_try = attempt == self.policy.attempts - 1
             self.stats.count(retry=attempt > 0)
+            status: int | None = None
+            wait = self.policy.backoff_s(attempt)
             try:
                 response = self.session.request(method, url, timeout=timeout, **kwargs)
+                status = response.status_code
+                if status not in RETRYABLE_STATUSES:
+                    return self.decoded(method, path, response)
+                reason = f"HTTP {status}"
+                asked = retry_after_s(response)
+                wait = min(asked, self.policy.retry_after_max_s) if asked is not None else wait
             except requests.TooManyRedirects:
                 raise RedmineError(method, path, f"more than {MAX_REDIRECTS} redirects") from None
             except TRANSPORT_ERRORS as error:
                 reason = f"{type(error).__name__} ({transport_cause(error)})"
-                if last_try:
-                    raise RedmineError(method, path, f"{reason} {after_attempts(attempt + 1)}") from None
-                self.retry_after(method, path, reason, attempt, self.policy.backoff_s(attempt))
-                continue
-            if response.status_code not in RETRYABLE_STATUSES:
-                try:
-                    return self.process_response(response)
-                except exceptions.JSONDecodeError:
-                    # A body cut short by a dropped connection: as transient as the drop itself.
-                    if last_try:
-                        raise
-                    self.retry_after(method, path, "response cut short", attempt, self.policy.backoff_s(attempt))
-                    continue
+            except requests.exceptions.ContentDecodingError:
+                reason = "corrupt compressed body (its Content-Encoding does not decode)"
+            except UnusableBody as error:  # e.g. a body cut short by a dropped connection: as transient as the drop
+                reason = str(error)
             if last_try:
-                raise RedmineError(
-                    method, path, f"HTTP {response.status_code} {after_attempts(attempt + 1)}", response.status_code
-                )
-            asked = retry_after_s(response)
-            wait = min(asked, self.policy.retry_after_max_s) if asked is not None else self.policy.backoff_s(attempt)
-            self.retry_after(method, path, f"HTTP {response.status_code}", attempt, wait)
+                raise RedmineError(method, path, f"{reason} {after_attempts(attempt + 1)}", status)
+            self.retry_after(method, path, reason, attempt, wait)
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def decoded(self, method: str, path: str, response: requests.Response) -> Any:
+        """python-redmine's reading of a reply, its body decoded by :func:`json_body`: python-redmine calls
+        ``response.json()``, which decodes by the charset the header names (or a guess), replaces bytes it
+        cannot decode and nests as deep as the recursion limit lets it."""
+        if response.status_code == 422:  # python-redmine reads Redmine's reasons from the body, whatever it is
+            raise RedmineError(method, path, f"HTTP 422 {validation_errors(response.content)}", 422)
+        response.json = lambda **_: json_body(response.content)  # type: ignore[method-assign]
+        return self.process_response(response)
 
     def retry_after(self, method: str, path: str, reason: str, attempt: int, wait_s: float) -> None:
         """Say what is retried and why (shown with -v), then wait."""
@@ -252,6 +262,38 @@ class ResilientEngine(SyncEngine):
             wait_s,
         )
         self.sleep(wait_s)
+
+
+class UnusableBody(Exception):
+    """A reply whose body is not the JSON it should be; the message says why, never what the body holds.
+    Not a ValueError: python-redmine would turn that into its JSONDecodeError and lose the reason."""
+
+
+def json_body(content: bytes) -> Any:
+    """A reply's body as JSON (RFC 8259): UTF-8 whatever charset the header names (a BOM skipped), no
+    ``NaN`` or ``Infinity``, nesting and numbers bounded (untrusted.parse_json); :class:`UnusableBody` else."""
+    try:
+        text = content.removeprefix(codecs.BOM_UTF8).decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise UnusableBody(f"response is not UTF-8 (invalid byte at offset {error.start})") from None
+    try:
+        return parse_json(text, allow_nan=False)
+    except json.JSONDecodeError as error:
+        raise UnusableBody(f"response is not JSON ({error.msg} at line {error.lineno}, column {error.colno})") from None
+    except JSONOverLimit as error:
+        raise UnusableBody(f"response refused: {error}") from None
+
+
+def validation_errors(content: bytes) -> str:
+    """What Redmine says is wrong in a 422 reply (``{"errors": [...]}``), or that the body is not that."""
+    try:
+        body = json_body(content)
+    except UnusableBody as error:
+        return f"({error})"
+    errors = body.get("errors") if isinstance(body, dict) else None
+    if not isinstance(errors, list) or not all(isinstance(item, str) for item in errors):
+        return "(response is not a list of errors)"
+    return f"({'; '.join(errors)})"
 
 
 @contextlib.contextmanager

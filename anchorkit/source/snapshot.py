@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -63,22 +63,29 @@ def read_json(path: Path) -> Any:
 
 def load_issue(path: Path) -> dict[str, Any]:
     """One issue as Redmine returned it (the object inside ``{"issue": ...}``), shape-checked."""
-    document = read_json(path)
-    issue = document.get("issue") if isinstance(document, dict) else None
-    if not isinstance(issue, dict):
-        raise SnapshotError(f'{path}: expected an object {{"issue": {{...}}}}')
-    issue_id = issue.get("id")
-    if isinstance(issue_id, bool) or not isinstance(issue_id, int) or issue_id <= 0:
-        raise SnapshotError(f"{path}: missing or invalid issue id ({issue_id!r})")
-    subject = issue.get("subject")
-    if not isinstance(subject, str):
-        raise SnapshotError(f"{path}: ticket #{issue_id} has no subject string ({type(subject).__name__})")
+    issue = checked_issue(read_json(path), str(path))
+    issue_id = issue["id"]
     named = ascii_number(path.stem)
     if named is None:  # (else the issue would be rendered as well as its own file's, under one id)
         raise SnapshotError(f"{path}: not an issue file name: pull names each <id>.json (#{issue_id}: {issue_id}.json)")
     if named != issue_id:
         raise SnapshotError(f"{path}: file name says #{path.stem} but the issue id is #{issue_id}")
-    where = f"{path}: ticket #{issue_id}"
+    return issue
+
+
+def checked_issue(document: Any, source: str) -> dict[str, Any]:
+    """The issue of ``{"issue": {...}}`` if it has the shape the renderers rely on, else a SnapshotError that
+    names ``source`` (a file, or the request pull got it from: pull stores nothing that would fail here)."""
+    issue = document.get("issue") if isinstance(document, dict) else None
+    if not isinstance(issue, dict):
+        raise SnapshotError(f'{source}: expected an object {{"issue": {{...}}}}')
+    issue_id = issue.get("id")
+    if isinstance(issue_id, bool) or not isinstance(issue_id, int) or issue_id <= 0:
+        raise SnapshotError(f"{source}: missing or invalid issue id ({issue_id!r})")
+    subject = issue.get("subject")
+    if not isinstance(subject, str):
+        raise SnapshotError(f"{source}: ticket #{issue_id} has no subject string ({type(subject).__name__})")
+    where = f"{source}: ticket #{issue_id}"
     for key in _LISTS:
         if key in issue:
             _check_type(where, key, issue[key], list)
@@ -199,8 +206,13 @@ def number_in(state: dict[str, Any], key: str) -> float:
 
 def listing_withdrawn(state: dict[str, Any], withdrawn: set[int]) -> dict[str, Any]:
     """``state`` listing ``withdrawn`` under ``WITHDRAWN_KEY`` (the key left out when there are none)."""
-    rest = {key: value for key, value in state.items() if key != WITHDRAWN_KEY}
-    return {**rest, WITHDRAWN_KEY: sorted(withdrawn)} if withdrawn else rest
+    return listing_ids(state, WITHDRAWN_KEY, withdrawn)
+
+
+def listing_ids(state: dict[str, Any], key: str, ids: Collection[int]) -> dict[str, Any]:
+    """``state`` listing ``ids`` under ``key`` (the key left out when there are none)."""
+    rest = {name: value for name, value in state.items() if name != key}
+    return {**rest, key: sorted(ids)} if ids else rest
 
 
 def with_withdrawn(

@@ -19,7 +19,7 @@ from anchorkit.publish.aws import AwsSettings
 from anchorkit.publish.upload import PublishSettings
 from anchorkit.render.transform import TransformOptions
 from anchorkit.settings import ResolvedSettings, SettingError
-from anchorkit.source.pull import PullSettings
+from anchorkit.source.pull import PullSettings, check_redmine_url
 from anchorkit.sync.chunking import ChunkLayout
 
 REQUIRED = ("url", "snapshot", "out", "dest")
@@ -50,6 +50,7 @@ def resolve(
             for name in missing
         )
         raise SettingError(f"missing: {hints}")
+    check_redmine_url(resolved["url"])  # before anything uses it (the state's scope records it)
     return resolved
 
 

@@ -2,9 +2,9 @@
 
 It forwards every request to a real upstream (the test Redmine) unless its ``decide`` function picks a
 fault for it: 5xx, 429 with ``Retry-After``, a stall longer than the client's read timeout, a connection
-reset before any response, or a response cut off halfway. Decisions get the method, the path with its
-query, and how many times that exact request was seen before, so rules can be deterministic even when
-requests arrive from several threads in any order.
+reset before any response, a response cut off halfway, or one rewritten (a body no Redmine sends).
+Decisions get the method, the path with its query, and how many times that exact request was seen
+before, so rules can be deterministic even when requests arrive from several threads in any order.
 
     with FaultProxy(redmine_url, decide=fail_fraction(0.2)) as proxy:
         pull(proxy.url, ...)
@@ -38,16 +38,19 @@ class Fault(Enum):
     TRUNCATE = "truncate"  # status and headers, then half the body, then RST
     SLOW = "slow"  # forwarded, but only after `slow_s` (to let a test kill the client mid-run)
     REDIRECT = "redirect"  # 302 to `redirect(path)` (another host, or another path of this proxy)
+    REWRITE = "rewrite"  # forwarded, and the response changed by `rewrite` on its way back
 
 
 Decide = Callable[[str, str, int], Fault]  # (method, path?query, times seen before) -> fault
+Reply = tuple[int, list[tuple[str, str]], bytes]  # status, headers, body
+Rewrite = Callable[[Reply], Reply]
 
 
 def no_faults(method: str, path: str, seen: int) -> Fault:
     return Fault.NONE
 
 
-FAILURES = tuple(f for f in Fault if f not in (Fault.NONE, Fault.SLOW, Fault.REDIRECT))
+FAILURES = tuple(f for f in Fault if f not in (Fault.NONE, Fault.SLOW, Fault.REDIRECT, Fault.REWRITE))
 
 
 def fail_fraction(fraction: float, faults: tuple[Fault, ...] = FAILURES) -> Decide:
@@ -106,6 +109,7 @@ class FaultProxy(BackgroundServer):
         slow_s: float = 0.3,
         retry_after: str = "1",
         redirect: Callable[[str], str] | None = None,
+        rewrite: Rewrite | None = None,
     ) -> None:
         parts = urlsplit(upstream)
         self.upstream_host = parts.hostname or "127.0.0.1"
@@ -115,6 +119,7 @@ class FaultProxy(BackgroundServer):
         self.slow_s = slow_s
         self.retry_after = retry_after
         self.redirect = redirect
+        self.rewrite = rewrite
         self.seen: Counter[str] = Counter()
         self.faults: Counter[Fault] = Counter()
         self.lock = threading.Lock()
@@ -137,9 +142,7 @@ class FaultProxy(BackgroundServer):
             self.faults[fault] += 1
             return fault
 
-    def forward(
-        self, method: str, path: str, headers: dict[str, str], body: bytes | None
-    ) -> tuple[int, list[tuple[str, str]], bytes]:
+    def forward(self, method: str, path: str, headers: dict[str, str], body: bytes | None) -> Reply:
         connection = http.client.HTTPConnection(self.upstream_host, self.upstream_port, timeout=60)
         try:
             connection.request(method, path, body=body, headers=headers)
@@ -200,6 +203,8 @@ class FaultProxy(BackgroundServer):
                     self.wfile.write(response_body[: len(response_body) // 2])
                     self.wfile.flush()
                     return self.reset()
+                if fault is Fault.REWRITE and proxy.rewrite is not None:
+                    return self.reply(*proxy.rewrite((status, response_headers, response_body)))
                 return self.reply(status, response_headers, response_body)
 
             do_GET = do_POST = do_PUT = do_DELETE = handle_any
