@@ -327,6 +327,19 @@ ID_FORMS = [
     "ｈｔｔｐｓ://redmine.example.com/issues/{id}",
     "#\u200b{id}",
     "#{hidden}",
+    # Markdown's emphasis around it, a word right after it, "ID" after the label.
+    "__#{id}__",
+    "_#{id}_",
+    "#{id}月次バッチ",
+    "#{id}時刻同期",
+    "#{id}日本語化",
+    "Ticket ID: {id}",
+    "チケットID {id}",
+    "チケット ID：{id}",
+    # A Redmine URL as a browser follows it: without a scheme, with its digits escaped, through "..".
+    "redmine.example.com/issues/{id}",
+    "{redmine}/issues/{escaped}",
+    "{redmine}/issues/12352/../{id}",
 ]
 
 
@@ -334,7 +347,8 @@ def form(template: str, ticket: int) -> str:
     wide = str(ticket).translate(str.maketrans("0123456789", "０１２３４５６７８９"))
     digits = str(ticket)
     hidden = f"{digits[:1]}\u2060{digits[1:-1]}\u00ad\u0301{digits[-1:]}"  # word joiner, soft hyphen, a mark
-    return template.format(redmine=REDMINE, id=ticket, grouped=f"{ticket:,}", wide=wide, hidden=hidden)
+    escaped = "".join(f"%{ord(digit):X}" for digit in digits)  # "%31%32%33%39%39"
+    return template.format(redmine=REDMINE, id=ticket, grouped=f"{ticket:,}", wide=wide, hidden=hidden, escaped=escaped)
 
 
 @shapes
@@ -350,6 +364,47 @@ def test_every_way_of_writing_a_phantom_id_is_caught(shape: str, template: str) 
 def test_every_way_of_writing_a_retrieved_id_passes(shape: str, template: str) -> None:
     report = check(shape, f"この件は {form(template, 12345)} を参照してください。")
     assert clean(report) and report.cited_ids == {12345}
+
+
+@shapes
+@pytest.mark.parametrize(
+    ("text", "phantoms"),
+    [
+        ("チケット #12399-12401 で同様の事象", [12399, 12401]),
+        ("#12345/12399 を参照", [12399]),
+        ("チケット #12345, 12399 を参照", [12399]),
+        ("関連チケット: 12345、12399", [12399]),
+        ("#12345・12399・12401 の 3 件", [12399, 12401]),
+        ("#12352 と 12399 で同じ事象", [12399]),
+        ("see #12345 and 12399", [12399]),
+        ("#12399〜12401", [12399, 12401]),
+    ],
+)
+def test_every_number_of_a_list_or_range_a_mention_starts_is_a_ticket(
+    shape: str, text: str, phantoms: list[int]
+) -> None:
+    report = check(shape, text)
+    assert [v for _, v in critical(report)] == phantoms
+    assert not any(str(p) in report.filtered_answer["text"] for p in phantoms)
+
+
+@shapes
+@pytest.mark.parametrize(
+    "text",
+    [
+        "#12345 と 2026-12-07 に対応",
+        "#12345、2026年12月7日に対応",
+        "#12345 と 12:30 に再起動",
+        "#12345, Redmine 5.1.2 へ更新",
+        "#12345 と 500 エラー",  # a status code, not a ticket: much shorter than the ticket numbers around it
+        "#12345, 100 件のログ",
+        "#12345 と 2048MB のメモリ",
+        "#12345 手順 3/5 まで完了",
+    ],
+)
+def test_numbers_after_a_mention_that_are_dates_versions_or_quantities_are_not_tickets(shape: str, text: str) -> None:
+    report = check(shape, text)
+    assert critical(report) == [] and report.cited_ids == {12345}
 
 
 def test_digit_groups_are_one_id_not_a_short_one() -> None:
@@ -738,6 +793,13 @@ def test_an_anchor_inside_a_subject_does_not_become_one_when_unflattening() -> N
         "ticket 2024年の棚卸し",
         "会議は #12:30 から",
         "ファームウェア v#15.02 へ",
+        "#2024/03/14 に実施、#3月 の定例、#9時 から",
+        "2026-12-07 と 12/07 と 2026年12月7日 の 12:30",
+        "Redmine 5.1.2 へ更新、Support 2.0 も",
+        "チケット 2024年度の棚卸し",
+        "&#123; と &#x7B; は波括弧",
+        "github.com/acme/vpn/issues/12399 を参照",
+        "https://redmine.example.com/issues/12399/.. (一覧)",
         "https://github.com/acme/vpn/issues/12399 を参照",
         "https://gitlab.example.com/g/p/-/issues/12399",
     ],
