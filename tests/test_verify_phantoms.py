@@ -226,6 +226,26 @@ def test_inline_markers_that_point_at_passed_chunks_pass(shape: str) -> None:
     assert clean(report) and report.units == 2
 
 
+@pytest.mark.parametrize(
+    ("marked", "shown"),
+    [
+        ("解消しました[1][5]。", "解消しました[1][unverified]。"),
+        ("解消しました[1][SRC:12399]。", "解消しました[1][unverified]。"),
+        ("解消しました[1, 5]。", "解消しました[1][unverified]。"),
+        ("解消しました【5】[2]。", "解消しました[unverified][2]。"),
+    ],
+)
+def test_a_phantom_marker_is_filtered_out_of_what_is_kept(marked: str, shown: str) -> None:
+    text = f"VPN 切断はファームウェア更新で{marked}"
+    claim = {"text": text, "citations": [{"source_id": "kb-12345"}]}  # a retrieved source: the claim stays
+    report = check("plain_chunks", {"claims": [claim], "text": text})
+    assert [kind for kind, _ in critical(report)] == ["phantom_source_id"] * 2
+    expected = f"VPN 切断はファームウェア更新で{shown}"
+    assert report.filtered_answer["claims"][0]["text"] == expected and report.filtered_answer["text"] == expected
+    flagged = check("plain_chunks", {"claims": [claim], "text": text}, on_invalid="flag")
+    assert flagged.filtered_answer["claims"][0]["text"] == text and flagged.filtered_answer["text"] == text
+
+
 def test_a_marker_on_a_sentence_its_chunk_does_not_support_is_weak() -> None:
     report = check("plain_chunks", "プリンターのトナー交換手順は総務部にあります[1]。")
     assert [(f.kind, f.part) for f in report.findings] == [("weak_grounding", "text")]
@@ -499,6 +519,27 @@ def test_a_langchain_document_serialised_with_dumpd_is_read() -> None:
     assert read_retrieval([doc], "r").chunks[0].uri == "s3://kb/tickets/12345.md"
 
 
+def conflicting(uri_ticket: int, metadata_ticket: int) -> dict[str, Any]:
+    """A Bedrock result whose source URI names one ticket and its metadata another."""
+    result = bedrock_retrieve()["retrievalResults"][0]
+    result["location"]["s3Location"]["uri"] = f"s3://kb/tickets/{uri_ticket}.md"
+    result["metadata"] |= {"x-amz-bedrock-kb-source-uri": f"s3://kb/tickets/{uri_ticket}.md"}
+    result["metadata"] |= {"x-amz-bedrock-kb-chunk-id": "kb-mixed", "ticket_id": float(metadata_ticket)}
+    return result
+
+
+@pytest.mark.parametrize("others", [[], bedrock_retrieve()["retrievalResults"][1:]])
+def test_a_chunk_whose_metadata_and_uri_disagree_vouches_for_neither(others: list[dict[str, Any]]) -> None:
+    # As inject: it does not know which ticket the chunk is, so it trusts neither (and never "unchecked").
+    retrieval = read_retrieval({"retrievalResults": [conflicting(12345, 54321), *others]}, "r")
+    report = verify_citations(read_answer("#12345 と #54321 で解消", "a"), retrieval.chunks)
+    assert critical(report) == [("phantom_ticket_id", 12345), ("phantom_ticket_id", 54321)]
+    [conflict] = [f for f in report.findings if f.kind == "ticket_conflict"]
+    assert (conflict.severity, conflict.source_id, conflict.part) == ("warning", "kb-mixed", "retrieval")
+    assert "#54321" in conflict.message and "#12345" in conflict.message
+    assert report.valid_ids == ({12352} if others else set()) and not report.unchecked
+
+
 # --------------------------------------------------------------------------- 8. no citations
 
 
@@ -550,6 +591,29 @@ def test_weak_grounding_is_reported_per_citation() -> None:
 def test_full_width_issue_ids_are_read_like_full_width_mentions(shape: str, issue_id: str, phantom: bool) -> None:
     report = check(shape, [{"issue_id": issue_id}])
     assert [k for k, _ in critical(report)] == (["phantom_ticket_id"] if phantom else [])
+
+
+@shapes
+@pytest.mark.parametrize(
+    ("result", "filtered"),
+    [
+        ({"related": ["#12399"]}, {"related": ["[unverified]"]}),
+        ({"details": {"note": "see #12399"}}, {"details": {"note": "see [unverified]"}}),
+        ({"summary": "#12399 と同様"}, {"summary": "[unverified] と同様"}),
+        ({"subject": "VPN接続が不安定になる (#12399)"}, {"subject": "VPN接続が不安定になる ([unverified])"}),
+        ({"url": f"{REDMINE}/issues/12399"}, {"url": "[unverified]"}),
+        ({"url": "s3://kb/tickets/12399.md"}, {"url": "[unverified]"}),  # the knowledge base's layout
+    ],
+)
+def test_a_phantom_anywhere_in_a_kept_result_is_critical_and_filtered_out(
+    shape: str, result: dict[str, Any], filtered: dict[str, Any]
+) -> None:
+    answer = [{"issue_id": 12345} | result, {"issue_id": 12352, "related": ["#12345"]}]
+    report = check(shape, answer)
+    assert critical(report) == [("phantom_ticket_id", 12399)]
+    assert [f.result for f in report.findings if f.kind == "phantom_ticket_id"] == [0]
+    assert report.filtered_answer["results"] == [{"issue_id": 12345} | filtered, answer[1]]
+    assert check(shape, answer, on_invalid="flag").filtered_answer["results"] == answer
 
 
 # --------------------------------------------------------------------------- 12. results without text
