@@ -182,6 +182,11 @@ def test_filter_text_stream_equals_filter_text_wherever_the_deltas_are_cut(cuts:
         "ﾁｹｯﾄ #\u200b12\u0301399 と ｈｔｔｐｓ://r.example.com/issues/12399 、﹟12399。",
         "a\u200b\u200b#12399 と &\u2060#12399",
         "a" + "\u200b" * 60 + "#12399",  # more invisible characters than the look-back: still after an "a"
+        # A character reference cut anywhere, a URL without a scheme, lists and ranges, a date after "#".
+        "&#35;12399 と &num;12399、♯12399 と __#12399__",
+        "redmine.example.com/issues/12399 と #2024-03-14",
+        "関連チケット: 5、12399 と Ticket ID: 12399",
+        "#5, 12399-12401 と #5 and 12399 と #12345, 12346, 12347, 12348, 12349, 12350, 12351, 12352, 12399",
     ],
 )
 def test_filter_text_stream_equals_filter_text_at_every_cut(text: str) -> None:
@@ -196,6 +201,7 @@ STREAM_PIECES = [
     *"チケットﾁｹｯﾄTtiIcketｔｉｃｋｅｔhttps://r/issues/ｈｔｔｐｓ",
     "\u200b", "\u2060", "\ufeff", "\u00ad", "\u0301", "\u202e", "\u3099", "a", "&", "_",
     "チケット", "Redmine", "Ｒｅｄｍｉｎｅ", "https://r.example.com/issues/", "#12345", "#12399",
+    "&", "#35;", "&#35;", "&num;", "♯", "\u3164", "12399", "、", "/", "と", " and ", "ID", "r.example.com/issues/",
 ]  # fmt: skip
 
 

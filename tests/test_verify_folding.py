@@ -58,6 +58,15 @@ DISGUISED = [
     ("#12\u0301399", 12399, ""),  # a combining mark after a digit
     ("#1239\ufe0f9", 12399, ""),  # a variation selector
     ("#⑫399", 12399, ""),  # one character NFKC makes two digits of
+    ("♯{id}", 12399, ""),  # the music sharp sign, which NFKC leaves as it is
+    ("&#35;{id}", 12399, ""),  # the character references of "#": a page or a chat window shows "#"
+    ("&#x23;{id}", 12399, ""),
+    ("&num;{id}", 12399, ""),
+    ("チケット &#35;99", 99, "チケット "),
+    ("#12\u3164399", 12399, ""),  # Hangul fillers: letters that show as nothing
+    ("#12\uffa0399", 12399, ""),
+    ("#12\u115f399", 12399, ""),
+    ("#12\u1160399", 12399, ""),
 ]
 
 
@@ -80,10 +89,8 @@ def test_a_disguised_phantom_id_is_caught_and_exactly_its_characters_replaced(
 
 @pytest.mark.parametrize(("template", "ticket", "label"), [d for d in DISGUISED if d[1] != 99])
 def test_a_disguised_retrieved_id_passes_and_is_kept_as_written(template: str, ticket: int, label: str) -> None:
-    written = template.format(id=12345).replace("１２３９９", "１２３４５").replace("⑫399", "⑫345")
-    written = written.replace("12\u200b399", "12\u200b345").replace("1239\ufe0f9", "1234\ufe0f5")
-    written = written.replace("12\u2060399", "12\u2060345").replace("12\ufeff399", "12\ufeff345")
-    written = written.replace("12\u00ad399", "12\u00ad345").replace("12\u0301399", "12\u0301345")
+    written = template.format(id=12345).replace("１２３９９", "１２３４５").replace("1239\ufe0f9", "1234\ufe0f5")
+    written = written.replace("399", "345")  # "⑫399", "12\u200b399", …
     report = check(prose(written))
     assert critical(report) == [] and report.cited_ids == {12345}
     assert report.filtered_answer["text"] == prose(written)
@@ -119,6 +126,7 @@ def test_mention_offsets_are_the_original_texts() -> None:
 
 
 INVISIBLE = {"Cf", "Mn", "Me"}
+FILLERS = "\u115f\u1160\u3164\uffa0"
 
 
 def folded_by_definition(text: str) -> tuple[str, list[int]]:
@@ -126,10 +134,10 @@ def folded_by_definition(text: str) -> tuple[str, list[int]]:
     view: list[str] = []
     origins: list[int] = []
     for index, char in enumerate(text):
-        if unicodedata.category(char) in INVISIBLE:
+        if unicodedata.category(char) in INVISIBLE or char in FILLERS:
             continue
-        for folded in unicodedata.normalize("NFKC", char):
-            if unicodedata.category(folded) not in INVISIBLE:
+        for folded in "#" if char == "♯" else unicodedata.normalize("NFKC", char):
+            if unicodedata.category(folded) not in INVISIBLE and folded not in FILLERS:
                 view.append(folded)
                 origins.append(index)
     return "".join(view), origins
@@ -137,7 +145,8 @@ def folded_by_definition(text: str) -> tuple[str, list[int]]:
 
 @given(
     st.text(
-        alphabet=st.sampled_from("a#1 ＃１﹟ﾁｶﾞ¼㈱⑫\u200b\u2060\ufeff\u00ad\u0301\u202e\u3099\u3000。（"), max_size=30
+        alphabet=st.sampled_from("a#1 ＃１﹟ﾁｶﾞ¼㈱⑫\u200b\u2060\ufeff\u00ad\u0301\u202e\u3099\u3000。（♯\u3164\uffa0"),
+        max_size=30,
     )
 )
 def test_the_view_is_nfkc_per_character_without_invisible_characters_and_maps_back(text: str) -> None:
@@ -156,6 +165,24 @@ def test_every_character_of_the_basic_multilingual_plane_folds_as_defined() -> N
         char = chr(code)
         assert fold(f"あ{char}").text == "あ" + folded_by_definition(char)[0], hex(code)
     assert fold("👍\U000e0041x").text == "👍x"  # beyond it: a tag character (Cf) goes, an emoji stays
+
+
+@pytest.mark.parametrize("reference", ["&#35;", "&#035;", "&#x23;", "&#X23;", "&num;"])
+def test_a_character_reference_to_the_number_sign_is_one_hash_in_the_view(reference: str) -> None:
+    text = f"a{reference}1 ⑫{reference}"
+    view = fold(text)
+    assert view.text == "a#1 12#"
+    n = len(reference)
+    # Where each character of the view comes from: "a", the reference, "1", " ", "⑫" (twice), the reference.
+    spans = [(0, 1), (1, 1 + n), (1 + n, 2 + n), (2 + n, 3 + n), (3 + n, 4 + n), (3 + n, 4 + n), (4 + n, 4 + 2 * n)]
+    assert [(view.start(i), view.end(i + 1)) for i in range(len(view.text))] == spans
+    assert fold(view.text).text == view.text
+
+
+@pytest.mark.parametrize("text", ["&#123;", "&amp;#35;12399", "&#35 12399", "&NUM;12399", "&#3512399;", "&#x2312399;"])
+def test_other_references_and_escaped_ones_stay_as_they_are(text: str) -> None:
+    # "&amp;#35;" shows "&#35;", not "#"; a reference without its ";" or naming another character is none.
+    assert fold(text).text == text and filter_text(text, {12345}) == text
 
 
 def test_an_ascii_text_is_its_own_view() -> None:

@@ -226,6 +226,26 @@ def test_inline_markers_that_point_at_passed_chunks_pass(shape: str) -> None:
     assert clean(report) and report.units == 2
 
 
+@pytest.mark.parametrize(
+    ("marked", "shown"),
+    [
+        ("解消しました[1][5]。", "解消しました[1][unverified]。"),
+        ("解消しました[1][SRC:12399]。", "解消しました[1][unverified]。"),
+        ("解消しました[1, 5]。", "解消しました[1][unverified]。"),
+        ("解消しました【5】[2]。", "解消しました[unverified][2]。"),
+    ],
+)
+def test_a_phantom_marker_is_filtered_out_of_what_is_kept(marked: str, shown: str) -> None:
+    text = f"VPN 切断はファームウェア更新で{marked}"
+    claim = {"text": text, "citations": [{"source_id": "kb-12345"}]}  # a retrieved source: the claim stays
+    report = check("plain_chunks", {"claims": [claim], "text": text})
+    assert [kind for kind, _ in critical(report)] == ["phantom_source_id"] * 2
+    expected = f"VPN 切断はファームウェア更新で{shown}"
+    assert report.filtered_answer["claims"][0]["text"] == expected and report.filtered_answer["text"] == expected
+    flagged = check("plain_chunks", {"claims": [claim], "text": text}, on_invalid="flag")
+    assert flagged.filtered_answer["claims"][0]["text"] == text and flagged.filtered_answer["text"] == text
+
+
 def test_a_marker_on_a_sentence_its_chunk_does_not_support_is_weak() -> None:
     report = check("plain_chunks", "プリンターのトナー交換手順は総務部にあります[1]。")
     assert [(f.kind, f.part) for f in report.findings] == [("weak_grounding", "text")]
@@ -327,6 +347,19 @@ ID_FORMS = [
     "ｈｔｔｐｓ://redmine.example.com/issues/{id}",
     "#\u200b{id}",
     "#{hidden}",
+    # Markdown's emphasis around it, a word right after it, "ID" after the label.
+    "__#{id}__",
+    "_#{id}_",
+    "#{id}月次バッチ",
+    "#{id}時刻同期",
+    "#{id}日本語化",
+    "Ticket ID: {id}",
+    "チケットID {id}",
+    "チケット ID：{id}",
+    # A Redmine URL as a browser follows it: without a scheme, with its digits escaped, through "..".
+    "redmine.example.com/issues/{id}",
+    "{redmine}/issues/{escaped}",
+    "{redmine}/issues/12352/../{id}",
 ]
 
 
@@ -334,7 +367,8 @@ def form(template: str, ticket: int) -> str:
     wide = str(ticket).translate(str.maketrans("0123456789", "０１２３４５６７８９"))
     digits = str(ticket)
     hidden = f"{digits[:1]}\u2060{digits[1:-1]}\u00ad\u0301{digits[-1:]}"  # word joiner, soft hyphen, a mark
-    return template.format(redmine=REDMINE, id=ticket, grouped=f"{ticket:,}", wide=wide, hidden=hidden)
+    escaped = "".join(f"%{ord(digit):X}" for digit in digits)  # "%31%32%33%39%39"
+    return template.format(redmine=REDMINE, id=ticket, grouped=f"{ticket:,}", wide=wide, hidden=hidden, escaped=escaped)
 
 
 @shapes
@@ -350,6 +384,47 @@ def test_every_way_of_writing_a_phantom_id_is_caught(shape: str, template: str) 
 def test_every_way_of_writing_a_retrieved_id_passes(shape: str, template: str) -> None:
     report = check(shape, f"この件は {form(template, 12345)} を参照してください。")
     assert clean(report) and report.cited_ids == {12345}
+
+
+@shapes
+@pytest.mark.parametrize(
+    ("text", "phantoms"),
+    [
+        ("チケット #12399-12401 で同様の事象", [12399, 12401]),
+        ("#12345/12399 を参照", [12399]),
+        ("チケット #12345, 12399 を参照", [12399]),
+        ("関連チケット: 12345、12399", [12399]),
+        ("#12345・12399・12401 の 3 件", [12399, 12401]),
+        ("#12352 と 12399 で同じ事象", [12399]),
+        ("see #12345 and 12399", [12399]),
+        ("#12399〜12401", [12399, 12401]),
+    ],
+)
+def test_every_number_of_a_list_or_range_a_mention_starts_is_a_ticket(
+    shape: str, text: str, phantoms: list[int]
+) -> None:
+    report = check(shape, text)
+    assert [v for _, v in critical(report)] == phantoms
+    assert not any(str(p) in report.filtered_answer["text"] for p in phantoms)
+
+
+@shapes
+@pytest.mark.parametrize(
+    "text",
+    [
+        "#12345 と 2026-12-07 に対応",
+        "#12345、2026年12月7日に対応",
+        "#12345 と 12:30 に再起動",
+        "#12345, Redmine 5.1.2 へ更新",
+        "#12345 と 500 エラー",  # a status code, not a ticket: much shorter than the ticket numbers around it
+        "#12345, 100 件のログ",
+        "#12345 と 2048MB のメモリ",
+        "#12345 手順 3/5 まで完了",
+    ],
+)
+def test_numbers_after_a_mention_that_are_dates_versions_or_quantities_are_not_tickets(shape: str, text: str) -> None:
+    report = check(shape, text)
+    assert critical(report) == [] and report.cited_ids == {12345}
 
 
 def test_digit_groups_are_one_id_not_a_short_one() -> None:
@@ -444,6 +519,27 @@ def test_a_langchain_document_serialised_with_dumpd_is_read() -> None:
     assert read_retrieval([doc], "r").chunks[0].uri == "s3://kb/tickets/12345.md"
 
 
+def conflicting(uri_ticket: int, metadata_ticket: int) -> dict[str, Any]:
+    """A Bedrock result whose source URI names one ticket and its metadata another."""
+    result = bedrock_retrieve()["retrievalResults"][0]
+    result["location"]["s3Location"]["uri"] = f"s3://kb/tickets/{uri_ticket}.md"
+    result["metadata"] |= {"x-amz-bedrock-kb-source-uri": f"s3://kb/tickets/{uri_ticket}.md"}
+    result["metadata"] |= {"x-amz-bedrock-kb-chunk-id": "kb-mixed", "ticket_id": float(metadata_ticket)}
+    return result
+
+
+@pytest.mark.parametrize("others", [[], bedrock_retrieve()["retrievalResults"][1:]])
+def test_a_chunk_whose_metadata_and_uri_disagree_vouches_for_neither(others: list[dict[str, Any]]) -> None:
+    # As inject: it does not know which ticket the chunk is, so it trusts neither (and never "unchecked").
+    retrieval = read_retrieval({"retrievalResults": [conflicting(12345, 54321), *others]}, "r")
+    report = verify_citations(read_answer("#12345 と #54321 で解消", "a"), retrieval.chunks)
+    assert critical(report) == [("phantom_ticket_id", 12345), ("phantom_ticket_id", 54321)]
+    [conflict] = [f for f in report.findings if f.kind == "ticket_conflict"]
+    assert (conflict.severity, conflict.source_id, conflict.part) == ("warning", "kb-mixed", "retrieval")
+    assert "#54321" in conflict.message and "#12345" in conflict.message
+    assert report.valid_ids == ({12352} if others else set()) and not report.unchecked
+
+
 # --------------------------------------------------------------------------- 8. no citations
 
 
@@ -495,6 +591,29 @@ def test_weak_grounding_is_reported_per_citation() -> None:
 def test_full_width_issue_ids_are_read_like_full_width_mentions(shape: str, issue_id: str, phantom: bool) -> None:
     report = check(shape, [{"issue_id": issue_id}])
     assert [k for k, _ in critical(report)] == (["phantom_ticket_id"] if phantom else [])
+
+
+@shapes
+@pytest.mark.parametrize(
+    ("result", "filtered"),
+    [
+        ({"related": ["#12399"]}, {"related": ["[unverified]"]}),
+        ({"details": {"note": "see #12399"}}, {"details": {"note": "see [unverified]"}}),
+        ({"summary": "#12399 と同様"}, {"summary": "[unverified] と同様"}),
+        ({"subject": "VPN接続が不安定になる (#12399)"}, {"subject": "VPN接続が不安定になる ([unverified])"}),
+        ({"url": f"{REDMINE}/issues/12399"}, {"url": "[unverified]"}),
+        ({"url": "s3://kb/tickets/12399.md"}, {"url": "[unverified]"}),  # the knowledge base's layout
+    ],
+)
+def test_a_phantom_anywhere_in_a_kept_result_is_critical_and_filtered_out(
+    shape: str, result: dict[str, Any], filtered: dict[str, Any]
+) -> None:
+    answer = [{"issue_id": 12345} | result, {"issue_id": 12352, "related": ["#12345"]}]
+    report = check(shape, answer)
+    assert critical(report) == [("phantom_ticket_id", 12399)]
+    assert [f.result for f in report.findings if f.kind == "phantom_ticket_id"] == [0]
+    assert report.filtered_answer["results"] == [{"issue_id": 12345} | filtered, answer[1]]
+    assert check(shape, answer, on_invalid="flag").filtered_answer["results"] == answer
 
 
 # --------------------------------------------------------------------------- 12. results without text
@@ -738,6 +857,13 @@ def test_an_anchor_inside_a_subject_does_not_become_one_when_unflattening() -> N
         "ticket 2024年の棚卸し",
         "会議は #12:30 から",
         "ファームウェア v#15.02 へ",
+        "#2024/03/14 に実施、#3月 の定例、#9時 から",
+        "2026-12-07 と 12/07 と 2026年12月7日 の 12:30",
+        "Redmine 5.1.2 へ更新、Support 2.0 も",
+        "チケット 2024年度の棚卸し",
+        "&#123; と &#x7B; は波括弧",
+        "github.com/acme/vpn/issues/12399 を参照",
+        "https://redmine.example.com/issues/12399/.. (一覧)",
         "https://github.com/acme/vpn/issues/12399 を参照",
         "https://gitlab.example.com/g/p/-/issues/12399",
     ],

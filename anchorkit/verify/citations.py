@@ -20,20 +20,21 @@ from typing import Any
 from anchorkit.errors import UsageError
 from anchorkit.pages import is_web_url
 from anchorkit.settings import ON_EMPTY, ON_INVALID, default
-from anchorkit.untrusted import ascii_number
+from anchorkit.untrusted import ascii_number, map_strings
 from anchorkit.verify.folding import BIDI_CONTROLS, fold, without_bidi_controls
 from anchorkit.verify.ids import (
-    MARKER,
     IdChecker,
     checked_uri_pattern,
     chunk_subjects,
     chunk_ticket_ids,
     citation_markers,
     compile_uri_pattern,
+    filter_markers,
     filter_text,
     issue_id_of,
     iter_mentions,
     parse_ticket_id,
+    ticket_conflict,
     uri_ticket_id,
     valid_ids,
 )
@@ -43,6 +44,7 @@ from anchorkit.verify.model import (
     DEFAULT_MIN_ID_DIGITS,
     DEFAULT_QUOTE_THRESHOLD,
     DEFAULT_URI_PATTERN,
+    UNVERIFIED_MARKER,
     Answer,
     Chunk,
     Citation,
@@ -53,6 +55,7 @@ from anchorkit.verify.model import (
     T,
 )
 from anchorkit.verify.similarity import (
+    CitedSentences,
     MatchText,
     claim_overlap,
     claim_tokens,
@@ -223,6 +226,7 @@ class _Sources:
         self.tickets: dict[str, frozenset[int]] = {}
         self.links: dict[Chunk, str] = {}
         self.foreign_urls: dict[Chunk, int] = {}
+        self.conflicts: dict[Chunk, tuple[int, int]] = {}  # chunk -> (its metadata ticket_id, its URI's ticket)
         self.notes: dict[Chunk, frozenset[int] | None] = {}
         self._prepared: dict[int, MatchText] = {}
         for chunk in self.ordered:
@@ -237,7 +241,13 @@ class _Sources:
     def located(self, chunk: Chunk) -> frozenset[int]:
         """The chunk's tickets; its link and its notes. A url naming another ticket than the chunk's
         (by its metadata, its source URI or its anchors) is not used: neither followed nor believed,
-        also when it doubles as the chunk's source URI."""
+        also when it doubles as the chunk's source URI. A chunk whose metadata and source URI name two
+        tickets is neither's, and its url is not used either (ids.ticket_conflict)."""
+        conflict = ticket_conflict(chunk, self.uri_pattern)
+        if conflict is not None:
+            self.conflicts[chunk] = conflict
+            self.notes[chunk] = chunk.notes
+            return frozenset()
         ids = chunk_ticket_ids(chunk, self.uri_pattern)
         url_ticket = uri_ticket_id(chunk.url, self.uri_pattern)
         own = ids
@@ -330,51 +340,6 @@ def verify_citations(
     return verification.run()
 
 
-# The end of a sentence, for the sentence an inline marker cites.
-_SENTENCE_END = re.compile(r"[。．.!?！？\n]")
-# A text without sentence ends would make every marker cite all that comes before it: at most this much.
-MAX_CITED_SENTENCE_CHARS = 1000
-
-
-class CitedSentences:
-    """The sentence each inline marker of a text ends ("…解消しました[1]。" and "…解消しました。[1]"): the
-    text before the marker, markers removed, trailing whitespace and one sentence end dropped, from
-    the previous sentence end on (at most MAX_CITED_SENTENCE_CHARS).
-
-    Asked for the markers in order, it reads the text once: linear in the text and the markers, where
-    working on the whole text before each marker was quadratic (3,000 markers: 6 s; 12,000: over 60 s).
-    """
-
-    def __init__(self, text: str) -> None:
-        self.stripped = MARKER.sub("", text)
-        self.position: dict[int, int] = {}  # a marker's start in the text -> its place in ``stripped``
-        removed = 0
-        for match in MARKER.finditer(text):
-            self.position[match.start()] = match.start() - removed
-            removed += match.end() - match.start()
-        self.scanned = 0  # stripped[:scanned] has been looked at for its last visible character...
-        self.last_visible = -1
-        self.ends_scanned = 0  # ...and stripped[:ends_scanned] for its last sentence end
-        self.last_end = -1
-
-    def before(self, marker_start: int) -> str:
-        """The sentence the marker at ``marker_start`` (a MARKER match's start) ends; in text order."""
-        place = self.position[marker_start]
-        visible = len(self.stripped[self.scanned : place].rstrip())
-        if visible:
-            self.last_visible = self.scanned + visible - 1
-        self.scanned = max(self.scanned, place)
-        if self.last_visible < 0:
-            return ""
-        last = self.last_visible
-        end = last if _SENTENCE_END.match(self.stripped, last) else last + 1  # one final "。" dropped
-        for match in _SENTENCE_END.finditer(self.stripped, self.ends_scanned, end):
-            self.last_end = match.start()
-        self.ends_scanned = max(self.ends_scanned, end)
-        start = max(self.last_end + 1, end - MAX_CITED_SENTENCE_CHARS)
-        return self.stripped[start:end]
-
-
 class _Verification:
     """One verify_citations call: walks the answer once, collecting findings and the filtered answer."""
 
@@ -399,8 +364,10 @@ class _Verification:
             and bool(scores)
             and all(s is not None and s < options.min_score for s in scores)
         )
-        # Nothing retrieved is not the fallback for an unknown URI format: every id is then phantom.
-        on_empty = "block" if self.nothing_retrieved else options.on_empty
+        # Nothing retrieved is not the fallback for an unknown URI format: every id is then phantom. Nor
+        # are chunks that name tickets in two ways that disagree: they are no source for either.
+        disagreeing = not self.valid and bool(sources.conflicts)
+        on_empty = "block" if self.nothing_retrieved or disagreeing else options.on_empty
         self.checker: IdChecker[Any] = IdChecker(self.valid, options.on_invalid, on_empty, issue_id_of)
         self.findings: list[Finding] = []
         self.cited: set[int] = set()
@@ -438,6 +405,12 @@ class _Verification:
             own = ", ".join(f"#{t}" for t in sorted(self.sources.tickets[chunk.id])) or "none"
             message = f"retrieved chunk {chunk.id!r}: its url names #{ticket_id}, not its own ticket ({own}): not used"
             self.add("url_mismatch", "warning", message, source_id=chunk.id, ticket_id=ticket_id, part="retrieval")
+        for chunk, (metadata, uri) in self.sources.conflicts.items():
+            message = (
+                f"retrieved chunk {chunk.id!r}: its metadata ticket_id is #{metadata} but its source URI names"
+                f" #{uri}: it is a source for neither"
+            )
+            self.add("ticket_conflict", "warning", message, source_id=chunk.id, ticket_id=metadata, part="retrieval")
         kept_claims: list[dict[str, Any]] = []
         dropped: set[int] = set()
         for index, claim in enumerate(self.answer.claims):
@@ -453,15 +426,14 @@ class _Verification:
             self.units += len(named)  # a plain-text answer: every distinct id it names is one unit
         kept_results = self.results()
         self.refusal()
-        on_empty = self.checker.on_empty
         return VerifyReport(
             answer=self.answer,
             valid_ids=self.valid,
             findings=self.findings,
             units=self.units,
             filtered_answer={
-                "text": self.filtered(self.answer.text, on_empty),
-                "summary": self.filtered(self.answer.summary, on_empty),
+                "text": self.filtered(self.answer.text),
+                "summary": self.filtered(self.answer.summary),
                 "claims": kept_claims,
                 "results": kept_results,
             },
@@ -482,11 +454,21 @@ class _Verification:
             cited_chunks=tuple(self.cited_chunks),
         )
 
-    def filtered(self, text: str, on_empty: OnEmpty) -> str:
-        text = self.shown(text)
+    def filtered(self, text: str) -> str:
+        """A text of the answer as the filtered answer shows it (claims, text, summary)."""
+        return self.without_phantom_ids(self.without_phantom_markers(self.shown(text)))
+
+    def without_phantom_ids(self, text: str) -> str:
+        """Under ``--on-invalid drop``: each mention of a phantom id replaced with the marker."""
         if not self.dropping:
             return text
-        return filter_text(text, self.valid, on_empty=on_empty, min_digits=self.options.min_id_digits)
+        return filter_text(text, self.valid, on_empty=self.checker.on_empty, min_digits=self.options.min_id_digits)
+
+    def without_phantom_markers(self, text: str) -> str:
+        """Under ``--on-invalid drop``: each inline marker citing no retrieved chunk replaced with the marker."""
+        if not self.dropping:
+            return text
+        return filter_markers(text, lambda m: bool(self.sources.resolve(Citation(m.source_id, position=m.position))))
 
     def reordered(self) -> None:
         """Bidirectional overrides, embeddings and isolates show a text in another order than it is checked
@@ -537,15 +519,14 @@ class _Verification:
         else:
             self.add("nothing_retrieved", "info", f"{why}: only a refusal is grounded")
 
-    def mentions(
-        self, text: str, claim: int | None = None, part: str | None = None, citation: int | None = None
-    ) -> set[int]:
-        """The ids a text names; each phantom id is reported once per answer."""
+    def mentions(self, text: str, claim: int | None = None, part: str = "claim", **at: int) -> set[int]:
+        """The ids a text names (``at``: its ``citation`` or ``result``); each phantom id is reported once
+        per answer."""
         view = fold(text)
         found = list(iter_mentions(view, self.options.min_id_digits, self.valid))
         if not found:  # most quotes and many claims
             return set()
-        where = {"claim": claim, "part": part or "claim"} | ({} if citation is None else {"citation": citation})
+        where = {"claim": claim, "part": part} | at
         named = {m.ticket_id for m in found}
         for ticket_id in sorted(named):
             self.named(ticket_id, **where)
@@ -687,7 +668,7 @@ class _Verification:
         lost_all_citations = bool(citations) and not claim_chunks
         if self.dropping and (names_phantom or lost_all_citations):
             return None
-        return {"text": self.shown(claim.text), "citations": kept_citations}
+        return {"text": self.filtered(claim.text), "citations": kept_citations}
 
     def citation(self, claim_index: int, index: int, citation: Citation) -> list[Chunk]:
         """Resolve one citation, check its quote and how well it grounds the claim; return its chunks."""
@@ -734,28 +715,39 @@ class _Verification:
             if checked.status == "invalid":
                 self.add("phantom_ticket_id", "critical", message, ticket_id=checked.ticket_id, **where)
             self.result_fields(index, checked.item, checked.ticket_id)
-        return [self.shown(dict(c.item)) for c in checked_results if self.checker.keeps(c)]
+        return [self.filtered_result(c.item) for c in checked_results if self.checker.keeps(c)]
+
+    def filtered_result(self, result: Mapping[str, Any]) -> dict[str, Any]:
+        """A kept result as the filtered answer shows it: under ``--on-invalid drop`` every phantom id in
+        its strings, nested ones too, replaced with the marker, as is a url naming a phantom ticket by the
+        knowledge base's URI layout (``s3://kb/tickets/12399.md``), which no mention scan reads."""
+        shown = self.shown(dict(result))
+        if not self.dropping:
+            return shown
+        for key in _URL_KEYS:
+            value = shown.get(key)
+            if isinstance(value, str) and self.is_phantom(uri_ticket_id(value, self.sources.uri_pattern)):
+                shown[key] = UNVERIFIED_MARKER
+        return map_strings(shown, self.without_phantom_ids)
 
     def result_fields(self, index: int, result: Mapping[str, Any], ticket_id: int | None) -> None:
         """A result's other fields: its URL must name its own ticket, its subject must be that ticket's
-        (not another retrieved ticket's: a model that swapped two tickets' subjects), and no other string may name a
-        ticket that was not retrieved."""
+        (not another retrieved ticket's: a model that swapped two tickets' subjects), and no other string,
+        nested in lists and objects too, may name a ticket that was not retrieved."""
         where = {"result": index, "part": "result"}
         for key, value in result.items():
-            if key == "issue_id" or not isinstance(value, str):
+            if key == "issue_id":
                 continue
-            if key in ("url", "uri", "link"):
+            if key in _URL_KEYS and isinstance(value, str):
                 url_ticket = uri_ticket_id(value, self.sources.uri_pattern)
                 if url_ticket is not None and url_ticket != ticket_id:
                     message = f"result {index + 1}: {key} names #{url_ticket}, its issue_id #{ticket_id}"
                     self.add("url_mismatch", "warning", message, ticket_id=url_ticket, **where)
                     self.named(url_ticket, **where)
-                elif (reference := note_source(value)) is not None:
-                    self.note_named(reference, **where)
-            elif key in ("subject", "title"):
+            elif key in ("subject", "title") and isinstance(value, str):
                 self.subject(index, value, ticket_id)
-            else:
-                self.mentions(value, part="result")
+            for text in _strings({key: value}):
+                self.mentions(text, part="result", result=index)
 
     def subject(self, index: int, subject: str, ticket_id: int | None) -> None:
         known = self.sources.subjects(ticket_id) if ticket_id is not None else set()
@@ -769,6 +761,10 @@ class _Verification:
         also = f" (it is the subject of #{others[0]})" if others else ""
         message = f"result {index + 1}: subject is not that of #{ticket_id}{also}"
         self.add("subject_mismatch", "warning", message, result=index, ticket_id=ticket_id, part="result")
+
+
+# The fields of a ticket result that hold its link.
+_URL_KEYS = ("url", "uri", "link")
 
 
 def _strings(value: Any) -> Iterator[str]:

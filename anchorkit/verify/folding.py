@@ -7,10 +7,16 @@ none of them. The scan therefore reads a *folded view*: every character replaced
 format characters (category Cf: zero-width spaces, word joiners, BOMs, soft hyphens, bidirectional
 controls) and combining marks (Mn, Me: a mark after a digit, a variation selector) dropped.
 
-Folding is per character, not NFKC of the whole text, so that every character of the view comes from
-exactly one character of the original: a mention found in the view is replaced by exactly the
-characters that showed it, and full-width punctuation around it stays as it was. It also makes the view
-of a text the views of its pieces put together, which the streaming filter relies on.
+A reader also sees ``#12399`` in ``♯12399`` (a music sharp sign), in ``&#35;12399`` or ``&num;12399`` (the
+number sign as an HTML character reference, which a page or a chat window renders as ``#``) and in
+``#12ㅤ399`` (a Hangul filler: a letter, not a format character, that shows as nothing). The view holds
+``#`` for the first two and drops the fillers.
+
+Folding is per character (a reference to ``#`` counting as one), not NFKC of the whole text, so that
+every character of the view comes from exactly one character or reference of the original: a mention
+found in the view is replaced by exactly the characters that showed it, and full-width punctuation
+around it stays as it was. It also makes the view of a text the views of its pieces put together, which
+the streaming filter relies on (it holds back a reference cut in the middle).
 """
 
 from __future__ import annotations
@@ -28,6 +34,13 @@ T = TypeVar("T")
 
 # Characters a reader does not see as characters of their own: format characters and combining marks.
 _INVISIBLE = frozenset({"Cf", "Mn", "Me"})
+# Letters that show as nothing: the Hangul fillers (U+3164 and its half-width form U+FFA0, which NFKC
+# makes U+1160, and the jamo fillers U+115F, U+1160).
+_FILLERS = frozenset("\u115f\u1160\u3164\uffa0")
+# Characters NFKC leaves as they are that a reader takes for another: the music sharp sign for "#".
+_LOOKALIKES = {"\u266f": "#"}
+# The HTML character references of "#" (decimal, hexadecimal, named); HTML names are case-sensitive.
+HASH_REFERENCE = r"&(?:#0*35|#[xX]0*23|num);"
 # The bidirectional embeddings, overrides and isolates: shown, a text reads in another order than it is
 # stored and checked ("Fixed in \u202e99321#\u202c" shows "Fixed in #12399"). Marks (LRM, RLM, ALM)
 # only nudge neutral characters and are left alone.
@@ -35,7 +48,7 @@ BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
 def _kept(char: str) -> bool:
-    return unicodedata.category(char) not in _INVISIBLE
+    return unicodedata.category(char) not in _INVISIBLE and char not in _FILLERS
 
 
 def _normalized(char: str) -> bool:
@@ -45,6 +58,8 @@ def _normalized(char: str) -> bool:
 def _folded(char: str) -> str:
     """What the view holds for ``char``: its NFKC form ("" for an invisible character). NFKC may make
     marks of its own ("ﾞ" is U+3099): dropped too, so that folding twice changes nothing."""
+    if char in _LOOKALIKES:
+        return _LOOKALIKES[char]
     return "".join(filter(_kept, unicodedata.normalize("NFKC", char))) if _kept(char) else ""
 
 
@@ -68,62 +83,79 @@ def _foldable() -> re.Pattern[str]:
     lookup per character (a Japanese claim holds a few full-width characters among many that fold to
     themselves). Built once a process from the running Python's Unicode data, for the Basic
     Multilingual Plane (about 40 ms); a character beyond it (an emoji) is looked at by itself."""
-    changed = [code for code in range(0x80, 0x10000) if not _kept(chr(code)) or not _normalized(chr(code))]
-    return re.compile(f"[{_character_class(changed)}\U00010000-\U0010ffff]")
+    changed = [
+        code
+        for code in range(0x80, 0x10000)
+        if not _kept(chr(code)) or not _normalized(chr(code)) or chr(code) in _LOOKALIKES
+    ]
+    return re.compile(f"{HASH_REFERENCE}|[{_character_class(changed)}\U00010000-\U0010ffff]")
 
 
 class Folded:
     """A text's folded view (``text``) and where each of its offsets comes from in the original."""
 
-    __slots__ = ("_ends", "_origins", "_starts", "text")
+    __slots__ = ("_ends", "_origin_ends", "_origins", "_starts", "text")
 
-    def __init__(self, text: str, uneven: Sequence[tuple[int, int, int]] = ()) -> None:
+    def __init__(self, text: str, uneven: Sequence[tuple[int, int, int, int]] = ()) -> None:
         self.text = text
-        # For each original character folded to other than one character: where its folded form starts
-        # and ends in the view, and its offset in the original. In between, the offsets move together.
+        # For each piece of the original not folded to one character for one (a character folded to
+        # none or several, a character reference folded to "#"): where its folded form starts and ends
+        # in the view, and where the piece starts and ends in the original. In between, the offsets move
+        # together.
         self._starts: Sequence[int] = ()
         self._ends: Sequence[int] = ()
         self._origins: Sequence[int] = ()
+        self._origin_ends: Sequence[int] = ()
         if uneven:
-            self._starts, self._ends, self._origins = ([entry[i] for entry in uneven] for i in range(3))
+            self._starts, self._ends, self._origins, self._origin_ends = (
+                [entry[i] for entry in uneven] for i in range(4)
+            )
 
     def start(self, index: int) -> int:
         """The original offset of the character the view's ``index`` comes from (for the view's end:
         the original's end)."""
         if not self._starts:  # one character for one: the same offsets
             return index
-        before = bisect_right(self._starts, index) - 1  # the last uneven character folded at or before it
+        before = bisect_right(self._starts, index) - 1  # the last uneven piece folded at or before it
         if before < 0:
             return index
-        if index < self._ends[before]:  # inside what one character folded to
+        if index < self._ends[before]:  # inside what one piece folded to
             return self._origins[before]
-        return self._origins[before] + 1 + index - self._ends[before]
+        return self._origin_ends[before] + index - self._ends[before]
 
     def end(self, index: int) -> int:
-        """The original offset after the character the view's ``index - 1`` comes from: a span of the
-        view covers whole original characters."""
-        return self.start(index - 1) + 1 if index else 0
+        """The original offset after the piece the view's ``index - 1`` comes from: a span of the view
+        covers whole original characters (and references)."""
+        if not index:
+            return 0
+        if not self._starts:
+            return index
+        last = index - 1
+        before = bisect_right(self._starts, last) - 1
+        if before >= 0 and last < self._ends[before]:
+            return self._origin_ends[before]
+        return self.start(last) + 1
 
 
 def fold(text: str) -> Folded:
-    """``text``'s folded view. Linear in the text; an ASCII text, or one with nothing to fold, is its own
-    view."""
-    if text.isascii():
+    """``text``'s folded view. Linear in the text; an ASCII text without a character reference, or one
+    with nothing to fold, is its own view."""
+    if text.isascii() and "&" not in text:
         return Folded(text)
-    widths: list[tuple[int, int]] = []  # (offset, width in the view) of each character not folded to one
+    pieces: list[tuple[int, int, int]] = []  # (offset, length, width in the view) of each uneven piece
 
     def folded(match: re.Match[str]) -> str:
-        view = _fold_char(match[0])
-        if len(view) != 1:
-            widths.append((match.start(), len(view)))
+        view = "#" if len(match[0]) > 1 else _fold_char(match[0])
+        if len(view) != 1 or len(match[0]) != 1:
+            pieces.append((match.start(), len(match[0]), len(view)))
         return view
 
     view = _foldable().sub(folded, text)
-    uneven: list[tuple[int, int, int]] = []
+    uneven: list[tuple[int, int, int, int]] = []
     shift = 0  # view offset minus original offset, so far
-    for offset, width in widths:
-        uneven.append((offset + shift, offset + shift + width, offset))
-        shift += width - 1
+    for offset, length, width in pieces:
+        uneven.append((offset + shift, offset + shift + width, offset, offset + length))
+        shift += width - length
     return Folded(view, uneven)
 
 

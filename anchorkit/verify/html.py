@@ -119,6 +119,7 @@ _KIND_WORDS = {
     "weak_grounding": "weak grounding",
     "wrong_ticket": "wrong ticket",
     "url_mismatch": "URL of another ticket",
+    "ticket_conflict": "metadata and URI disagree",
     "note_not_retrieved": "note not retrieved",
     "bidi_control": "shown reordered",
     "subject_mismatch": "subject of another ticket",

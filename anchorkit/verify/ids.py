@@ -16,6 +16,7 @@ dropped) and kept, dropped or flagged by whether they are valid; inline citation
 from __future__ import annotations
 
 import re
+import string
 import unicodedata
 from collections.abc import (
     AsyncIterable,
@@ -55,39 +56,71 @@ from anchorkit.verify.model import (
 # trackers ("Bug #123" is how Redmine itself writes a ticket).
 _LABEL_WORDS = rf"{re.escape(DEFAULT_LABEL)}(?:番号)?|課題|(?i:ticket|issue|redmine|bug|feature|support)"
 # A ticket number: digits, or digits in groups of three ("#12,300" is ticket 12300, not 12).
-# Not a ticket: the start of a date, a time or a version ("#2024-03-14", "#12:30", "ticket 2024年", "#3.2").
 # Any length: a 13-digit id no ticket has is named all the same, and must be flagged (ticket_number).
-_NUMBER = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+(?!\d))(?![-./:：]\d|[年月日時分秒])"
+_DIGITS = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+(?!\d))"
+# Not a ticket even after "#" or a label: a number that starts a date or a time ("#2024-03-14", "#12/07",
+# "#12:30", "ticket 2024年", "#3月"). Only a whole date or time: "#12399-12401" is a range of tickets,
+# "#12345/12399" a list and "#12399月次…" ticket #12399 followed by a word.
+_DATE_OR_TIME = (
+    r"(?:\d{4}[-/.](?:0?[1-9]|1[0-2])(?:[-/.](?:0?[1-9]|[12]\d|3[01]))?|(?:0?[1-9]|1[0-2])/(?:0?[1-9]|[12]\d|3[01])"
+    r"|(?:[01]?\d|2[0-4])[:：][0-5]\d)(?!\d)"
+    r"|\d{4}年|(?:0?[1-9]|1[0-2])月|(?:0?[1-9]|[12]\d|3[01])日|(?:[01]?\d|2[0-4])時|[0-5]?\d[分秒]"
+)
+# Not a ticket without a "#" either: a version ("Redmine 5.1.2", "Support 2.0").
+_VERSION = r"\d+\.\d"
 # A URL is read up to white space, a closing bracket or quote, or a character that is not ASCII: Japanese
-# writes no space after one ("…/issues/5、チケット#99です"), and what follows it is text to check.
-_URL = r"(?i:https?)://[^\x00-\x20\x7f-\U0010ffff<>\"'`\]\)]+"
+# writes no space after one ("…/issues/5、チケット#99です"), and what follows it is text to check. It starts
+# with its scheme, or without one with a host name that an issue path follows ("redmine.example.com/issues/5":
+# a chat window makes that a link too).
+_HOST = r"(?:[A-Za-z0-9-]+\.)+[A-Za-z0-9-]+(?::\d+)?"
+_URL = (
+    rf"(?:(?i:https?)://|(?<![A-Za-z0-9.@/:_-])(?={_HOST}(?:/[^/\s]+)?/(?i:issues)/))"
+    r"[^\x00-\x20\x7f-\U0010ffff<>\"'`\]\)]+"
+)
 # One scan finds the three ways an answer names a ticket, in the folded view (verify.folding: NFKC per
-# character, invisible characters dropped; "＃" is there for callers reading raw text). URLs come
-# first: a fragment ("page#12") or a path inside one is not a mention, a Redmine issue URL
-# ("…/issues/12345#note-3") is.
+# character, invisible characters dropped, "&#35;" and "♯" read as "#"; "＃" is there for callers reading
+# raw text). URLs come first: a fragment ("page#12") or a path inside one is not a mention, a Redmine issue
+# URL ("…/issues/12345#note-3") is. A bare "#" after "&" is no mention ("&#123;" is "{"); after "_" it is
+# ("__#12399__" is Markdown's bold).
 MENTION = re.compile(
     # The look-ahead at the first characters of the alternatives lets the scan skip other positions fast.
-    rf"(?=[hH#＃{DEFAULT_LABEL[0]}課TtIiRrBbFfSs])(?:(?P<url>{_URL})"
-    rf"|(?<![A-Za-z0-9_])(?:{_LABEL_WORDS})[ \t\u3000]*(?i:no\.?|number)?[ \t\u3000:：]*"
-    rf"(?:(?P<lhash>[#＃])[ \t]*)?(?P<lid>{_NUMBER})"
-    rf"|(?<![&A-Za-z0-9_])[#＃](?P<bid>{_NUMBER}))"
+    rf"(?=[#＃{DEFAULT_LABEL[0]}課A-Za-z0-9])(?:(?P<url>{_URL})"
+    rf"|(?<![A-Za-z0-9_])(?:{_LABEL_WORDS})[ \t\u3000]*(?i:no\.?|number|id)?[ \t\u3000:：]*"
+    rf"(?:(?P<lhash>[#＃])[ \t]*)?(?!{_DATE_OR_TIME})(?(lhash)|(?!{_VERSION}))(?P<lid>{_DIGITS})"
+    rf"|(?<![&A-Za-z0-9])[#＃](?!{_DATE_OR_TIME})(?P<bid>{_DIGITS}))"
+)
+# What joins the numbers of a list or a range of tickets ("#12345, 12399", "#12345/12399", "#12399-12401",
+# "チケット 12345、12399", "#12345 と 12399", "#12345 and 12399").
+_LIST_SEPARATOR = r"[ \t\u3000]*(?:[,、・/~〜–-]|(?i:and)|と)[ \t\u3000]*"
+# A number that continues a ticket mention's list is a ticket number too, unless it is a date, a time, a
+# version or a quantity ("#12345 と 2026年", "#12345, 100 件", "#12345 と 10GB").
+_LIST_NEXT = re.compile(
+    rf"{_LIST_SEPARATOR}(?!{_DATE_OR_TIME}|{_VERSION})(?P<id>\d+)(?!\d|[ \t\u3000]*[件台個人回通名枚本円%]|[A-Za-z])"
 )
 # Redmine's issue URL: /issues/<id> at the root or under one sub-URI segment ("/redmine/issues/5");
-# not GitHub's or GitLab's (/owner/repo/issues/5, /group/project/-/issues/5).
-# Its ASCII tail (a "#note-3", a "?tab=notes") belongs to it; the text that runs on after it ("…/issues/5を参照")
-# does not, and is scanned for mentions of its own.
-_REDMINE_ISSUE = re.compile(r"\Ahttps?://[^/\s]+(?:/[^/\s]+)?/issues/(\d+)(?!\d)[!-~]*", re.IGNORECASE)
+# not GitHub's or GitLab's (/owner/repo/issues/5, /group/project/-/issues/5). Matched against the URL
+# as a browser requests it (as_requested).
+_REDMINE_ISSUE = re.compile(rf"\A(?:https?://[^/\s]+|{_HOST})(?:/[^/\s]+)?/issues/(\d+)(?!\d)", re.IGNORECASE)
+# A URL's parts up to its path, its path, and its query and fragment.
+_URL_PARTS = re.compile(r"(?P<head>(?:[A-Za-z][A-Za-z0-9+.-]*://)?[^/?#]*)(?P<path>[^?#]*)(?P<tail>.*)", re.DOTALL)
+_PERCENT_ENCODED = re.compile(r"%([0-9A-Fa-f]{2})")
+_UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
 # Inline citation markers: "[2]", "[1, 3]", "【2】", "[^2]" (a 1-based position in the retrieval) and
 # "[SRC:id]" (a source id). Not after an ASCII word character: "a[1]" is an index.
 MARKER = re.compile(
     r"(?=[\[［【])(?<![A-Za-z0-9_])(?:[\[［【]\^?(?P<numbers>\d{1,4}(?:[ \t]*[,，、][ "
     r"\t]*\d{1,4})*)[\]］】]|\[SRC:(?P<src>[^\]\s]+)\])"
 )
+# A "#" or what may still become one: a character reference to it cut short ("&#3", "&nu").
+_PARTIAL_HASH = r"(?:[#＃]|&(?:#(?:[xX][0-9A-Fa-f]*|\d*)|n(?:um?)?)?)"
 # The end of a text that may still grow into a mention ("…#123" → "…#12345", "チケ" → "チケット12345",
-# "https://red" → a Redmine URL): a streaming filter holds it back. Read in the folded view, as MENTION.
+# "https://red" or "redmine.exa" → a Redmine URL, "#12345, 12" → a list, "#2024-0" → a date): a
+# streaming filter holds it back. Read in the folded view, as MENTION. A list is held whole, so that a
+# number continuing it is always read with the mention that starts it.
 _TRAILING_PARTIAL_MENTION = re.compile(
-    r"(?:(?i:https?):/?/?\S*|[A-Za-z\u30a0-\u30ff番号課題]*[ \t\u3000]*(?i:no\.?|number)?[ \t\u3000:：]*(?:[#＃][ "
-    r"\t]*)?[\d,]*[-./:：]?)\Z"
+    r"(?:(?i:https?):/?/?\S*|[A-Za-z0-9][-A-Za-z0-9.]*(?::\d*)?(?:/[!-~]*)?"
+    rf"|[A-Za-z\u30a0-\u30ff番号課題]*[ \t\u3000]*(?i:no\.?|number|id)?[ \t\u3000:：]*(?:{_PARTIAL_HASH}[ \t]*)?"
+    rf"[\d,.:：]*(?:{_LIST_SEPARATOR}{_PARTIAL_HASH}?[\d,.:：]*)*[ \t\u3000]*(?i:an?)?)\Z"
 )
 # How much already emitted text (folded) a streaming filter looks back at (labels and look-behinds before a cut).
 _STREAM_LOOKBACK = 48
@@ -131,8 +164,51 @@ def uri_ticket_id(uri: str | None, uri_pattern: re.Pattern[str]) -> int | None:
     match = uri_pattern.search(uri)
     if match is not None and match.group(1) and match.group(1).isdigit() and match.group(1).isascii():
         return ticket_number(match.group(1))
-    issue = _REDMINE_ISSUE.match(uri)
+    return redmine_issue_id(uri)
+
+
+def as_requested(url: str) -> str:
+    """The URL as a browser requests it: percent-encoded letters, digits and ``-._~`` decoded, and the
+    dot segments of its path resolved (``/issues/%31%32`` is ``/issues/12``, ``/issues/5/../12`` is
+    ``/issues/12``). Other escapes (``%2F``) stay: they are not what they encode to the server."""
+
+    def decoded(match: re.Match[str]) -> str:
+        char = chr(int(match[1], 16))
+        return char if char in _UNRESERVED else match[0]
+
+    parts = _URL_PARTS.match(_PERCENT_ENCODED.sub(decoded, url))
+    assert parts is not None  # every part may be empty
+    kept: list[str] = []
+    for segment in parts["path"].split("/"):
+        if segment == "..":
+            if len(kept) > 1:  # never above the root (the empty segment before the path's first "/")
+                kept.pop()
+        elif segment != ".":
+            kept.append(segment)
+    trailing = "/" if parts["path"].endswith(("/.", "/..")) else ""
+    return parts["head"] + "/".join(kept) + trailing + parts["tail"]
+
+
+def redmine_issue_id(url: str) -> int | None:
+    """The ticket a Redmine issue URL names (``https://host:3000/issues/12345#note-3``,
+    ``host.example.com/redmine/issues/12345``), read as a browser would request it."""
+    issue = _REDMINE_ISSUE.match(as_requested(url))
     return ticket_number(issue.group(1)) if issue else None
+
+
+def ticket_conflict(chunk: Chunk, uri_pattern: re.Pattern[str]) -> tuple[int, int] | None:
+    """(metadata ticket_id, source URI's ticket) when the two name different tickets: then the knowledge
+    base does not say which ticket the chunk is, and neither is believed (inject gives it no anchor).
+
+    A url that only doubles as the source URI (a chunk without one of its own) is where a person reads
+    the chunk, not where the knowledge base stored it: naming another ticket than the metadata, it is
+    the url that is not used (verify's url_mismatch), not the metadata."""
+    if chunk.uri == chunk.url:
+        return None
+    uri_ticket = uri_ticket_id(chunk.uri, uri_pattern)
+    if chunk.ticket_id is not None and uri_ticket is not None and chunk.ticket_id != uri_ticket:
+        return chunk.ticket_id, uri_ticket
+    return None
 
 
 def chunk_ticket_ids(chunk: Chunk, uri_pattern: re.Pattern[str]) -> frozenset[int]:
@@ -142,7 +218,10 @@ def chunk_ticket_ids(chunk: Chunk, uri_pattern: re.Pattern[str]) -> frozenset[in
     When the document is known, its anchors are not consulted: a document carries anchors of its own
     ticket only, so an anchor naming another ticket there can only be a forgery that a chunker laid
     open (content "… > チケット #99: …" cut right before the ">" starts a chunk with an anchor line).
+    A chunk whose metadata and source URI disagree is a source for no ticket (ticket_conflict).
     """
+    if ticket_conflict(chunk, uri_pattern) is not None:
+        return frozenset()
     stored = {i for i in (uri_ticket_id(chunk.uri, uri_pattern), chunk.ticket_id) if i is not None}
     if chunk.title and not stored:
         stored = {a.ticket_id for a in find_titles("# " + one_line(chunk.title))}
@@ -338,6 +417,7 @@ class Mention:
     end: int
     view_start: int
     view_end: int
+    url: bool = False  # a Redmine issue URL (its note is its fragment's)
 
 
 def iter_mentions(text: str | Folded, min_digits: int, known: Set[int], offset: int = 0) -> Iterator[Mention]:
@@ -349,25 +429,34 @@ def iter_mentions(text: str | Folded, min_digits: int, known: Set[int], offset: 
     while (match := MENTION.search(view.text, scan)) is not None:
         start, scan = match.span()
         if match["url"] is not None:
-            issue = _REDMINE_ISSUE.match(match["url"])
-            if issue is None:  # (a fragment or a path inside another URL names no ticket)
-                continue
-            # The scan goes on after the issue URL's own part: what runs on after it is text to check.
-            ticket_id, scan = ticket_number(issue[1]), start + issue.end()
-        else:
-            group = "lid" if match["lid"] is not None else "bid"
-            digits = match[group].replace(",", "")
-            ticket_id = ticket_number(digits)
-            # Labelled with "#" always counts; labelled without it or bare only when long enough (or known).
-            labelled = match["lhash"] is not None
-            if not (labelled or len(digits) >= min_digits or (group == "bid" and ticket_id in known)):
-                continue
-            if ticket_id <= 0:
-                continue
-            start = start if group == "bid" else match.start("lhash" if labelled else "lid")
-        original = view.start(start)
-        if original >= offset:
-            yield Mention(ticket_id, original, view.end(scan), start, scan)
+            # (a fragment or a path inside another URL names no ticket). The scan goes on after the URL:
+            # what runs on after it is text to check.
+            ticket_id = redmine_issue_id(match["url"])
+            if ticket_id is not None and view.start(start) >= offset:
+                yield Mention(ticket_id, view.start(start), view.end(scan), start, scan, url=True)
+            continue
+        group = "lid" if match["lid"] is not None else "bid"
+        digits = match[group].replace(",", "")
+        ticket_id = ticket_number(digits)
+        # Labelled with "#" always counts; labelled without it or bare only when long enough (or known).
+        labelled = match["lhash"] is not None
+        if not (labelled or len(digits) >= min_digits or (group == "bid" and ticket_id in known)):
+            continue
+        if ticket_id <= 0:
+            continue
+        start = start if group == "bid" else match.start("lhash" if labelled else "lid")
+        if view.start(start) >= offset:
+            yield Mention(ticket_id, view.start(start), view.end(scan), start, scan)
+        # The numbers of a list or a range it starts: each as long as the ticket numbers around it (at most
+        # one digit shorter than the one before: "#12345 と 500 エラー" names no ticket #500).
+        while (more := _LIST_NEXT.match(view.text, scan)) is not None:
+            if len(more["id"]) < max(min_digits, len(digits) - 1) or not ticket_number(more["id"]):
+                break
+            digits, scan = more["id"], more.end()
+            if view.start(more.start("id")) >= offset:
+                yield Mention(
+                    ticket_number(digits), view.start(more.start("id")), view.end(scan), more.start("id"), scan
+                )
 
 
 def mentioned_ids(text: str, min_digits: int = DEFAULT_MIN_ID_DIGITS, known: Set[int] = frozenset()) -> list[Mention]:
@@ -468,13 +557,27 @@ class Marker:
     start: int
 
 
+def _markers(match: re.Match[str]) -> list[Marker]:
+    """What one MARKER match cites: its source id, or each of its numbers."""
+    if match["src"] is not None:
+        return [Marker(match["src"], None, match.start())]
+    return [Marker(f"[{int(n)}]", int(n) - 1, match.start()) for n in re.split(r"[^\d]+", match["numbers"])]
+
+
 def citation_markers(text: str) -> list[Marker]:
     """The inline citation markers of a text, one per cited number (``[1, 3]`` cites two)."""
-    markers: list[Marker] = []
-    for match in MARKER.finditer(text):
-        if match["src"] is not None:
-            markers.append(Marker(match["src"], None, match.start()))
-            continue
-        for number in re.split(r"[^\d]+", match["numbers"]):
-            markers.append(Marker(f"[{int(number)}]", int(number) - 1, match.start()))
-    return markers
+    return [marker for match in MARKER.finditer(text) for marker in _markers(match)]
+
+
+def filter_markers(text: str, cites: Callable[[Marker], bool], marker: str = UNVERIFIED_MARKER) -> str:
+    """Replace every inline citation marker that cites nothing (``cites`` is false: ``[SRC:12399]``, a
+    ``[5]`` of four chunks) with ``marker``; ``[1, 5]`` keeps the ``[1]`` it cites too."""
+
+    def kept(match: re.Match[str]) -> str:
+        markers = _markers(match)
+        cited = [m for m in markers if cites(m)]
+        if len(cited) == len(markers):
+            return match[0]
+        return (f"[{', '.join(m.source_id[1:-1] for m in cited)}]" if cited else "") + marker
+
+    return MARKER.sub(kept, text)

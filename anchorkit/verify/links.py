@@ -73,7 +73,7 @@ def _number(digits: str) -> int:
 def note_of(view: Folded, mention: Mention) -> NoteReference | None:
     """The note a ticket mention of the folded text ``view`` goes on to name, if it does (in original
     offsets: ``start`` is the mention's, ``end`` the note number's)."""
-    if "://" in view.text[mention.view_start : mention.view_end]:  # a Redmine URL: its fragment
+    if mention.url:  # a Redmine URL: its fragment
         fragment = _NOTE_FRAGMENT.search(view.text, mention.view_start, mention.view_end)
         if fragment is None:
             return None

@@ -155,3 +155,48 @@ def claim_overlap(claim: str | tuple[set[str], set[str]], sources: Sequence[str 
     vocabulary = prepared[0].words if len(prepared) == 1 else frozenset().union(*(p.words for p in prepared))
     found += len(words & vocabulary)
     return found / (len(bigrams) + len(words))
+
+
+# The end of a sentence, for the sentence an inline marker cites.
+_SENTENCE_END = re.compile(r"[。．.!?！？\n]")
+# A text without sentence ends would make every marker cite all that comes before it: at most this much.
+MAX_CITED_SENTENCE_CHARS = 1000
+
+
+class CitedSentences:
+    """The sentence each inline marker of a text ends ("…解消しました[1]。" and "…解消しました。[1]"): the
+    text before the marker, markers removed, trailing whitespace and one sentence end dropped, from
+    the previous sentence end on (at most MAX_CITED_SENTENCE_CHARS).
+
+    Asked for the markers in order, it reads the text once: linear in the text and the markers, where
+    working on the whole text before each marker was quadratic (3,000 markers: 6 s; 12,000: over 60 s).
+    """
+
+    def __init__(self, text: str) -> None:
+        self.stripped = MARKER.sub("", text)
+        self.position: dict[int, int] = {}  # a marker's start in the text -> its place in ``stripped``
+        removed = 0
+        for match in MARKER.finditer(text):
+            self.position[match.start()] = match.start() - removed
+            removed += match.end() - match.start()
+        self.scanned = 0  # stripped[:scanned] has been looked at for its last visible character...
+        self.last_visible = -1
+        self.ends_scanned = 0  # ...and stripped[:ends_scanned] for its last sentence end
+        self.last_end = -1
+
+    def before(self, marker_start: int) -> str:
+        """The sentence the marker at ``marker_start`` (a MARKER match's start) ends; in text order."""
+        place = self.position[marker_start]
+        visible = len(self.stripped[self.scanned : place].rstrip())
+        if visible:
+            self.last_visible = self.scanned + visible - 1
+        self.scanned = max(self.scanned, place)
+        if self.last_visible < 0:
+            return ""
+        last = self.last_visible
+        end = last if _SENTENCE_END.match(self.stripped, last) else last + 1  # one final "。" dropped
+        for match in _SENTENCE_END.finditer(self.stripped, self.ends_scanned, end):
+            self.last_end = match.start()
+        self.ends_scanned = max(self.ends_scanned, end)
+        start = max(self.last_end + 1, end - MAX_CITED_SENTENCE_CHARS)
+        return self.stripped[start:end]
