@@ -26,7 +26,8 @@ from typing import Any, TypeGuard, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 # The bidirectional embeddings, overrides and isolates: they make a terminal or a page show text in another
-# order than it is (the "Trojan Source" trick; U+202E before "99321#" shows "#12399").
+# order than it is (the "Trojan Source" trick; U+202E before "99321#" shows "#12399"). Marks (LRM, RLM,
+# ALM) only nudge neutral characters and are left alone.
 _BIDI_CONTROL_CHARS = "\u202a-\u202e\u2066-\u2069"
 BIDI_CONTROLS = re.compile(f"[{_BIDI_CONTROL_CHARS}]")
 # C0 controls but tab and line feed, DEL, C1 controls; and the bidirectional controls.

@@ -28,7 +28,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from typing import TypeVar
 
-from anchorkit.untrusted import map_strings
+from anchorkit.untrusted import BIDI_CONTROLS, map_strings
 
 T = TypeVar("T")
 
@@ -41,10 +41,6 @@ _FILLERS = frozenset("\u115f\u1160\u3164\uffa0")
 _LOOKALIKES = {"\u266f": "#"}
 # The HTML character references of "#" (decimal, hexadecimal, named); HTML names are case-sensitive.
 HASH_REFERENCE = r"&(?:#0*35|#[xX]0*23|num);"
-# The bidirectional embeddings, overrides and isolates: shown, a text reads in another order than it is
-# stored and checked ("Fixed in \u202e99321#\u202c" shows "Fixed in #12399"). Marks (LRM, RLM, ALM)
-# only nudge neutral characters and are left alone.
-BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
 def _kept(char: str) -> bool:
