@@ -137,6 +137,14 @@ def test_the_title_gives_the_subject_when_metadata_and_anchors_have_none() -> No
     ]
 
 
+def test_a_chunk_whose_only_link_names_another_ticket_keeps_its_metadatas_ticket_as_verify_does() -> None:
+    """Without a source URI, the url is where a person reads the chunk, not where it was stored: the
+    metadata says the ticket (verify reports the url as url_mismatch and believes the metadata too)."""
+    result = bedrock_result(BODY, None, ticket_id=12345, subject=VPN, url="https://redmine.example.com/issues/12352")
+    [outcome] = anchor_chunks(retrieve(result)).outcomes
+    assert (outcome.status, outcome.ticket_id, outcome.source) == ("anchored", 12345, "metadata")
+
+
 # --------------------------------------------------------------------------- left alone, and said so
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from anchorkit.anchors import DEFAULT_LABEL, anchor_line, find_anchors, find_titles, neutralize_forgeries, one_line
-from anchorkit.verify.ids import compile_uri_pattern, uri_ticket_id
+from anchorkit.verify.ids import compile_uri_pattern, ticket_conflict, uri_ticket_id
 from anchorkit.verify.model import DEFAULT_URI_PATTERN, Chunk
 from anchorkit.verify.shapes import retrieval_items, set_chunk_text
 
@@ -108,10 +108,11 @@ def anchor_chunks(
 
 def _anchor(chunk: Chunk, position: int, pattern: re.Pattern[str], label: str) -> tuple[ChunkOutcome, str | None]:
     """One chunk's outcome and its new text (None: unchanged)."""
-    uri_ticket = uri_ticket_id(chunk.uri, pattern)
-    if chunk.ticket_id is not None and uri_ticket is not None and chunk.ticket_id != uri_ticket:
-        message = f"metadata ticket_id #{chunk.ticket_id} but the source URI names #{uri_ticket}: no anchor"
+    conflict = ticket_conflict(chunk, pattern)  # (the same rule as verify's)
+    if conflict is not None:
+        message = f"metadata ticket_id #{conflict[0]} but the source URI names #{conflict[1]}: no anchor"
         return ChunkOutcome(position, chunk.id, "conflict", None, None, message), None
+    uri_ticket = uri_ticket_id(chunk.uri, pattern)
     ticket_id, source = _ticket(chunk, uri_ticket)
     if ticket_id is None or source is None:
         where = "the source URI names no ticket" if chunk.uri else "no source URI, no single genuine anchor"
