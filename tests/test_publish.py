@@ -262,6 +262,51 @@ def test_bad_file_names_are_reported_and_the_rest_is_published(tmp_path: Path) -
     assert "control character" in report["failures"][0]["error"]
 
 
+def test_a_symlinked_file_in_the_source_is_not_followed_and_fails_alone(tmp_path: Path) -> None:
+    out, dest, secret = tmp_path / "out", tmp_path / "published", tmp_path / "secret.txt"
+    write_ticket(out, 1)
+    secret.write_text("password")
+    (out / "99999.md").symlink_to(secret)
+    os.mkfifo(out / "99998.md")  # read, it would wait for a writer forever
+    result = runner.invoke(app, ["upload", str(out), str(dest), "--json"])
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["uploaded"] == 2
+    errors = {failure["key"]: failure["error"] for failure in report["failures"]}
+    assert errors == {
+        "99998.md": f"{out / '99998.md'}: not a regular file",
+        "99999.md": f"{out / '99999.md'}: a symbolic link (not followed)",
+    }
+    assert sorted(path.name for path in dest.iterdir()) == ["1.md", "1.md.metadata.json"]
+
+
+def test_a_symlink_swapped_in_after_the_scan_is_not_followed(tmp_path: Path) -> None:
+    out, secret = tmp_path / "out", tmp_path / "secret.txt"
+    write_ticket(out, 1)
+    secret.write_text("password")
+    objects, failures = publishing.scan_folder(out)
+    assert failures == [] and objects[0].key == "1.md"
+    (out / "1.md").unlink()
+    (out / "1.md").symlink_to(secret)
+    with pytest.raises(OSError, match="symbolic link"):
+        objects[0].read()
+
+
+def test_a_file_name_that_is_not_utf8_fails_alone_with_a_printable_message(tmp_path: Path) -> None:
+    out, dest = tmp_path / "out", tmp_path / "published"
+    write_ticket(out, 1)
+    (out / os.fsdecode(b"bad\xff.md")).write_text("x")
+    for dry_run in (["--dry-run"], []):
+        result = runner.invoke(app, ["upload", str(out), str(dest), "--json", *dry_run])
+        assert result.exit_code == 1, result.output
+        [failure] = json.loads(result.stdout)["failures"]
+        assert failure == {
+            "key": "bad\\xff.md",
+            "error": f"{out}/bad\\xff.md: key bad\\xff.md is not UTF-8 (a name in another encoding)",
+        }
+    assert sorted(path.name for path in dest.iterdir()) == ["1.md", "1.md.metadata.json"]
+
+
 def test_a_destination_inside_the_source_folder_is_a_usage_error(tmp_path: Path) -> None:
     write_ticket(tmp_path / "out", 1)
     result = runner.invoke(app, ["upload", str(tmp_path / "out"), str(tmp_path / "out" / "published")])

@@ -21,6 +21,7 @@ from typing import Any, Literal, get_args
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, ProfileNotFound
 
 from anchorkit.errors import UsageError, url_host
+from anchorkit.files import shown
 from anchorkit.settings import default
 
 DEFAULT_MAX_ATTEMPTS: int = default("max_attempts")
@@ -73,10 +74,21 @@ def validate_key(key: str) -> None:
         raise InvalidKey(f"key {key!r} starts with '/'")
     if "\\" in key:
         raise InvalidKey(f"key {key!r} contains a backslash")
+    if not key.isascii() and _not_utf8(key):
+        raise InvalidKey(f"key {shown(key)} is not UTF-8 (a name in another encoding)")
     if any(unicodedata.category(char) == "Cc" for char in key):
         raise InvalidKey(f"key {key!r} contains a control character")
     if any(segment in {"", ".", ".."} for segment in key.split("/")):
         raise InvalidKey(f"key {key!r} has an empty, '.' or '..' path segment")
+
+
+def _not_utf8(text: str) -> bool:
+    """Whether ``text`` holds lone surrogates: the bytes of a file name that is not UTF-8, as Python reads it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 @dataclass(frozen=True)
