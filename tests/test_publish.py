@@ -74,6 +74,51 @@ def test_bad_s3_destinations_are_usage_errors(destination: str) -> None:
         aws.parse_location(destination)
 
 
+@pytest.mark.parametrize("bucket", ["Bad_Bucket!", "UPPER", "a..b", "192.168.1.1", "-ab", "ab-", "a" * 64])
+def test_a_bucket_name_s3_would_refuse_is_a_usage_error_before_anything_is_contacted(
+    bucket: str, tmp_path: Path
+) -> None:
+    write_ticket(tmp_path / "out", 1)
+    result = runner.invoke(
+        app, ["upload", str(tmp_path / "out"), f"s3://{bucket}/x", "--endpoint-url", "http://127.0.0.1:9"]
+    )
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"error: destination 's3://{bucket}/x': bucket name '{bucket}' is not valid (3 to 63 " + (
+        "lowercase letters, digits, dots and hyphens, beginning and ending with a letter or digit)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "said"),
+    [
+        ("http://user:PASSWDLEAK@127.0.0.1:9", "'http://127.0.0.1:9': holds a user name or password"),
+        ("ftp://user:PASSWDLEAK@x", "'ftp://x': expected http://host[:port] or https://host[:port]"),
+        ("ftp://x", "'ftp://x': expected http://host[:port]"),
+        ("127.0.0.1:9", "'127.0.0.1:9': expected http://host[:port]"),
+        ("http://x:port", "'http://x:port': expected http://host[:port]"),
+    ],
+)
+def test_an_endpoint_url_with_a_password_or_another_scheme_is_a_usage_error_that_never_echoes_the_password(
+    endpoint: str, said: str, tmp_path: Path
+) -> None:
+    write_ticket(tmp_path / "out", 1)
+    for command in (["upload", str(tmp_path / "out"), "s3://kb-docs/x"], ["state", "show", "s3://kb-docs/state"]):
+        result = runner.invoke(app, [*command, "--endpoint-url", endpoint, "--json", "-v"])
+        assert result.exit_code == 2, result.output
+        assert f"--endpoint-url {said}" in json.loads(result.stdout)["error"]
+        assert "PASSWDLEAK" not in result.output
+
+
+def test_a_password_in_a_url_of_an_s3_error_is_not_shown() -> None:
+    from botocore.exceptions import EndpointConnectionError
+
+    error = EndpointConnectionError(endpoint_url="http://user:PASSWDLEAK@proxy:3128/kb-docs")
+    assert (
+        aws.describe_error(error)
+        == 'EndpointConnectionError: Could not connect to the endpoint URL: "http://proxy:3128/kb-docs"'
+    )
+
+
 def test_content_types_for_documents_and_sidecars() -> None:
     assert publishing.content_type_for("1.md") == "text/markdown; charset=utf-8"
     assert publishing.content_type_for("1.md.metadata.json") == "application/json"
