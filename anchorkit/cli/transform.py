@@ -67,11 +67,13 @@ def transform_command(
     from anchorkit.files import check_apart, check_writable_folder
     from anchorkit.publish.keys import DOCUMENTS
     from anchorkit.render.transform import TransformOptions, transform_snapshot
+    from anchorkit.source.snapshot import check_snapshot
     from anchorkit.sync.chunking import check_out_layout
 
     values = {**documents, **privacy, **tokenizer, **text_format}
     options = TransformOptions.from_settings(values)
     check = checking["check"]
+    check_snapshot(snapshot)  # (before the overlap: `transform out --out out` is first of all no snapshot)
     check_apart(out, snapshot, "--out", "snapshot")  # the documents would be written among its issues/
     check_out_layout(out, DOCUMENTS, "transform")
     if not check:

@@ -25,12 +25,21 @@ class SnapshotError(UsageError):
     """A snapshot file that cannot be used; the message names the file and the problem."""
 
 
+def check_snapshot(snapshot_dir: Path) -> None:
+    """A usage error naming ``snapshot_dir`` as given unless it is a snapshot (it has ``issues/``), which says so
+    when it looks like a transform output (documents given where their snapshot was meant)."""
+    check_existing_folder(snapshot_dir)  # a mistyped path is no "<path>: not a snapshot"
+    if (snapshot_dir / ISSUES_DIR).is_dir():
+        return
+    documents = next(snapshot_dir.glob("*.md"), None) or next(snapshot_dir.glob("*/*.md"), None)  # flat, by-project
+    output = "; it holds .md documents: a transform output, not the snapshot it was made from" if documents else ""
+    raise SnapshotError(f"{snapshot_dir}: not a snapshot (no {ISSUES_DIR}/ folder){output}")
+
+
 def iter_issue_paths(snapshot_dir: Path) -> Iterator[Path]:
     """The issue files of a snapshot, in ticket-id order (numeric names first, then the rest)."""
-    check_existing_folder(snapshot_dir)  # a mistyped path is no "<path>/issues: not a snapshot"
+    check_snapshot(snapshot_dir)
     issues_dir = snapshot_dir / ISSUES_DIR
-    if not issues_dir.is_dir():
-        raise SnapshotError(f"{issues_dir}: not a snapshot (no {ISSUES_DIR}/ folder)")
     for stem in sorted(_issue_file_stems(issues_dir), key=_id_order):
         yield issues_dir / f"{stem}.json"
 
