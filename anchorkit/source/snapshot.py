@@ -72,10 +72,23 @@ def read_json(path: Path) -> Any:
 
 def load_issue(path: Path) -> dict[str, Any]:
     """One issue as Redmine returned it (the object inside ``{"issue": ...}``), shape-checked."""
+    issue = read_issue(path)
+    check_issue(path, issue)
+    return issue
+
+
+def read_issue(path: Path) -> dict[str, Any]:
+    """The object inside ``{"issue": ...}``, not checked further: enough to see whether it is private, which
+    is decided first (a private ticket is left out whatever else is wrong with it); :func:`check_issue` next."""
     document = read_json(path)
     issue = document.get("issue") if isinstance(document, dict) else None
     if not isinstance(issue, dict):
         raise SnapshotError(f'{path}: expected an object {{"issue": {{...}}}}')
+    return issue
+
+
+def check_issue(path: Path, issue: dict[str, Any]) -> None:
+    """A :class:`SnapshotError` naming the file and the field unless ``issue`` has the shape Redmine gives."""
     issue_id = issue.get("id")
     if isinstance(issue_id, bool) or not isinstance(issue_id, int) or issue_id <= 0:
         raise SnapshotError(f"{path}: missing or invalid issue id ({issue_id!r})")
@@ -99,7 +112,6 @@ def load_issue(path: Path) -> dict[str, Any]:
         for key, kind in _JOURNAL_OPTIONAL.items():
             if journal.get(key) is not None:
                 _check_type(f"{where}: journal {journal.get('id', f'[{index}]')}", key, journal[key], kind)
-    return issue
 
 
 # What Redmine gives for these keys (and for the others, if not null): a renderer meeting another type would
