@@ -8,6 +8,7 @@ import filecmp
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +18,9 @@ from typing import BinaryIO, Literal
 from anchorkit.errors import UsageError
 
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+# Read as it is, never through a symbolic link (even one swapped in after the folder was listed), and without
+# waiting for a writer should it be a named pipe (refused once open: not a regular file).
+_EXISTING_FILE = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 # The temporary file _create_temporary names first: ``.<name>.<pid>.tmp``.
 _TEMPORARY = re.compile(r"^\..+\.(?P<pid>[0-9]+)\.tmp$")
 
@@ -61,6 +65,31 @@ def _write_all(fd: int, data: bytes) -> None:
             remaining = remaining[os.write(fd, remaining) :]
     finally:
         os.close(fd)
+
+
+class NotRegularFile(OSError):
+    """A path that is a symbolic link, a named pipe or a device, not a file of its own to read."""
+
+
+def read_regular_file(path: Path) -> bytes:
+    """The bytes of the regular file ``path``; :class:`NotRegularFile` for a symbolic link (which is not
+    followed: what it points to, /etc/passwd say, is no file of the folder) or any other kind of file."""
+    try:
+        fd = os.open(path, _EXISTING_FILE)
+    except OSError as error:
+        if error.errno == errno.ELOOP:  # O_NOFOLLOW's answer for a symbolic link
+            raise NotRegularFile("a symbolic link (not followed)") from None
+        raise
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFile("not a regular file")
+        return file.read()
+
+
+def shown(path: Path | str) -> str:
+    """``path`` as a message can print it: a name that is not UTF-8 with its bytes escaped (``bad\\xff.md``),
+    where Python's own string would hold lone surrogates no UTF-8 output can write."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -222,3 +251,11 @@ def check_writable_file(path: Path, what: str) -> None:
     if path.is_dir():
         raise UsageError(f"{what} {path} is a folder, not a file")
     check_writable_folder(path.parent, f"{what} {path}: its folder")
+
+
+def check_apart(output: Path, source: Path, output_name: str, source_name: str) -> None:
+    """A usage error (exit 2, before anything is written) when an output is the folder a command reads, lies
+    inside it or holds it: it would overwrite the source's files, be read back as source, or delete itself."""
+    output_path, source_path = output.resolve(), source.resolve()
+    if output_path.is_relative_to(source_path) or source_path.is_relative_to(output_path):
+        raise UsageError(f"{output_name} {output_path} overlaps the {source_name} {source_path}")

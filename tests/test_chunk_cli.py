@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import functools
 import io
 import json
 import os
@@ -182,6 +183,8 @@ def test_worker_processes_hand_their_lines_over_in_files_that_are_removed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the workers' files go (inherited by fork)
+    # Batches of 8 tickets: the fixtures make more than one, so two processes start (never more than batches).
+    monkeypatch.setattr(parallel, "map_batches", functools.partial(map_batches, batch_size=8))
     read_back: list[writers.Spooled] = []
     read_spooled = writers._read_spooled
     monkeypatch.setattr(

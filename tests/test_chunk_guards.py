@@ -73,7 +73,11 @@ def test_transform_refuses_a_folder_that_is_no_snapshot_and_keeps_its_documents(
     source = tmp_path / "empty" if wrong == "empty" else Path("out")  # transform's own output is no snapshot
     source.mkdir(exist_ok=True)
     code, _, stderr = run_command("transform", str(source), "--out", "out", "--sidecars")
-    assert code == 2 and "not a snapshot (no issues/ folder)" in stderr
+    assert code == 2 and f"error: {source}: not a snapshot (no issues/ folder)" in stderr
+    # The folder given is named (not <it>/issues), and a transform output is told apart.
+    assert ("it holds .md documents: a transform output, not the snapshot it was made from" in stderr) == (
+        wrong == "documents"
+    )
     assert contents(Path("out")) == before
 
 

@@ -139,6 +139,8 @@ def test_a_broken_config_file_is_a_usage_error_naming_it(tmp_path: Path) -> None
         (["transform", str(FIXTURES), "--out="], "the value of --out"),
         (["upload", "", "published"], "an argument"),
         (["chunk", str(FIXTURES), "--jsonl", "", "--json"], "the value of --jsonl"),
+        (["transform", str(FIXTURES), "--out", "out", "--label", ""], "the value of --label"),
+        (["upload", "out", "s3://kb-docs", "--endpoint-url="], "the value of --endpoint-url"),
     ],
 )
 def test_an_empty_argument_is_refused_not_read_as_the_current_folder(
@@ -148,7 +150,10 @@ def test_an_empty_argument_is_refused_not_read_as_the_current_folder(
     (tmp_path / "notes.md").write_text("mine", encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, command)
-    assert result.exit_code == 2 and f"{named} is empty" in flat(result.output)
+    assert result.exit_code == 2 and f"{named} is empty (an unset variable?)" in flat(result.output)
+    # Said of the options that take a path only: `--label ''` is no folder.
+    path = named.split()[-1] not in ("--label", "--endpoint-url")
+    assert ("for the current folder, give ." in flat(result.output)) == path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.md"]
     if "--json" in command:
         assert json.loads(result.stdout)["ok"] is False

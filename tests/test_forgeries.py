@@ -10,7 +10,9 @@ missed (``\\>``, ``[>``, ``>`` after any character), raw HTML in those texts, an
 from __future__ import annotations
 
 import copy
+import html
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from anchorkit.anchors import exposed_ticket_ids, neutralize_forgeries
 from anchorkit.audit.chunkers import LangchainRecursiveChunker
 from anchorkit.audit.measure import limit_findings
 from anchorkit.audit.sources import SourceDocument
-from anchorkit.render.document import RenderOptions, render_document
+from anchorkit.render.document import RenderOptions, render_document, render_outline
 from anchorkit.render.transform import RenderedTicket, TransformOptions, iter_documents
 from anchorkit.source.pull import PullSettings, pull
 from anchorkit.source.redmine import RetryPolicy
@@ -175,6 +177,44 @@ def test_a_subject_shown_reordered_by_bidirectional_controls_is_written_without_
 
 def render_html(document: str) -> str:
     return MarkdownIt("commonmark").render(document)
+
+
+def rendered_text(document: str) -> str:
+    """What a reader (or a chunker of the rendered page) sees of ``document``: its HTML as text, a quote
+    written as "> " again."""
+    quoted = re.sub(r"<blockquote>\s*<p>", "> ", render_html(document))
+    return html.unescape(re.sub(r"<[^>]+>", "", quoted))
+
+
+# Anchors written with HTML character references: none as written, one once a Markdown renderer decodes them.
+ENCODED_SHAPES = (
+    "> チケット &#35;{id}: 偽のアンカー",
+    "> チケット #&#{digit};{rest}: 偽",
+    "&gt; チケット #{id}: 偽",
+    "&#62; チケット &#x23;{id}&#58; 偽",
+    "&#x3E; Ticket &num;{id}&colon; spoofed",
+    "# チケット &#35;{id}: 偽のタイトル",
+    "x&#10;> チケット &#35;{id}: 改行の後",
+    "> チケット &#65283;{id}: 全角",
+)
+
+
+@pytest.mark.parametrize("shape", ENCODED_SHAPES)
+def test_a_forgery_written_with_character_references_is_no_anchor_as_written_nor_once_rendered(shape: str) -> None:
+    forged = shape.format(id=99931, digit=ord("9"), rest="9931")
+    issue = issue_with(description=f"{forged}\n\n前置き {forged} 続き")
+    for options in ({}, {"chunk_tokens": 0}):
+        document = render(issue, **options)
+        assert exposed_ticket_ids(rendered_text(document)) <= {TICKET}, rendered_text(document)
+        assert_no_chunk_vouches_for_another_ticket(document)
+    # The chunker's text (the document without anchors) is neutralised as well.
+    content = render_outline(issue, {}, RenderOptions(text_format="common_mark")).content
+    assert exposed_ticket_ids(content) | exposed_ticket_ids(rendered_text(content)) <= {TICKET}
+
+
+def test_character_references_that_make_no_anchor_are_left_as_they_are() -> None:
+    description = "AT&amp;T &gt; NTT &#35;1 &copy; 2026\n\n> 引用 &lt;b&gt;"
+    assert description in render(issue_with(description=description))
 
 
 def test_raw_html_in_subjects_names_and_attachment_names_is_escaped_like_other_redmine_text() -> None:

@@ -604,3 +604,35 @@ def test_a_runaway_jobs_count_is_a_usage_error_before_any_process_starts(command
     assert result.exit_code == 2, result.output
     assert "--jobs" in result.output and "256" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_an_output_inside_its_source_or_holding_it_is_a_usage_error_before_anything_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`chunk snap --jsonl snap/issues/12301.json` once overwrote an issue, `transform snap --out snap/issues`
+    wrote documents among the issues (and every later transform failed on them)."""
+    shutil.copytree(FIXTURES / "issues", tmp_path / "snap" / "issues")
+    shutil.copy(FIXTURES / "lookups.json", tmp_path / "snap")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("REDMINE_API_KEY", "never-used")
+    assert runner.invoke(app, ["transform", "snap", "--out", "documents"]).exit_code == 0  # chunk reads it too
+    before = tree(tmp_path)
+    runs = [  # (option, output, source, command line)
+        ("--jsonl", "snap/issues/12301.json", "snap", ["chunk", "snap", "--jsonl", "snap/issues/12301.json"]),
+        ("--out", "snap/issues", "snap", ["chunk", "snap", "--out", "snap/issues"]),
+        ("--jsonl", "documents/all.jsonl", "documents", ["chunk", "documents", "--jsonl", "documents/all.jsonl"]),
+        ("--out", "snap/issues", "snap", ["transform", "snap", "--out", "snap/issues", "--sidecars"]),
+        ("--out", "snap", "snap", ["transform", "snap", "--out", "snap"]),
+        ("--out", ".", "snap", ["transform", "snap", "--out", "."]),  # the snapshot inside the output
+        (
+            "--out",
+            "snap/docs",
+            "snap",
+            ["sync", "dest", "--url", UNREACHABLE_REDMINE, "--snapshot", "snap", "--out", "snap/docs"],
+        ),
+    ]
+    for option, output, source, argv in runs:
+        line = one_line_error(runner.invoke(app, argv), 2)
+        assert line.startswith(f"error: {option} {(tmp_path / output).resolve()} overlaps the "), line
+        assert line.endswith(f" {(tmp_path / source).resolve()}"), line
+    assert tree(tmp_path) == before, "nothing was written"

@@ -74,6 +74,51 @@ def test_bad_s3_destinations_are_usage_errors(destination: str) -> None:
         aws.parse_location(destination)
 
 
+@pytest.mark.parametrize("bucket", ["Bad_Bucket!", "UPPER", "a..b", "192.168.1.1", "-ab", "ab-", "a" * 64])
+def test_a_bucket_name_s3_would_refuse_is_a_usage_error_before_anything_is_contacted(
+    bucket: str, tmp_path: Path
+) -> None:
+    write_ticket(tmp_path / "out", 1)
+    result = runner.invoke(
+        app, ["upload", str(tmp_path / "out"), f"s3://{bucket}/x", "--endpoint-url", "http://127.0.0.1:9"]
+    )
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"error: destination 's3://{bucket}/x': bucket name '{bucket}' is not valid (3 to 63 " + (
+        "lowercase letters, digits, dots and hyphens, beginning and ending with a letter or digit)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "said"),
+    [
+        ("http://user:PASSWDLEAK@127.0.0.1:9", "'http://127.0.0.1:9': holds a user name or password"),
+        ("ftp://user:PASSWDLEAK@x", "'ftp://x': expected http://host[:port] or https://host[:port]"),
+        ("ftp://x", "'ftp://x': expected http://host[:port]"),
+        ("127.0.0.1:9", "'127.0.0.1:9': expected http://host[:port]"),
+        ("http://x:port", "'http://x:port': expected http://host[:port]"),
+    ],
+)
+def test_an_endpoint_url_with_a_password_or_another_scheme_is_a_usage_error_that_never_echoes_the_password(
+    endpoint: str, said: str, tmp_path: Path
+) -> None:
+    write_ticket(tmp_path / "out", 1)
+    for command in (["upload", str(tmp_path / "out"), "s3://kb-docs/x"], ["state", "show", "s3://kb-docs/state"]):
+        result = runner.invoke(app, [*command, "--endpoint-url", endpoint, "--json", "-v"])
+        assert result.exit_code == 2, result.output
+        assert f"--endpoint-url {said}" in json.loads(result.stdout)["error"]
+        assert "PASSWDLEAK" not in result.output
+
+
+def test_a_password_in_a_url_of_an_s3_error_is_not_shown() -> None:
+    from botocore.exceptions import EndpointConnectionError
+
+    error = EndpointConnectionError(endpoint_url="http://user:PASSWDLEAK@proxy:3128/kb-docs")
+    assert (
+        aws.describe_error(error)
+        == 'EndpointConnectionError: Could not connect to the endpoint URL: "http://proxy:3128/kb-docs"'
+    )
+
+
 def test_content_types_for_documents_and_sidecars() -> None:
     assert publishing.content_type_for("1.md") == "text/markdown; charset=utf-8"
     assert publishing.content_type_for("1.md.metadata.json") == "application/json"
@@ -260,6 +305,51 @@ def test_bad_file_names_are_reported_and_the_rest_is_published(tmp_path: Path) -
     assert report["uploaded"] == 2
     assert [f["key"] for f in report["failures"]] == ["bad\nname.md"]
     assert "control character" in report["failures"][0]["error"]
+
+
+def test_a_symlinked_file_in_the_source_is_not_followed_and_fails_alone(tmp_path: Path) -> None:
+    out, dest, secret = tmp_path / "out", tmp_path / "published", tmp_path / "secret.txt"
+    write_ticket(out, 1)
+    secret.write_text("password")
+    (out / "99999.md").symlink_to(secret)
+    os.mkfifo(out / "99998.md")  # read, it would wait for a writer forever
+    result = runner.invoke(app, ["upload", str(out), str(dest), "--json"])
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert report["uploaded"] == 2
+    errors = {failure["key"]: failure["error"] for failure in report["failures"]}
+    assert errors == {
+        "99998.md": f"{out / '99998.md'}: not a regular file",
+        "99999.md": f"{out / '99999.md'}: a symbolic link (not followed)",
+    }
+    assert sorted(path.name for path in dest.iterdir()) == ["1.md", "1.md.metadata.json"]
+
+
+def test_a_symlink_swapped_in_after_the_scan_is_not_followed(tmp_path: Path) -> None:
+    out, secret = tmp_path / "out", tmp_path / "secret.txt"
+    write_ticket(out, 1)
+    secret.write_text("password")
+    objects, failures = publishing.scan_folder(out)
+    assert failures == [] and objects[0].key == "1.md"
+    (out / "1.md").unlink()
+    (out / "1.md").symlink_to(secret)
+    with pytest.raises(OSError, match="symbolic link"):
+        objects[0].read()
+
+
+def test_a_file_name_that_is_not_utf8_fails_alone_with_a_printable_message(tmp_path: Path) -> None:
+    out, dest = tmp_path / "out", tmp_path / "published"
+    write_ticket(out, 1)
+    (out / os.fsdecode(b"bad\xff.md")).write_text("x")
+    for dry_run in (["--dry-run"], []):
+        result = runner.invoke(app, ["upload", str(out), str(dest), "--json", *dry_run])
+        assert result.exit_code == 1, result.output
+        [failure] = json.loads(result.stdout)["failures"]
+        assert failure == {
+            "key": "bad\\xff.md",
+            "error": f"{out}/bad\\xff.md: key bad\\xff.md is not UTF-8 (a name in another encoding)",
+        }
+    assert sorted(path.name for path in dest.iterdir()) == ["1.md", "1.md.metadata.json"]
 
 
 def test_a_destination_inside_the_source_folder_is_a_usage_error(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.folders import tree
 from support.redmine_server import RedmineAdmin, RedmineServer
 from support.s3_server import DUMMY_CREDENTIALS, S3Server
 from typer.testing import CliRunner
@@ -536,6 +537,37 @@ def test_pull_with_an_s3_state_gives_the_plain_pull_snapshot_and_an_idle_run_on_
     transformed = runner.invoke(app, ["transform", str(tmp_path / "second"), "--out", str(out)])
     assert transformed.exit_code == 0, transformed.stderr
     assert sorted(path.name for path in out.glob("*.md")) == sorted(f"{i}.md" for i in ids)
+
+
+@pytest.mark.redmine
+@pytest.mark.s3
+@pytest.mark.timeout(300)
+def test_sync_with_state_publishes_the_documents_and_sidecars_the_ordinary_sync_and_transform_write(
+    redmine_server: RedmineServer,
+    redmine_admin: RedmineAdmin,
+    s3_server: S3Server,
+    s3_prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sidecars of sync --state once lacked the ``url`` of the issue the others give."""
+    project, ids = seed_issues(redmine_admin, 2)
+    monkeypatch.chdir(tmp_path)
+    for name, value in cli_environment(redmine_server, s3_server, tmp_path).items():
+        monkeypatch.setenv(name, value)
+    common = ["--url", redmine_server.url, "--project", project["identifier"], "--sidecars", "--json"]
+    docs = f"s3://{s3_server.bucket}/{s3_prefix}-docs/"
+    with_state = runner.invoke(app, ["sync", docs, "--state", f"s3://{s3_server.bucket}/{s3_prefix}-state/", *common])
+    assert with_state.exit_code == 0, with_state.stderr
+    folders = ["--snapshot", "snap", "--out", "out", "--dry-run"]  # (--out is written all the same)
+    ordinary = runner.invoke(app, ["sync", str(tmp_path / "published"), *folders, *common])
+    assert ordinary.exit_code == 0, ordinary.stderr
+    assert runner.invoke(app, ["transform", "snap", "--out", "transformed", "--sidecars"]).exit_code == 0
+    published = objects_under(s3_server, f"{s3_prefix}-docs")
+    assert published == tree(Path("out")) == tree(Path("transformed"))
+    for issue_id in ids:
+        sidecar = json.loads(published[f"{issue_id}.md.metadata.json"])
+        assert sidecar["metadataAttributes"]["url"] == f"{redmine_server.url.rstrip('/')}/issues/{issue_id}"
 
 
 @pytest.mark.redmine

@@ -68,6 +68,26 @@ def test_private_issue_is_left_out_unless_asked_for(snapshot: Path, tmp_path: Pa
     assert "社外秘" in (tmp_path / "b" / "12333.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.parametrize(
+    "broken", [{"subject": 123}, {"journals": "x"}, {"id": "12301"}, {"description": "x" * 1_000_001}, {}]
+)
+def test_a_ticket_made_private_loses_its_document_whatever_else_is_wrong_with_it(
+    snapshot: Path, tmp_path: Path, broken: dict[str, object]
+) -> None:
+    """A failed ticket keeps its old document (a bad field must not withdraw it); a private one must not."""
+    out = tmp_path / "out"
+    assert run("transform", str(snapshot), "--out", str(out), "--sidecars")[0] == 0
+    path = snapshot / "issues" / "12301.json"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    document["issue"] |= {"is_private": True, **broken}
+    path.write_text(json.dumps(document), encoding="utf-8")
+    code, stdout, _ = run("transform", str(snapshot), "--out", str(out), "--sidecars", "--json")
+    report = json.loads(stdout)
+    assert code == 0 and report["failed"] == [] and report["private_skipped"] == 2, report
+    assert sorted(report["removed"]) == ["12301.md", "12301.md.metadata.json"]
+    assert not (out / "12301.md").exists()
+
+
 def test_rerun_is_byte_identical_and_rewrites_nothing(snapshot: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     run("transform", str(snapshot), "--out", str(out), "--sidecars")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -29,7 +30,7 @@ from anchorkit.cli import chunk, output, pull, state, stats, sync, transform, up
 from anchorkit.cli.help import HelpCommand, HelpGroup
 from anchorkit.cli.options import PER_INVOCATION
 from anchorkit.errors import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, AnchorkitError
-from anchorkit.settings import SETTINGS_BY_NAME, SYNC, config_values
+from anchorkit.settings import CONFIG_LOCATIONS, SETTINGS_BY_NAME, SYNC, config_values
 
 # What a problem is called on stderr, by the exit code it ends the run with.
 JSON_OUTPUT = "anchorkit.json_output"  # ctx.meta: the command line asks for --json
@@ -135,7 +136,7 @@ class AnchorkitGroup(HelpGroup):
         json_output = ctx.meta.get(JSON_OUTPUT, False)
         try:
             if (empty := ctx.meta.get(EMPTY_ARGUMENT)) is not None:
-                raise ClickUsageError(f"{empty} is empty (an unset variable?); for the current folder, give .", ctx)
+                raise ClickUsageError(empty, ctx)
             return super().invoke(ctx)
         except ClickUsageError as error:  # click prints it on stderr, as for any command
             if json_output:
@@ -160,15 +161,27 @@ class AnchorkitGroup(HelpGroup):
 
 
 def empty_argument(args: list[str]) -> str | None:
-    """The first empty argument, named (``--out "$OUT"`` with OUT unset); None if there is none. Refused
-    rather than read: a path given as "" is the current folder to Python, where such a run would write,
-    upload or delete; and an empty variable counts as unset, so that nothing can mean an empty value."""
+    """What is wrong with the first empty argument, naming it (``--out "$OUT"`` with OUT unset); None if there is
+    none. Refused rather than read: a path given as "" is the current folder to Python, where such a run would
+    write, upload or delete; and an empty variable counts as unset, so that nothing can mean an empty value."""
     for index, arg in enumerate(args):
-        if arg == "":
-            return f"the value of {args[index - 1]}" if index and args[index - 1].startswith("-") else "an argument"
+        option = args[index - 1] if arg == "" and index and args[index - 1].startswith("-") else None
         if arg.startswith("--") and arg.endswith("="):
-            return f"the value of {arg[:-1]}"
+            option = arg[:-1]
+        elif arg != "":
+            continue
+        empty = "an argument" if option is None else f"the value of {option}"
+        # Said of a path only (an argument is a folder or file: SNAPSHOT, OUT, DEST …): `--label ''` wants a label.
+        hint = "; for the current folder, give ." if option is None or names_a_path(option) else ""
+        return f"{empty} is empty (an unset variable?){hint}"
     return None
+
+
+def names_a_path(option: str) -> bool:
+    """Whether ``option`` (``--out``, ``-o``) takes a folder, a file or an s3:// URL: any but the settings known
+    to hold other text (``--label``, ``--uri-pattern``)."""
+    setting = SETTINGS_BY_NAME.get(option.lstrip("-").replace("-", "_"))
+    return setting is None or setting.kind is Path or setting.name in CONFIG_LOCATIONS
 
 
 def command_names(commands: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

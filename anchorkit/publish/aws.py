@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
 import unicodedata
 from collections import Counter
@@ -17,11 +18,14 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
+from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, ProfileNotFound
 
 from anchorkit.errors import UsageError, url_host
+from anchorkit.files import shown
 from anchorkit.settings import default
+from anchorkit.untrusted import without_userinfo
 
 DEFAULT_MAX_ATTEMPTS: int = default("max_attempts")
 RetryMode = Literal["standard", "adaptive"]
@@ -73,10 +77,21 @@ def validate_key(key: str) -> None:
         raise InvalidKey(f"key {key!r} starts with '/'")
     if "\\" in key:
         raise InvalidKey(f"key {key!r} contains a backslash")
+    if not key.isascii() and _not_utf8(key):
+        raise InvalidKey(f"key {shown(key)} is not UTF-8 (a name in another encoding)")
     if any(unicodedata.category(char) == "Cc" for char in key):
         raise InvalidKey(f"key {key!r} contains a control character")
     if any(segment in {"", ".", ".."} for segment in key.split("/")):
         raise InvalidKey(f"key {key!r} has an empty, '.' or '..' path segment")
+
+
+def _not_utf8(text: str) -> bool:
+    """Whether ``text`` holds lone surrogates: the bytes of a file name that is not UTF-8, as Python reads it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -86,6 +101,12 @@ class S3Location:
 
     def __str__(self) -> str:
         return f"s3://{self.bucket}/{self.prefix}"
+
+
+# S3's bucket naming rules (docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html), checked
+# before any request: botocore's own check answers with its regular expression, and a server with a 404.
+_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_IP_ADDRESS = re.compile(r"[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+")
 
 
 def parse_location(text: str, what: str = "destination") -> S3Location | Path:
@@ -99,8 +120,11 @@ def parse_location(text: str, what: str = "destination") -> S3Location | Path:
             raise UsageError(f"{what} {text!r} looks like a malformed S3 URL; write s3://bucket/prefix")
         return Path(text)
     bucket, _, prefix = text[len("s3://") :].partition("/")
-    if len(bucket) < 3 or "/" in bucket:
-        raise UsageError(f"{what} {text!r}: bucket name {bucket!r} is not valid")
+    if not _BUCKET_NAME.fullmatch(bucket) or ".." in bucket or _IP_ADDRESS.fullmatch(bucket):
+        raise UsageError(
+            f"{what} {text!r}: bucket name {bucket!r} is not valid (3 to 63 lowercase letters, digits, dots and "
+            "hyphens, beginning and ending with a letter or digit)"
+        )
     prefix = prefix.strip("/")
     if prefix:
         try:
@@ -132,6 +156,10 @@ class AwsSettings:
     sse: SseAlgorithm | None = None
     sse_kms_key_id: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.endpoint_url is not None:
+            check_endpoint_url(self.endpoint_url)
+
     @classmethod
     def from_settings(cls, values: Mapping[str, Any]) -> AwsSettings:
         """The settings catalogue's values (the options of the commands that reach AWS) as one object;
@@ -152,6 +180,25 @@ class AwsSettings:
         if self.sse_kms_key_id is not None:
             parameters["SSEKMSKeyId"] = self.sse_kms_key_id
         return parameters
+
+
+def check_endpoint_url(url: str) -> None:
+    """A usage error unless ``url`` is ``http(s)://host[:port][/path]``, before anything is contacted: another
+    scheme fails only at the first request, and a ``user:password@`` would be printed in botocore's messages
+    (S3 takes its credentials from the AWS credential chain, never from the URL). Never echoes a password."""
+    shown_url = without_userinfo(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"--endpoint-url {shown_url!r}: expected http://host[:port] or https://host[:port]")
+    if "@" in parts.netloc:
+        raise UsageError(
+            f"--endpoint-url {shown_url!r}: holds a user name or password; give the credentials as AWS "
+            "credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, --profile), not in the URL"
+        )
 
 
 def parse_retry_mode(text: str) -> RetryMode:
@@ -233,8 +280,12 @@ def log_failed_attempt(
 
 
 def describe_error(error: BaseException) -> str:
-    """A one-line error text; botocore messages name the operation and code, never credentials."""
-    return f"{type(error).__name__}: {error}"
+    """A one-line error text; botocore messages name the operation and code, and any URL in them is shown
+    without a ``user:password@`` (an endpoint URL holding one is refused, but a proxy URL may)."""
+    return f"{type(error).__name__}: {_USERINFO.sub('://', str(error))}"
+
+
+_USERINFO = re.compile(r"://[^/@\s]*@")
 
 
 def setup_problem(error: BaseException) -> str | None:

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from anchorkit.files import interrupted_write, write_atomic
+from anchorkit.files import interrupted_write, read_regular_file, shown, write_atomic
 from anchorkit.publish import aws
 from anchorkit.publish.aws import MISSING_CODES, InvalidKey, S3Location, error_code, validate_key
 from anchorkit.render.sidecar import SIDECAR_SUFFIX
@@ -68,7 +68,7 @@ class LocalObject:
     source: Path | bytes
 
     def read(self) -> bytes:
-        return self.source if isinstance(self.source, bytes) else self.source.read_bytes()
+        return self.source if isinstance(self.source, bytes) else read_regular_file(self.source)
 
 
 @dataclass(frozen=True)
@@ -81,8 +81,9 @@ def scan_folder(folder: Path) -> tuple[list[LocalObject], list[Failure]]:
     """Every visible file under `folder` as a LocalObject (key = relative path with `/`).
 
     Hidden files and folders (leading `.`) are skipped: they are editor droppings and the temporary
-    files of interrupted atomic writes, never documents. Unreadable files and invalid names are
-    returned as failures, and their keys are protected from deletion by the plan.
+    files of interrupted atomic writes, never documents. Unreadable files, invalid names (one that is not
+    UTF-8 too: no S3 key can hold it) and symbolic links (never followed: one to /etc/passwd would publish
+    it) are returned as failures, and their keys are protected from deletion by the plan.
     """
     objects: list[LocalObject] = []
     failures: list[Failure] = []
@@ -95,9 +96,9 @@ def scan_folder(folder: Path) -> tuple[list[LocalObject], list[Failure]]:
             key = path.relative_to(folder).as_posix()
             try:
                 validate_key(key)
-                data = path.read_bytes()
+                data = read_regular_file(path)
             except (InvalidKey, OSError) as error:
-                failures.append(Failure(key, f"{path}: {error}"))
+                failures.append(Failure(shown(key), f"{shown(path)}: {error}"))
                 continue
             objects.append(LocalObject(key, Checksums.of(data), path))
     return objects, failures

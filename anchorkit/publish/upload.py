@@ -26,7 +26,7 @@ from typing import Any, Literal
 from botocore.exceptions import BotoCoreError, ClientError
 
 from anchorkit.errors import UsageError
-from anchorkit.files import check_writable_folder
+from anchorkit.files import check_apart, check_writable_folder
 from anchorkit.publish import aws
 from anchorkit.publish.aws import InvalidKey, S3Location, describe_error, validate_key
 from anchorkit.publish.keys import CHUNKS, DOCUMENTS, document_key_of, layouts_of, superseded, ticket_key, ticket_of_key
@@ -551,7 +551,7 @@ def open_destination(
     destination = aws.parse_location(dest)
     ingestion = aws.parse_ingestion_target(start_ingestion) if start_ingestion else None
     if isinstance(destination, Path):
-        check_folders_apart(source, destination)
+        check_apart(destination, source, "destination", "source folder")  # it would publish or delete itself
     target, session = open_target(destination, aws_settings, settings)
     return Destination(target, session, ingestion)
 
@@ -583,13 +583,6 @@ def upload(
         session = destination.session
         ingest_after(report, lambda: session.client("bedrock-agent"), *destination.ingestion)
     return report
-
-
-def check_folders_apart(source: Path, destination: Path) -> None:
-    """A destination folder inside the source (or the reverse) would publish or delete itself."""
-    source, destination = source.resolve(), destination.resolve()
-    if source == destination or source.is_relative_to(destination) or destination.is_relative_to(source):
-        raise PublishError(f"destination {destination} overlaps the source folder {source}")
 
 
 def ingest_after(

@@ -19,6 +19,7 @@ Shape (Japanese labels by default, English with ``lang="en"``)::
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,6 +30,7 @@ from markdown_it.token import Token
 
 from anchorkit.anchors import (
     anchor_line,
+    exposed_ticket_ids,
     id_anchor_line,
     insert_anchors,
     may_hold_a_heading,
@@ -292,9 +294,28 @@ def content_markdown(text: str, fmt: str, link_issues: str | None = None) -> str
     """Ticket text (description or note) as Markdown that cannot alter the document around it.
 
     Converted from Redmine's format; headings demoted below the document's levels; fences and
-    HTML blocks left open are closed; lines shaped like anchors or titles neutralised.
+    HTML blocks left open are closed; lines shaped like anchors or titles neutralised, as they are
+    written and as they read once their character references are decoded.
     """
-    return neutralize_forgeries(_contain(to_markdown(text, fmt, link_issues=link_issues).strip("\n")))
+    markdown = _contain(to_markdown(text, fmt, link_issues=link_issues).strip("\n"))
+    return neutralize_forgeries(_without_encoded_forgeries(markdown) if "&" in markdown else markdown)
+
+
+def _without_encoded_forgeries(markdown: str) -> str:
+    """``markdown`` with the ``&`` of each line escaped (``&amp;``) whose character references, decoded, would
+    make an anchor or a title: ``> チケット &#35;99:``, ``&gt; チケット #99:`` are none as written, but a
+    Markdown renderer decodes them into one. Escaped, they read as written (html.unescape decodes more than
+    CommonMark does, "&gt" without its ";" too: a line it flags is escaped, never one it misses)."""
+    lines = markdown.split("\n")
+    for index, line in enumerate(lines):
+        if "&" in line and (decoded := html.unescape(line)) != line and _forged(decoded):
+            lines[index] = line.replace("&", "&amp;")
+    return "\n".join(lines)
+
+
+def _forged(text: str) -> bool:
+    """Whether ``text`` holds an anchor or a title, or what the neutraliser takes for one."""
+    return bool(exposed_ticket_ids(text)) or neutralize_forgeries(text) != text
 
 
 def text_format_at(setting: str | tuple[tuple[str, str], ...], created_on: str | None) -> str:

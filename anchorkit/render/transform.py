@@ -41,11 +41,12 @@ from anchorkit.source.privacy import RESTRICTED_FIELDS_KEY, holds_restricted_fie
 from anchorkit.source.snapshot import (
     STATE_FILE,
     SnapshotError,
+    check_issue,
     ids_in,
     iter_issue_paths,
-    load_issue,
     load_lookups,
     load_state,
+    read_issue,
 )
 from anchorkit.tokens import TOKENIZER_CHOICES, choose_tokenizer
 from anchorkit.untrusted import ascii_number, parse_json
@@ -298,10 +299,13 @@ def render_ticket(
     content, the document without anchors), for the chunker."""
     ticket_id = ascii_number(path.stem)
     try:
-        issue = load_issue(path)
-        ticket_id = issue["id"]
+        issue = read_issue(path)
+        # Before anything else is checked: a ticket made private is left out (its old document removed and
+        # withdrawn) even when another field would fail it, since a failed ticket's document is kept.
         if issue.get("is_private") and not render_options.include_private:
             return PRIVATE
+        check_issue(path, issue)
+        ticket_id = issue["id"]
         if render_options.restricted_custom_fields and not render_options.include_private:
             issue = without_restricted_fields({"issue": issue}, render_options.restricted_custom_fields)["issue"]
         _check_sizes(path, issue, options.max_text_bytes)

@@ -25,12 +25,21 @@ class SnapshotError(UsageError):
     """A snapshot file that cannot be used; the message names the file and the problem."""
 
 
+def check_snapshot(snapshot_dir: Path) -> None:
+    """A usage error naming ``snapshot_dir`` as given unless it is a snapshot (it has ``issues/``), which says so
+    when it looks like a transform output (documents given where their snapshot was meant)."""
+    check_existing_folder(snapshot_dir)  # a mistyped path is no "<path>: not a snapshot"
+    if (snapshot_dir / ISSUES_DIR).is_dir():
+        return
+    documents = next(snapshot_dir.glob("*.md"), None) or next(snapshot_dir.glob("*/*.md"), None)  # flat, by-project
+    output = "; it holds .md documents: a transform output, not the snapshot it was made from" if documents else ""
+    raise SnapshotError(f"{snapshot_dir}: not a snapshot (no {ISSUES_DIR}/ folder){output}")
+
+
 def iter_issue_paths(snapshot_dir: Path) -> Iterator[Path]:
     """The issue files of a snapshot, in ticket-id order (numeric names first, then the rest)."""
-    check_existing_folder(snapshot_dir)  # a mistyped path is no "<path>/issues: not a snapshot"
+    check_snapshot(snapshot_dir)
     issues_dir = snapshot_dir / ISSUES_DIR
-    if not issues_dir.is_dir():
-        raise SnapshotError(f"{issues_dir}: not a snapshot (no {ISSUES_DIR}/ folder)")
     for stem in sorted(_issue_file_stems(issues_dir), key=_id_order):
         yield issues_dir / f"{stem}.json"
 
@@ -63,22 +72,45 @@ def read_json(path: Path) -> Any:
 
 def load_issue(path: Path) -> dict[str, Any]:
     """One issue as Redmine returned it (the object inside ``{"issue": ...}``), shape-checked."""
-    issue = checked_issue(read_json(path), str(path))
+    issue = read_issue(path)
+    check_issue(path, issue)
+    return issue
+
+
+def read_issue(path: Path) -> dict[str, Any]:
+    """The object inside ``{"issue": ...}``, not checked further: enough to see whether it is private, which
+    is decided first (a private ticket is left out whatever else is wrong with it); :func:`check_issue` next."""
+    return _issue_object(read_json(path), str(path))
+
+
+def check_issue(path: Path, issue: dict[str, Any]) -> None:
+    """A :class:`SnapshotError` naming the file and the field unless ``issue`` has the shape Redmine gives
+    and is the issue its file is named after."""
+    _check_shape(issue, str(path))
     issue_id = issue["id"]
     named = ascii_number(path.stem)
     if named is None:  # (else the issue would be rendered as well as its own file's, under one id)
         raise SnapshotError(f"{path}: not an issue file name: pull names each <id>.json (#{issue_id}: {issue_id}.json)")
     if named != issue_id:
         raise SnapshotError(f"{path}: file name says #{path.stem} but the issue id is #{issue_id}")
-    return issue
 
 
 def checked_issue(document: Any, source: str) -> dict[str, Any]:
     """The issue of ``{"issue": {...}}`` if it has the shape the renderers rely on, else a SnapshotError that
-    names ``source`` (a file, or the request pull got it from: pull stores nothing that would fail here)."""
+    names ``source`` (the request pull got it from: pull stores nothing that would fail in transform)."""
+    issue = _issue_object(document, source)
+    _check_shape(issue, source)
+    return issue
+
+
+def _issue_object(document: Any, source: str) -> dict[str, Any]:
     issue = document.get("issue") if isinstance(document, dict) else None
     if not isinstance(issue, dict):
         raise SnapshotError(f'{source}: expected an object {{"issue": {{...}}}}')
+    return issue
+
+
+def _check_shape(issue: dict[str, Any], source: str) -> None:
     issue_id = issue.get("id")
     if isinstance(issue_id, bool) or not isinstance(issue_id, int) or issue_id <= 0:
         raise SnapshotError(f"{source}: missing or invalid issue id ({issue_id!r})")
@@ -97,7 +129,6 @@ def checked_issue(document: Any, source: str) -> dict[str, Any]:
         for key, kind in _JOURNAL_OPTIONAL.items():
             if journal.get(key) is not None:
                 _check_type(f"{where}: journal {journal.get('id', f'[{index}]')}", key, journal[key], kind)
-    return issue
 
 
 # What Redmine gives for these keys (and for the others, if not null): a renderer meeting another type would

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from anchorkit.files import check_writable_folder
+from anchorkit.files import check_apart, check_writable_folder
 from anchorkit.publish import state as states
 from anchorkit.publish import upload as publishing
 from anchorkit.publish.aws import AwsSettings, S3Location, parse_ingestion_target, parse_location, try_start_ingestion
@@ -42,6 +42,7 @@ def sync_with_folders(settings: SyncSettings, warn: Warn, progress: SyncProgress
     """The ordinary `sync`: the output folder, the destination and the key checked first, then
     pull → transform → upload (and the ingestion once everything succeeded)."""
     assert settings.snapshot is not None and settings.out is not None  # REQUIRED without --state
+    check_apart(settings.out, settings.snapshot, "--out", "--snapshot folder")  # documents among the issues/
     check_writable_folder(settings.out, "--out")  # before the pull, not after it
     flag = "--chunks" if settings.chunks else "no --chunks"
     check_out_layout(settings.out, layout_name(settings.chunks), f"this sync ({flag})")

@@ -353,6 +353,9 @@ def _plan_sync(
     pull_once(rescoping, planning.unknown_stamps(stamps, set(stamps)) if refetch else stamps, arguments)
     if rescoping:
         removed |= planning.outside_scope(manifest, scope.projects, snapshot.load_lookups(work_dir).get("projects", {}))
+    # The sidecars' url as transform (and the ordinary sync) gives it: from the work snapshot's state.json.
+    # Before the fingerprint: the url is in every sidecar's bytes.
+    options = transform.resolve_redmine_url(work_dir, options)
     render = transform.resolve_render_options(work_dir, options)
     fingerprint = output_fingerprint(options, render, chunks)
     # Render what pull fetched, what the state holds but never published, and everything when the
