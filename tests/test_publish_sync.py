@@ -67,7 +67,9 @@ def test_environment_values_are_parsed_to_the_settings_types() -> None:
 
 def test_relative_paths_in_the_config_file_are_relative_to_the_file(tmp_path: Path) -> None:
     config_path = write_config(tmp_path, "snapshot = 'state/snapshot'\n[transform]\nout = 'out'\n")
-    settings = syncing.resolve({"url": "u", "dest": "d"}, {}, load_config(config_path), config_path)
+    settings = syncing.resolve(
+        {"url": "https://redmine.example.com", "dest": "d"}, {}, load_config(config_path), config_path
+    )
     assert settings["snapshot"] == tmp_path / "state" / "snapshot"
     assert settings["out"] == tmp_path / "out"
 

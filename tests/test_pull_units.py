@@ -12,17 +12,14 @@ import pytest
 import requests
 
 from anchorkit.source import snapshot
-from anchorkit.source.lookups import fill_missing, names_in_issue
+from anchorkit.source.cursor import next_cursor, parse_cursor, shift_time
+from anchorkit.source.lookups import descendants, fill_missing, names_in_issue
 from anchorkit.source.privacy import without_private_notes
 from anchorkit.source.pull import (
     PullError,
     PullSettings,
     SnapshotLocked,
-    descendants,
-    next_cursor,
-    parse_cursor,
     pull,
-    shift_time,
     snapshot_lock,
 )
 from anchorkit.source.redmine import RedmineError, RetryPolicy, listing_page, retry_after_s

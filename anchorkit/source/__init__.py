@@ -1,6 +1,7 @@
 """The source stage: Redmine → snapshot folder.
 
-redmine: the client (timeouts, retries, paging, lookups); pull: the incremental pull and its settings;
+redmine: the client (timeouts, retries, paging, lookups); pull: the incremental pull and its settings; cursor:
+where an incremental run starts listing; lookups: the id -> name tables and the projects a --project covers;
 snapshot: reading the snapshot (strict, every error names its file) and, for pull, writing it.
 
 The pull itself is ``anchorkit.source.pull.pull`` (the package keeps the name ``pull`` for the module).

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from anchorkit.source.redmine import RedmineClient, RedmineError
+from anchorkit.untrusted import ascii_number
 
 Names = dict[str, dict[str, dict[str, Any]]]  # table -> id -> {"name": ...}, the lookups.json shape
 
@@ -123,3 +124,30 @@ class LookupFetcher:
             self.failed.add(name)
             return
         tables.setdefault(name, {}).update(shaped_rows)
+
+
+def descendants(projects: dict[str, dict[str, Any]], roots: set[int]) -> set[int]:
+    """The given project ids and all their subprojects (a project's issue list includes subprojects)."""
+    found = set(roots)
+    grew = True
+    while grew:
+        grew = False
+        for key, row in projects.items():
+            if row.get("parent_id") in found and int(key) not in found:
+                found.add(int(key))
+                grew = True
+    return found
+
+
+def resolve_projects(projects: dict[str, dict[str, Any]], wanted: list[str]) -> set[int] | None:
+    """Ids for project identifiers (or numeric ids); None if one is unknown (then nothing is removed)."""
+    by_identifier = {row.get("identifier"): int(key) for key, row in projects.items()}
+    ids: set[int] = set()
+    for ident in wanted:
+        if (number := ascii_number(ident)) is not None:
+            ids.add(number)
+        elif ident in by_identifier:
+            ids.add(by_identifier[ident])
+        else:
+            return None
+    return ids

@@ -25,7 +25,6 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -34,14 +33,14 @@ from anchorkit.errors import EXIT_LOCKED, UsageError, url_host
 from anchorkit.files import check_writable_folder
 from anchorkit.settings import TEXT_FORMATS, default
 from anchorkit.source import privacy, snapshot
-from anchorkit.source.lookups import LookupFetcher, Names, fill_missing, names_in_issue
+from anchorkit.source.cursor import next_cursor, parse_cursor, shift_time
+from anchorkit.source.lookups import LookupFetcher, Names, descendants, fill_missing, names_in_issue, resolve_projects
 from anchorkit.source.notes import NoteNumbering, numbered_if_complete
 from anchorkit.source.redmine import IssuePage, RedirectRefused, RedmineClient, RedmineError, RetryPolicy
-from anchorkit.untrusted import ascii_number, public_url
+from anchorkit.untrusted import public_url
 
 DEFAULT_TEXT_FORMAT = TEXT_FORMATS[0]  # Redmine's own default, recorded in a new snapshot
 API_KEY_ENV = "REDMINE_API_KEY"
-REDMINE_TIME = "%Y-%m-%dT%H:%M:%SZ"
 LOCK_FILE = ".pull.lock"
 REFETCHED_AT = "refetched_at"  # state.json: when the last run that fetched every listed issue again started
 # state.json: stored issues whose fetch failed (a refetch's included): the next run that lists them fetches them
@@ -124,20 +123,6 @@ def redact(text: str, secret: str) -> str:
     return text.replace(secret, "***") if secret else text
 
 
-def shift_time(stamp: str, seconds: float) -> str:
-    moment = datetime.strptime(stamp, REDMINE_TIME).replace(tzinfo=UTC) + timedelta(seconds=seconds)
-    return moment.strftime(REDMINE_TIME)
-
-
-def parse_cursor(value: Any) -> str | None:
-    """The stored cursor if it is a Redmine timestamp; anything else means "no cursor" (a full run)."""
-    try:
-        datetime.strptime(value, REDMINE_TIME)
-    except (TypeError, ValueError):
-        return None
-    return str(value)
-
-
 _held_locks = threading.local()  # snapshot folders whose lock this thread holds
 
 
@@ -165,33 +150,6 @@ def snapshot_lock(snapshot_dir: Path) -> Iterator[None]:
             yield
         finally:
             held.discard(folder)
-
-
-def descendants(projects: dict[str, dict[str, Any]], roots: set[int]) -> set[int]:
-    """The given project ids and all their subprojects (a project's issue list includes subprojects)."""
-    found = set(roots)
-    grew = True
-    while grew:
-        grew = False
-        for key, row in projects.items():
-            if row.get("parent_id") in found and int(key) not in found:
-                found.add(int(key))
-                grew = True
-    return found
-
-
-def resolve_projects(projects: dict[str, dict[str, Any]], wanted: list[str]) -> set[int] | None:
-    """Ids for project identifiers (or numeric ids); None if one is unknown (then nothing is removed)."""
-    by_identifier = {row.get("identifier"): int(key) for key, row in projects.items()}
-    ids: set[int] = set()
-    for ident in wanted:
-        if (number := ascii_number(ident)) is not None:
-            ids.add(number)
-        elif ident in by_identifier:
-            ids.add(by_identifier[ident])
-        else:
-            return None
-    return ids
 
 
 class Puller:
@@ -802,14 +760,6 @@ def _merge_fresh_lookups(report: PullReport, fetcher: LookupFetcher, cached: Nam
     if fetcher.failed:
         report.warnings.append(f"lookups: could not read {', '.join(sorted(fetcher.failed))}; kept the previous names")
     return {**cached, **fresh}
-
-
-def next_cursor(cursor: str | None, listed: list[str], failed: list[str]) -> str | None:
-    """The largest ``updated_on`` listed, but never past an issue that failed (the next run lists it again)."""
-    candidates = [stamp for stamp in [cursor, *listed] if stamp]
-    if not candidates:
-        return None
-    return min([max(candidates), *(stamp for stamp in failed if stamp)])
 
 
 def _remove_unlisted_in_scope(puller: Puller, lookups: Names, projects: tuple[str, ...]) -> None:

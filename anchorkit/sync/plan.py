@@ -15,7 +15,9 @@ from typing import Any
 
 from anchorkit.publish import upload as publish
 from anchorkit.publish.keys import DOCUMENTS
-from anchorkit.source import pull, snapshot
+from anchorkit.source import snapshot
+from anchorkit.source.cursor import next_cursor
+from anchorkit.source.lookups import descendants, resolve_projects
 from anchorkit.sync.manifest import PENDING, Manifest, Scope, TicketEntry
 
 
@@ -62,10 +64,10 @@ def outside_scope(manifest: Manifest, projects: tuple[str, ...], project_table: 
     project is unknown to the lookup (nothing is removed on a guess)."""
     if not projects:
         return set()
-    roots = pull.resolve_projects(project_table, list(projects))
+    roots = resolve_projects(project_table, list(projects))
     if roots is None:
         return set()
-    in_scope = pull.descendants(project_table, roots)
+    in_scope = descendants(project_table, roots)
     return {
         issue_id
         for issue_id, entry in manifest.tickets.items()
@@ -275,7 +277,7 @@ def hold_back_cursor(pull_state: dict[str, Any], held_back: list[str]) -> dict[s
     next_pull = dict(pull_state)
     if held_back and next_pull.get("cursor"):
         # pull's rule for issues that failed: the cursor never passes one.
-        next_pull["cursor"] = pull.next_cursor(next_pull["cursor"], [], held_back)
+        next_pull["cursor"] = next_cursor(next_pull["cursor"], [], held_back)
     return next_pull
 
 

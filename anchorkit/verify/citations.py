@@ -20,8 +20,8 @@ from typing import Any
 from anchorkit.errors import UsageError
 from anchorkit.pages import is_web_url
 from anchorkit.settings import ON_EMPTY, ON_INVALID, default
-from anchorkit.untrusted import ascii_number, map_strings
-from anchorkit.verify.folding import BIDI_CONTROLS, fold, without_bidi_controls
+from anchorkit.untrusted import BIDI_CONTROLS, ascii_number, map_strings
+from anchorkit.verify.folding import fold, without_bidi_controls
 from anchorkit.verify.ids import (
     IdChecker,
     checked_uri_pattern,
