@@ -346,9 +346,7 @@ def test_a_sync_that_finds_a_live_lease_stops_with_its_own_exit_code_and_writes_
     client = s3_server.client()
     lease = {"owner": "ci-runner-7:abc", "expires_at": time.time() + 600}
     client.put_object(Bucket=s3_server.bucket, Key=f"{held_state}/lease.json", Body=json.dumps(lease).encode())
-    monkeypatch.chdir(tmp_path)
-    for name, value in cli_environment(redmine_server, s3_server, tmp_path).items():
-        monkeypatch.setenv(name, value)
+    work_in(tmp_path, cli_environment(redmine_server, s3_server, tmp_path), monkeypatch)
 
     result = runner.invoke(
         app,
@@ -382,6 +380,13 @@ def cli_environment(redmine_server: RedmineServer | None, s3_server: S3Server, f
         "AWS_DEFAULT_REGION": "us-east-1",
         "AWS_CONFIG_FILE": str(folder / "no-aws-config"),
     }
+
+
+def work_in(folder: Path, environment: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run the CLI from ``folder`` with ``environment`` (cli_environment's), as a scheduled job would."""
+    monkeypatch.chdir(folder)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
 
 
 class CliSync:
@@ -505,9 +510,7 @@ def test_pull_with_an_s3_state_gives_the_plain_pull_snapshot_and_an_idle_run_on_
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     project, ids = seed_issues(redmine_admin, 3)
-    monkeypatch.chdir(tmp_path)
-    for name, value in cli_environment(redmine_server, s3_server, tmp_path).items():
-        monkeypatch.setenv(name, value)
+    work_in(tmp_path, cli_environment(redmine_server, s3_server, tmp_path), monkeypatch)
     common = ["--url", redmine_server.url, "--project", project["identifier"], "--json"]
     with_state = ["--state", f"s3://{s3_server.bucket}/{s3_prefix}-state/", "--endpoint-url", s3_server.endpoint_url]
 
@@ -552,9 +555,7 @@ def test_sync_with_state_publishes_the_documents_and_sidecars_the_ordinary_sync_
 ) -> None:
     """The sidecars of sync --state once lacked the ``url`` of the issue the others give."""
     project, ids = seed_issues(redmine_admin, 2)
-    monkeypatch.chdir(tmp_path)
-    for name, value in cli_environment(redmine_server, s3_server, tmp_path).items():
-        monkeypatch.setenv(name, value)
+    work_in(tmp_path, cli_environment(redmine_server, s3_server, tmp_path), monkeypatch)
     common = ["--url", redmine_server.url, "--project", project["identifier"], "--sidecars", "--json"]
     docs = f"s3://{s3_server.bucket}/{s3_prefix}-docs/"
     with_state = runner.invoke(app, ["sync", docs, "--state", f"s3://{s3_server.bucket}/{s3_prefix}-state/", *common])
