@@ -23,7 +23,7 @@ import re
 import sys
 from collections.abc import Callable
 from typing import Any, TypeGuard, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 # The bidirectional embeddings, overrides and isolates: they make a terminal or a page show text in another
 # order than it is (the "Trojan Source" trick; U+202E before "99321#" shows "#12399"). Marks (LRM, RLM,
@@ -38,6 +38,14 @@ _UNPRINTABLE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI_CONTROL_CHARS}]")
 _ESCAPE_SEQUENCE = re.compile(
     r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?|\x1b[@-_]"
 )
+
+
+def split_url(url: str) -> SplitResult:
+    """``urlsplit(url)`` with its port read as well: a ValueError (naming the port or the bracket, never the
+    rest of the URL) for a URL requests and botocore could not use, before anything is sent."""
+    parts = urlsplit(url)
+    parts.port  # noqa: B018 - parsed on access: a port out of range or not a number is a ValueError
+    return parts
 
 
 def without_userinfo(url: str) -> str:

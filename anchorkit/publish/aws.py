@@ -18,14 +18,13 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
-from urllib.parse import urlsplit
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, ProfileNotFound
 
 from anchorkit.errors import UsageError, url_host
 from anchorkit.files import shown
 from anchorkit.settings import default
-from anchorkit.untrusted import without_userinfo
+from anchorkit.untrusted import split_url, without_userinfo
 
 DEFAULT_MAX_ATTEMPTS: int = default("max_attempts")
 RetryMode = Literal["standard", "adaptive"]
@@ -188,8 +187,7 @@ def check_endpoint_url(url: str) -> None:
     (S3 takes its credentials from the AWS credential chain, never from the URL). Never echoes a password."""
     shown_url = without_userinfo(url)
     try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+        parts = split_url(url)
     except ValueError:
         parts = None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:

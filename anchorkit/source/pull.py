@@ -27,7 +27,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from anchorkit.errors import EXIT_LOCKED, UsageError, url_host
 from anchorkit.files import check_writable_folder
@@ -37,7 +36,7 @@ from anchorkit.source.cursor import next_cursor, parse_cursor, shift_time
 from anchorkit.source.lookups import LookupFetcher, Names, descendants, fill_missing, names_in_issue, resolve_projects
 from anchorkit.source.notes import NoteNumbering, numbered_if_complete
 from anchorkit.source.redmine import IssuePage, RedirectRefused, RedmineClient, RedmineError, RetryPolicy
-from anchorkit.untrusted import public_url
+from anchorkit.untrusted import public_url, split_url
 
 DEFAULT_TEXT_FORMAT = TEXT_FORMATS[0]  # Redmine's own default, recorded in a new snapshot
 API_KEY_ENV = "REDMINE_API_KEY"
@@ -536,8 +535,7 @@ def check_redmine_url(url: str) -> None:
     """:class:`PullError` unless ``url`` is a Redmine base URL requests can use. The URL is not echoed: it
     may carry ``user:password@``, and a query may carry a key (``?key=...``)."""
     try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - parsed on access: a port out of range or not a number is a ValueError
+        parts = split_url(url)
     except ValueError as error:  # (its message names the port or the bracket, not the rest of the URL)
         raise PullError(
             f"the Redmine URL is malformed ({error}); it must look like https://redmine.example.com"
