@@ -4,8 +4,8 @@
     python tests/benchmarks/bench_retrieval.py --quick    # 60 tickets, ~160 questions
     python tests/benchmarks/bench_retrieval.py --json results.json --keep /tmp/corpus
 
-Needs ``pip install -e '.[retrieval]'`` (``make bench`` installs it) and the cl100k_base vocabulary file
-(``../shared/data/cl100k_base.tiktoken``, or ``ANCHORKIT_TIKTOKEN_FILE``). Runs offline: the models
+Needs ``pip install -e '.[retrieval]'`` (``make bench`` installs it); counts with the cl100k_base vocabulary
+anchorkit ships (or ``ANCHORKIT_TIKTOKEN_FILE``'s). Runs offline: the models
 ship inside their packages, and the run refuses every connection that is not to this machine.
 
 The corpus (``tests/support/retrieval_corpus.py``) is a service desk's snapshot: near-duplicate tickets
@@ -71,13 +71,8 @@ from support.retrieval_metrics import (  # noqa: E402
     strip_heading_anchors,
 )
 
-VOCABULARY = Path(os.environ.get("ANCHORKIT_TIKTOKEN_FILE") or REPO.parent / "shared" / "data" / "cl100k_base.tiktoken")
-# Pre-tokenisation regex of cl100k_base, as tiktoken_ext.openai_public defines it.
-CL100K_PATTERN = (
-    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
-    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
-)
-CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+from anchorkit.tokens import CL100K_BASE, choose_tokenizer  # noqa: E402
+
 ANCHORKIT = [sys.executable, "-m", "anchorkit"]
 TOP_K, MRR_DEPTH, FUSION_DEPTH = 5, 10, 100
 # The option that asks transform for the short ID-only spacing anchors ("short"), or for today's ones
@@ -186,16 +181,9 @@ def _chunk_from_json(line: str) -> Chunk:
 
 
 def load_cl100k() -> Any:
-    import tiktoken
-    from tiktoken.load import load_tiktoken_bpe
-
-    if not VOCABULARY.is_file():
-        raise SystemExit(f"cl100k_base vocabulary not found: {VOCABULARY} (set ANCHORKIT_TIKTOKEN_FILE)")
-    # TIKTOKEN_CACHE_DIR="": tiktoken reads the file without copying it into a cache (where it would make
-    # other runs on this machine find a vocabulary they were not given).
-    os.environ["TIKTOKEN_CACHE_DIR"] = ""
-    ranks = load_tiktoken_bpe(str(VOCABULARY), expected_hash=CL100K_SHA256)
-    return tiktoken.Encoding("cl100k_base", pat_str=CL100K_PATTERN, mergeable_ranks=ranks, special_tokens={})
+    """The cl100k_base anchorkit counts with: its shipped vocabulary (or ANCHORKIT_TIKTOKEN_FILE's), the
+    one the CLI runs below use, never tiktoken's download."""
+    return choose_tokenizer(CL100K_BASE)._encoding  # type: ignore[attr-defined]
 
 
 def chunkers(encoding: Any) -> dict[str, Callable[[str], list[str]]]:
@@ -403,7 +391,7 @@ def run(tickets: int, seed: int, keep: Path | None) -> Run:
         snapshot = work / "snapshot"
         corpus = write_retrieval_snapshot(snapshot, tickets, seed)
         questions = corpus.questions
-        env = {**os.environ, "ANCHORKIT_TIKTOKEN_FILE": str(VOCABULARY), "ANCHORKIT_TOKENIZER": "cl100k_base"}
+        env = {**os.environ, "ANCHORKIT_TOKENIZER": CL100K_BASE}
         version = subprocess.run([*ANCHORKIT, "--version"], capture_output=True, text=True, env=env, check=True)
         result = Run(
             questions=len(questions),
