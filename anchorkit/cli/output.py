@@ -397,7 +397,8 @@ def print_inject_summary(report: InjectReport, file: TextIO) -> None:
     lines.append(
         f"inject: {len(report.outcomes)} chunks ({report.shape}): {counts['anchored']} anchored, "
         f"{counts['already_anchored']} already anchored, "
-        f"{counts['unknown_ticket']} unknown ticket, {counts['conflict']} metadata/URI conflicts"
+        f"{counts['unknown_ticket']} unknown ticket, {counts['conflict']} metadata/URI conflicts, "
+        f"{counts['empty']} empty"
     )
     file.write(printable("\n".join(lines) + "\n"))
 
