@@ -26,7 +26,7 @@ from bisect import bisect_left
 from collections.abc import Iterable
 from itertools import accumulate, repeat
 from operator import add
-from typing import NamedTuple
+from typing import NamedTuple, TypeGuard
 
 from anchorkit.errors import UsageError
 from anchorkit.markdown_blocks import Block, holds_complex_lines, parse_blocks, scannable_code_lines, top_level_blocks
@@ -144,6 +144,13 @@ def title_line(ticket_id: int, subject: str, label: str = DEFAULT_LABEL) -> str:
     from the rendered title, so its last ``#`` is escaped.
     """
     return _TRAILING_HASHES.sub(r"\\\g<0>", _line("#", ticket_id, subject, label))
+
+
+def holds_text(text: str | None) -> TypeGuard[str]:
+    """Whether a chunk has something in it to anchor: text (not an image's None), not empty or blank. An
+    anchor put on a blank chunk would be embedded, or sent in a prompt, as a chunk of its own that says
+    nothing: the Bedrock Lambda and `inject` both leave such a chunk as it is."""
+    return text is not None and text.strip() != ""
 
 
 def anchor_of(match: re.Match[str]) -> Anchor:

@@ -7,6 +7,9 @@ The exit codes are the same for every command (README, "Exit codes"):
 - 2: usage or setup error (bad option or destination, missing bucket, wrong API key, unwritable folder):
   nothing was done.
 - 3: another run holds the lock or changed the state first: this run stopped, nothing of it was written.
+- 141: whoever read stdout stopped reading (``anchorkit chunk src --jsonl - | head``): the run stopped
+  quietly, part of its output unwritten. 128 + SIGPIPE, what ``cat`` and ``yes`` end with, so that a
+  pipeline under ``set -o pipefail`` fails as it would with them.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_LOCKED = 3
+EXIT_CLOSED_PIPE = 141
 
 
 class AnchorkitError(Exception):

@@ -6,13 +6,17 @@ from __future__ import annotations
 import ast
 import doctest
 import importlib
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.folders import tree
 
 import anchorkit
+from anchorkit.errors import UsageError
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -47,3 +51,38 @@ def test_importing_the_package_loads_no_stage() -> None:
     assert loaded.strip() == "[]"
     script = "import sys, anchorkit; anchorkit.verify_citations; print('anchorkit.verify.citations' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout == "True\n"
+
+
+def transform(snapshot: Path, out: Path) -> object:
+    return anchorkit.transform_snapshot(snapshot, out, anchorkit.TransformOptions())
+
+
+@pytest.mark.parametrize(
+    ("call", "output", "refusal"),
+    [
+        (transform, "snap/out", "--out {output} overlaps the snapshot {source}"),
+        (transform, ".", "--out {output} overlaps the snapshot {source}"),  # the snapshot inside the output
+        (
+            lambda snap, out: anchorkit.chunk_source(snap, out=out),
+            "snap/issues",
+            "--out {output} overlaps the source folder {source}",
+        ),
+        (
+            lambda snap, out: anchorkit.chunk_source(snap, jsonl=out),
+            "snap/issues/12301.json",
+            "--jsonl {output} overlaps the source folder {source}",
+        ),
+    ],
+)
+def test_a_program_giving_an_output_inside_the_source_or_holding_it_gets_the_error_and_nothing_is_written(
+    tmp_path: Path, call: Callable[[Path, Path], object], output: str, refusal: str
+) -> None:
+    """The commands refuse it; so must the library they call, for any other program calling it (docs/api.md)."""
+    shutil.copytree(REPO / "fixtures", tmp_path / "snap")
+    before = tree(tmp_path)
+    with pytest.raises(UsageError) as refused:
+        call(tmp_path / "snap", tmp_path / output)
+    assert str(refused.value) == refusal.format(
+        output=(tmp_path / output).resolve(), source=(tmp_path / "snap").resolve()
+    )
+    assert tree(tmp_path) == before

@@ -260,3 +260,57 @@ def test_long_work_counts_on_a_terminal_and_not_with_json_or_quiet(
     terminal.truncate(0)
     assert invoke(*args, "--json")[0] == 0 and invoke(*args, "-q")[0] == 0
     assert terminal.getvalue().strip("\x00") == ""
+
+
+# --------------------------------------------------------------------------------------------------
+# A reader that goes away: `anchorkit … | head` under `set -o pipefail`
+
+
+def test_a_reader_that_stops_early_fails_the_pipeline_with_141_and_nothing_else() -> None:
+    """Most of the chunks were never written: the run must not say 0, but what `cat` says (128 + SIGPIPE),
+    with no traceback and no "Exception ignored" on stderr."""
+    command = [sys.executable, "-m", "anchorkit", "chunk", str(FIXTURES), "--jsonl", "-", "--jobs", "2"]
+    piped = subprocess.run(
+        ["bash", "-c", 'set -o pipefail; "$@" | head -c 100', "bash", *command], capture_output=True, timeout=120
+    )
+    assert (piped.returncode, len(piped.stdout), piped.stderr) == (141, 100, b"")
+    whole = subprocess.run(command, capture_output=True, timeout=120)
+    assert whole.returncode == 0 and len(whole.stdout) > 65536  # more than a pipe holds: it could not all go
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["transform", "--help"],
+        ["transform", str(FIXTURES), "--out", "out", "--check", "--tokenizer", "approx"],  # would exit 1
+        ["stats", str(FIXTURES), "--json", "--tokenizer", "approx"],
+        ["verify", "-r", str(EVAL / "retrieval-bedrock.json"), "-a", str(EVAL / "answer.txt")],
+        ["inject", str(EVAL / "retrieval-bedrock.json")],
+        ["eval", str(EVAL / "cases.jsonl"), "--json"],
+    ],
+)
+def test_every_command_writing_to_a_closed_pipe_stops_quietly_with_141(args: list[str]) -> None:
+    reader, writer = os.pipe()
+    os.close(reader)  # gone before the first byte: whatever the command writes first fails
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "anchorkit", *args], stdout=writer, stderr=subprocess.PIPE, timeout=120
+        )
+    finally:
+        os.close(writer)
+    assert (done.returncode, done.stderr) == (141, b"")
+
+
+def test_a_full_stdout_is_one_error_not_a_traceback() -> None:
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "anchorkit", "eval", str(EVAL / "cases.jsonl"), "--json"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert all(line.startswith("error: ") for line in done.stderr.splitlines()), done.stderr
+    assert "error: stdout: No space left on device" in done.stderr

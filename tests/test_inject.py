@@ -8,9 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.bedrock import documented_batch
 from typer.testing import CliRunner
 
 from anchorkit.anchors import anchor_line, id_anchor_line, neutralize_forgeries
+from anchorkit.bedrock.anchoring import Ticket
+from anchorkit.bedrock.anchoring import inject as bedrock_inject
+from anchorkit.bedrock.batches import read_batch
+from anchorkit.bedrock.runner import DEFAULT_OPTIONS
 from anchorkit.cli import app
 from anchorkit.verify.citations import VerifyOptions, verify_citations
 from anchorkit.verify.ids import context_ticket_ids, valid_ids
@@ -163,6 +168,34 @@ def test_a_chunk_whose_metadata_and_uri_disagree_gets_no_anchor_and_a_warning(sh
 def test_a_chunk_whose_ticket_cannot_be_known_is_untouched_and_reported(shape: str, uri: str | None) -> None:
     report = anchor_chunks(SHAPES[shape](bedrock_result(BODY, uri)), shape)
     assert [o.status for o in report.outcomes] == ["unknown_ticket"] and texts(shape, report.retrieval) == [BODY]
+
+
+@shapes
+@pytest.mark.parametrize("text", ["", " ", "\n\n", " \t\r\n\u3000"])
+def test_an_empty_or_blank_chunk_of_a_known_ticket_is_left_as_it_is_like_the_lambda_leaves_it(
+    shape: str, text: str
+) -> None:
+    data = SHAPES[shape](bedrock_result(text, URI, ticket_id=12345, subject=VPN), bedrock_result(BODY, URI))
+    report = anchor_chunks(data, shape)
+    assert [o.status for o in report.outcomes] == ["empty", "anchored"]
+    assert texts(shape, report.retrieval) == [text, f"{anchor_line(12345, '')}\n\n{BODY}"]
+    assert report.to_json()["counts"]["empty"] == 1
+    batch = read_batch(json.dumps(documented_batch([text])).encode())
+    [item], counts = bedrock_inject(batch, Ticket(12345, VPN, None, "metadata"), DEFAULT_OPTIONS)
+    assert (batch.text(item), counts.not_text, counts.anchored) == (text, 1, 0)  # the Lambda's rule is the same
+
+
+def test_the_command_reports_empty_chunks_and_strict_does_not_fail_on_them(tmp_path: Path) -> None:
+    retrieval = tmp_path / "r.json"
+    data = retrieve(bedrock_result(BODY, URI, ticket_id=12345, subject=VPN), bedrock_result(" \n", URI))
+    retrieval.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    result = runner.invoke(app, ["inject", str(retrieval), "--strict"])
+    assert result.exit_code == 0, result.output
+    assert texts("r", json.loads(result.stdout))[1] == " \n"
+    assert "empty [1] c1: empty or blank: left as it is" in result.stderr
+    assert "1 anchored, 0 already anchored, 0 unknown ticket, 0 metadata/URI conflicts, 1 empty" in result.stderr
+    as_json = runner.invoke(app, ["inject", str(retrieval), "-o", str(tmp_path / "o.json"), "--json"])
+    assert json.loads(as_json.stdout)["counts"]["empty"] == 1
 
 
 @shapes
@@ -351,7 +384,7 @@ def test_the_command_writes_stdout_or_a_file_and_reports(tmp_path: Path) -> None
     assert texts("r", json.loads(result.stdout))[0] == f"{anchor_line(12345, VPN)}\n\n{BODY}"
     assert (
         "inject: 3 chunks (bedrock_retrieve): 1 anchored, 0 already anchored, 1 unknown ticket, 1 metadata/URI "
-        "conflicts" in result.stderr
+        "conflicts, 0 empty" in result.stderr
     )
     assert "conflict [1] c1: metadata ticket_id #12345 but the source URI names #12352: no anchor" in result.stderr
     out = tmp_path / "out.json"
@@ -362,6 +395,7 @@ def test_the_command_writes_stdout_or_a_file_and_reports(tmp_path: Path) -> None
         "already_anchored": 0,
         "unknown_ticket": 1,
         "conflict": 1,
+        "empty": 0,
     }
     assert read_retrieval(json.loads(out.read_text(encoding="utf-8")), "o").shape == "bedrock_retrieve"
     piped = runner.invoke(app, ["inject", "-"], input=json.dumps(plain(bedrock_result(BODY, URI))))

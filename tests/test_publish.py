@@ -160,6 +160,15 @@ def test_a_local_file_that_could_not_be_read_is_never_deleted_remotely() -> None
     assert plan.deletes == []
 
 
+def test_a_folder_that_was_not_read_keeps_everything_under_it_but_a_withdrawn_tickets_objects() -> None:
+    remotes = [remote(key, b"x") for key in ("ops/1.md", "ops/2.md", "ops/12/12-000.md", "ops.md", "it/3.md")]
+    chunks = [local("ops/12.md", b"d")]  # ticket 12 now a document: its chunks would be superseded
+    plan = publishing.diff(chunks, remotes, {}, delete=True, protected_keys=["ops/"], withdrawn_ids={2})
+    assert [o.key for o in plan.withdrawn] == ["ops/2.md"]
+    assert [o.key for o in plan.stale] == ["it/3.md", "ops.md"]
+    assert plan.superseded == []
+
+
 def test_sidecars_are_written_before_and_deleted_after_their_documents() -> None:
     plan = Plan(
         uploads=[local("1.md", b"d"), local("1.md.metadata.json", b"{}")],

@@ -211,6 +211,34 @@ def test_dry_run_and_refused_deletes_change_nothing_on_s3(s3_server: S3Server, s
     assert remote_tree(s3_server, s3_prefix) == tree(out)
 
 
+def test_a_symlinked_folder_in_the_source_fails_by_name_and_its_published_objects_stay(
+    s3_server: S3Server, s3_prefix: str, tmp_path: Path
+) -> None:
+    out, moved = tmp_path / "out", tmp_path / "elsewhere"
+    for project, ticket_id in (("ops", 1), ("ops", 2), ("it", 3), ("it", 4)):
+        write_ticket(out / project, ticket_id)
+    base = ["upload", str(out), f"s3://{s3_server.bucket}/{s3_prefix}", "--endpoint-url", s3_server.endpoint_url]
+    assert runner.invoke(app, base).exit_code == 0
+    published = remote_tree(s3_server, s3_prefix)
+    (out / "ops").rename(moved)
+    (out / "ops").symlink_to(moved, target_is_directory=True)
+    write_ticket(moved, 5)  # new behind the link: not published either
+    for name in ("4.md", "4.md.metadata.json"):
+        (out / "it" / name).unlink()
+
+    result = runner.invoke(app, [*base, "--delete", "--max-delete", "100%", "--json"])
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    reason = "a symbolic link to a folder (not followed: nothing in it is published, nor deleted as stale)"
+    assert report["failures"] == [{"key": "ops/", "error": f"{out / 'ops'}: {reason}"}]
+    assert report["planned_keys"]["delete"] == ["it/4.md", "it/4.md.metadata.json"]
+    assert remote_tree(s3_server, s3_prefix) == {k: v for k, v in published.items() if not k.startswith("it/4.")}
+
+    human = runner.invoke(app, [*base, "--delete", "--max-delete", "100%"])
+    assert human.exit_code == 1
+    assert f"failed: ops/: {out / 'ops'}: a symbolic link to a folder" in " ".join(human.stderr.split())
+
+
 class OrderLog:
     """When each S3 request of a client started (sent) and finished (answered), by object key."""
 

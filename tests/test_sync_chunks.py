@@ -135,6 +135,36 @@ def test_the_ordinary_sync_publishes_chunks_by_content_and_keeps_s3_in_step_with
 @pytest.mark.redmine
 @pytest.mark.s3
 @pytest.mark.timeout(300)
+def test_a_symlinked_ticket_folder_in_out_fails_by_name_and_its_published_chunks_stay(
+    job: Job, redmine_admin: RedmineAdmin
+) -> None:
+    project, long, _private, short = seed(redmine_admin)
+    out, moved = job.tmp_path / "out", job.tmp_path / "elsewhere"
+    base = ["--project", project["identifier"], "--snapshot", str(job.tmp_path / "snap"), "--out", str(out)]
+    base += ["--chunks", "--chunk-tokens", TOKENS, "--delete", "--max-delete", "100%"]
+    status, _, stderr = job.run(*base)
+    assert status == 0, stderr
+    published = job.published()
+    (out / str(short)).rename(moved)
+    (out / str(short)).symlink_to(moved, target_is_directory=True)
+    redmine_admin.update_issue(long, description="再接続で解消。")  # the rest of the run goes on
+
+    status, report, _ = job.run(*base)
+    assert status == 1 and report is not None
+    assert [failure["key"] for failure in report["upload"]["failures"]] == [f"{short}/"]
+    assert "a symbolic link to a folder (not followed" in report["upload"]["failures"][0]["error"]
+    assert not any(key.startswith(f"{short}/") for key in report["upload"]["planned_keys"]["delete"])
+    after = job.published()
+    assert {k: v for k, v in after.items() if k.startswith(f"{short}/")} == {
+        k: v for k, v in published.items() if k.startswith(f"{short}/")
+    }
+    assert {k: v for k, v in after.items() if not k.startswith(f"{short}/")} == tree(out)
+    assert job.chunk_names(long) != [k for k in published if k.startswith(f"{long}/") and k.endswith(".md")]
+
+
+@pytest.mark.redmine
+@pytest.mark.s3
+@pytest.mark.timeout(300)
 def test_sync_with_state_publishes_chunks_and_records_the_layout(job: Job, redmine_admin: RedmineAdmin) -> None:
     project, long, private, short = seed(redmine_admin)
     base = ["--state", job.state, "--project", project["identifier"], "--chunks", "--chunk-tokens", TOKENS]

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal, TypeGuard
+from typing import Any, Literal
 
 from anchorkit.anchors import (
     ANCHOR_PATTERN,
@@ -40,6 +40,7 @@ from anchorkit.anchors import (
     anchor_of,
     find_anchors,
     find_titles,
+    holds_text,
     neutralize_forgeries,
     one_line,
 )
@@ -128,11 +129,6 @@ def starting_title(text: str) -> Anchor | None:
     """The title line (``# チケット #12345: subject``) a text starts with, a BOM before it aside."""
     title = TITLE_PATTERN.match(text.lstrip("\ufeff"))
     return anchor_of(title) if title else None
-
-
-def holds_text(text: str | None) -> TypeGuard[str]:
-    """Whether an item is a text chunk with something in it to anchor (not blank)."""
-    return text is not None and text.strip() != ""
 
 
 def _url(ticket_id: int, metadata: Mapping[str, Any], options: Options) -> str | None:

@@ -17,7 +17,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from anchorkit.bedrock.anchoring import Ticket, holds_complete_anchor, holds_text
+from anchorkit.anchors import holds_text
+from anchorkit.bedrock.anchoring import Ticket, holds_complete_anchor
 from anchorkit.bedrock.batches import read_batch
 from anchorkit.bedrock.counts import NUMBERS, Counts
 from anchorkit.verify.ids import parse_ticket_id

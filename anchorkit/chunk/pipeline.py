@@ -28,7 +28,7 @@ from anchorkit.chunk.writers import (
     write_jsonl_file,
 )
 from anchorkit.errors import UsageError
-from anchorkit.files import check_writable_file, check_writable_folder
+from anchorkit.files import check_apart, check_writable_file, check_writable_folder
 from anchorkit.render.sidecar import check_schema
 from anchorkit.render.transform import TransformOptions
 from anchorkit.settings import default
@@ -120,12 +120,16 @@ def chunk_source(
     ``check``: write nothing, report what would change (not for a stream). ``jobs`` > 1 renders,
     chunks and encodes batches of tickets in that many processes (0: one per CPU core when the source has more than
     one batch); the output does not depend on it. ``progress(done, total)`` is called after each ticket.
-    Raises :class:`UsageError` for a bad combination, a source that is neither a snapshot nor a folder
-    of documents, or a tokenizer that cannot be loaded.
+    Raises :class:`UsageError` for a bad combination, an output that is ``source``, lies inside it or holds it
+    (it would overwrite the source's files, or be read back as one; before anything is written), a source that
+    is neither a snapshot nor a folder of documents, or a tokenizer that cannot be loaded.
     """
     options = options or ChunkOptions()
     if (jsonl is None) == (out is None):
         raise UsageError("give exactly one of --jsonl FILE ('-': stdout) and --out DIR")
+    for name, output in (("--out", out), ("--jsonl", jsonl)):
+        if isinstance(output, Path):
+            check_apart(output, source, name, "source folder")
     if check and jsonl is not None and not isinstance(jsonl, Path):
         raise UsageError("--check compares with a file or a folder: give --jsonl FILE or --out DIR, not stdout")
     settings = options.transform

@@ -3,8 +3,8 @@ errors become exit codes (:class:`AnchorkitGroup`).
 
 Conventions shared by every command:
 - exit code 0 = everything done, 1 = something failed (listed) or `--check` found differences,
-  2 = usage or setup error, 3 = another run holds the lock (anchorkit.errors); library errors carry
-  their code and are turned into one line on stderr here;
+  2 = usage or setup error, 3 = another run holds the lock, 141 = whoever read stdout stopped reading
+  (anchorkit.errors); library errors carry their code and are turned into one line on stderr here;
 - every option comes from the command line, else ``ANCHORKIT_<NAME>`` (REDMINE_URL for --url), else
   anchorkit.toml, else the settings catalogue's default (:mod:`anchorkit.settings`);
 - `--json` prints one JSON object on stdout instead of the human summary;
@@ -16,9 +16,10 @@ A command's library modules are imported when it runs, so that ``anchorkit --hel
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from anchorkit import __version__
 from anchorkit.cli import chunk, output, pull, state, stats, sync, transform, upload, verify
 from anchorkit.cli.help import HelpCommand, HelpGroup
 from anchorkit.cli.options import PER_INVOCATION
-from anchorkit.errors import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, AnchorkitError
+from anchorkit.errors import EXIT_CLOSED_PIPE, EXIT_FAILED, EXIT_LOCKED, EXIT_USAGE, AnchorkitError
 from anchorkit.settings import CONFIG_LOCATIONS, SETTINGS_BY_NAME, SYNC, config_values
 
 # What a problem is called on stderr, by the exit code it ends the run with.
@@ -116,10 +117,33 @@ def s3_error(error: Exception) -> tuple[int, str] | None:
     return EXIT_USAGE, str(as_setup_error(error) or f"S3: {describe_error(error)}")
 
 
+@contextlib.contextmanager
+def stdout_settled() -> Iterator[None]:
+    """What is still buffered for stdout is flushed here, where its failure can be caught, not by Python at
+    exit (which prints "Exception ignored" and exits 120). When whoever reads stdout stopped reading
+    (``anchorkit chunk src --jsonl - | head``), the run ends quietly with :data:`EXIT_CLOSED_PIPE` (141, as
+    ``cat`` does); stdout that cannot take the rest (a full disk) is a setup error, in one line."""
+    try:
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+    except OSError as error:  # a BrokenPipeError from the command, or any error of the flush
+        # Whatever is still buffered goes nowhere, so that Python's own flush at exit cannot fail.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        if isinstance(error, BrokenPipeError):
+            raise typer.Exit(EXIT_CLOSED_PIPE) from None
+        output.print_problem(PROBLEM_KINDS[EXIT_USAGE], f"stdout: {describe_os_error(error)}")
+        raise typer.Exit(EXIT_USAGE) from None
+
+
 class AnchorkitGroup(HelpGroup):
     """The one place where errors become exit codes: an :class:`AnchorkitError` ends the command with
     its ``exit_code`` and one line on stderr, never a traceback; so do the everyday errors of the layers
-    below (S3 unreachable or misconfigured, a folder that cannot be written), as usage or setup errors."""
+    below (S3 unreachable or misconfigured, a folder that cannot be written), as usage or setup errors;
+    and a closed stdout (:func:`stdout_settled`), in a command or in the group's --help."""
 
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
@@ -129,9 +153,14 @@ class AnchorkitGroup(HelpGroup):
         # Read before click parses the command: a usage error (a bad option value) must answer in JSON too.
         ctx.meta[JSON_OUTPUT] = "--json" in args
         ctx.meta[EMPTY_ARGUMENT] = empty_argument(args)
-        return super().parse_args(ctx, args)
+        with stdout_settled():  # --help and --version print here
+            return super().parse_args(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:
+        with stdout_settled():
+            return self.invoke_reporting_errors(ctx)
+
+    def invoke_reporting_errors(self, ctx: Any) -> Any:
         output.set_verbosity(verbose=False, quiet=False)  # per run: tests invoke many runs in one process
         json_output = ctx.meta.get(JSON_OUTPUT, False)
         try:
@@ -144,9 +173,8 @@ class AnchorkitGroup(HelpGroup):
             raise
         except AnchorkitError as error:
             code, message = error.exit_code, str(error)
-        except BrokenPipeError:  # `anchorkit ... | head`: the reader has what it wanted
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - Python flushes stdout at exit; it must not fail
-            raise typer.Exit(EXIT_OK) from None
+        except BrokenPipeError:
+            raise  # not a usage error: stdout_settled
         except OSError as error:
             code, message = EXIT_USAGE, describe_os_error(error)
         except Exception as error:
@@ -216,7 +244,8 @@ def apply_option_conventions(commands: Mapping[str, Any]) -> None:
 EXIT_CODES_HELP = (
     "Exit codes (every command): 0 done · 1 some work failed (listed; the rest was done, nothing written is "
     "corrupt) · 2 usage or setup error (bad option or destination, wrong API key, missing bucket, unwritable "
-    "folder: nothing was done) · 3 another run holds the lock (nothing of this run was written)."
+    "folder: nothing was done) · 3 another run holds the lock (nothing of this run was written) · 141 whoever read "
+    "stdout stopped reading (`… | head`; as `cat` says it): the run stopped quietly."
 )
 
 app = typer.Typer(

@@ -96,14 +96,10 @@ def chunk_command(
         anchorkit chunk out --chunk-tokens 512 --jsonl - > chunks.jsonl
     """
     from anchorkit.chunk.pipeline import ChunkOptions, chunk_source
-    from anchorkit.files import check_apart
     from anchorkit.publish.keys import CHUNKS
     from anchorkit.sync.chunking import check_out_layout
 
     check = checking["check"]
-    for name, output_path in (("--out", chunk_out), ("--jsonl", None if jsonl == STDOUT else jsonl)):
-        if output_path is not None:  # it would overwrite the source's files, or be read back as one
-            check_apart(output_path, source, name, "source folder")
     if chunk_out is not None:
         check_out_layout(chunk_out, CHUNKS, "chunk")
     options = ChunkOptions.from_settings(chunking | sidecars | rendering | privacy | text_format | redmine | tokenizer)

@@ -25,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from anchorkit.cli.options import PER_INVOCATION
+from anchorkit.cli.output import PipeConsole
 from anchorkit.settings import SETTINGS_BY_NAME, Setting
 
 NAMES_WIDTH = 32  # the option column's widest; the help column gets everything else
@@ -180,7 +181,7 @@ def print_paragraph(console: Console, paragraph: Text) -> None:
 
 def print_help(command: Any, ctx: Any) -> None:
     """Usage, the command's text, its arguments and options by panel, its commands (a group), the epilog."""
-    console = Console(highlight=False)
+    console = PipeConsole(highlight=False)
     console.print(Padding(Text.assemble(("Usage: ", "bold"), command.get_usage(ctx).removeprefix("Usage: ")), 1))
     for paragraph in paragraphs(command.help or ""):
         print_paragraph(console, paragraph)

@@ -7,6 +7,7 @@ Only printing lives here: every report is made by the library and handed in whol
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -41,10 +42,19 @@ if TYPE_CHECKING:  # the library loads with the command that uses it, not at sta
     from anchorkit.verify import EvalSummary, VerifyReport
     from anchorkit.verify.inject import InjectReport
 
+
+class PipeConsole(Console):
+    """rich's Console, but a closed pipe is not its to end the run on (rich exits 1 at once): the error goes up
+    to the one place that ends a run on it (``cli.app.stdout_settled``), as from any other write."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
 # soft_wrap: never break a long line (paths, keys) in two; scripts grep this output. emoji off: rich would
 # make an emoji of any ":name:" in a line, "answers.jsonl:100: …" a 💯 and a chunk id ":thumbs_up:" a 👍.
-console = Console(soft_wrap=True, emoji=False)
-err_console = Console(stderr=True, soft_wrap=True, emoji=False)
+console = PipeConsole(soft_wrap=True, emoji=False)
+err_console = PipeConsole(stderr=True, soft_wrap=True, emoji=False)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -397,7 +407,8 @@ def print_inject_summary(report: InjectReport, file: TextIO) -> None:
     lines.append(
         f"inject: {len(report.outcomes)} chunks ({report.shape}): {counts['anchored']} anchored, "
         f"{counts['already_anchored']} already anchored, "
-        f"{counts['unknown_ticket']} unknown ticket, {counts['conflict']} metadata/URI conflicts"
+        f"{counts['unknown_ticket']} unknown ticket, {counts['conflict']} metadata/URI conflicts, "
+        f"{counts['empty']} empty"
     )
     file.write(printable("\n".join(lines) + "\n"))
 

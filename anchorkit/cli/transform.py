@@ -64,7 +64,7 @@ def transform_command(
 
         anchorkit transform snap --out out --sidecars --lang en --timezone Asia/Tokyo
     """
-    from anchorkit.files import check_apart, check_writable_folder
+    from anchorkit.files import check_writable_folder
     from anchorkit.publish.keys import DOCUMENTS
     from anchorkit.render.transform import TransformOptions, transform_snapshot
     from anchorkit.source.snapshot import check_snapshot
@@ -73,8 +73,7 @@ def transform_command(
     values = {**documents, **privacy, **tokenizer, **text_format}
     options = TransformOptions.from_settings(values)
     check = checking["check"]
-    check_snapshot(snapshot)  # (before the overlap: `transform out --out out` is first of all no snapshot)
-    check_apart(out, snapshot, "--out", "snapshot")  # the documents would be written among its issues/
+    check_snapshot(snapshot)  # (before the layout: `transform chunks --out chunks` is first of all no snapshot)
     check_out_layout(out, DOCUMENTS, "transform")
     if not check:
         check_writable_folder(out, "--out")

@@ -275,8 +275,8 @@ def inject_command(
 
     The ticket comes from the chunk's ticket_id metadata, else its source URI, else a genuine anchor in it;
     the subject from the metadata, else the anchor, else the title. A chunk already starting with its
-    anchor is left as it is; so is a chunk whose ticket is unknown or whose metadata and URI disagree
-    (reported). Without --out the retrieval goes to stdout and the summary to stderr.
+    anchor is left as it is; so is a chunk whose ticket is unknown or whose metadata and URI disagree, or
+    that is empty or blank (reported). Without --out the retrieval goes to stdout and the summary to stderr.
 
     Exit 0 done, 1 with --strict when a chunk got no anchor, 2 for a usage error or unusable input.
 

@@ -83,12 +83,21 @@ def scan_folder(folder: Path) -> tuple[list[LocalObject], list[Failure]]:
     Hidden files and folders (leading `.`) are skipped: they are editor droppings and the temporary
     files of interrupted atomic writes, never documents. Unreadable files, invalid names (one that is not
     UTF-8 too: no S3 key can hold it) and symbolic links (never followed: one to /etc/passwd would publish
-    it) are returned as failures, and their keys are protected from deletion by the plan.
+    it) are returned as failures, and their keys are protected from deletion by the plan. A symbolic link to
+    a folder fails under its key with a trailing ``/`` (``ops/``), which protects every key under it: its
+    files were not read, so they must not look deleted.
     """
     objects: list[LocalObject] = []
     failures: list[Failure] = []
     for directory, subdirs, files in os.walk(folder):
-        subdirs[:] = sorted(name for name in subdirs if not name.startswith("."))
+        visible = sorted(name for name in subdirs if not name.startswith("."))
+        # os.walk lists a symbolic link to a folder among the folders and does not enter it.
+        subdirs[:] = [name for name in visible if not (Path(directory) / name).is_symlink()]
+        for name in sorted(set(visible) - set(subdirs)):
+            path = Path(directory) / name
+            key = f"{shown(path.relative_to(folder).as_posix())}/"
+            reason = "a symbolic link to a folder (not followed: nothing in it is published, nor deleted as stale)"
+            failures.append(Failure(key, f"{shown(path)}: {reason}"))
         for name in sorted(files):
             if name.startswith("."):
                 continue

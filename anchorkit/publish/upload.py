@@ -105,13 +105,15 @@ def diff(
 ) -> Plan:
     """Pure comparison. `stored_sha256` holds the metadata checksum of every ambiguous remote object.
 
-    `protected_keys` (local files that could not be read) are never planned for deletion; the remote
-    documents or chunks (and sidecars) of `withdrawn_ids` always are, and so are the ones the local chunks
-    of a ticket supersede (:func:`anchorkit.publish.keys.superseded`).
+    `protected_keys` (local files that could not be read) are never planned for deletion, and a protected
+    key ending in ``/`` (a folder not read: a symbolic link) protects every key under it from being deleted as
+    stale or superseded; the remote documents or chunks (and sidecars) of `withdrawn_ids` always are deleted,
+    and so are the ones the local chunks of a ticket supersede (:func:`anchorkit.publish.keys.superseded`).
     """
     remote = {obj.key: obj for obj in remote_objects}
     plan = Plan(delete=delete, remote_count=len(remote))
     local_keys = set(protected_keys)
+    unread_folders = tuple(key for key in local_keys if key.endswith("/"))
     for local in local_objects:
         local_keys.add(local.key)
         existing = remote.get(local.key)
@@ -132,7 +134,7 @@ def diff(
             continue
         if ticket_of_key(key) in withdrawn_ids:
             plan.withdrawn.append(obj)
-        else:
+        elif not key.startswith(unread_folders):
             (plan.superseded if key in replaced else plan.stale).append(obj)
     return plan
 

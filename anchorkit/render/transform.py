@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from anchorkit import parallel
 from anchorkit.anchors import check_label, find_titles
 from anchorkit.errors import UsageError
-from anchorkit.files import sync_file
+from anchorkit.files import check_apart, sync_file
 from anchorkit.render.document import (
     LABELS,
     Lookups,
@@ -42,6 +42,7 @@ from anchorkit.source.snapshot import (
     STATE_FILE,
     SnapshotError,
     check_issue,
+    check_snapshot,
     ids_in,
     iter_issue_paths,
     load_lookups,
@@ -392,8 +393,12 @@ def transform_snapshot(
 
     ``jobs`` > 1 renders and writes batches of tickets in that many processes; 0: one per CPU core
     when the snapshot has more than one batch. The outputs and the report do not depend on it.
-    ``progress(done, total)`` is called after each ticket (a CLI's progress bar).
+    ``progress(done, total)`` is called after each ticket (a CLI's progress bar). Raises
+    :class:`UsageError` before anything is written for an ``out_dir`` that is the snapshot, lies inside it or
+    holds it (the documents would be written among its issues, or be read back as some).
     """
+    check_snapshot(snapshot_dir)  # (first: `transform out --out out` is, first of all, no snapshot)
+    check_apart(out_dir, snapshot_dir, "--out", "snapshot")
     if options.layout not in LAYOUTS:
         raise ValueError(f"unknown layout {options.layout!r} (expected one of {', '.join(LAYOUTS)})")
     if options.sidecars:  # one error for the run, not one failed ticket per ticket

@@ -11,7 +11,9 @@ uses, or a Redmine issue URL), else, for a chunk without a source URI, a genuine
 of the chunk (anchors.py: a line of the exact anchor shape, which transform guarantees only anchorkit
 wrote). A source URI the pattern does not read names a document of another kind (a wiki page): an
 anchor-shaped line in it is a quote, not its ticket. When metadata and URI disagree the chunk gets no
-anchor and a warning; a chunk whose ticket cannot be known is left as it is and reported. In a chunk
+anchor and a warning; a chunk whose ticket cannot be known is left as it is and reported, and so is an
+empty or blank chunk (``anchors.holds_text``, the Bedrock Lambda's rule too: an anchor alone costs prompt
+tokens and says nothing). In a chunk
 whose ticket is known, whatever has the shape of another ticket's anchor or title is escaped as
 transform escapes it (``\\#``), so the prompt names no other ticket the way anchors do. Pure: data in,
 data out.
@@ -24,7 +26,15 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from anchorkit.anchors import DEFAULT_LABEL, anchor_line, find_anchors, find_titles, neutralize_forgeries, one_line
+from anchorkit.anchors import (
+    DEFAULT_LABEL,
+    anchor_line,
+    find_anchors,
+    find_titles,
+    holds_text,
+    neutralize_forgeries,
+    one_line,
+)
 from anchorkit.verify.ids import compile_uri_pattern, ticket_conflict, uri_ticket_id
 from anchorkit.verify.model import DEFAULT_URI_PATTERN, Chunk
 from anchorkit.verify.shapes import retrieval_items, set_chunk_text
@@ -34,7 +44,8 @@ from anchorkit.verify.shapes import retrieval_items, set_chunk_text
 # that: which ticket a chunk is still comes from genuine anchors alone, never indented look-alikes.
 _LEADING_BLANK = re.compile(r"\A[\s\ufeff]+")
 
-Status = Literal["anchored", "already_anchored", "unknown_ticket", "conflict"]
+Status = Literal["anchored", "already_anchored", "unknown_ticket", "conflict", "empty"]
+STATUSES: tuple[Status, ...] = ("anchored", "already_anchored", "unknown_ticket", "conflict", "empty")
 Source = Literal["metadata", "uri", "anchor"]
 
 
@@ -73,9 +84,7 @@ class InjectReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "shape": self.shape,
-            "counts": {
-                status: self.count(status) for status in ("anchored", "already_anchored", "unknown_ticket", "conflict")
-            },
+            "counts": {status: self.count(status) for status in STATUSES},
             "chunks": [o.to_json() for o in self.outcomes],
             "notes": self.notes,
         }
@@ -108,6 +117,8 @@ def anchor_chunks(
 
 def _anchor(chunk: Chunk, position: int, pattern: re.Pattern[str], label: str) -> tuple[ChunkOutcome, str | None]:
     """One chunk's outcome and its new text (None: unchanged)."""
+    if not holds_text(chunk.text):
+        return ChunkOutcome(position, chunk.id, "empty", None, None, "empty or blank: left as it is"), None
     conflict = ticket_conflict(chunk, pattern)  # (the same rule as verify's)
     if conflict is not None:
         message = f"metadata ticket_id #{conflict[0]} but the source URI names #{conflict[1]}: no anchor"
