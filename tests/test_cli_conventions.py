@@ -64,7 +64,7 @@ def test_choices_are_listed_in_help_and_a_typo_is_refused_naming_them() -> None:
     assert "--sse AES256|aws:kms" in help_of("upload") and "--on-invalid drop|flag" in help_of("verify")
     assert "--retry-mode standard|adaptive" in help_of("upload")
     typo = runner.invoke(app, ["transform", str(FIXTURES), "--out", "out", "--lang", "de"])
-    assert typo.exit_code == 2 and "'de' is not one of 'ja', 'en'" in flat(typo.stderr)
+    assert typo.exit_code == 2 and "Invalid value for '--lang': 'de' is not one of 'ja', 'en'" in flat(typo.stderr)
 
 
 def test_help_names_the_environment_variable_of_each_option() -> None:
@@ -138,6 +138,7 @@ def test_a_broken_config_file_is_a_usage_error_naming_it(tmp_path: Path) -> None
         (["transform", str(FIXTURES), "--out", ""], "the value of --out"),
         (["transform", str(FIXTURES), "--out="], "the value of --out"),
         (["upload", "", "published"], "an argument"),
+        (["state", "show", ""], "an argument"),
         (["chunk", str(FIXTURES), "--jsonl", "", "--json"], "the value of --jsonl"),
         (["transform", str(FIXTURES), "--out", "out", "--label", ""], "the value of --label"),
         (["upload", "out", "s3://kb-docs", "--endpoint-url="], "the value of --endpoint-url"),
@@ -151,6 +152,9 @@ def test_an_empty_argument_is_refused_not_read_as_the_current_folder(
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(app, command)
     assert result.exit_code == 2 and f"{named} is empty (an unset variable?)" in flat(result.output)
+    # The usage line is the command's, not the group's.
+    name = " ".join(command[:2]) if command[0] == "state" else command[0]
+    assert f"Usage: anchorkit {name} [OPTIONS]" in result.output
     # Said of the options that take a path only: `--label ''` is no folder.
     path = named.split()[-1] not in ("--label", "--endpoint-url")
     assert ("for the current folder, give ." in flat(result.output)) == path

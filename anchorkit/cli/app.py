@@ -24,18 +24,20 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from typer._click.exceptions import BadParameter as ClickBadParameter
 from typer._click.exceptions import UsageError as ClickUsageError  # typer vendors click and re-exports none of it
 
 from anchorkit import __version__
 from anchorkit.cli import chunk, output, pull, state, stats, sync, transform, upload, verify
-from anchorkit.cli.help import HelpCommand, HelpGroup
+from anchorkit.cli.help import EMPTY_ARGUMENT, HelpCommand, HelpGroup
 from anchorkit.cli.options import PER_INVOCATION
 from anchorkit.errors import EXIT_CLOSED_PIPE, EXIT_FAILED, EXIT_LOCKED, EXIT_USAGE, AnchorkitError
 from anchorkit.settings import CONFIG_LOCATIONS, SETTINGS_BY_NAME, SYNC, config_values
 
-# What a problem is called on stderr, by the exit code it ends the run with.
 JSON_OUTPUT = "anchorkit.json_output"  # ctx.meta: the command line asks for --json
-EMPTY_ARGUMENT = "anchorkit.empty_argument"  # ctx.meta: which argument is empty, if one is
+# How pydantic, which typer checks typed options with, begins the message of a validator's ValueError.
+PYDANTIC_PREFIX = "Value error, "
+# What a problem is called on stderr, by the exit code it ends the run with.
 PROBLEM_KINDS = {EXIT_FAILED: "failed", EXIT_USAGE: "error", EXIT_LOCKED: "stopped"}
 # The help panels of the commands with many options.
 PANELLED_COMMANDS = ("sync", "pull")
@@ -164,10 +166,10 @@ class AnchorkitGroup(HelpGroup):
         output.set_verbosity(verbose=False, quiet=False)  # per run: tests invoke many runs in one process
         json_output = ctx.meta.get(JSON_OUTPUT, False)
         try:
-            if (empty := ctx.meta.get(EMPTY_ARGUMENT)) is not None:
-                raise ClickUsageError(empty, ctx)
             return super().invoke(ctx)
         except ClickUsageError as error:  # click prints it on stderr, as for any command
+            if isinstance(error, ClickBadParameter):  # a choice typer checked says "Value error, 'x' is not one of …"
+                error.message = error.message.removeprefix(PYDANTIC_PREFIX)
             if json_output:
                 output.print_json({"ok": False, "error": error.format_message(), "exit_code": error.exit_code})
             raise

@@ -23,11 +23,15 @@ from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
+from typer._click.exceptions import UsageError as ClickUsageError  # typer vendors click and re-exports none of it
 
 from anchorkit.cli.options import PER_INVOCATION
 from anchorkit.cli.output import PipeConsole
 from anchorkit.settings import SETTINGS_BY_NAME, Setting
 
+# ctx.meta: what is wrong with the command line's first empty argument, if it has one (the group reads the
+# whole line: cli/app.py's empty_argument); the command refuses it with its own usage line.
+EMPTY_ARGUMENT = "anchorkit.empty_argument"
 NAMES_WIDTH = 32  # the option column's widest; the help column gets everything else
 # The metavar of an option that declares none, by the type of its value.
 METAVARS_BY_TYPE: dict[Any, str] = {int: "N", float: "NUMBER", str: "TEXT", Path: "PATH"}
@@ -200,7 +204,12 @@ def print_help(command: Any, ctx: Any) -> None:
 
 
 class HelpCommand(typer.core.TyperCommand):
-    """A command whose --help and usage line are the ones above."""
+    """A command whose --help and usage line are the ones above, and whose usage errors show that line."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if (empty := ctx.meta.get(EMPTY_ARGUMENT)) is not None:
+            raise ClickUsageError(empty, ctx)
+        return super().parse_args(ctx, args)  # type: ignore[no-any-return]
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         """``[OPTIONS] SNAPSHOT`` (typer writes ``{snapshot}``); an optional argument in brackets."""
