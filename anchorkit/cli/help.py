@@ -209,7 +209,7 @@ class HelpCommand(typer.core.TyperCommand):
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if (empty := ctx.meta.get(EMPTY_ARGUMENT)) is not None:
             raise ClickUsageError(empty, ctx)
-        return super().parse_args(ctx, args)  # type: ignore[no-any-return]
+        return super().parse_args(ctx, args)
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         """``[OPTIONS] SNAPSHOT`` (typer writes ``{snapshot}``); an optional argument in brackets."""
