@@ -169,6 +169,14 @@ def test_a_folder_that_was_not_read_keeps_everything_under_it_but_a_withdrawn_ti
     assert plan.superseded == []
 
 
+def test_an_unreadable_file_keeps_its_object_unless_its_ticket_was_withdrawn() -> None:
+    # A private ticket whose local file could not be read must still be unpublished, not kept for good.
+    remotes = [remote(key, b"x") for key in ("5.md", "5.md.metadata.json", "6.md", "7.md")]
+    plan = publishing.diff([], remotes, {}, delete=True, protected_keys=["5.md", "6.md"], withdrawn_ids={5})
+    assert [o.key for o in plan.withdrawn] == ["5.md", "5.md.metadata.json"]
+    assert [o.key for o in plan.stale] == ["7.md"]
+
+
 def test_sidecars_are_written_before_and_deleted_after_their_documents() -> None:
     plan = Plan(
         uploads=[local("1.md", b"d"), local("1.md.metadata.json", b"{}")],

@@ -105,17 +105,18 @@ def diff(
 ) -> Plan:
     """Pure comparison. `stored_sha256` holds the metadata checksum of every ambiguous remote object.
 
-    `protected_keys` (local files that could not be read) are never planned for deletion, and a protected
-    key ending in ``/`` (a folder not read: a symbolic link) protects every key under it from being deleted as
-    stale or superseded; the remote documents or chunks (and sidecars) of `withdrawn_ids` always are deleted,
+    `protected_keys` (local files that could not be read) are never deleted as stale or superseded, and a
+    protected key ending in ``/`` (a folder not read: a symbolic link) protects every key under it the same way;
+    the remote documents or chunks (and sidecars) of `withdrawn_ids` always are deleted, protected or not,
     and so are the ones the local chunks of a ticket supersede (:func:`anchorkit.publish.keys.superseded`).
     """
     remote = {obj.key: obj for obj in remote_objects}
     plan = Plan(delete=delete, remote_count=len(remote))
-    local_keys = set(protected_keys)
-    unread_folders = tuple(key for key in local_keys if key.endswith("/"))
+    unread = set(protected_keys)
+    unread_folders = tuple(key for key in unread if key.endswith("/"))
+    read_keys: set[str] = set()
     for local in local_objects:
-        local_keys.add(local.key)
+        read_keys.add(local.key)
         existing = remote.get(local.key)
         if existing is None or existing.size != local.checksums.size:
             plan.uploads.append(local)
@@ -123,8 +124,8 @@ def diff(
             plan.skips.append(local)
         else:
             plan.uploads.append(local)
-    unmatched = {key: obj for key, obj in sorted(remote.items()) if key not in local_keys}
-    replaced = set(superseded(local_keys, unmatched))
+    unmatched = {key: obj for key, obj in sorted(remote.items()) if key not in read_keys}
+    replaced = set(superseded(read_keys | unread, unmatched))
     for key, obj in unmatched.items():
         try:
             validate_key(key)
@@ -132,9 +133,10 @@ def diff(
             if delete:
                 plan.failures.append(Failure(key, f"not deleted: {error}"))
             continue
+        # A withdrawn ticket's objects go even when its local file could not be read: it must not stay published.
         if ticket_of_key(key) in withdrawn_ids:
             plan.withdrawn.append(obj)
-        elif not key.startswith(unread_folders):
+        elif key not in unread and not key.startswith(unread_folders):
             (plan.superseded if key in replaced else plan.stale).append(obj)
     return plan
 
