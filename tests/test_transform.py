@@ -172,6 +172,18 @@ def test_by_project_layout(snapshot: Path, tmp_path: Path) -> None:
     assert (out / "12345.md").exists() and not list(out.glob("*/*.md"))
 
 
+def test_a_symlinked_project_folder_in_out_is_not_written_through(snapshot: Path, tmp_path: Path) -> None:
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (out / "helpdesk").symlink_to(elsewhere)
+    code, stdout, _ = run("transform", str(snapshot), "--out", str(out), "--layout", "by-project", "--json")
+    assert code == 1 and list(elsewhere.iterdir()) == []
+    failed = {failure["ticket_id"]: failure["message"] for failure in json.loads(stdout)["failed"]}
+    assert failed[12345] == f"{out / 'helpdesk'}: a symbolic link: documents are not written through it (remove it)"
+    assert (out / "infra" / "12310.md").exists()  # the other projects' documents are written
+
+
 BAD_TICKETS = {
     "90001.json": (b'{"issue": {"id": 90001, "subject": "broken', "malformed JSON"),
     "90002.json": (b'{"issue": {"id": 90002}}', "has no subject"),

@@ -492,6 +492,13 @@ def _write_outputs(source: Path, result: RenderedTicket, settings: _BatchSetting
     if result.sidecar is not None:
         files.insert(0, (result.relpath + SIDECAR_SUFFIX, result.sidecar))  # metadata before its document
     outputs: list[tuple[str, Literal["created", "changed", "unchanged"]]] = []
+    folder = settings.out_dir / result.relpath.rpartition("/")[0]
+    if folder != settings.out_dir and folder.is_symlink():  # written through, the documents would land elsewhere
+        return TicketFailure(
+            str(source),
+            result.ticket_id,
+            f"{folder}: a symbolic link: documents are not written through it (remove it)",
+        )
     for relpath, data in files:
         target = settings.out_dir / relpath
         try:
