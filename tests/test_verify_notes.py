@@ -368,7 +368,7 @@ def test_a_range_of_more_notes_than_any_ticket_cites_at_once_is_read_as_its_ends
         "#{t} の注記 {a} と 9.2 へ更新",  # a version
         "#{t} の注記 {a} と 500 エラー",  # much longer than a note number before it
         "#{t} の注記 #{a} と #12399",  # a ticket mention: a phantom, no note of #{t}
-        "#{t} note {a} to 9",  # "to" makes no range: a count, a time, anything
+        "#{t} note {a} to 9",  # "to" joins no list or range: what follows it may be anything
     ],
 )
 def test_a_list_of_notes_ends_where_its_numbers_are_no_notes(written: str, packed: Record) -> None:
