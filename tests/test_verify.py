@@ -187,6 +187,8 @@ def test_filter_text_stream_equals_filter_text_wherever_the_deltas_are_cut(cuts:
         "redmine.example.com/issues/12399 と #2024-03-14",
         "関連チケット: 5、12399 と Ticket ID: 12399",
         "#5, 12399-12401 と #5 and 12399 と #12345, 12346, 12347, 12348, 12349, 12350, 12351, 12352, 12399",
+        # A host that is not ASCII, backslashes, a word that says the number is of another kind.
+        "https://レッドマイン.example/issues/12399、https:\\\\r.example.com\\issues\\12399 と 内線 #1234 と #1234",
     ],
 )
 def test_filter_text_stream_equals_filter_text_at_every_cut(text: str) -> None:
@@ -202,6 +204,7 @@ STREAM_PIECES = [
     "\u200b", "\u2060", "\ufeff", "\u00ad", "\u0301", "\u202e", "\u3099", "a", "&", "_",
     "チケット", "Redmine", "Ｒｅｄｍｉｎｅ", "https://r.example.com/issues/", "#12345", "#12399",
     "&", "#35;", "&#35;", "&num;", "♯", "\u3164", "12399", "、", "/", "と", " and ", "ID", "r.example.com/issues/",
+    "レッドマイン.example", "https:\\\\", "\\issues\\", "内線 ", "色", "PR ", "336699",
 ]  # fmt: skip
 
 

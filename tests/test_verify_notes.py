@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import html
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -232,11 +233,35 @@ TEXT_FORMS = [
     "#{t} #note-{n}",
     "#{t} - note {n}",
     "#{t} － ノート {n}",
+    # Redmine shows a note's number as "#n"; with the note word after it, it names the note.
+    "#{t} の #{n} の注記",
+    "チケット #{t} の #{n} のコメント",
+    # The note before the ticket, in English.
+    "note #{n} of #{t}",
+    "comment {n} on ticket {t}",
+    "the note-{n} in issue #{t}",
+    # The number designated, or in parentheses.
+    "#{t} の注記番号 {n}",
+    "#{t} note No. {n}",
+    "#{t} の注記({n})",
+    # A URL's fragment as a reader sees it (a browser scrolls to the note for the escaped one), a URL with
+    # backslashes as a browser follows it, a URL followed by the note in words.
+    "{redmine}/issues/{t}#NOTE-{n}",
+    "{redmine}/issues/{t}#note-{escaped}",
+    "{redmine}\\issues\\{t}#note-{n}",
+    "{redmine}/issues/{t} の注記 {n}",
 ]
 
 
 def wide(number: int) -> str:
     return str(number).translate(str.maketrans("0123456789", "０１２３４５６７８９"))
+
+
+def named(template: str, note: int, **more: int) -> str:
+    """A text naming TICKET's note as ``template`` writes it (``{t}``, ``{n}``, ``{wide}``, ``{escaped}``,
+    ``{redmine}``, and ``more``)."""
+    escaped = "".join(f"%{ord(d):X}" for d in str(note))
+    return template.format(t=TICKET, n=note, wide=wide(note), escaped=escaped, redmine=REDMINE, **more)
 
 
 @pytest.mark.parametrize("template", TEXT_FORMS)
@@ -245,13 +270,111 @@ def test_every_way_of_naming_a_note_in_a_text_is_checked(
     shape: str, template: str, records: dict[str, Record], packed: Record, elsewhere: int
 ) -> None:
     def text(note: int) -> str:
-        return f"この件は {template.format(t=TICKET, n=note, wide=wide(note), redmine=REDMINE)} を参照してください。"
+        return f"この件は {named(template, note)} を参照してください。"
 
     assert kinds(check(shape, [packed], text(held(packed)[1]))) == []
     report = check(shape, [packed], text(elsewhere))
     assert [(f.kind, f.ticket_id, f.part) for f in report.findings] == [("note_not_retrieved", TICKET, "text")]
     assert report.cited_ids == {TICKET}
     assert note_references(text(elsewhere), 3) and note_references(text(elsewhere), 3)[0].note == elsewhere
+
+
+@pytest.mark.parametrize(
+    "template",
+    ["(#{t}: note {n})", "#{t}: note {n}。", "チケット #{t}：注記 {n}、", "#{t}: #note-{n}.", "#{t}: comment {n}"],
+)
+def test_a_note_after_a_colon_is_checked_where_it_ends_the_phrase(
+    template: str, packed: Record, elsewhere: int
+) -> None:
+    """Not a subject (``#12345: Note 3 の同期に失敗する``): the note is all there is after the colon."""
+    assert kinds(check("jsonl_records", [packed], f"根拠は {named(template, held(packed)[1])}")) == []
+    report = check("jsonl_records", [packed], f"根拠は {named(template, elsewhere)}")
+    assert [(f.kind, f.ticket_id) for f in report.findings] == [("note_not_retrieved", TICKET)]
+
+
+# A list or a range of notes: "{a}" and "{b}" are two notes.
+LIST_FORMS = [
+    "チケット #{t} の注記 {a} と {b}",
+    "#{t} notes {a} and {b}",
+    "#{t} の注記{a}、{b}",
+    "#{t}#note-{a}, #note-{b}",
+    "#{t} の注記 #{a} と #{b}",
+    "#{t} のコメント {a} や {b}",
+    "#{t} (notes {a}, {b})",
+    "#{t} notes {a}, and {b}",
+    "#{t}: notes {a} and {b}.",
+    "#{t} の #{a} と #{b} の注記",
+    "notes {a} and {b} of ticket #{t}",
+    "{redmine}/issues/{t}#note-{a}, #note-{b}",
+    "{redmine}/issues/{t}#note-{a} と note-{b}",
+    "＃{t} の注記 {a}・{b}",
+]
+
+
+@pytest.mark.parametrize("template", LIST_FORMS)
+def test_every_note_of_a_list_is_checked(template: str, records: dict[str, Record], packed: Record) -> None:
+    first, second, outside = held(packed)[0], held(packed)[1], held(packed)[-1] + 1
+
+    def text(b: int) -> str:
+        return f"この件は {named(template, first, a=first, b=b)} を参照してください。"
+
+    assert [r.note for r in note_references(text(outside), 3)] == [first, outside]
+    assert kinds(check("jsonl_records", [packed], text(second))) == []
+    report = check("jsonl_records", [packed], text(outside))
+    assert [(f.kind, f.ticket_id, f.part) for f in report.findings] == [("note_not_retrieved", TICKET, "text")]
+    assert report.findings[0].message.startswith(f"note {outside} of #{TICKET} was not retrieved")
+    # In a claim: the claim goes, as for one note that was not retrieved.
+    claim = claim_citing(text(outside), {"source_id": packed["id"]})
+    assert check("jsonl_records", [packed], claim).filtered_answer["claims"] == []
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "#{t} notes {a}-{b}",
+        "#{t} の注記 {a}〜{b}",
+        "#{t} の注記{a}～{b}",
+        "#{t} notes {a} – {b}",
+        "notes {a}-{b} of #{t}",
+    ],
+)
+def test_every_note_of_a_range_is_checked(template: str, records: dict[str, Record], packed: Record) -> None:
+    later = next(
+        r for r in records.values() if r["ticket_id"] == TICKET and min(held(r), default=0) > held(packed)[-1] + 2
+    )
+    low, high = held(packed)[1], held(later)[0]
+    text = f"{named(template, low, a=low, b=high)} を参照。"
+    assert [r.note for r in note_references(text, 3)] == list(range(low, high + 1))
+    report = check("jsonl_records", [packed, later], text)
+    missing = [n for n in range(low, high + 1) if n not in held(packed) + held(later)]
+    assert missing and [f.message.split(" of ")[0] for f in report.findings] == [f"note {n}" for n in missing]
+    assert {f.kind for f in report.findings} == {"note_not_retrieved"}
+
+
+def test_a_range_of_more_notes_than_any_ticket_cites_at_once_is_read_as_its_ends() -> None:
+    assert [r.note for r in note_references(f"#{TICKET} notes 10-150", 3)] == [10, 150]
+    assert [r.note for r in note_references(f"#{TICKET} notes 10-110", 3)] == list(range(10, 111))
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        "チケット #{t} の注記 {a} と 9 台の PC",  # a quantity
+        "#{t} の注記 {a}、9 月に",  # a date
+        "#{t} の注記 {a}, 9 分後に",
+        "#{t} の注記 {a} と 9 つのログ",
+        "#{t} note {a} and 9GB",
+        "#{t} の注記 {a} と 12:30 に",
+        "#{t} の注記 {a} と 9.2 へ更新",  # a version
+        "#{t} の注記 {a} と 500 エラー",  # much longer than a note number before it
+        "#{t} の注記 #{a} と #12399",  # a ticket mention: a phantom, no note of #{t}
+        "#{t} note {a} to 9",  # "to" joins no list or range: what follows it may be anything
+    ],
+)
+def test_a_list_of_notes_ends_where_its_numbers_are_no_notes(written: str, packed: Record) -> None:
+    text = f"{written.format(t=TICKET, a=held(packed)[0])} を確認しました。"
+    assert [r.note for r in note_references(text, 3)] == [held(packed)[0]]
+    assert [k for k in kinds(check("jsonl_records", [packed], text)) if k[0] == "note_not_retrieved"] == []
 
 
 @pytest.mark.parametrize(
@@ -266,6 +389,16 @@ def test_every_way_of_naming_a_note_in_a_text_is_checked(
         "#{t} (comments: 3)",
         "#{t} のコメント欄 3",
         "#{t} notebook 3",
+        "#{t} notes 3",
+        "#{t} の 3 番目の注記",  # the third note need not be Redmine's note 3
+        "#{t} の注記 3 番目",
+        "#{t} のコメント 3月5日",  # a date, a time, a version
+        "#{t} note 12:30",
+        "#{t} note 3.1",
+        "#{t}-3",  # a ticket's chunk, a sub-number: no note
+        "#{t} の #3",  # a step as well as a note
+        "Galaxy Note 3 in #{t}",  # a phone
+        "the comments 3 in #{t}",
     ],
 )
 def test_a_count_of_notes_is_no_note(written: str, records: dict[str, Record]) -> None:
@@ -548,6 +681,20 @@ def test_the_page_strikes_a_note_that_was_not_retrieved_and_says_why(packed: Rec
     assert f'<del class="phantom" title="this note was not retrieved">#{TICKET} の note-{elsewhere}</del>' in page
     assert f"The ticket was retrieved, but not this note: note {elsewhere} of #{TICKET} was not retrieved" in page
     assert "note not retrieved" in page  # the claim's problem in words
+
+
+def test_the_page_strikes_each_note_of_a_list_that_was_not_retrieved(packed: Record) -> None:
+    first, outside = held(packed)[0], held(packed)[-1] + 1
+    page = render_report(
+        check("bedrock_retrieve", [packed], f"#{TICKET} の注記 {first}、{outside} と note {outside + 1}")
+    )
+    struck = re.findall(r'<del class="phantom" title="this note was not retrieved">([^<]*)</del>', page)
+    assert struck == [str(outside), f"note {outside + 1}"]
+    # Two notes in one URL's fragment, neither retrieved: the URL struck once, shown once.
+    url = f"{REDMINE}/issues/{TICKET}#note-{outside},{outside + 1}"
+    page = render_report(check("bedrock_retrieve", [packed], f"{url} を参照"))
+    assert re.findall(r'title="this note was not retrieved">([^<]*)</del>', page) == [url]
+    assert page.count(f"#note-{outside},") == 1
 
 
 def test_jsonl_chunk_records_are_a_retrieval_file(tmp_path: Path, records: dict[str, Record], packed: Record) -> None:

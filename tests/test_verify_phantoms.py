@@ -332,7 +332,7 @@ def test_an_unknown_uri_format_still_falls_back_to_unchecked() -> None:
 
 ID_FORMS = [
     "{redmine}/issues/{id}",
-    "http://127.0.0.1:3000/issues/{id}",
+    "http://redmine.example.com:3000/issues/{id}",  # http and a port: the same host as the chunks' url
     "{redmine}/issues/{id}#note-3",
     "Ticket#{id}",
     "チケット{id}",
@@ -782,7 +782,12 @@ def test_ids_separated_by_a_slash_are_all_read(shape: str, text: str, phantoms: 
 @shapes
 @pytest.mark.parametrize(
     "source_id",
-    [f"{REDMINE}/issues/12345", "http://127.0.0.1:3000/issues/12345#note-2", "#12345", "s3://kb/tickets/12345.md"],
+    [
+        f"{REDMINE}/issues/12345",
+        "http://redmine.example.com:3000/issues/12345#note-2",
+        "#12345",
+        "s3://kb/tickets/12345.md",
+    ],
 )
 def test_a_citation_naming_a_retrieved_ticket_by_url_is_not_phantom(shape: str, source_id: str) -> None:
     claim = {"text": "VPN 切断はファームウェア更新で解消しました。", "citations": [{"source_id": source_id}]}
@@ -829,6 +834,41 @@ def test_short_bare_numbers_are_steps_not_tickets(shape: str, text: str) -> None
 )
 def test_labelled_or_long_numbers_are_tickets_however_short(shape: str, text: str, phantom: int) -> None:
     assert critical(check(shape, text)) == [("phantom_ticket_id", phantom)]
+
+
+@shapes
+@pytest.mark.parametrize(
+    "text",
+    [
+        "内線 #1234 までご連絡ください",
+        "内線#1234、内線番号: #5678",
+        "ext. #1234 / Tel: #5678 / phone #9012",
+        "エラーコード #1603 で失敗、終了コードは #1605",
+        "error code: #1603 (exit code #1605)",
+        "PR #1603 と MR #1604 でマージ済み、pull request #1605 も",
+        "色 #336699 と カラーコード: #123、color: #33669900",
+        "background-color: #336699;",
+    ],
+)
+def test_a_bare_number_a_word_says_is_of_another_kind_is_no_ticket(shape: str, text: str) -> None:
+    report = check(shape, text)
+    assert critical(report) == [] and report.cited_ids == set() and filter_text(text, {12345}) == text
+
+
+@shapes
+@pytest.mark.parametrize(
+    "text",
+    [
+        "同じエラー #12399 で報告済み",  # the same error as ticket #12399
+        "ボタンの色 #12399 で修正",  # not as long as a colour
+        "context #12399",
+        "チケット #12399 の内線",
+        "内線 チケット #12399",  # a label: a ticket
+        "内線 #1234 と #12399",  # only the number the word introduces
+    ],
+)
+def test_a_word_of_another_kind_of_number_excuses_only_the_number_it_introduces(shape: str, text: str) -> None:
+    assert critical(check(shape, text)) == [("phantom_ticket_id", 12399)]
 
 
 def test_a_short_id_that_was_retrieved_is_recognised_bare() -> None:

@@ -38,6 +38,7 @@ ARCHITECTURES = ("x86_64", "arm64")
 PROVIDED_BY_RUNTIME = frozenset({"boto3", "botocore", "s3transfer", "jmespath", "python-dateutil", "six", "urllib3"})
 NOT_SHIPPED = {
     "rapidfuzz": "imported only inside verify's quote and claim similarity, which the handler never calls",
+    "idna": "imported only inside verify's check of the hosts of an answer's links, which the handler never calls",
     "requests": "tiktoken uses it only to download a vocabulary",
 }
 # The third-party distributions anchorkit's pure core may bring into the Lambda: Markdown parsing

@@ -63,7 +63,10 @@ def verify_command(
         OnInvalid,
         typer.Option(
             "--on-invalid",
-            help="drop: the filtered answer loses phantom ids, citations and results; flag: only report them.",
+            help=(
+                "drop: the filtered answer loses phantom ids, citations and results, and links to another host;"
+                " flag: only report them."
+            ),
         ),
     ] = default("on_invalid"),
     html: Annotated[

@@ -6,7 +6,6 @@ reading Bedrock and plain JSON), findings go out as data.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import (
     Iterable,
@@ -18,27 +17,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from anchorkit.errors import UsageError
-from anchorkit.pages import is_web_url
 from anchorkit.settings import ON_EMPTY, ON_INVALID, default
-from anchorkit.untrusted import BIDI_CONTROLS, ascii_number, map_strings
+from anchorkit.untrusted import BIDI_CONTROLS, map_strings
 from anchorkit.verify.folding import fold, without_bidi_controls
+from anchorkit.verify.hosts import shown_hosts, url_host
 from anchorkit.verify.ids import (
     IdChecker,
+    Mention,
     checked_uri_pattern,
-    chunk_subjects,
-    chunk_ticket_ids,
     citation_markers,
     compile_uri_pattern,
     filter_markers,
     filter_text,
     issue_id_of,
     iter_mentions,
-    parse_ticket_id,
-    ticket_conflict,
     uri_ticket_id,
     valid_ids,
 )
-from anchorkit.verify.links import NoteReference, note_not_held, note_of, note_source, shown_notes, url_note
+from anchorkit.verify.links import NoteReference, note_not_held, note_source, notes_named, shown_notes
 from anchorkit.verify.model import (
     DEFAULT_GROUNDING_THRESHOLD,
     DEFAULT_MIN_ID_DIGITS,
@@ -56,12 +52,12 @@ from anchorkit.verify.model import (
 )
 from anchorkit.verify.similarity import (
     CitedSentences,
-    MatchText,
     claim_overlap,
     claim_tokens,
     normalize_for_match,
     quote_similarity,
 )
+from anchorkit.verify.sources import Sources
 
 # --------------------------------------------------------------------------- verification
 
@@ -162,6 +158,10 @@ class VerifyReport:
     chunk_notes: dict[Chunk, frozenset[int] | None] = field(default_factory=dict)  # chunk -> the notes it holds
     missing_notes: frozenset[tuple[int, int]] = frozenset()  # (ticket, note) cited but not retrieved
     cited_chunks: tuple[Chunk, ...] = ()  # the chunks citations resolved to, in order of first citation
+    redmine_hosts: frozenset[str] = frozenset()  # where the retrieved chunks' Redmine is (verify.hosts.url_host)
+    # text of the answer -> the (start, end, why) of each note in it that was not retrieved and each Redmine URL
+    # on another host: what a page strikes through
+    unverified_spans: dict[str, tuple[tuple[int, int, str], ...]] = field(default_factory=dict)
 
     @property
     def critical(self) -> int:
@@ -214,103 +214,6 @@ def grounding_score(critical: int, warnings: int, units: int) -> float:
     return max(0.0, 1.0 - (critical + 0.5 * warnings) / max(units, 1))
 
 
-class _Sources:
-    """Retrieved chunks, indexed the ways a citation may name them, with cached derived values."""
-
-    def __init__(self, chunks: Sequence[Chunk], uri_pattern: re.Pattern[str]) -> None:
-        self.ordered = list(dict.fromkeys(chunks))  # the same chunk given twice (answer and --retrieval) counts once
-        self.uri_pattern = uri_pattern
-        self.by_id: dict[str, list[Chunk]] = {}
-        self.by_uri: dict[str, list[Chunk]] = {}
-        self.by_ticket: dict[int, list[Chunk]] = {}
-        self.tickets: dict[str, frozenset[int]] = {}
-        self.links: dict[Chunk, str] = {}
-        self.foreign_urls: dict[Chunk, int] = {}
-        self.conflicts: dict[Chunk, tuple[int, int]] = {}  # chunk -> (its metadata ticket_id, its URI's ticket)
-        self.notes: dict[Chunk, frozenset[int] | None] = {}
-        self._prepared: dict[int, MatchText] = {}
-        for chunk in self.ordered:
-            ids = self.located(chunk)
-            self.tickets[chunk.id] = self.tickets.get(chunk.id, frozenset()) | ids
-            self.by_id.setdefault(chunk.id, []).append(chunk)
-            if chunk.uri:
-                self.by_uri.setdefault(chunk.uri, []).append(chunk)
-            for ticket_id in ids:
-                self.by_ticket.setdefault(ticket_id, []).append(chunk)
-
-    def located(self, chunk: Chunk) -> frozenset[int]:
-        """The chunk's tickets; its link and its notes. A url naming another ticket than the chunk's
-        (by its metadata, its source URI or its anchors) is not used: neither followed nor believed,
-        also when it doubles as the chunk's source URI. A chunk whose metadata and source URI name two
-        tickets is neither's, and its url is not used either (ids.ticket_conflict)."""
-        conflict = ticket_conflict(chunk, self.uri_pattern)
-        if conflict is not None:
-            self.conflicts[chunk] = conflict
-            self.notes[chunk] = chunk.notes
-            return frozenset()
-        ids = chunk_ticket_ids(chunk, self.uri_pattern)
-        url_ticket = uri_ticket_id(chunk.url, self.uri_pattern)
-        own = ids
-        if chunk.uri == chunk.url:  # the url doubles as the source URI: what else says which ticket it is
-            own = chunk_ticket_ids(dataclasses.replace(chunk, uri=None), self.uri_pattern)
-        notes = chunk.notes
-        if url_ticket is not None and own and url_ticket not in own:
-            self.foreign_urls[chunk] = url_ticket
-            ids = own
-        elif chunk.url:
-            if is_web_url(chunk.url):
-                self.links[chunk] = chunk.url
-            fragment = url_note(chunk.url) if url_ticket is not None else None
-            if fragment is not None:
-                notes = (notes or frozenset()) | {fragment}
-        self.notes[chunk] = notes
-        return ids
-
-    def holding(self, chunks: Iterable[Chunk], note: int) -> tuple[list[Chunk], bool]:
-        """The chunks that hold the note, and whether that is known: every chunk says which notes it
-        holds, or one names a note (then the notes were numbered and anchorkit's chunks that say nothing
-        hold none, verify.links); a chunk of the details, holding none numbered or not, does not tell."""
-        chunks = list(chunks)
-        said = [self.notes.get(c) for c in chunks]
-        known = any(said) or None not in said
-        return [c for c, notes in zip(chunks, said, strict=True) if note in (notes or ())], known
-
-    def resolve(self, citation: Citation) -> list[Chunk]:
-        """A citation's source: the chunk at its position; else a chunk id, a source URI, a ticket (a
-        URI or Redmine URL naming it, "12345", "#12345", or one of its notes, "12345#note-3": the
-        chunks of that ticket), or a bare number as the chunk's 1-based position."""
-        if citation.position is not None:
-            in_range = 0 <= citation.position < len(self.ordered)
-            return [self.ordered[citation.position]] if in_range else []
-        source_id = citation.source_id
-        if source_id in self.by_id:
-            return self.by_id[source_id]
-        if source_id in self.by_uri:
-            return self.by_uri[source_id]
-        noted = note_source(source_id)
-        ticket_id = uri_ticket_id(source_id, self.uri_pattern) or parse_ticket_id(source_id)
-        ticket_id = noted.ticket_id if noted is not None else ticket_id
-        if ticket_id is not None and ticket_id in self.by_ticket:
-            return self.by_ticket[ticket_id]
-        # A bare number naming nothing else is the chunk's 1-based number in the prompt (ASCII digits: "²" is none).
-        position = ascii_number(source_id)
-        if position is not None and 1 <= position <= len(self.ordered):
-            return [self.ordered[position - 1]]
-        return []
-
-    def ticket_ids(self, chunks: Iterable[Chunk]) -> set[int]:
-        return set().union(*(self.tickets[c.id] for c in chunks))
-
-    def subjects(self, ticket_id: int) -> set[str]:
-        return set().union(*(chunk_subjects(c, [ticket_id]) for c in self.by_ticket.get(ticket_id, [])))
-
-    def match_text(self, chunk: Chunk) -> MatchText:
-        key = id(chunk)  # the chunks outlive this index, so their ids stay unique
-        if key not in self._prepared:
-            self._prepared[key] = MatchText.of(chunk.text)
-        return self._prepared[key]
-
-
 def verify_citations(
     answer: Answer,
     chunks: Sequence[Chunk],
@@ -333,7 +236,7 @@ def verify_citations(
     ``extra_valid_ids``: ids known valid from elsewhere (e.g. chunks of earlier retrievals); ``notes``:
     what reading the retrieval skipped (reported as ``skipped_chunk``, info).
     """
-    sources = _Sources([*answer.retrieved, *chunks], compile_uri_pattern(options.uri_pattern))
+    sources = Sources([*answer.retrieved, *chunks], compile_uri_pattern(options.uri_pattern))
     verification = _Verification(answer, sources, context, extra_valid_ids, options)
     for note in [*answer.notes, *notes]:
         verification.add("skipped_chunk", "info", note, part="retrieval")
@@ -346,7 +249,7 @@ class _Verification:
     def __init__(
         self,
         answer: Answer,
-        sources: _Sources,
+        sources: Sources,
         context: str | Iterable[str] | None,
         extra_valid_ids: Iterable[int],
         options: VerifyOptions,
@@ -381,7 +284,10 @@ class _Verification:
         self.cited_chunks: dict[Chunk, None] = {}  # in order of first citation
         self.reported_notes: set[tuple[int, int]] = set()
         self.missing_notes: set[tuple[int, int]] = set()
-        self.claims_missing_notes: set[int] = set()  # claims whose text names a note that was not retrieved
+        self.reported_links: set[str] = set()
+        # claims whose text names a note that was not retrieved or links to another host than the retrieval's
+        self.unverified_claims: set[int] = set()
+        self.unverified_spans: dict[str, dict[tuple[int, int], str]] = {}
         self.reordering = False  # the answer holds bidirectional controls (reordered())
 
     @property
@@ -452,6 +358,11 @@ class _Verification:
             chunk_notes=dict(self.sources.notes),
             missing_notes=frozenset(self.missing_notes),
             cited_chunks=tuple(self.cited_chunks),
+            redmine_hosts=self.sources.redmine_hosts,
+            unverified_spans={
+                text: tuple((*span, why) for span, why in spans.items())
+                for text, spans in self.unverified_spans.items()
+            },
         )
 
     def filtered(self, text: str) -> str:
@@ -462,7 +373,13 @@ class _Verification:
         """Under ``--on-invalid drop``: each mention of a phantom id replaced with the marker."""
         if not self.dropping:
             return text
-        return filter_text(text, self.valid, on_empty=self.checker.on_empty, min_digits=self.options.min_id_digits)
+        return filter_text(
+            text,
+            self.valid,
+            on_empty=self.checker.on_empty,
+            min_digits=self.options.min_id_digits,
+            elsewhere=self.sources.elsewhere,
+        )
 
     def without_phantom_markers(self, text: str) -> str:
         """Under ``--on-invalid drop``: each inline marker citing no retrieved chunk replaced with the marker."""
@@ -521,7 +438,7 @@ class _Verification:
 
     def mentions(self, text: str, claim: int | None = None, part: str = "claim", **at: int) -> set[int]:
         """The ids a text names (``at``: its ``citation`` or ``result``); each phantom id is reported once
-        per answer."""
+        per answer, as is each note that was not retrieved and each Redmine URL on another host."""
         view = fold(text)
         found = list(iter_mentions(view, self.options.min_id_digits, self.valid))
         if not found:  # most quotes and many claims
@@ -530,12 +447,39 @@ class _Verification:
         named = {m.ticket_id for m in found}
         for ticket_id in sorted(named):
             self.named(ticket_id, **where)
+        linked = []  # the mentions whose notes to check: a URL to another host leads to no retrieved note
         for mention in found:
-            reference = note_of(view, mention)
-            missing = reference is not None and self.note_named(reference, **where)
-            if missing and claim is not None:
-                self.claims_missing_notes.add(claim)
+            if mention.url and self.linked_elsewhere(text, mention, **where):
+                self.unverified(text, mention.start, mention.end, "not on the Redmine the chunks come from", claim)
+            else:
+                linked.append(mention)
+        for reference in notes_named(view, linked, self.options.min_id_digits, self.valid):
+            if self.note_named(reference, **where):
+                self.unverified(text, reference.start, reference.end, "this note was not retrieved", claim)
         return named
+
+    def unverified(self, text: str, start: int, end: int, why: str, claim: int | None) -> None:
+        """``text[start:end]`` names a note or links to a place nothing retrieved vouches for: its claim is
+        dropped (the text or summary keeps it, reported), a page strikes it through."""
+        self.unverified_spans.setdefault(text, {}).setdefault((start, end), why)
+        if claim is not None:
+            self.unverified_claims.add(claim)
+
+    def linked_elsewhere(self, text: str, mention: Mention, **where: Any) -> bool:
+        """A Redmine URL of a retrieved ticket on another host than the retrieval's Redmine: True, and
+        reported once per URL (a phantom ticket's URL is its phantom id's)."""
+        url = text[mention.start : mention.end]
+        if self.is_phantom(mention.ticket_id) or self.checker.unchecked or not self.sources.elsewhere(url):
+            return False
+        if url not in self.reported_links:
+            self.reported_links.add(url)
+            host = url_host(url)
+            message = (
+                f"{url} leads to {'host ' + shown_hosts([host]) if host else 'no host a browser can reach'}, not to"
+                f" the Redmine the retrieved chunks come from ({shown_hosts(self.sources.redmine_hosts)})"
+            )
+            self.add("foreign_link", "critical", message, ticket_id=mention.ticket_id, **where)
+        return True
 
     def note_named(self, reference: NoteReference, **where: Any) -> bool:
         """The answer names a note of a ticket: True when the ticket was retrieved but that note was
@@ -608,6 +552,8 @@ class _Verification:
             message = f"source {cited.source_id!r} is not a retrieved chunk"
             if cited.position is not None:
                 message += f" (the retrieval has {len(self.sources.ordered)})"
+            elif self.sources.elsewhere(cited.source_id):
+                message += f" (the retrieved chunks come from {shown_hosts(self.sources.redmine_hosts)})"
             self.add("phantom_source_id", "critical", message, source_id=cited.source_id, **where)
             return resolved
         note = cited_note(cited)
@@ -664,7 +610,7 @@ class _Verification:
                 shown = ", ".join(f"#{t}" for t in sorted(cited_tickets)) or "chunks without a ticket id"
                 message = f"claim names ticket #{ticket_id} but cites {shown}"
                 self.add("wrong_ticket", "warning", message, claim=index, ticket_id=ticket_id, part="claim")
-        names_phantom = any(self.is_phantom(t) for t in named | quoted) or index in self.claims_missing_notes
+        names_phantom = any(self.is_phantom(t) for t in named | quoted) or index in self.unverified_claims
         lost_all_citations = bool(citations) and not claim_chunks
         if self.dropping and (names_phantom or lost_all_citations):
             return None

@@ -27,8 +27,9 @@ from anchorkit.pages import escape, link
 from anchorkit.verify.citations import Finding, VerifyOptions, VerifyReport, cited_note
 from anchorkit.verify.evaluation import CaseResult, EvalGates, EvalSummary
 from anchorkit.verify.folding import without_bidi_controls
+from anchorkit.verify.hosts import leads_elsewhere
 from anchorkit.verify.ids import MARKER, chunk_subjects, mentioned_ids
-from anchorkit.verify.links import note_references, shown_notes
+from anchorkit.verify.links import shown_notes
 from anchorkit.verify.model import Chunk, Citation
 
 _CSS = """
@@ -121,6 +122,7 @@ _KIND_WORDS = {
     "url_mismatch": "URL of another ticket",
     "ticket_conflict": "metadata and URI disagree",
     "note_not_retrieved": "note not retrieved",
+    "foreign_link": "link to another host",
     "bidi_control": "shown reordered",
     "subject_mismatch": "subject of another ticket",
     "uncited_claim": "no citation",
@@ -190,12 +192,9 @@ class _Page:
             if mention.ticket_id in self.phantom_ids:
                 shown = escape(text[mention.start : mention.end])
                 spans.append((mention.start, mention.end, f'<del class="phantom" title="not retrieved">{shown}</del>'))
-        # Any mention counts here: only the notes verify found missing are struck through.
-        for reference in note_references(text, 1):
-            if (reference.ticket_id, reference.note) in self.report.missing_notes:
-                shown = escape(text[reference.start : reference.end])
-                title = "this note was not retrieved"
-                spans.append((reference.start, reference.end, f'<del class="phantom" title="{title}">{shown}</del>'))
+        # Where verify read a note that was not retrieved, or a Redmine URL on another host.
+        for start, end, why in self.report.unverified_spans.get(text, ()):
+            spans.append((start, end, f'<del class="phantom" title="{escape(why)}">{escape(text[start:end])}</del>'))
         for match in MARKER.finditer(text):
             if any(start < match.end() and match.start() < end for start, end, _ in spans):
                 continue
@@ -209,6 +208,8 @@ class _Page:
         pieces: list[str] = []
         position = 0
         for start, end, replacement in sorted(spans):
+            if start < position:  # inside one already struck (a note after the fragment of a URL struck whole)
+                continue
             pieces += [escape(text[position:start]), replacement]
             position = end
         pieces.append(escape(text[position:]))
@@ -315,6 +316,13 @@ class _Page:
                 if key not in ("issue_id", "subject", "title", "url", "uri", "link")
             ]
             problems = self.problems(findings) or '<span class="check ok">ok</span>'
+            shown_url = (
+                "-"
+                if not url
+                else f"<code>{escape(url)}</code> (another host: not linked)"
+                if leads_elsewhere(url, report.redmine_hosts)
+                else link(url)
+            )
             ticket = escape(f"#{result['issue_id']}")
             ticket_cell = (
                 f'<td class="ticket phantom"><del>{ticket}</del></td>'
@@ -323,7 +331,7 @@ class _Page:
             )
             rows.append(
                 f'<tr><td class="num">{index + 1}</td>{ticket_cell}'
-                f"<td>{self.marked(subject)}</td><td>{(link(url) if url else '-')}</td><td>{'<br>'.join(others)}</td>"
+                f"<td>{self.marked(subject)}</td><td>{shown_url}</td><td>{'<br>'.join(others)}</td>"
                 f"<td>{problems}</td></tr>"
             )
         return [

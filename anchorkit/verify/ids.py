@@ -54,27 +54,35 @@ from anchorkit.verify.model import (
 
 # Words that name a ticket right before its number. "Bug"/"Feature"/"Support" are Redmine's default
 # trackers ("Bug #123" is how Redmine itself writes a ticket).
-_LABEL_WORDS = rf"{re.escape(DEFAULT_LABEL)}(?:番号)?|課題|(?i:ticket|issue|redmine|bug|feature|support)"
+LABEL_WORDS = rf"{re.escape(DEFAULT_LABEL)}(?:番号)?|課題|(?i:ticket|issue|redmine|bug|feature|support)"
 # A ticket number: digits, or digits in groups of three ("#12,300" is ticket 12300, not 12).
 # Any length: a 13-digit id no ticket has is named all the same, and must be flagged (ticket_number).
 _DIGITS = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+(?!\d))"
 # Not a ticket even after "#" or a label: a number that starts a date or a time ("#2024-03-14", "#12/07",
 # "#12:30", "ticket 2024年", "#3月"). Only a whole date or time: "#12399-12401" is a range of tickets,
 # "#12345/12399" a list and "#12399月次…" ticket #12399 followed by a word.
-_DATE_OR_TIME = (
+DATE_OR_TIME = (
     r"(?:\d{4}[-/.](?:0?[1-9]|1[0-2])(?:[-/.](?:0?[1-9]|[12]\d|3[01]))?|(?:0?[1-9]|1[0-2])/(?:0?[1-9]|[12]\d|3[01])"
     r"|(?:[01]?\d|2[0-4])[:：][0-5]\d)(?!\d)"
     r"|\d{4}年|(?:0?[1-9]|1[0-2])月|(?:0?[1-9]|[12]\d|3[01])日|(?:[01]?\d|2[0-4])時|[0-5]?\d[分秒]"
 )
 # Not a ticket without a "#" either: a version ("Redmine 5.1.2", "Support 2.0").
-_VERSION = r"\d+\.\d"
+VERSION = r"\d+\.\d"
 # A URL is read up to white space, a closing bracket or quote, or a character that is not ASCII: Japanese
 # writes no space after one ("…/issues/5、チケット#99です"), and what follows it is text to check. It starts
 # with its scheme, or without one with a host name that an issue path follows ("redmine.example.com/issues/5":
 # a chat window makes that a link too).
 _HOST = r"(?:[A-Za-z0-9-]+\.)+[A-Za-z0-9-]+(?::\d+)?"
+# After "http:" or "https:" a browser takes any number of "/" or "\" ("https:/host", "https:\\host"): the host
+# follows at once.
+_SCHEME = r"(?i:https?):[/\\]+(?=[^\W_]|[\[%])"
+# A host that is not ASCII ("https://レッドマイン.example/issues/5", an internationalised domain name) is read as
+# part of the URL only when a Redmine issue path follows it, so that an ASCII URL that runs into Japanese text
+# still ends where the Japanese begins. Possessive: no backtracking over a long text without a "/".
+_ISSUE_PATH_AHEAD = r"(?=(?:[/\\][^/\\\s]+)?[/\\](?i:issues)[/\\])"
+_ANY_HOST = rf"[^\s/\\?#<>\"'`\[\]()「」『』【】、]*+{_ISSUE_PATH_AHEAD}"
 _URL = (
-    rf"(?:(?i:https?)://|(?<![A-Za-z0-9.@/:_-])(?={_HOST}(?:/[^/\s]+)?/(?i:issues)/))"
+    rf"(?:{_SCHEME}(?:{_ANY_HOST})?|(?<![A-Za-z0-9.@/:_-])(?={_HOST}(?:/[^/\s]+)?/(?i:issues)/))"
     r"[^\x00-\x20\x7f-\U0010ffff<>\"'`\]\)]+"
 )
 # One scan finds the three ways an answer names a ticket, in the folded view (verify.folding: NFKC per
@@ -85,22 +93,43 @@ _URL = (
 MENTION = re.compile(
     # The look-ahead at the first characters of the alternatives lets the scan skip other positions fast.
     rf"(?=[#＃{DEFAULT_LABEL[0]}課A-Za-z0-9])(?:(?P<url>{_URL})"
-    rf"|(?<![A-Za-z0-9_])(?:{_LABEL_WORDS})[ \t\u3000]*(?i:no\.?|number|id)?[ \t\u3000:：]*"
-    rf"(?:(?P<lhash>[#＃])[ \t]*)?(?!{_DATE_OR_TIME})(?(lhash)|(?!{_VERSION}))(?P<lid>{_DIGITS})"
-    rf"|(?<![&A-Za-z0-9])[#＃](?!{_DATE_OR_TIME})(?P<bid>{_DIGITS}))"
+    rf"|(?<![A-Za-z0-9_])(?:{LABEL_WORDS})[ \t\u3000]*(?i:no\.?|number|id)?[ \t\u3000:：]*"
+    rf"(?:(?P<lhash>[#＃])[ \t]*)?(?!{DATE_OR_TIME})(?(lhash)|(?!{VERSION}))(?P<lid>{_DIGITS})"
+    rf"|(?<![&A-Za-z0-9])[#＃](?!{DATE_OR_TIME})(?P<bid>{_DIGITS}))"
 )
+# A word right before a bare "#" that says the number is of another kind: an extension ("内線 #1234", "ext.
+# #1234"), an error, exit or status code ("エラーコード #1603", "error code: #1603"), a pull or merge request
+# ("PR #1603"); a colour ("色 #336699", "color: #336699") when the number is as long as one (3, 4, 6 or 8
+# hexadecimal digits). Not a word that may as well precede a ticket: "同じエラー #12345" is the same error as
+# ticket #12345, "手順 #123" a ticket as long as any (a step number is shorter than --min-id-digits).
+_OTHER_NUMBER_WORDS = (
+    r"内線(?:番号)?|電話(?:番号)?|(?<![A-Za-z])(?i:ext\.?|extension|tel\.?|phone)"
+    r"|(?:エラー|終了|ステータス|リターン)(?:コード|番号)"
+    r"|(?<![A-Za-z])(?i:(?:error|exit|status|return)[ \t]+(?:code|no\.?))"
+    r"|(?<![A-Za-z])(?:PR|MR|(?i:pull|merge)[ \t]+(?i:request))|プルリク(?:エスト)?"
+    r"|(?P<colour>(?:色|カラー)(?:コード)?|(?<![A-Za-z])(?i:colou?r|background(?:-color)?|bgcolor))"
+)
+_OTHER_NUMBER = re.compile(rf"(?:{_OTHER_NUMBER_WORDS})[ \t\u3000]*(?:[:=]|は)?[ \t\u3000]*\Z")
+# Whether a text holds such a word at all: one search a text, and most hold none (the look-ahead at their
+# first characters lets it skip other positions fast).
+_ANY_OTHER_NUMBER_WORD = re.compile(rf"(?=[内電エ終スリプ色カeEtTpPsSrRmMcCbB])(?:{_OTHER_NUMBER_WORDS})")
+_COLOUR_DIGITS = frozenset({3, 4, 6, 8})
+# How far before a bare "#" such a word is looked for (within _STREAM_LOOKBACK: a stream reads what it emitted).
+_OTHER_NUMBER_REACH = 32
 # What joins the numbers of a list or a range of tickets ("#12345, 12399", "#12345/12399", "#12399-12401",
 # "チケット 12345、12399", "#12345 と 12399", "#12345 and 12399").
 _LIST_SEPARATOR = r"[ \t\u3000]*(?:[,、・/~〜–-]|(?i:and)|と)[ \t\u3000]*"
 # A number that continues a ticket mention's list is a ticket number too, unless it is a date, a time, a
 # version or a quantity ("#12345 と 2026年", "#12345, 100 件", "#12345 と 10GB").
 _LIST_NEXT = re.compile(
-    rf"{_LIST_SEPARATOR}(?!{_DATE_OR_TIME}|{_VERSION})(?P<id>\d+)(?!\d|[ \t\u3000]*[件台個人回通名枚本円%]|[A-Za-z])"
+    rf"{_LIST_SEPARATOR}(?!{DATE_OR_TIME}|{VERSION})(?P<id>\d+)(?!\d|[ \t\u3000]*[件台個人回通名枚本円%]|[A-Za-z])"
 )
 # Redmine's issue URL: /issues/<id> at the root or under one sub-URI segment ("/redmine/issues/5");
 # not GitHub's or GitLab's (/owner/repo/issues/5, /group/project/-/issues/5). Matched against the URL
 # as a browser requests it (as_requested).
 _REDMINE_ISSUE = re.compile(rf"\A(?:https?://[^/\s]+|{_HOST})(?:/[^/\s]+)?/issues/(\d+)(?!\d)", re.IGNORECASE)
+# "http:" or "https:" and the slashes after it, any number of them, either way round (as_requested).
+_WEB_SCHEME = re.compile(r"\A(?i:https?):[/\\]*")
 # A URL's parts up to its path, its path, and its query and fragment.
 _URL_PARTS = re.compile(r"(?P<head>(?:[A-Za-z][A-Za-z0-9+.-]*://)?[^/?#]*)(?P<path>[^?#]*)(?P<tail>.*)", re.DOTALL)
 _PERCENT_ENCODED = re.compile(r"%([0-9A-Fa-f]{2})")
@@ -170,12 +199,21 @@ def uri_ticket_id(uri: str | None, uri_pattern: re.Pattern[str]) -> int | None:
 def as_requested(url: str) -> str:
     """The URL as a browser requests it: percent-encoded letters, digits and ``-._~`` decoded, and the
     dot segments of its path resolved (``/issues/%31%32`` is ``/issues/12``, ``/issues/5/../12`` is
-    ``/issues/12``). Other escapes (``%2F``) stay: they are not what they encode to the server."""
+    ``/issues/12``); in a web URL, ``\\`` before the query read as ``/`` and the slashes after the scheme as
+    ``//`` (``https:\\\\host\\issues\\12`` is ``https://host/issues/12``). Other escapes (``%2F``) stay: they
+    are not what they encode to the server."""
 
     def decoded(match: re.Match[str]) -> str:
         char = chr(int(match[1], 16))
         return char if char in _UNRESERVED else match[0]
 
+    scheme = _WEB_SCHEME.match(url)
+    if scheme is not None:
+        # Before its query and fragment, a browser reads a web URL's "\" as "/" ("https://host\issues\5"
+        # requests /issues/5), and it takes the host right after the scheme however many slashes come first.
+        rest = url[scheme.end() :]
+        query = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=len(rest))
+        url = url[: scheme.end()].rstrip("/\\") + "//" + rest[:query].replace("\\", "/") + rest[query:]
     parts = _URL_PARTS.match(_PERCENT_ENCODED.sub(decoded, url))
     assert parts is not None  # every part may be empty
     kept: list[str] = []
@@ -426,6 +464,7 @@ def iter_mentions(text: str | Folded, min_digits: int, known: Set[int], offset: 
     name #12399 as plainly as ``#12399`` does to a reader."""
     view = text if isinstance(text, Folded) else fold(text)
     scan = 0
+    other_numbers: bool | None = None  # whether the text holds a word of _OTHER_NUMBER, once it matters
     while (match := MENTION.search(view.text, scan)) is not None:
         start, scan = match.span()
         if match["url"] is not None:
@@ -440,10 +479,15 @@ def iter_mentions(text: str | Folded, min_digits: int, known: Set[int], offset: 
         ticket_id = ticket_number(digits)
         # Labelled with "#" always counts; labelled without it or bare only when long enough (or known).
         labelled = match["lhash"] is not None
-        if not (labelled or len(digits) >= min_digits or (group == "bid" and ticket_id in known)):
+        if not (labelled or bare_number_is_ticket(digits, min_digits, known if group == "bid" else frozenset())):
             continue
         if ticket_id <= 0:
             continue
+        if group == "bid":
+            if other_numbers is None:
+                other_numbers = _ANY_OTHER_NUMBER_WORD.search(view.text) is not None
+            if other_numbers and _other_number(view.text, start, digits):
+                continue
         start = start if group == "bid" else match.start("lhash" if labelled else "lid")
         if view.start(start) >= offset:
             yield Mention(ticket_id, view.start(start), view.end(scan), start, scan)
@@ -457,6 +501,18 @@ def iter_mentions(text: str | Folded, min_digits: int, known: Set[int], offset: 
                 yield Mention(
                     ticket_number(digits), view.start(more.start("id")), view.end(scan), more.start("id"), scan
                 )
+
+
+def bare_number_is_ticket(digits: str, min_digits: int, known: Set[int]) -> bool:
+    """Whether a bare ``#`` and these digits name a ticket: ``min_digits`` of them, or an id in ``known``
+    (the retrieved ids); else it is a step or an item (``手順 #2``)."""
+    return len(digits) >= min_digits or ticket_number(digits) in known
+
+
+def _other_number(view: str, hash_at: int, digits: str) -> bool:
+    """Whether the word before the bare ``#`` at ``hash_at`` says its number is no ticket's (_OTHER_NUMBER)."""
+    word = _OTHER_NUMBER.search(view, max(0, hash_at - _OTHER_NUMBER_REACH), hash_at)
+    return word is not None and (word["colour"] is None or len(digits) in _COLOUR_DIGITS)
 
 
 def mentioned_ids(text: str, min_digits: int = DEFAULT_MIN_ID_DIGITS, known: Set[int] = frozenset()) -> list[Mention]:
@@ -473,19 +529,28 @@ def mentioned_ids(text: str, min_digits: int = DEFAULT_MIN_ID_DIGITS, known: Set
 
 
 def _replace_mentions(
-    text: str, valid: Set[int], marker: str, min_digits: int, start: int = 0, end: int | None = None
+    text: str,
+    valid: Set[int],
+    marker: str,
+    min_digits: int,
+    start: int = 0,
+    end: int | None = None,
+    elsewhere: Callable[[str], bool] | None = None,
 ) -> tuple[str, int]:
-    """text[start:end] with every mention there of an id not in ``valid`` replaced, and where the text
-    so replaced ends: ``end``, or past it when a mention starting before ``end`` runs on beyond it (a
-    character NFKC makes several of, cut in the middle by a stream's hold-back). The text around that
-    window is context only (labels before it, what follows a number after it)."""
+    """text[start:end] with every mention there of an id not in ``valid`` (or of a Redmine URL, as written,
+    that ``elsewhere`` is true of) replaced, and where the text so replaced ends: ``end``, or past it when a
+    mention starting before ``end`` runs on beyond it (a character NFKC makes several of, cut in the middle
+    by a stream's hold-back). The text around that window is context only (labels before it, what follows a
+    number after it)."""
     end = len(text) if end is None else end
     pieces: list[str] = []
     position = start
     for mention in iter_mentions(text, min_digits, valid, start):
         if mention.start >= end:
             break
-        if mention.ticket_id not in valid:
+        if mention.ticket_id not in valid or (
+            mention.url and elsewhere is not None and elsewhere(text[mention.start : mention.end])
+        ):
             pieces += [text[position : mention.start], marker]
             position = mention.end
     end = max(end, position)
@@ -500,16 +565,18 @@ def filter_text(
     on_empty: OnEmpty = default("on_empty"),
     marker: str = UNVERIFIED_MARKER,
     min_digits: int = DEFAULT_MIN_ID_DIGITS,
+    elsewhere: Callable[[str], bool] | None = None,
 ) -> str:
     """Replace every mention of a ticket id that is not valid with ``marker``; every other character of
-    the text stays as it is.
+    the text stays as it is. ``elsewhere``: whether a Redmine URL (as written) leads to another place than
+    the retrieved tickets (verify: another host than their Redmine's); such a URL is replaced too.
 
     With an empty ``valid`` set, ``on_empty="pass"`` leaves the text as it is (the caller flags it)
     and ``"block"`` replaces every mention.
     """
     if not valid and on_empty == "pass":
         return text
-    return _replace_mentions(text, valid, marker, min_digits)[0]
+    return _replace_mentions(text, valid, marker, min_digits, elsewhere=elsewhere)[0]
 
 
 async def filter_text_stream(
