@@ -25,6 +25,7 @@ with ``--chunk-overlap`` repeat text of the chunk before: the report counts them
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -33,10 +34,20 @@ from pathlib import Path
 from typing import Any
 
 from anchorkit.anchors import ANCHOR_PATTERN, identified_ticket_ids
-from anchorkit.audit.sources import UnreadableDocument, document_paths
+from anchorkit.audit.sources import (
+    LINKED_FOLDER,
+    UnreadableDocument,
+    document_paths,
+    files_named,
+    linked_folder_holding,
+    not_utf8,
+    read_failure,
+    read_if_there,
+)
 from anchorkit.bedrock.audit import read_audit_lines
 from anchorkit.bedrock.batches import BatchError, read_batch
 from anchorkit.errors import UsageError
+from anchorkit.files import read_regular_file
 from anchorkit.note_ranges import metadata_int
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, read_sidecar
 from anchorkit.tokens import Tokenizer
@@ -118,7 +129,7 @@ def _file_kind(path: Path) -> str:
     Markdown document or a JSON file, taken for a broken chunk, would each be an error of its own."""
     with path.open("rb") as file:
         data = file.read(1 << 16)
-        if b"\n" not in data.strip():  # one line so far (a long chunk): read it whole
+        if not data.endswith(b"\n"):  # the head's last line (a long chunk, maybe the first) is read whole
             data += file.readline()
     head = data.decode("utf-8", "replace").splitlines()
     if not data.strip() or any(map(_is_chunk_record, head)):
@@ -162,8 +173,8 @@ def iter_jsonl(path: Path) -> Iterator[ChunkItem]:
                 continue
             if not line.strip():
                 continue
-            try:
-                record = parse_json(line)
+            try:  # without its line break: the parser's "line 1 column N" is then where in this line
+                record = parse_json(line.rstrip("\r\n"))
             except ValueError as exc:
                 yield UnreadableDocument(where, f"{where}: not JSON ({exc})")
                 continue
@@ -177,22 +188,51 @@ def iter_jsonl(path: Path) -> Iterator[ChunkItem]:
 
 
 def iter_chunk_folder(folder: Path) -> Iterator[ChunkItem]:
-    """``anchorkit chunk --out``'s chunk files, ticket by ticket, in file order."""
-    for path in sorted(folder.glob("[0-9]*/*.md")):
-        if not _CHUNK_FILE.match(path.name):
+    """``anchorkit chunk --out``'s chunk files, ticket by ticket, in file order. Symbolic links are not followed
+    (upload publishes nothing through one): a ticket folder that is one is an error naming it, and so is a
+    chunk file or a sidecar that is one, or a named pipe."""
+    for relpath, path in _chunk_folder_paths(folder):
+        if path is None:
+            yield UnreadableDocument(relpath, f"{relpath}: {LINKED_FOLDER}")
             continue
-        relpath = path.relative_to(folder).as_posix()
+        sidecar = f"{path}{SIDECAR_SUFFIX}"
         try:
-            text = path.read_bytes().decode("utf-8")
-            sidecar = path.with_name(path.name + SIDECAR_SUFFIX)
-            metadata = read_sidecar(sidecar.read_bytes()) if sidecar.exists() else {}
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            yield UnreadableDocument(relpath, f"{relpath}: cannot read ({exc})")
+            text = read_regular_file(path).decode("utf-8")
+        except OSError as exc:
+            yield UnreadableDocument(relpath, f"{relpath}: {read_failure(exc)}")
+            continue
+        except UnicodeDecodeError as exc:
+            yield UnreadableDocument(relpath, f"{relpath}: {not_utf8(exc)}")
+            continue
+        try:
+            data = read_if_there(sidecar)
+            metadata = {} if data is None else read_sidecar(data)
+        except (OSError, ValueError) as exc:
+            reason = read_failure(exc) if isinstance(exc, OSError) else str(exc)
+            yield UnreadableDocument(relpath, f"{relpath}{SIDECAR_SUFFIX}: {reason}")
             continue
         # The ticket: the sidecar's, else the folder's name if it is a ticket id (else unknown: "0", "12x").
         ticket_id = parse_ticket_id(metadata.get("ticket_id"))
         ticket_id = parse_ticket_id(path.parent.name) if ticket_id is None else ticket_id
         yield AuditedChunk(relpath, ticket_id, text, chunk_span(metadata))
+
+
+def _chunk_folder_paths(folder: Path) -> list[tuple[str, Path | None]]:
+    """The chunk files ``<id>/<id>-NNN.md`` by relative path, in path order, and (with None) the ticket folders
+    that are symbolic links to a folder holding chunk files (``12301/``)."""
+    found: list[tuple[str, Path | None]] = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if not entry.name[:1].isdigit():
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                with os.scandir(entry.path) as inner:
+                    found += (
+                        (f"{entry.name}/{item.name}", Path(item.path)) for item in files_named(inner, _CHUNK_FILE)
+                    )
+            elif linked_folder_holding(entry, _CHUNK_FILE):
+                found.append((f"{entry.name}/", None))
+    return sorted(found)
 
 
 def iter_batches(folder: Path) -> Iterator[ChunkItem]:
@@ -202,8 +242,11 @@ def iter_batches(folder: Path) -> Iterator[ChunkItem]:
             continue
         relpath = path.relative_to(folder).as_posix()
         try:
-            batch = read_batch(path.read_bytes())
-        except (OSError, BatchError) as exc:
+            batch = read_batch(read_regular_file(path))
+        except OSError as exc:
+            yield UnreadableDocument(relpath, f"{relpath}: {read_failure(exc)}")
+            continue
+        except BatchError as exc:
             yield UnreadableDocument(relpath, f"{relpath}: not a batch file anchorkit reads ({exc})")
             continue
         for position, item in enumerate(batch.items):

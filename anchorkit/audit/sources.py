@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from anchorkit.render.sidecar import (
-    SIDECAR_SUFFIX,
-)
+from anchorkit.files import NotRegularFile, open_regular_file, read_regular_file
+from anchorkit.render.sidecar import SIDECAR_SUFFIX
 from anchorkit.render.transform import RenderedTicket, TransformOptions, iter_documents
 from anchorkit.source.snapshot import iter_issue_paths
 
@@ -19,6 +18,18 @@ MAX_DOCUMENT_BYTES = 50 * 1024 * 1024  # Bedrock Knowledge Base's limit per sour
 
 
 _TICKET_DOCUMENT = re.compile(r"^(\d+)\.md$")
+# transform writes line feeds only (it converts a ticket's CR LF): a document with a carriage return was converted
+# after it (a checkout with core.autocrlf, an editor). Its anchor blocks, "\r"-blank lines between them, are not the
+# ones anchors.strip_anchors takes out: measured, it would show almost no overhead and coverage without anchors as
+# high as with them.
+CARRIAGE_RETURNS = (
+    "carriage returns (CR LF line breaks), which transform never writes: its anchors cannot be told from its text, "
+    "so it is not measured (convert its line breaks back to LF)"
+)
+# Why nothing under a project or ticket folder that is a symbolic link is measured.
+LINKED_FOLDER = (
+    "a symbolic link to a folder (not followed: upload publishes nothing in it, and nothing in it is measured)"
+)
 
 
 @dataclass(frozen=True)
@@ -53,49 +64,118 @@ SourceItem = SourceDocument | UnreadableDocument | OversizedDocument
 # Reading the input (the I/O edge)
 
 
+@dataclass(frozen=True)
+class FolderListing:
+    """An output folder's ``<id>.md`` documents (flat or one project folder deep) by relative path, in
+    path order, and its project folders that are symbolic links (``ops/``), which are not followed."""
+
+    documents: list[tuple[str, Path]]
+    linked_folders: list[str]
+
+
+def list_output_folder(folder: Path) -> FolderListing:
+    """What the audit of an output folder reads. A symbolic link is never followed, as upload never
+    publishes what one points to: a project folder that is one is listed (when it holds documents) to be
+    reported, and a document that is one fails when it is opened; a named pipe is no document either."""
+    documents: list[tuple[str, Path]] = []
+    linked: list[str] = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                with os.scandir(entry.path) as inner:
+                    documents += (
+                        (f"{entry.name}/{item.name}", Path(item.path)) for item in files_named(inner, _TICKET_DOCUMENT)
+                    )
+            elif linked_folder_holding(entry, _TICKET_DOCUMENT):
+                linked.append(f"{entry.name}/")
+            elif _TICKET_DOCUMENT.match(entry.name):
+                documents.append((entry.name, Path(entry.path)))
+    return FolderListing(sorted(documents), sorted(linked))
+
+
+def files_named(entries: Iterable[os.DirEntry[str]], name: re.Pattern[str]) -> Iterator[os.DirEntry[str]]:
+    """The entries named as ``name`` matches that are not folders (a symbolic link or a named pipe among them
+    fails by name when it is opened)."""
+    return (entry for entry in entries if name.match(entry.name) and not entry.is_dir(follow_symlinks=False))
+
+
+def linked_folder_holding(entry: os.DirEntry[str], name: re.Pattern[str]) -> bool:
+    """Whether ``entry`` is a symbolic link to a folder with files named as ``name`` matches (what the audit would
+    have read, were the link followed)."""
+    if not (entry.is_symlink() and entry.is_dir()):
+        return False
+    try:
+        with os.scandir(entry.path) as inner:
+            return any(True for _ in files_named(inner, name))
+    except OSError:  # a folder it cannot list holds nothing it could read
+        return False
+
+
 def document_paths(folder: Path) -> list[tuple[str, Path]]:
     """An output folder's ``<id>.md`` documents (flat or one project folder deep) by relative path, in path order."""
-    # Relative paths spelled from the names: Path.relative_to takes longer than the glob itself.
-    flat = [(path.name, path) for path in folder.glob("*.md")]
-    nested = [(f"{path.parent.name}/{path.name}", path) for path in folder.glob("*/*.md")]
-    return sorted(item for item in flat + nested if _TICKET_DOCUMENT.match(item[1].name))
+    return list_output_folder(folder).documents
 
 
 def count_documents(path: Path) -> int:
     """How many items the audit of ``path`` will see, before reading any (a snapshot: its issue files, private
     issues included, so at most that many)."""
-    return sum(1 for _ in iter_issue_paths(path)) if is_snapshot(path) else len(document_paths(path))
+    if is_snapshot(path):
+        return sum(1 for _ in iter_issue_paths(path))
+    listing = list_output_folder(path)
+    return len(listing.documents) + len(listing.linked_folders)
 
 
 def iter_output_folder(folder: Path) -> Iterator[SourceItem]:
-    """``<id>.md`` documents (flat or one project folder deep) and their sidecars, in path order."""
-    for relpath, path in document_paths(folder):
+    """``<id>.md`` documents (flat or one project folder deep) and their sidecars, in path order; first, the
+    project folders that are symbolic links, each an error naming it."""
+    listing = list_output_folder(folder)
+    for relpath in listing.linked_folders:
+        yield UnreadableDocument(relpath, f"{relpath}: {LINKED_FOLDER}")
+    for relpath, path in listing.documents:
         ticket_id = int(path.name[: -len(".md")])
         try:
-            with open(path, "rb") as file:  # its size from the open file: one path lookup, not two
+            with open_regular_file(path) as file:  # its size from the open file: one path lookup, not two
                 size = os.fstat(file.fileno()).st_size
                 data = file.read() if size <= MAX_DOCUMENT_BYTES else None
-            if data is None:
-                yield OversizedDocument(ticket_id, relpath, size)
-                continue
-            markdown = data.decode("utf-8")
-            sidecar = _read_if_there(f"{path}{SIDECAR_SUFFIX}")
-        except UnicodeDecodeError as exc:
-            yield UnreadableDocument(relpath, f"{relpath}: not valid UTF-8 ({exc.reason} at byte {exc.start})")
-            continue
         except OSError as exc:
-            yield UnreadableDocument(relpath, f"{relpath}: cannot read ({exc.strerror or exc})")
+            yield UnreadableDocument(relpath, f"{relpath}: {read_failure(exc)}")
+            continue
+        if data is None:
+            yield OversizedDocument(ticket_id, relpath, size)
+            continue
+        try:
+            markdown = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield UnreadableDocument(relpath, f"{relpath}: {not_utf8(exc)}")
+            continue
+        if "\r" in markdown:
+            yield UnreadableDocument(relpath, f"{relpath}: {CARRIAGE_RETURNS}")
+            continue
+        try:
+            sidecar = read_if_there(f"{path}{SIDECAR_SUFFIX}")
+        except OSError as exc:
+            yield UnreadableDocument(relpath, f"{relpath}{SIDECAR_SUFFIX}: {read_failure(exc)}")
             continue
         yield SourceDocument(ticket_id, relpath, markdown, sidecar)
 
 
-def _read_if_there(path: str) -> bytes | None:
-    """The file's bytes; None when there is no such file (one system call fewer than asking first).
+def read_failure(error: OSError) -> str:
+    """Why a file could not be read, as an error message says it after the file's name."""
+    if isinstance(error, NotRegularFile):
+        return str(error)  # "a symbolic link (not followed)", "not a regular file"
+    return f"cannot read ({error.strerror or error})"
+
+
+def not_utf8(error: UnicodeDecodeError) -> str:
+    return f"not valid UTF-8 ({error.reason} at byte {error.start})"
+
+
+def read_if_there(path: str) -> bytes | None:
+    """The regular file's bytes; None when there is no such file (one system call fewer than asking first).
     The path is a string: building a Path for it takes half as long as reading the file."""
     try:
-        with open(path, "rb") as file:
-            return file.read()
-    except (FileNotFoundError, IsADirectoryError):
+        return read_regular_file(path)
+    except FileNotFoundError:
         return None
 
 

@@ -214,18 +214,22 @@ def _finished(report: dict[str, Any]) -> dict[str, Any]:
 def audit_chunk_layout(path: Path, kind: str, values: Mapping[str, Any]) -> dict[str, Any]:
     """The report on chunks as they are (``chunk_layouts``): ``kind`` says what ``path`` holds.
 
-    Options about documents (snapshot rendering, --fail-over-overhead) are a usage error here."""
+    Options about documents (snapshot rendering, --fail-over-overhead, the chunkers to emulate) are a usage
+    error here: ignored, a --chunking SPEC would look measured. A bad --lengths is one too, as it is on documents,
+    though the table is not made for chunks."""
     misplaced = [
         option
         for option, name in (
             ("--anchor-subject-chars", "anchor_subject_chars"),
             ("--anchor-basic-info", "anchor_basic_info"),
             ("--fail-over-overhead", "fail_over_overhead"),
+            ("--chunking", "chunking"),
         )
-        if values[name] is not None
+        if values[name] not in (None, [])
     ]
     if misplaced:
         raise UsageError(f"{', '.join(misplaced)}: documents only ({path} holds {kind.replace('-', ' ')})")
+    parse_lengths(values["lengths"])
     tokenizer = choose_tokenizer(values["tokenizer"], values["tiktoken_file"])  # TokenizerUnavailable: exit 2
     chunk_tokens = values["chunk_tokens"] or DEFAULT_CHUNK_TOKENS
     report: dict[str, Any] = {

@@ -1,0 +1,259 @@
+"""`anchorkit stats` on inputs that are not what they claim to be: named pipes and symbolic links where
+documents or chunks should be, a document whose line breaks were converted, JSON Lines whose first line is
+broken, sidecars that are no sidecars, chunker SPECs that say too much, options that do not apply."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from anchorkit.audit.chunk_layouts import iter_chunks
+from anchorkit.audit.sources import iter_output_folder
+from anchorkit.cli import app
+from anchorkit.render.transform import TransformOptions, transform_snapshot
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "fixtures"
+runner = CliRunner()
+
+
+def stats(*args: str) -> tuple[int, dict[str, Any]]:
+    """Exit code and JSON report of `anchorkit stats ARGS --json --lengths none`."""
+    result = runner.invoke(app, ["stats", *args, "--json", "--lengths", "none"])
+    return result.exit_code, json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixtures as `transform --sidecars --layout by-project` writes them (a project folder to link)."""
+    folder = tmp_path_factory.mktemp("out")
+    report = transform_snapshot(FIXTURES, folder, TransformOptions(sidecars=True, layout="by-project"))
+    assert not report.failed
+    return folder
+
+
+@pytest.fixture(scope="module")
+def out_report(out: Path) -> dict[str, Any]:
+    code, report = stats(str(out))
+    assert code == 0 and report["source"]["documents"] > 0
+    return report
+
+
+@pytest.fixture(scope="module")
+def chunk_folder(out: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`anchorkit chunk out --out chunks --sidecars`."""
+    folder = tmp_path_factory.mktemp("chunks") / "chunks"
+    result = runner.invoke(app, ["chunk", str(out), "--out", str(folder), "--sidecars", "-q"])
+    assert result.exit_code == 0, result.stderr
+    return folder
+
+
+def copied(folder: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / folder.name
+    shutil.copytree(folder, copy)
+    return copy
+
+
+def first_ticket_folder(folder: Path) -> Path:
+    return min(path for path in folder.iterdir() if path.is_dir())
+
+
+def read_all_or_hang(read: Callable[[], list[Any]]) -> list[Any] | None:
+    """What ``read()`` returns, or None if it is still waiting after 20 s (on a named pipe with no writer)."""
+    result: list[list[Any]] = []
+    thread = threading.Thread(target=lambda: result.append(read()), daemon=True)
+    thread.start()
+    thread.join(20)
+    return result[0] if result else None
+
+
+def release(pipe: Path) -> None:
+    """Open the named pipe for writing and close it: a reader stuck on it (old code) goes on."""
+    with contextlib.suppress(OSError):  # nobody reads it: nothing to release
+        os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+
+
+# ---------------------------------------------------------------------------------------------
+# Named pipes and symbolic links: never followed nor waited on, as upload never publishes them
+
+
+@pytest.mark.parametrize("name", ["99999.md", "{first}.metadata.json"])
+def test_a_named_pipe_among_documents_fails_by_name_instead_of_hanging_the_audit(
+    out: Path, tmp_path: Path, name: str
+) -> None:
+    folder = copied(out, tmp_path)
+    project = first_ticket_folder(folder)
+    first = min(path.name for path in project.glob("*.md"))
+    pipe = project / name.format(first=first)
+    pipe.unlink(missing_ok=True)
+    os.mkfifo(pipe)
+    try:
+        items = read_all_or_hang(lambda: list(iter_output_folder(folder)))
+    finally:
+        release(pipe)
+    assert items is not None, "the audit waited for a writer on a named pipe"
+    relpath = pipe.relative_to(folder).as_posix()
+    errors = [item.message for item in items if hasattr(item, "message")]
+    assert errors == [f"{relpath}: not a regular file"]
+
+
+def test_a_named_pipe_among_chunks_fails_by_name_instead_of_hanging_the_audit(
+    chunk_folder: Path, tmp_path: Path
+) -> None:
+    folder = copied(chunk_folder, tmp_path)
+    ticket = first_ticket_folder(folder)
+    pipe = ticket / f"{ticket.name}-999.md"
+    os.mkfifo(pipe)
+    try:
+        items = read_all_or_hang(lambda: list(iter_chunks(folder, "chunk-folder")))
+    finally:
+        release(pipe)
+    assert items is not None, "the audit waited for a writer on a named pipe"
+    assert [item.message for item in items if hasattr(item, "message")] == [
+        f"{ticket.name}/{pipe.name}: not a regular file"
+    ]
+
+
+def test_a_project_folder_that_is_a_symbolic_link_is_named_and_not_measured_twice(
+    out: Path, out_report: dict[str, Any], tmp_path: Path
+) -> None:
+    folder = copied(out, tmp_path)
+    project = first_ticket_folder(folder)
+    (folder / "linked").symlink_to(project, target_is_directory=True)  # its documents again, under another name
+    code, report = stats(str(folder))
+    message = "linked/: a symbolic link to a folder (not followed: upload publishes nothing in it"
+    assert code == 1 and [error["path"] for error in report["errors"]] == ["linked/"]
+    assert report["errors"][0]["message"].startswith(message)
+    assert report["source"]["documents"] == out_report["source"]["documents"]
+    assert report["overhead"] == out_report["overhead"]
+
+
+def test_a_document_that_is_a_symbolic_link_fails_by_name(
+    out: Path, out_report: dict[str, Any], tmp_path: Path
+) -> None:
+    folder = copied(out, tmp_path)
+    document = min(first_ticket_folder(folder).glob("*.md"))
+    target = tmp_path / "elsewhere.md"
+    document.rename(target)
+    document.symlink_to(target)
+    code, report = stats(str(folder))
+    relpath = document.relative_to(folder).as_posix()
+    assert code == 1 and report["errors"] == [
+        {"path": relpath, "message": f"{relpath}: a symbolic link (not followed)"}
+    ]
+    assert report["source"]["documents"] == out_report["source"]["documents"] - 1
+
+
+def test_a_ticket_folder_of_chunks_that_is_a_symbolic_link_is_named_and_not_counted_twice(
+    chunk_folder: Path, tmp_path: Path
+) -> None:
+    code, alone = stats(str(chunk_folder))
+    assert code == 0
+    folder = copied(chunk_folder, tmp_path)
+    (folder / "99999").symlink_to(first_ticket_folder(folder), target_is_directory=True)
+    code, report = stats(str(folder))
+    assert code == 1 and [error["path"] for error in report["errors"]] == ["99999/"]
+    assert "a symbolic link to a folder (not followed" in report["errors"][0]["message"]
+    # Read through the link, the same chunks came twice and passed for chunks made with --chunk-overlap.
+    assert report["chunks"] == alone["chunks"] and report["chunks"]["overlapping_chunks"] == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# What a file holds
+
+
+def test_a_document_with_converted_line_breaks_fails_by_name_and_the_others_are_measured(
+    out: Path, out_report: dict[str, Any], tmp_path: Path
+) -> None:
+    folder = copied(out, tmp_path)
+    document = min(first_ticket_folder(folder).glob("*.md"))
+    document.write_bytes(document.read_bytes().replace(b"\n", b"\r\n"))  # core.autocrlf, or an editor
+    code, report = stats(str(folder))
+    relpath = document.relative_to(folder).as_posix()
+    # Measured, its anchors stayed in its "stripped" version: an overhead near 0 %, coverage without anchors as
+    # high as with them.
+    assert code == 1 and [error["path"] for error in report["errors"]] == [relpath]
+    assert report["errors"][0]["message"].startswith(
+        f"{relpath}: carriage returns (CR LF line breaks), which transform never writes"
+    )
+    assert report["source"]["documents"] == out_report["source"]["documents"] - 1
+
+
+def test_a_broken_first_line_before_a_long_chunk_is_one_error_not_a_file_of_no_chunks(tmp_path: Path) -> None:
+    text = "# チケット #7: Long\n\n" + "word " * 20_000  # its line is longer than the head read to tell the kind
+    path = tmp_path / "chunks.jsonl"
+    path.write_text('{"id": "7-000"\n' + json.dumps({"id": "7-000", "ticket_id": 7, "text": text}) + "\n")
+    code, report = stats(str(path), "--chunk-tokens", "30000")
+    assert code == 1 and report["chunks"]["chunks"] == report["chunks"]["identified"] == 1
+    # Where in the line the parser stopped (its line 1: the line break of the file's line is not part of it).
+    assert report["errors"] == [
+        {
+            "path": "chunks.jsonl:1",
+            "message": "chunks.jsonl:1: not JSON (Expecting ',' delimiter: line 1 column 15 (char 14))",
+        }
+    ]
+
+
+def test_a_sidecar_that_is_no_sidecar_is_the_file_named(chunk_folder: Path, tmp_path: Path) -> None:
+    folder = copied(chunk_folder, tmp_path)
+    chunk = min(first_ticket_folder(folder).glob("*.md"))
+    sidecar = chunk.with_name(chunk.name + ".metadata.json")
+    sidecar.write_text("not json", encoding="utf-8")
+    code, report = stats(str(folder))
+    relpath = sidecar.relative_to(folder).as_posix()
+    assert code == 1 and report["errors"] == [
+        {
+            "path": chunk.relative_to(folder).as_posix(),
+            "message": f'{relpath}: not a sidecar: expected {{"metadataAttributes": {{...}}}}',
+        }
+    ]
+
+
+def test_a_chunk_that_is_not_utf8_says_so_as_a_document_does(chunk_folder: Path, tmp_path: Path) -> None:
+    folder = copied(chunk_folder, tmp_path)
+    chunk = min(first_ticket_folder(folder).glob("*.md"))
+    chunk.write_bytes(b"\xff\xfe")
+    code, report = stats(str(folder))
+    relpath = chunk.relative_to(folder).as_posix()
+    assert code == 1
+    assert report["errors"] == [
+        {"path": relpath, "message": f"{relpath}: not valid UTF-8 (invalid start byte at byte 0)"}
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Options
+
+
+def test_chunkers_to_emulate_on_chunks_as_they_are_are_a_usage_error_not_ignored(chunk_folder: Path) -> None:
+    result = runner.invoke(app, ["stats", str(chunk_folder), "--chunking", "fixed:max_tokens=512"])
+    assert result.exit_code == 2 and "--chunking: documents only" in result.stderr
+    result = runner.invoke(app, ["stats", str(chunk_folder), "--lengths", "many"])
+    assert result.exit_code == 2 and "--lengths must be positive token counts" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("fixed:max_tokens=300,max_tokens=200", "'fixed:max_tokens=300,max_tokens=200': max_tokens is given twice"),
+        # The overlap in the way is the default the SPEC did not give: the message shows it.
+        (
+            "hierarchical:child=50",
+            "'hierarchical:child=50' (hierarchical:parent=1500,child=50,overlap=60): need overlap < child <= parent",
+        ),
+    ],
+)
+def test_a_spec_that_says_too_much_or_does_not_fit_its_defaults_is_a_usage_error_naming_it(
+    out: Path, spec: str, message: str
+) -> None:
+    result = runner.invoke(app, ["stats", str(out), "--chunking", spec])
+    assert result.exit_code == 2 and message in result.stderr
