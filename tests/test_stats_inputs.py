@@ -257,3 +257,13 @@ def test_a_spec_that_says_too_much_or_does_not_fit_its_defaults_is_a_usage_error
 ) -> None:
     result = runner.invoke(app, ["stats", str(out), "--chunking", spec])
     assert result.exit_code == 2 and message in result.stderr
+
+
+def test_a_folder_of_json_that_holds_no_batch_is_one_usage_error_not_an_error_a_file(tmp_path: Path) -> None:
+    """A snapshot's issues/ (JSON files, no document): taken for the Lambda's batches, each issue was an error."""
+    snapshot = copied(FIXTURES, tmp_path)
+    result = runner.invoke(app, ["stats", str(snapshot / "issues")])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.count("error: ") == 1 and "not a batch file anchorkit reads" not in result.stderr
+    assert f"{snapshot / 'issues'}: not the Bedrock Lambda's output batches: none of its" in result.stderr
+    assert f"a snapshot is audited as the folder that holds issues/: {snapshot}" in result.stderr

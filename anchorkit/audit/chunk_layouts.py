@@ -236,7 +236,11 @@ def _chunk_folder_paths(folder: Path) -> list[tuple[str, Path | None]]:
 
 
 def iter_batches(folder: Path) -> Iterator[ChunkItem]:
-    """The text chunks of the Lambda's output batch files (any ``*.json`` under ``folder``, sidecars aside)."""
+    """The text chunks of the Lambda's output batch files (any ``*.json`` under ``folder``, sidecars aside).
+
+    UsageError, once all are read, when not one of them is a batch file: a folder of other JSON (a snapshot's
+    issues/) is no Lambda output, and each file taken for a broken batch would be an error of its own."""
+    batches, not_batches = 0, []
     for path in sorted(folder.rglob("*.json")):
         if path.name.endswith(SIDECAR_SUFFIX):
             continue
@@ -247,13 +251,22 @@ def iter_batches(folder: Path) -> Iterator[ChunkItem]:
             yield UnreadableDocument(relpath, f"{relpath}: {read_failure(exc)}")
             continue
         except BatchError as exc:
+            not_batches.append(f"{relpath}: {exc}")
             yield UnreadableDocument(relpath, f"{relpath}: not a batch file anchorkit reads ({exc})")
             continue
+        batches += 1
         for position, item in enumerate(batch.items):
             text = batch.text(item)
             if text is not None:  # an image or a table row has no anchor to hold
                 ticket_id = parse_ticket_id(batch.metadata(item).get("ticket_id"))
                 yield AuditedChunk(f"{relpath}[{position}] ({batch.shape})", ticket_id, text)
+    if not batches and not_batches:
+        snapshot = folder.name == "issues" and (folder.parent / "lookups.json").is_file()
+        raise UsageError(
+            f"{folder}: not the Bedrock Lambda's output batches: none of its {len(not_batches):,} .json files is a "
+            f"batch file anchorkit reads (e.g. {not_batches[0]})"
+            + (f"; a snapshot is audited as the folder that holds issues/: {folder.parent}" if snapshot else "")
+        )
 
 
 def read_lambda_log(path: Path) -> dict[str, Any]:
