@@ -18,6 +18,8 @@ from typer.testing import CliRunner
 
 from anchorkit.audit.chunk_layouts import iter_chunks
 from anchorkit.audit.sources import iter_output_folder
+from anchorkit.bedrock.audit import audit_line
+from anchorkit.bedrock.counts import Counts
 from anchorkit.cli import app
 from anchorkit.render.transform import TransformOptions, transform_snapshot
 
@@ -267,3 +269,29 @@ def test_a_folder_of_json_that_holds_no_batch_is_one_usage_error_not_an_error_a_
     assert result.stderr.count("error: ") == 1 and "not a batch file anchorkit reads" not in result.stderr
     assert f"{snapshot / 'issues'}: not the Bedrock Lambda's output batches: none of its" in result.stderr
     assert f"a snapshot is audited as the folder that holds issues/: {snapshot}" in result.stderr
+
+
+def test_an_audit_line_whose_counts_no_handler_writes_is_named_and_left_out_of_the_sums(tmp_path: Path) -> None:
+    genuine = audit_line(
+        Counts(files=1, chunks_in=4, chunks_out=4, already_anchored=2, anchored=1, unknown_ticket=1), {}
+    )
+    broken = [
+        genuine.replace('"files": 1', '"files": "many"'),  # a count that is no number: was a traceback
+        genuine.replace('"chunks_out": 4', '"chunks_out": -40'),  # summed: coverage -8 %
+        genuine.replace('"chunks_out": 4', '"chunks_out": 1'),  # summed: coverage 150 %
+        genuine.replace('"shapes": {}', '"shapes": {"fileContents": "x"}'),
+    ]
+    log = tmp_path / "lambda.log"
+    log.write_text("\n".join(["START RequestId: 1", genuine, *broken, genuine]) + "\n", encoding="utf-8")
+    code, report = stats(str(log))
+    assert code == 1 and report["layout"] == "lambda output"
+    assert [error["path"] for error in report["errors"]] == [f"lambda.log:{line}" for line in (3, 4, 5, 6)]
+    assert (
+        report["errors"][1]["message"]
+        == "lambda.log:4: an audit line left out of the sums: negative counts (chunks_out)"
+    )
+    assert report["errors"][2]["message"].endswith(
+        "4 chunks sorted (already anchored, anchored, ticket unknown, not text) of 1 out"
+    )
+    assert report["lambda"]["invocations"] == 2 and report["lambda"]["chunks_out"] == 8
+    assert report["lambda"]["coverage_percent"] == 75.0

@@ -46,6 +46,7 @@ from anchorkit.audit.sources import (
 )
 from anchorkit.bedrock.audit import read_audit_lines
 from anchorkit.bedrock.batches import BatchError, read_batch
+from anchorkit.bedrock.counts import Counts
 from anchorkit.errors import UsageError
 from anchorkit.files import read_regular_file
 from anchorkit.note_ranges import metadata_int
@@ -134,7 +135,7 @@ def _file_kind(path: Path) -> str:
     head = data.decode("utf-8", "replace").splitlines()
     if not data.strip() or any(map(_is_chunk_record, head)):
         return "chunks-jsonl"
-    if read_audit_lines(head)[1]:
+    if any(audit_line_counts(line) is not None for line in head):
         return "lambda-log"
     raise UsageError(
         f"{path}: not chunks (no line of its head is a JSON object with a string 'text', as anchorkit chunk's "
@@ -269,17 +270,56 @@ def iter_batches(folder: Path) -> Iterator[ChunkItem]:
         )
 
 
-def read_lambda_log(path: Path) -> dict[str, Any]:
-    """The sums of the Lambda's audit lines in a log file: what the knowledge base really ingested."""
+def read_lambda_log(path: Path) -> tuple[dict[str, Any], list[UnreadableDocument]]:
+    """The sums of the Lambda's audit lines in a log file: what the knowledge base really ingested; and the
+    audit lines left out of them, each an error naming it: a count that is no number, or counts no handler
+    writes (summed, a negative count or more chunks sorted than went out made coverage 650 %)."""
+    counts, found, errors = Counts(), 0, []
     with path.open(encoding="utf-8", errors="replace") as lines:
-        counts, found = read_audit_lines(lines)
+        for number, line in enumerate(lines, start=1):
+            line_counts = audit_line_counts(line)
+            if isinstance(line_counts, str):
+                where = f"{path.name}:{number}"
+                errors.append(UnreadableDocument(where, f"{where}: an audit line left out of the sums: {line_counts}"))
+            elif line_counts is not None:
+                counts, found = counts + line_counts, found + 1
     coverage = counts.coverage
-    return {
+    section = {
         "invocations": found,
         **counts.to_json(),
         "named": counts.named,
         "coverage_percent": None if coverage is None else round(coverage * 100, 2),
     }
+    return section, errors
+
+
+def audit_line_counts(line: str) -> Counts | str | None:
+    """The counts of one of the Lambda's audit lines; None: the line is no audit line; a string: why its
+    counts cannot be summed."""
+    try:
+        counts, found = read_audit_lines([line])
+    except (ValueError, TypeError, OverflowError) as exc:  # int() of what the line holds for a count
+        return f"a count that is not a whole number ({exc})"
+    return (impossible_counts(counts) or counts) if found else None
+
+
+def impossible_counts(counts: Counts) -> str | None:
+    """What no invocation of the handler logs (None: nothing): a negative count, or more chunks sorted into
+    already anchored, anchored, ticket unknown and not text than chunks out (each chunk out is one of those)."""
+    negative = [
+        name
+        for name, value in [*counts.to_json().items(), *counts.shapes.items()]
+        if isinstance(value, int) and value < 0
+    ]
+    if negative:
+        return f"negative counts ({', '.join(negative)})"
+    sorted_out = counts.already_anchored + counts.anchored + counts.unknown_ticket + counts.not_text
+    if sorted_out > counts.chunks_out:
+        return (
+            f"{sorted_out:,} chunks sorted (already anchored, anchored, ticket unknown, not text) of "
+            f"{counts.chunks_out:,} out"
+        )
+    return None
 
 
 # ---------------------------------------------------------------------------------------------

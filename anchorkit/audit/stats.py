@@ -246,7 +246,7 @@ def audit_chunk_layout(path: Path, kind: str, values: Mapping[str, Any]) -> dict
     }
     errors: list[UnreadableDocument] = []
     if kind == "lambda-log":
-        report["lambda"] = read_lambda_log(path)
+        report["lambda"], errors = read_lambda_log(path)
         coverage = report["lambda"]["coverage_percent"]
         measured = report["lambda"]["chunks_out"]
     else:
