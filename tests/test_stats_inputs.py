@@ -295,3 +295,18 @@ def test_an_audit_line_whose_counts_no_handler_writes_is_named_and_left_out_of_t
     )
     assert report["lambda"]["invocations"] == 2 and report["lambda"]["chunks_out"] == 8
     assert report["lambda"]["coverage_percent"] == 75.0
+
+
+def test_a_ticket_written_twice_in_one_output_folder_is_measured_once_and_named(
+    out: Path, out_report: dict[str, Any], tmp_path: Path
+) -> None:
+    folder = copied(out, tmp_path)
+    document = min(first_ticket_folder(folder).glob("*.md"))
+    shutil.copy(document, folder / document.name)  # the flat layout's copy beside the by-project one
+    code, report = stats(str(folder))
+    relpath = document.relative_to(folder).as_posix()
+    assert code == 1 and [error["path"] for error in report["errors"]] == [relpath]
+    assert report["errors"][0]["message"].startswith(f"{relpath}: ticket #{document.stem} again, after {document.name}")
+    assert report["source"]["documents"] == out_report["source"]["documents"]
+    totals = ("tokens_with_anchors", "tokens_without_anchors", "anchor_tokens", "percent", "per_ticket_percent")
+    assert [report["overhead"][key] for key in totals] == [out_report["overhead"][key] for key in totals]

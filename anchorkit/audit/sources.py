@@ -131,8 +131,18 @@ def iter_output_folder(folder: Path) -> Iterator[SourceItem]:
     listing = list_output_folder(folder)
     for relpath in listing.linked_folders:
         yield UnreadableDocument(relpath, f"{relpath}: {LINKED_FOLDER}")
+    first_of: dict[int, str] = {}
     for relpath, path in listing.documents:
         ticket_id = int(path.name[: -len(".md")])
+        if ticket_id in first_of:  # transform writes a ticket once: a copy would count as a ticket of its own
+            yield UnreadableDocument(
+                relpath,
+                f"{relpath}: ticket #{ticket_id} again, after {first_of[ticket_id]} (transform writes each ticket "
+                "once: two output folders, or both layouts, copied into one?): measured once, but a knowledge base "
+                "fed this folder holds the ticket twice",
+            )
+            continue
+        first_of[ticket_id] = relpath
         try:
             with open_regular_file(path) as file:  # its size from the open file: one path lookup, not two
                 size = os.fstat(file.fileno()).st_size
