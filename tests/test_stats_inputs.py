@@ -310,3 +310,15 @@ def test_a_ticket_written_twice_in_one_output_folder_is_measured_once_and_named(
     assert report["source"]["documents"] == out_report["source"]["documents"]
     totals = ("tokens_with_anchors", "tokens_without_anchors", "anchor_tokens", "percent", "per_ticket_percent")
     assert [report["overhead"][key] for key in totals] == [out_report["overhead"][key] for key in totals]
+
+
+def test_a_ratio_to_the_fewest_chunks_below_1_says_the_chunks_do_not_fit_the_length_asked(chunk_folder: Path) -> None:
+    """Chunks made at 300 audited at 100 (the --chunk-tokens forgotten): fewer chunks than the "fewest possible"."""
+    code, report = stats(str(chunk_folder), "--chunk-tokens", "100")
+    chunks = report["chunks"]
+    assert code == 0 and chunks["ratio_to_fewest"] < 1 and chunks["over_chunk_tokens"] > 0
+    printed = runner.invoke(app, ["stats", str(chunk_folder), "--chunk-tokens", "100"]).stdout
+    assert (
+        f"over: {chunks['over_chunk_tokens']:,} chunks are longer than 100 tokens, which the fewest count is for"
+        in (printed.replace("\n", " "))
+    )

@@ -466,6 +466,15 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         f"{chunks['fewest_chunks']:,} = {ratio}",
         *(
             [
+                f"over: {chunks['over_chunk_tokens']:,} chunks are longer than {chunks['chunk_tokens']:,} tokens, "
+                "which the fewest count is for: against chunks that do not fit, the ratio can fall below 1 "
+                "(give the --chunk-tokens they were made with)"
+            ]
+            if chunks["over_chunk_tokens"]
+            else []
+        ),
+        *(
+            [
                 f"overlap: {chunks['overlapping_chunks']:,} chunks repeat text of the chunk before; the fewest count "
                 "holds the repeats as content (compare with a run without --chunk-overlap for their cost)"
             ]
