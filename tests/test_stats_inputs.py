@@ -322,3 +322,40 @@ def test_a_ratio_to_the_fewest_chunks_below_1_says_the_chunks_do_not_fit_the_len
         f"over: {chunks['over_chunk_tokens']:,} chunks are longer than 100 tokens, which the fewest count is for"
         in (printed.replace("\n", " "))
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# The settings kept for every run (environment, anchorkit.toml)
+
+
+@pytest.mark.usefixtures("clean_cli_environment")
+def test_a_snapshot_is_rendered_with_transforms_settings_as_transform_renders_it(tmp_path: Path) -> None:
+    """ANCHORKIT_LANG=en (or lang in anchorkit.toml) for the whole pipeline: transform writes English labels;
+    the snapshot's audit rendered Japanese ones, and reported another corpus's overhead."""
+    env = {"ANCHORKIT_LANG": "en", "ANCHORKIT_SPACING_ANCHORS": "full"}
+    published = tmp_path / "out"
+    transformed = runner.invoke(app, ["transform", str(FIXTURES), "--out", str(published), "-q"], env=env)
+    assert transformed.exit_code == 0, transformed.stderr
+    as_published = runner.invoke(app, ["stats", str(published), "--json", "--lengths", "none"], env=env)
+    from_snapshot = runner.invoke(app, ["stats", str(FIXTURES), "--json", "--lengths", "none"], env=env)
+    overhead = [json.loads(result.stdout)["overhead"] for result in (as_published, from_snapshot)]
+    assert overhead[0]["tokens_with_anchors"] == overhead[1]["tokens_with_anchors"]
+    assert overhead[0]["percent"] == overhead[1]["percent"]
+
+
+@pytest.mark.usefixtures("clean_cli_environment")
+def test_snapshot_options_kept_for_every_run_are_no_usage_error_where_they_do_not_apply(
+    out: Path, chunk_folder: Path
+) -> None:
+    """anchorkit.toml keeps transform's --anchor-subject-chars for every run (docs/reference.md); the same
+    setting is stats' snapshot option, so `stats OUT` failed with a usage error blaming a flag nobody gave."""
+    Path("anchorkit.toml").write_text("[transform]\nanchor_subject_chars = 20\n", encoding="utf-8")
+    env = {"ANCHORKIT_ANCHOR_BASIC_INFO": "false", "ANCHORKIT_FAIL_OVER_OVERHEAD": "90"}
+    for audited in (out, chunk_folder):
+        result = runner.invoke(app, ["stats", str(audited), "--lengths", "none", "-q"], env=env)
+        assert result.exit_code == 0, result.stderr
+    # Given on the command line, they are still refused there.
+    result = runner.invoke(app, ["stats", str(out), "--anchor-subject-chars", "20"])
+    assert result.exit_code == 2 and "apply to snapshot input only" in result.stderr
+    result = runner.invoke(app, ["stats", str(chunk_folder), "--fail-over-overhead", "90"])
+    assert result.exit_code == 2 and "--fail-over-overhead: documents only" in result.stderr
