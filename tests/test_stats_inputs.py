@@ -359,3 +359,23 @@ def test_snapshot_options_kept_for_every_run_are_no_usage_error_where_they_do_no
     assert result.exit_code == 2 and "apply to snapshot input only" in result.stderr
     result = runner.invoke(app, ["stats", str(chunk_folder), "--fail-over-overhead", "90"])
     assert result.exit_code == 2 and "--fail-over-overhead: documents only" in result.stderr
+
+
+def test_a_folder_name_that_is_not_utf8_is_named_and_the_page_is_written(out: Path, tmp_path: Path) -> None:
+    """No S3 key holds such a name (upload fails it); read, its documents' paths ended the run in a traceback
+    when the page was written, and the JSON carried lone surrogates."""
+    folder = copied(out, tmp_path)
+    project = first_ticket_folder(folder)
+    os.rename(project, os.fsencode(project) + b"\xff")
+    page = tmp_path / "stats.html"
+    result = runner.invoke(app, ["stats", str(folder), "--json", "--lengths", "none", "--html", str(page)])
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit)  # typer.Exit(1), not a traceback
+    report = json.loads(result.stdout)
+    assert report["errors"] == [
+        {
+            "path": f"{project.name}\\xff/",
+            "message": f"{project.name}\\xff/: a folder name that is not UTF-8 (a name in another encoding: no S3 key "
+            "can hold it, so upload publishes nothing in it, and nothing in it is measured)",
+        }
+    ]
+    assert f"{project.name}\\xff/" in page.read_text(encoding="utf-8")

@@ -35,20 +35,19 @@ from typing import Any
 
 from anchorkit.anchors import ANCHOR_PATTERN, identified_ticket_ids
 from anchorkit.audit.sources import (
-    LINKED_FOLDER,
     UnreadableDocument,
     document_paths,
     files_named,
-    linked_folder_holding,
     not_utf8,
     read_failure,
     read_if_there,
+    unread_folder,
 )
 from anchorkit.bedrock.audit import read_audit_lines
 from anchorkit.bedrock.batches import BatchError, read_batch
 from anchorkit.bedrock.counts import Counts
 from anchorkit.errors import UsageError
-from anchorkit.files import read_regular_file
+from anchorkit.files import read_regular_file, shown
 from anchorkit.note_ranges import metadata_int
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, read_sidecar
 from anchorkit.tokens import Tokenizer
@@ -166,7 +165,7 @@ def iter_jsonl(path: Path) -> Iterator[ChunkItem]:
     # chunk pass as good, where every loader (docs/layouts.md) fails on the file; the other lines are measured.
     with path.open("rb") as lines:
         for number, data in enumerate(lines, start=1):
-            where = f"{path.name}:{number}"
+            where = f"{shown(path.name)}:{number}"
             try:
                 line = data.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -193,8 +192,8 @@ def iter_chunk_folder(folder: Path) -> Iterator[ChunkItem]:
     (upload publishes nothing through one): a ticket folder that is one is an error naming it, and so is a
     chunk file or a sidecar that is one, or a named pipe."""
     for relpath, path in _chunk_folder_paths(folder):
-        if path is None:
-            yield UnreadableDocument(relpath, f"{relpath}: {LINKED_FOLDER}")
+        if isinstance(path, str):  # a ticket folder not read, and why
+            yield UnreadableDocument(relpath, f"{relpath}: {path}")
             continue
         sidecar = f"{path}{SIDECAR_SUFFIX}"
         try:
@@ -218,22 +217,22 @@ def iter_chunk_folder(folder: Path) -> Iterator[ChunkItem]:
         yield AuditedChunk(relpath, ticket_id, text, chunk_span(metadata))
 
 
-def _chunk_folder_paths(folder: Path) -> list[tuple[str, Path | None]]:
-    """The chunk files ``<id>/<id>-NNN.md`` by relative path, in path order, and (with None) the ticket folders
-    that are symbolic links to a folder holding chunk files (``12301/``)."""
-    found: list[tuple[str, Path | None]] = []
+def _chunk_folder_paths(folder: Path) -> list[tuple[str, Path | str]]:
+    """The chunk files ``<id>/<id>-NNN.md`` by relative path, in path order, and the ticket folders holding chunk
+    files that are not read, with the reason (``sources.unread_folder``)."""
+    found: list[tuple[str, Path | str]] = []
     with os.scandir(folder) as entries:
         for entry in entries:
             if not entry.name[:1].isdigit():
                 continue
-            if entry.is_dir(follow_symlinks=False):
+            if (reason := unread_folder(entry, _CHUNK_FILE)) is not None:
+                found.append((f"{shown(entry.name)}/", reason))
+            elif entry.is_dir(follow_symlinks=False):
                 with os.scandir(entry.path) as inner:
                     found += (
                         (f"{entry.name}/{item.name}", Path(item.path)) for item in files_named(inner, _CHUNK_FILE)
                     )
-            elif linked_folder_holding(entry, _CHUNK_FILE):
-                found.append((f"{entry.name}/", None))
-    return sorted(found)
+    return sorted(found, key=lambda item: item[0])
 
 
 def iter_batches(folder: Path) -> Iterator[ChunkItem]:
@@ -245,7 +244,7 @@ def iter_batches(folder: Path) -> Iterator[ChunkItem]:
     for path in sorted(folder.rglob("*.json")):
         if path.name.endswith(SIDECAR_SUFFIX):
             continue
-        relpath = path.relative_to(folder).as_posix()
+        relpath = shown(path.relative_to(folder).as_posix())
         try:
             batch = read_batch(read_regular_file(path))
         except OSError as exc:
@@ -279,7 +278,7 @@ def read_lambda_log(path: Path) -> tuple[dict[str, Any], list[UnreadableDocument
         for number, line in enumerate(lines, start=1):
             line_counts = audit_line_counts(line)
             if isinstance(line_counts, str):
-                where = f"{path.name}:{number}"
+                where = f"{shown(path.name)}:{number}"
                 errors.append(UnreadableDocument(where, f"{where}: an audit line left out of the sums: {line_counts}"))
             elif line_counts is not None:
                 counts, found = counts + line_counts, found + 1

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from anchorkit.files import NotRegularFile, open_regular_file, read_regular_file
+from anchorkit.files import NotRegularFile, open_regular_file, read_regular_file, shown
 from anchorkit.render.sidecar import SIDECAR_SUFFIX
 from anchorkit.render.transform import RenderedTicket, TransformOptions, iter_documents
 from anchorkit.source.snapshot import iter_issue_paths
@@ -26,9 +26,13 @@ CARRIAGE_RETURNS = (
     "carriage returns (CR LF line breaks), which transform never writes: its anchors cannot be told from its text, "
     "so it is not measured (convert its line breaks back to LF)"
 )
-# Why nothing under a project or ticket folder that is a symbolic link is measured.
+# Why nothing under a project or ticket folder is measured: what upload does not publish either.
 LINKED_FOLDER = (
     "a symbolic link to a folder (not followed: upload publishes nothing in it, and nothing in it is measured)"
+)
+NOT_UTF8_FOLDER = (
+    "a folder name that is not UTF-8 (a name in another encoding: no S3 key can hold it, so upload publishes "
+    "nothing in it, and nothing in it is measured)"
 )
 
 
@@ -67,30 +71,31 @@ SourceItem = SourceDocument | UnreadableDocument | OversizedDocument
 @dataclass(frozen=True)
 class FolderListing:
     """An output folder's ``<id>.md`` documents (flat or one project folder deep) by relative path, in
-    path order, and its project folders that are symbolic links (``ops/``), which are not followed."""
+    path order, and its project folders that are not read, each with the reason (``ops/``, LINKED_FOLDER)."""
 
     documents: list[tuple[str, Path]]
-    linked_folders: list[str]
+    unread_folders: list[tuple[str, str]]
 
 
 def list_output_folder(folder: Path) -> FolderListing:
     """What the audit of an output folder reads. A symbolic link is never followed, as upload never
     publishes what one points to: a project folder that is one is listed (when it holds documents) to be
-    reported, and a document that is one fails when it is opened; a named pipe is no document either."""
+    reported, as is one whose name is not UTF-8, and a document that is one fails when it is opened; a
+    named pipe is no document either."""
     documents: list[tuple[str, Path]] = []
-    linked: list[str] = []
+    unread: list[tuple[str, str]] = []
     with os.scandir(folder) as entries:
         for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
+            if (reason := unread_folder(entry, _TICKET_DOCUMENT)) is not None:
+                unread.append((f"{shown(entry.name)}/", reason))
+            elif entry.is_dir(follow_symlinks=False):
                 with os.scandir(entry.path) as inner:
                     documents += (
                         (f"{entry.name}/{item.name}", Path(item.path)) for item in files_named(inner, _TICKET_DOCUMENT)
                     )
-            elif linked_folder_holding(entry, _TICKET_DOCUMENT):
-                linked.append(f"{entry.name}/")
             elif _TICKET_DOCUMENT.match(entry.name):
                 documents.append((entry.name, Path(entry.path)))
-    return FolderListing(sorted(documents), sorted(linked))
+    return FolderListing(sorted(documents), sorted(unread))
 
 
 def files_named(entries: Iterable[os.DirEntry[str]], name: re.Pattern[str]) -> Iterator[os.DirEntry[str]]:
@@ -99,16 +104,22 @@ def files_named(entries: Iterable[os.DirEntry[str]], name: re.Pattern[str]) -> I
     return (entry for entry in entries if name.match(entry.name) and not entry.is_dir(follow_symlinks=False))
 
 
-def linked_folder_holding(entry: os.DirEntry[str], name: re.Pattern[str]) -> bool:
-    """Whether ``entry`` is a symbolic link to a folder with files named as ``name`` matches (what the audit would
-    have read, were the link followed)."""
-    if not (entry.is_symlink() and entry.is_dir()):
-        return False
+def unread_folder(entry: os.DirEntry[str], name: re.Pattern[str]) -> str | None:
+    """Why the audit does not read ``entry``, a folder with files named as ``name`` matches (what the audit
+    would have read): a symbolic link, or a name that is not UTF-8; None for any other entry."""
+    if entry.is_symlink():
+        reason = LINKED_FOLDER
+    elif shown(entry.name) != entry.name:  # the name's bytes, escaped: it is not UTF-8
+        reason = NOT_UTF8_FOLDER
+    else:
+        return None
     try:
+        if not entry.is_dir():
+            return None
         with os.scandir(entry.path) as inner:
-            return any(True for _ in files_named(inner, name))
+            return reason if any(True for _ in files_named(inner, name)) else None
     except OSError:  # a folder it cannot list holds nothing it could read
-        return False
+        return None
 
 
 def document_paths(folder: Path) -> list[tuple[str, Path]]:
@@ -122,15 +133,15 @@ def count_documents(path: Path) -> int:
     if is_snapshot(path):
         return sum(1 for _ in iter_issue_paths(path))
     listing = list_output_folder(path)
-    return len(listing.documents) + len(listing.linked_folders)
+    return len(listing.documents) + len(listing.unread_folders)
 
 
 def iter_output_folder(folder: Path) -> Iterator[SourceItem]:
     """``<id>.md`` documents (flat or one project folder deep) and their sidecars, in path order; first, the
-    project folders that are symbolic links, each an error naming it."""
+    project folders not read, each an error naming it."""
     listing = list_output_folder(folder)
-    for relpath in listing.linked_folders:
-        yield UnreadableDocument(relpath, f"{relpath}: {LINKED_FOLDER}")
+    for relpath, reason in listing.unread_folders:
+        yield UnreadableDocument(relpath, f"{relpath}: {reason}")
     first_of: dict[int, str] = {}
     for relpath, path in listing.documents:
         ticket_id = int(path.name[: -len(".md")])

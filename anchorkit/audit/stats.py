@@ -42,6 +42,7 @@ from anchorkit.audit.sources import (
     iter_snapshot,
 )
 from anchorkit.errors import UsageError
+from anchorkit.files import shown
 from anchorkit.render.document import DEFAULT_CHUNK_TOKENS
 from anchorkit.render.transform import TransformOptions
 from anchorkit.settings import TRANSFORM, default, option_name, resolve_here
@@ -82,7 +83,7 @@ def audit(
     ``progress(done)`` is called after each document.
     """
     # An audit record names its input wherever it is read later: the folder's absolute path.
-    source = {**source, "path": os.path.abspath(source["path"])}
+    source = {**source, "path": shown(os.path.abspath(source["path"]))}
     collector = StatsCollector(tokenizer, chunkers, source, lengths)
     measured = parallel.map_batches(
         Measurer.measure_batch, items, jobs, setup=Measurer, args=(tokenizer, chunkers, lengths)
@@ -248,7 +249,7 @@ def audit_chunk_layout(
         "schema": SCHEMA_NAME,
         "version": SCHEMA_VERSION,
         "layout": CHUNK_KINDS[kind],
-        "source": {"path": os.path.abspath(path), "kind": kind},
+        "source": {"path": shown(os.path.abspath(path)), "kind": kind},
         "tokenizer": {
             "name": tokenizer.name,
             "exact": tokenizer.exact,
