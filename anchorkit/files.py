@@ -71,19 +71,27 @@ class NotRegularFile(OSError):
     """A path that is a symbolic link, a named pipe or a device, not a file of its own to read."""
 
 
-def read_regular_file(path: Path) -> bytes:
+def read_regular_file(path: Path | str) -> bytes:
     """The bytes of the regular file ``path``; :class:`NotRegularFile` for a symbolic link (which is not
     followed: what it points to, /etc/passwd say, is no file of the folder) or any other kind of file."""
+    with open_regular_file(path) as file:
+        return file.read()
+
+
+def open_regular_file(path: Path | str) -> BinaryIO:
+    """The regular file ``path`` open for reading, refused as :func:`read_regular_file` refuses it (for a
+    caller that looks at its size before reading it: ``os.fstat(file.fileno())``)."""
     try:
         fd = os.open(path, _EXISTING_FILE)
     except OSError as error:
         if error.errno == errno.ELOOP:  # O_NOFOLLOW's answer for a symbolic link
             raise NotRegularFile("a symbolic link (not followed)") from None
         raise
-    with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise NotRegularFile("not a regular file")
-        return file.read()
+    file = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        file.close()
+        raise NotRegularFile("not a regular file")
+    return file
 
 
 def shown(path: Path | str) -> str:

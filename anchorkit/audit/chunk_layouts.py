@@ -25,6 +25,7 @@ with ``--chunk-overlap`` repeat text of the chunk before: the report counts them
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -33,10 +34,20 @@ from pathlib import Path
 from typing import Any
 
 from anchorkit.anchors import ANCHOR_PATTERN, identified_ticket_ids
-from anchorkit.audit.sources import UnreadableDocument, document_paths
+from anchorkit.audit.sources import (
+    UnreadableDocument,
+    document_paths,
+    files_named,
+    not_utf8,
+    read_failure,
+    read_if_there,
+    unread_folder,
+)
 from anchorkit.bedrock.audit import read_audit_lines
 from anchorkit.bedrock.batches import BatchError, read_batch
+from anchorkit.bedrock.counts import Counts
 from anchorkit.errors import UsageError
+from anchorkit.files import read_regular_file, shown
 from anchorkit.note_ranges import metadata_int
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, read_sidecar
 from anchorkit.tokens import Tokenizer
@@ -118,12 +129,12 @@ def _file_kind(path: Path) -> str:
     Markdown document or a JSON file, taken for a broken chunk, would each be an error of its own."""
     with path.open("rb") as file:
         data = file.read(1 << 16)
-        if b"\n" not in data.strip():  # one line so far (a long chunk): read it whole
+        if not data.endswith(b"\n"):  # the head's last line (a long chunk, maybe the first) is read whole
             data += file.readline()
     head = data.decode("utf-8", "replace").splitlines()
     if not data.strip() or any(map(_is_chunk_record, head)):
         return "chunks-jsonl"
-    if read_audit_lines(head)[1]:
+    if any(audit_line_counts(line) is not None for line in head):
         return "lambda-log"
     raise UsageError(
         f"{path}: not chunks (no line of its head is a JSON object with a string 'text', as anchorkit chunk's "
@@ -154,7 +165,7 @@ def iter_jsonl(path: Path) -> Iterator[ChunkItem]:
     # chunk pass as good, where every loader (docs/layouts.md) fails on the file; the other lines are measured.
     with path.open("rb") as lines:
         for number, data in enumerate(lines, start=1):
-            where = f"{path.name}:{number}"
+            where = f"{shown(path.name)}:{number}"
             try:
                 line = data.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -162,8 +173,8 @@ def iter_jsonl(path: Path) -> Iterator[ChunkItem]:
                 continue
             if not line.strip():
                 continue
-            try:
-                record = parse_json(line)
+            try:  # without its line break: the parser's "line 1 column N" is then where in this line
+                record = parse_json(line.rstrip("\r\n"))
             except ValueError as exc:
                 yield UnreadableDocument(where, f"{where}: not JSON ({exc})")
                 continue
@@ -177,17 +188,28 @@ def iter_jsonl(path: Path) -> Iterator[ChunkItem]:
 
 
 def iter_chunk_folder(folder: Path) -> Iterator[ChunkItem]:
-    """``anchorkit chunk --out``'s chunk files, ticket by ticket, in file order."""
-    for path in sorted(folder.glob("[0-9]*/*.md")):
-        if not _CHUNK_FILE.match(path.name):
+    """``anchorkit chunk --out``'s chunk files, ticket by ticket, in file order. Symbolic links are not followed
+    (upload publishes nothing through one): a ticket folder that is one is an error naming it, and so is a
+    chunk file or a sidecar that is one, or a named pipe."""
+    for relpath, path in _chunk_folder_paths(folder):
+        if isinstance(path, str):  # a ticket folder not read, and why
+            yield UnreadableDocument(relpath, f"{relpath}: {path}")
             continue
-        relpath = path.relative_to(folder).as_posix()
+        sidecar = f"{path}{SIDECAR_SUFFIX}"
         try:
-            text = path.read_bytes().decode("utf-8")
-            sidecar = path.with_name(path.name + SIDECAR_SUFFIX)
-            metadata = read_sidecar(sidecar.read_bytes()) if sidecar.exists() else {}
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            yield UnreadableDocument(relpath, f"{relpath}: cannot read ({exc})")
+            text = read_regular_file(path).decode("utf-8")
+        except OSError as exc:
+            yield UnreadableDocument(relpath, f"{relpath}: {read_failure(exc)}")
+            continue
+        except UnicodeDecodeError as exc:
+            yield UnreadableDocument(relpath, f"{relpath}: {not_utf8(exc)}")
+            continue
+        try:
+            data = read_if_there(sidecar)
+            metadata = {} if data is None else read_sidecar(data)
+        except (OSError, ValueError) as exc:
+            reason = read_failure(exc) if isinstance(exc, OSError) else str(exc)
+            yield UnreadableDocument(relpath, f"{relpath}{SIDECAR_SUFFIX}: {reason}")
             continue
         # The ticket: the sidecar's, else the folder's name if it is a ticket id (else unknown: "0", "12x").
         ticket_id = parse_ticket_id(metadata.get("ticket_id"))
@@ -195,35 +217,108 @@ def iter_chunk_folder(folder: Path) -> Iterator[ChunkItem]:
         yield AuditedChunk(relpath, ticket_id, text, chunk_span(metadata))
 
 
+def _chunk_folder_paths(folder: Path) -> list[tuple[str, Path | str]]:
+    """The chunk files ``<id>/<id>-NNN.md`` by relative path, in path order, and the ticket folders holding chunk
+    files that are not read, with the reason (``sources.unread_folder``)."""
+    found: list[tuple[str, Path | str]] = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if not entry.name[:1].isdigit():
+                continue
+            if (reason := unread_folder(entry, _CHUNK_FILE)) is not None:
+                found.append((f"{shown(entry.name)}/", reason))
+            elif entry.is_dir(follow_symlinks=False):
+                with os.scandir(entry.path) as inner:
+                    found += (
+                        (f"{entry.name}/{item.name}", Path(item.path)) for item in files_named(inner, _CHUNK_FILE)
+                    )
+    return sorted(found, key=lambda item: item[0])
+
+
 def iter_batches(folder: Path) -> Iterator[ChunkItem]:
-    """The text chunks of the Lambda's output batch files (any ``*.json`` under ``folder``, sidecars aside)."""
+    """The text chunks of the Lambda's output batch files (any ``*.json`` under ``folder``, sidecars aside).
+
+    UsageError, once all are read, when not one of them is a batch file: a folder of other JSON (a snapshot's
+    issues/) is no Lambda output, and each file taken for a broken batch would be an error of its own."""
+    batches, not_batches = 0, []
     for path in sorted(folder.rglob("*.json")):
         if path.name.endswith(SIDECAR_SUFFIX):
             continue
-        relpath = path.relative_to(folder).as_posix()
+        relpath = shown(path.relative_to(folder).as_posix())
         try:
-            batch = read_batch(path.read_bytes())
-        except (OSError, BatchError) as exc:
+            batch = read_batch(read_regular_file(path))
+        except OSError as exc:
+            yield UnreadableDocument(relpath, f"{relpath}: {read_failure(exc)}")
+            continue
+        except BatchError as exc:
+            not_batches.append(f"{relpath}: {exc}")
             yield UnreadableDocument(relpath, f"{relpath}: not a batch file anchorkit reads ({exc})")
             continue
+        batches += 1
         for position, item in enumerate(batch.items):
             text = batch.text(item)
             if text is not None:  # an image or a table row has no anchor to hold
                 ticket_id = parse_ticket_id(batch.metadata(item).get("ticket_id"))
                 yield AuditedChunk(f"{relpath}[{position}] ({batch.shape})", ticket_id, text)
+    if not batches and not_batches:
+        snapshot = folder.name == "issues" and (folder.parent / "lookups.json").is_file()
+        raise UsageError(
+            f"{folder}: not the Bedrock Lambda's output batches: none of its {len(not_batches):,} .json files is a "
+            f"batch file anchorkit reads (e.g. {not_batches[0]})"
+            + (f"; a snapshot is audited as the folder that holds issues/: {folder.parent}" if snapshot else "")
+        )
 
 
-def read_lambda_log(path: Path) -> dict[str, Any]:
-    """The sums of the Lambda's audit lines in a log file: what the knowledge base really ingested."""
+def read_lambda_log(path: Path) -> tuple[dict[str, Any], list[UnreadableDocument]]:
+    """The sums of the Lambda's audit lines in a log file: what the knowledge base really ingested; and the
+    audit lines left out of them, each an error naming it: a count that is no number, or counts no handler
+    writes (summed, a negative count or more chunks sorted than went out made coverage 650 %)."""
+    counts, found, errors = Counts(), 0, []
     with path.open(encoding="utf-8", errors="replace") as lines:
-        counts, found = read_audit_lines(lines)
+        for number, line in enumerate(lines, start=1):
+            line_counts = audit_line_counts(line)
+            if isinstance(line_counts, str):
+                where = f"{shown(path.name)}:{number}"
+                errors.append(UnreadableDocument(where, f"{where}: an audit line left out of the sums: {line_counts}"))
+            elif line_counts is not None:
+                counts, found = counts + line_counts, found + 1
     coverage = counts.coverage
-    return {
+    section = {
         "invocations": found,
         **counts.to_json(),
         "named": counts.named,
         "coverage_percent": None if coverage is None else round(coverage * 100, 2),
     }
+    return section, errors
+
+
+def audit_line_counts(line: str) -> Counts | str | None:
+    """The counts of one of the Lambda's audit lines; None: the line is no audit line; a string: why its
+    counts cannot be summed."""
+    try:
+        counts, found = read_audit_lines([line])
+    except (ValueError, TypeError, OverflowError) as exc:  # int() of what the line holds for a count
+        return f"a count that is not a whole number ({exc})"
+    return (impossible_counts(counts) or counts) if found else None
+
+
+def impossible_counts(counts: Counts) -> str | None:
+    """What no invocation of the handler logs (None: nothing): a negative count, or more chunks sorted into
+    already anchored, anchored, ticket unknown and not text than chunks out (each chunk out is one of those)."""
+    negative = [
+        name
+        for name, value in [*counts.to_json().items(), *counts.shapes.items()]
+        if isinstance(value, int) and value < 0
+    ]
+    if negative:
+        return f"negative counts ({', '.join(negative)})"
+    sorted_out = counts.already_anchored + counts.anchored + counts.unknown_ticket + counts.not_text
+    if sorted_out > counts.chunks_out:
+        return (
+            f"{sorted_out:,} chunks sorted (already anchored, anchored, ticket unknown, not text) of "
+            f"{counts.chunks_out:,} out"
+        )
+    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -368,6 +463,15 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         f"{chunks['chunk_tokens']:,} tokens (longest {chunks['longest_chunk_tokens']:,})",
         f"chunk count: {chunks['ticket_chunks']:,} chunks of known tickets against the fewest possible "
         f"{chunks['fewest_chunks']:,} = {ratio}",
+        *(
+            [
+                f"over: {chunks['over_chunk_tokens']:,} chunks are longer than {chunks['chunk_tokens']:,} tokens, "
+                "which the fewest count is for: against chunks that do not fit, the ratio can fall below 1 "
+                "(give the --chunk-tokens they were made with)"
+            ]
+            if chunks["over_chunk_tokens"]
+            else []
+        ),
         *(
             [
                 f"overlap: {chunks['overlapping_chunks']:,} chunks repeat text of the chunk before; the fewest count "

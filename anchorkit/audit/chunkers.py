@@ -531,6 +531,8 @@ def parse_chunker_spec(spec: str, chunk_tokens: int = BEDROCK_CHUNK_TOKENS) -> C
         key, equals, value = item.partition("=")
         if key not in allowed or not equals:
             raise ValueError(f"{spec!r}: expected key=value with key in {', '.join(sorted(allowed))}, got {item!r}")
+        if key in values:  # which one counts is no SPEC's to leave unsaid
+            raise ValueError(f"{spec!r}: {key} is given twice")
         number = ascii_number(value)
         if number is None or (number == 0 and key not in ("overlap", "buffer")):
             raise ValueError(
@@ -545,14 +547,17 @@ def parse_chunker_spec(spec: str, chunk_tokens: int = BEDROCK_CHUNK_TOKENS) -> C
 
 
 def _check(chunker: Chunker, spec: str) -> None:
+    """ValueError if the chunker's settings, the SPEC's keys with the others sized for the chunk length, do not
+    fit together; the message gives them all (a default the SPEC did not give may be the one in the way)."""
+    settings = f"{spec!r} ({spec_of(chunker)})"
     if isinstance(chunker, (FixedSizeChunker, HeadingChunker)) and chunker.overlap >= 100:
-        raise ValueError(f"{spec!r}: overlap is a percentage below 100")
+        raise ValueError(f"{settings}: overlap is a percentage below 100")
     if isinstance(chunker, HierarchicalChunker) and not chunker.overlap < chunker.child <= chunker.parent:
-        raise ValueError(f"{spec!r}: need overlap < child <= parent")
+        raise ValueError(f"{settings}: need overlap < child <= parent")
     if isinstance(chunker, SemanticChunker) and not 1 <= chunker.breakpoint <= 99:
-        raise ValueError(f"{spec!r}: breakpoint is a percentile from 1 to 99")
+        raise ValueError(f"{settings}: breakpoint is a percentile from 1 to 99")
     if isinstance(chunker, (LangchainRecursiveChunker, LangchainMarkdownChunker)) and chunker.overlap >= chunker.size:
-        raise ValueError(f"{spec!r}: overlap must be smaller than size")
+        raise ValueError(f"{settings}: overlap must be smaller than size")
 
 
 def spec_of(chunker: Chunker) -> str:

@@ -21,7 +21,7 @@ This module runs the audit (sources → measure → collect) and checks the CI g
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -42,9 +42,10 @@ from anchorkit.audit.sources import (
     iter_snapshot,
 )
 from anchorkit.errors import UsageError
-from anchorkit.render.document import DEFAULT_CHUNK_TOKENS, RenderOptions
+from anchorkit.files import shown
+from anchorkit.render.document import DEFAULT_CHUNK_TOKENS
 from anchorkit.render.transform import TransformOptions
-from anchorkit.settings import default
+from anchorkit.settings import TRANSFORM, default, option_name, resolve_here
 from anchorkit.tokens import TOKENIZER_CHOICES, Tokenizer, choose_tokenizer
 from anchorkit.untrusted import ascii_number
 
@@ -82,7 +83,7 @@ def audit(
     ``progress(done)`` is called after each document.
     """
     # An audit record names its input wherever it is read later: the folder's absolute path.
-    source = {**source, "path": os.path.abspath(source["path"])}
+    source = {**source, "path": shown(os.path.abspath(source["path"]))}
     collector = StatsCollector(tokenizer, chunkers, source, lengths)
     measured = parallel.map_batches(
         Measurer.measure_batch, items, jobs, setup=Measurer, args=(tokenizer, chunkers, lengths)
@@ -133,12 +134,20 @@ def parse_lengths(text: str) -> tuple[int, ...]:
 
 
 def run_audit(
-    path: Path, values: Mapping[str, Any], progress: Callable[[int, int], None] | None = None
+    path: Path,
+    values: Mapping[str, Any],
+    progress: Callable[[int, int], None] | None = None,
+    flags: Collection[str] | None = None,
 ) -> dict[str, Any]:
     """`anchorkit stats PATH` from stats' settings: the options checked (a usage error, exit 2, for a bad
     one), the documents of an output folder or a snapshot rendered in memory (or chunks as they are:
     ``audit_chunk_layout``), the audit, and the run's date, version and verdict (``ok``).
-    ``progress(done, total)`` is called after each document."""
+    ``progress(done, total)`` is called after each document.
+
+    ``flags``: the settings given on the command line. Only those are refused where they do not apply (a
+    snapshot option on an output folder, a documents option on chunks); one from the environment or the
+    config file, which keep the options of every run (transform's --anchor-subject-chars among them), is
+    left unused there. None: every value given counts as a flag."""
     if not path.exists():
         raise UsageError(f"{path}: not a folder, nor a chunk or log file (no such path)")
     tiktoken_file = values["tiktoken_file"]
@@ -146,7 +155,7 @@ def run_audit(
         raise UsageError(f"--tokenizer must be one of {', '.join(TOKENIZER_CHOICES)}, not {values['tokenizer']!r}")
     kind = chunk_kind(path)
     if kind is not None:
-        return _finished(audit_chunk_layout(path, kind, values))
+        return _finished(audit_chunk_layout(path, kind, values, flags))
     if not path.is_dir():
         raise UsageError(f"{path}: not a folder (expected a transform output folder or a snapshot)")
     chunk_tokens = values["chunk_tokens"]
@@ -167,9 +176,14 @@ def run_audit(
     source: dict[str, Any] = {"path": str(path)}
     items: Iterable[SourceItem]
     if is_snapshot(path):
-        render = RenderOptions(chunk_tokens=chunk_tokens, **given)
-        # Spacing anchors are counted with the audit's own tokenizer.
-        options = TransformOptions(render=render, sidecars=True, tokenizer=tokenizer.name, tiktoken_file=tiktoken_file)
+        # Rendered as transform would render it here: with transform's settings (environment, config file) for
+        # what stats has no option of (lang, label, spacing anchors, text format, private content, ...), which
+        # change the anchors and so every figure; stats' own for the rest. Spacing anchors are counted with the
+        # audit's own tokenizer.
+        rendering = resolve_here(TRANSFORM, {}).values | given
+        rendering |= {"chunk_tokens": chunk_tokens, "sidecars": True, "tokenizer": tokenizer.name}
+        options = TransformOptions.from_settings(rendering | {"tiktoken_file": tiktoken_file})
+        render = options.render
         items = iter_snapshot(path, options, [length for length in table if length != chunk_tokens])
         transform = {
             "chunk_tokens": chunk_tokens,
@@ -177,7 +191,7 @@ def run_audit(
             "anchor_basic_info": render.anchor_basic_info,
         }
         source |= {"kind": "snapshot", "transform": transform}
-    elif given:
+    elif _given_as_flags(values, ("anchor_basic_info", "anchor_subject_chars"), flags):
         raise UsageError(
             "--anchor-subject-chars and --anchor-basic-info apply to snapshot input only "
             "(an output folder is already anchored)"
@@ -201,6 +215,11 @@ def run_audit(
     return _finished(report)
 
 
+def _given_as_flags(values: Mapping[str, Any], names: Sequence[str], flags: Collection[str] | None) -> list[str]:
+    """Which of the settings ``names`` were given (as flags, when ``flags`` says which were: ``run_audit``)."""
+    return [name for name in names if values[name] not in (None, []) and (flags is None or name in flags)]
+
+
 def _finished(report: dict[str, Any]) -> dict[str, Any]:
     """The report with the run's date and version, and its verdict."""
     report["run"] = {
@@ -211,28 +230,26 @@ def _finished(report: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
-def audit_chunk_layout(path: Path, kind: str, values: Mapping[str, Any]) -> dict[str, Any]:
+def audit_chunk_layout(
+    path: Path, kind: str, values: Mapping[str, Any], flags: Collection[str] | None = None
+) -> dict[str, Any]:
     """The report on chunks as they are (``chunk_layouts``): ``kind`` says what ``path`` holds.
 
-    Options about documents (snapshot rendering, --fail-over-overhead) are a usage error here."""
-    misplaced = [
-        option
-        for option, name in (
-            ("--anchor-subject-chars", "anchor_subject_chars"),
-            ("--anchor-basic-info", "anchor_basic_info"),
-            ("--fail-over-overhead", "fail_over_overhead"),
-        )
-        if values[name] is not None
-    ]
+    Options about documents (snapshot rendering, --fail-over-overhead, the chunkers to emulate) given as flags
+    (``run_audit``) are a usage error here: ignored, a --chunking SPEC would look measured. A bad --lengths is
+    one too, as it is on documents, though the table is not made for chunks."""
+    names = ("anchor_subject_chars", "anchor_basic_info", "fail_over_overhead", "chunking")
+    misplaced = [option_name(name) for name in _given_as_flags(values, names, flags)]
     if misplaced:
         raise UsageError(f"{', '.join(misplaced)}: documents only ({path} holds {kind.replace('-', ' ')})")
+    parse_lengths(values["lengths"])
     tokenizer = choose_tokenizer(values["tokenizer"], values["tiktoken_file"])  # TokenizerUnavailable: exit 2
     chunk_tokens = values["chunk_tokens"] or DEFAULT_CHUNK_TOKENS
     report: dict[str, Any] = {
         "schema": SCHEMA_NAME,
         "version": SCHEMA_VERSION,
         "layout": CHUNK_KINDS[kind],
-        "source": {"path": os.path.abspath(path), "kind": kind},
+        "source": {"path": shown(os.path.abspath(path)), "kind": kind},
         "tokenizer": {
             "name": tokenizer.name,
             "exact": tokenizer.exact,
@@ -242,7 +259,7 @@ def audit_chunk_layout(path: Path, kind: str, values: Mapping[str, Any]) -> dict
     }
     errors: list[UnreadableDocument] = []
     if kind == "lambda-log":
-        report["lambda"] = read_lambda_log(path)
+        report["lambda"], errors = read_lambda_log(path)
         coverage = report["lambda"]["coverage_percent"]
         measured = report["lambda"]["chunks_out"]
     else:

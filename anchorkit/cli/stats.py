@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer._click.core import ParameterSource  # typer vendors click and re-exports none of it
+from typer._click.globals import get_current_context
 
 from anchorkit.cli import output
 from anchorkit.cli.options import GROUP, JOBS, TOKENIZER, QuietFlag, Values, VerboseFlag, with_options
@@ -139,8 +141,12 @@ def stats_command(
             "fail_over_overhead": fail_over_overhead,
         }
     )
+    # Which options the command line gave: one the environment or the config file gives for every run is no
+    # usage error on an input it does not apply to (run_audit).
+    context = get_current_context()
+    flags = {name for name in values if context.get_parameter_source(name) is ParameterSource.COMMANDLINE}
     with output.progress_bar("measuring", "documents", not json_output) as on_progress:
-        report = run_audit(path, values, on_progress)
+        report = run_audit(path, values, on_progress, flags)
     if html is not None:
         write_file(html, render_html(report), "--html")
     if json_output:
