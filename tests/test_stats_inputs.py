@@ -312,6 +312,18 @@ def test_a_ticket_written_twice_in_one_output_folder_is_measured_once_and_named(
     assert [report["overhead"][key] for key in totals] == [out_report["overhead"][key] for key in totals]
 
 
+def test_a_file_named_with_digits_that_are_not_ascii_is_no_document_of_that_ticket(
+    out: Path, out_report: dict[str, Any], tmp_path: Path
+) -> None:
+    folder = copied(out, tmp_path)
+    document = min(first_ticket_folder(folder).glob("*.md"))
+    arabic_indic = document.stem.translate(str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩"))
+    shutil.copy(document, folder / f"{arabic_indic}.md")  # int() reads it as the ticket's number
+    code, report = stats(str(folder))
+    assert code == 0 and report["errors"] == []
+    assert report["source"]["documents"] == out_report["source"]["documents"]
+
+
 def test_a_ratio_to_the_fewest_chunks_below_1_says_the_chunks_do_not_fit_the_length_asked(chunk_folder: Path) -> None:
     """Chunks made at 300 audited at 100 (the --chunk-tokens forgotten): fewer chunks than the "fewest possible"."""
     code, report = stats(str(chunk_folder), "--chunk-tokens", "100")

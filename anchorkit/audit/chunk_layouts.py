@@ -64,7 +64,7 @@ CHUNK_KINDS = {
 MAX_LISTED = 50  # chunks listed by name under "problems" (all are counted)
 PROBLEMS = ("unknown_ticket", "no_own_anchor", "other_ticket_anchor", "over_chunk_tokens")
 
-_CHUNK_FILE = re.compile(r"^(\d+)-\d{3,}\.md$")
+_CHUNK_FILE = re.compile(r"^(\d+)-\d{3,}\.md$", re.ASCII)
 # A chunk's header: its ticket's anchor line and the blank line after it, at the start of the chunk.
 _HEADER = re.compile(ANCHOR_PATTERN.pattern.removesuffix("$") + r"\n\n", re.M)
 

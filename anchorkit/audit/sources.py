@@ -17,7 +17,7 @@ from anchorkit.source.snapshot import iter_issue_paths
 MAX_DOCUMENT_BYTES = 50 * 1024 * 1024  # Bedrock Knowledge Base's limit per source file
 
 
-_TICKET_DOCUMENT = re.compile(r"^(\d+)\.md$")
+_TICKET_DOCUMENT = re.compile(r"^(\d+)\.md$", re.ASCII)
 # transform writes line feeds only (it converts a ticket's CR LF): a document with a carriage return was converted
 # after it (a checkout with core.autocrlf, an editor). Its anchor blocks, "\r"-blank lines between them, are not the
 # ones anchors.strip_anchors takes out: measured, it would show almost no overhead and coverage without anchors as

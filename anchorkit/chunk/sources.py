@@ -50,7 +50,7 @@ from anchorkit.settings import default
 from anchorkit.source.snapshot import iter_issue_paths, load_lookups, looks_like_snapshot
 from anchorkit.tokens import Tokenizer, choose_tokenizer
 
-_DOCUMENT_NAME = re.compile(r"^(\d+)\.md$")
+_DOCUMENT_NAME = re.compile(r"^(\d+)\.md$", re.ASCII)
 
 
 @dataclass

@@ -43,7 +43,7 @@ from anchorkit.untrusted import ascii_number
 
 _CHUNK_NAME = re.compile(rf"^{CHUNK_FILE}(?:{re.escape(SIDECAR_SUFFIX)})?$")
 _TEMP_NAME = re.compile(rf"^\.{CHUNK_FILE}(?:{re.escape(SIDECAR_SUFFIX)})?\..*\.tmp$")
-_TEMP_FOLDER = re.compile(r"^\.(\d+)\.\d+\.tmp$")  # files.write_new_folder's, of a ticket's folder
+_TEMP_FOLDER = re.compile(r"^\.(\d+)\.\d+\.tmp$", re.ASCII)  # files.write_new_folder's, of a ticket's folder
 
 
 @dataclass

@@ -73,8 +73,8 @@ TRANSFORM_SETTINGS = (
     "tiktoken_file",
 )
 # Files this stage owns in the output folder (anything else there is left alone).
-_OUTPUT_NAME = re.compile(rf"^\d+\.md(?:{re.escape(SIDECAR_SUFFIX)})?$")
-_TEMP_NAME = re.compile(rf"^\.\d+\.md(?:{re.escape(SIDECAR_SUFFIX)})?\..*\.tmp$")
+_OUTPUT_NAME = re.compile(rf"^\d+\.md(?:{re.escape(SIDECAR_SUFFIX)})?$", re.ASCII)
+_TEMP_NAME = re.compile(rf"^\.\d+\.md(?:{re.escape(SIDECAR_SUFFIX)})?\..*\.tmp$", re.ASCII)
 _PROJECT_DIR = re.compile(r"[^A-Za-z0-9_-]+")
 
 
