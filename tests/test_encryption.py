@@ -90,20 +90,46 @@ def test_the_sync_state_is_written_with_the_same_encryption() -> None:
     client = kms_client()
     store = S3StateStore(client, S3Location("kb", "anchorkit-state/"))
     with Stubber(client) as stub:
-        stub.add_response(
-            "put_object",
-            {"ETag": '"e"'},
-            {
-                "Bucket": "kb",
-                "Key": "anchorkit-state/issues/7.json",
-                "Body": b"{}",
-                "ContentType": "application/json",
-                "ServerSideEncryption": "aws:kms",
-                "SSEKMSKeyId": "alias/tickets",
-            },
-        )
+        # With the checksums a later run recognises an unchanged raw issue by (its ETag is no MD5 here).
+        expected = {**put_parameters("anchorkit-state/issues/7.json", b"{}"), "ContentType": "application/json"}
+        stub.add_response("put_object", {"ETag": '"e"'}, expected)
         store.put_issue(7, b"{}")
         stub.assert_no_pending_responses()
+
+
+def test_raw_issues_under_kms_are_told_unchanged_by_one_listing_and_a_head_where_the_sizes_agree(
+    tmp_path: Path,
+) -> None:
+    client = kms_client()
+    store = S3StateStore(client, S3Location("kb", "anchorkit-state/"))
+    kms_etag = '"' + "f" * 32 + '"'  # not the MD5 of the bytes
+    same, edited, longer, new = b'{"issue":{"id":1}}', b'{"issue":{"id":2}}', b'{"issue":{"id":3,"x":1}}', b"{}"
+    copies = {}
+    for issue_id, data in ((1, same), (2, edited), (3, longer), (4, new)):
+        copies[issue_id] = tmp_path / f"{issue_id}.json"
+        copies[issue_id].write_bytes(data)
+    with Stubber(client) as stub:
+        stub.add_response(
+            "list_objects_v2",
+            {
+                "Contents": [
+                    {"Key": "anchorkit-state/issues/1.json", "Size": len(same), "ETag": kms_etag},
+                    {"Key": "anchorkit-state/issues/2.json", "Size": len(edited), "ETag": kms_etag},
+                    {"Key": "anchorkit-state/issues/3.json", "Size": 5, "ETag": kms_etag},  # other size: no HEAD
+                ],
+                "IsTruncated": False,
+            },
+            {"Bucket": "kb", "Prefix": "anchorkit-state/issues/"},
+        )
+        stored = {1: same, 2: b'{"issue":{"id":9}}'}  # 2: same size, other bytes
+        for issue_id, data in stored.items():
+            stub.add_response(
+                "head_object",
+                {"Metadata": {publishing.CHECKSUM_METADATA_KEY: hashlib.sha256(data).hexdigest()}},
+                {"Bucket": "kb", "Key": f"anchorkit-state/issues/{issue_id}.json"},
+            )
+        assert store.unchanged_issues(copies, threads=1) == {1}
+        stub.assert_no_pending_responses()  # one listing and two HEADs: never a GET of a copy
 
 
 @pytest.mark.parametrize(

@@ -275,6 +275,49 @@ def test_a_ticket_neither_in_the_state_nor_given_by_redmine_is_redone_by_a_later
     assert after.tickets[7].stored is None and after.tickets[7].updated_on is None
 
 
+def test_only_raw_issues_of_the_stored_version_are_compared_and_only_when_a_listing_costs_less() -> None:
+    # 7 and 8 were fetched again at the version the state holds (a refetch): their copies may be the same
+    # bytes. 9 has a new version, so other bytes (updated_on is in them); 10 is new. Both are written unseen.
+    manifest = state((7, published(7, NEW)), (8, published(8, NEW)), (9, published(9)))
+    fetched = Local((rendered(7), rendered(8), rendered(9), rendered(10)))
+    decided = plan(manifest, listing(fetched={7, 8, 9, 10}), fetched, DeletePolicy(), SCOPE)
+    assert decided.raw_to_compare() == [7, 8]  # 2 PUTs saved at most, against 1 listing request
+    # One such issue: writing it costs no more than the one listing that would tell.
+    one = plan(manifest, listing(fetched={7, 9}), Local((rendered(7), rendered(9))), DeletePolicy(), SCOPE)
+    assert one.raw_to_compare() == []
+    # 1,001 copies take two listing requests: two candidates are not worth them, three are.
+    big = state(*((i, published(i, NEW)) for i in range(1, 1002)))
+    for count, expected in ((2, []), (3, [1, 2, 3])):
+        ids = set(range(1, count + 1))
+        again = Local(tuple(rendered(i) for i in sorted(ids)))
+        assert plan(big, listing(fetched=ids), again, DeletePolicy(), SCOPE).raw_to_compare() == expected
+
+
+def test_raw_issues_found_unchanged_are_not_written_yet_recorded_as_stored() -> None:
+    manifest = state((7, published(7, NEW)), (8, published(8, NEW)), (9, published(9)))
+    decided = plan(
+        manifest,
+        listing(fetched={7, 8, 9}),
+        Local((rendered(7, body=b"old"), rendered(8, body=b"old"), rendered(9))),
+        DeletePolicy(),
+        SCOPE,
+    ).without_unchanged_raw({7, 8, 11})  # 11: not fetched by this run, so not this plan's to skip
+    assert decided.raw_writes == [9] and decided.raw_unchanged == {7, 8}
+    summary = decided.summary()
+    assert summary["store_issues"] == 1 and summary["unchanged_issues"] == 2
+    after = decided.expected()
+    assert [after.tickets[i].stored for i in (7, 8, 9)] == [NEW, NEW, NEW]
+    # The raw writes of 7 and 8 were all this run had for them: it writes nothing now.
+    idle = plan(
+        state((7, published(7, NEW)), cursor=NEW),
+        listing(fetched={7}),
+        Local((rendered(7, body=b"old"),)),
+        DeletePolicy(),
+        SCOPE,
+    )
+    assert idle.writes_documents and not idle.without_unchanged_raw({7}).writes_documents
+
+
 # ---------------------------------------------------------------------------------------------------
 # Scope
 

@@ -530,22 +530,31 @@ def print_stateless_sync_report(report: StatelessSyncReport, json_output: bool, 
         print_sync_plan(report, list_keys)
     else:
         regenerated = " (all: output fingerprint changed)" if report.regenerated_all else ""
+        written, unchanged = report.state_issues_written, report.state_issues_unchanged
+        raw = f"; raw issues stored {written}{unchanged_raw(unchanged)}" if written or unchanged else ""
         console.print(
             f"{report.destination}: rendered {report.rendered}{regenerated}, "
             f"uploaded {len(report.uploaded)}, deleted {len(report.deleted)}, failed {len(report.failures)}; "
             f"state {report.state}: {'committed' if report.state_written else 'unchanged'} "
-            f"({plural(report.tickets, 'ticket')}) "
+            f"({plural(report.tickets, 'ticket')}{raw}) "
             f"in {report.seconds:.1f} s",
             highlight=False,
             markup=False,
         )
     print_ingestion_job(report.ingestion_job)
+    for warning in report.warnings:
+        print_warning(warning)
     if report.refused:
         print_problem("refused", report.refused)
     for ticket in report.transform_failures:
         print_problem("failed", ticket.message)
     for failure in report.failures:
         print_problem("failed", f"{failure.key}: {failure.error}")
+
+
+def unchanged_raw(count: int) -> str:
+    """The raw issues a `sync --state` fetched again whose bytes the state holds already, when there are any."""
+    return f" ({count:,} fetched again unchanged, not rewritten)" if count else ""
 
 
 def print_sync_plan(report: StatelessSyncReport, list_keys: bool = False) -> None:
@@ -558,7 +567,8 @@ def print_sync_plan(report: StatelessSyncReport, list_keys: bool = False) -> Non
         f"{' (all: output fingerprint changed)' if report.regenerated_all else ''}, upload {planned['upload']} "
         f"({planned['upload_bytes']:,} bytes), delete {planned['delete']}"
         + (f", {planned['gone_kept']} of gone issues kept (no --delete)" if planned["gone_kept"] else "")
-        + f"; state {report.state}: store {planned['store_issues']} raw issues, drop {planned['drop_issues']}, "
+        + f"; state {report.state}: store {planned['store_issues']} raw issues"
+        f"{unchanged_raw(planned['unchanged_issues'])}, drop {planned['drop_issues']}, "
         f"cursor {cursor['from'] or '(none)'} -> {cursor['to'] or '(none)'}, "
         f"{'would be committed' if planned['state_rewritten'] else 'unchanged'}",
         highlight=False,

@@ -133,6 +133,16 @@ class RemoteObject:
     etag: str  # without quotes; for a local directory the MD5 of the file
 
 
+def checksum_parameters(checksums: Checksums) -> dict[str, Any]:
+    """The PutObject parameters that let an unchanged object be recognised without reading it: Content-MD5,
+    which the server checks the bytes it received against (and which a plain ETag then is), and the SHA-256
+    in the metadata, for when the ETag is not an MD5 (multipart, SSE-KMS)."""
+    return {
+        "ContentMD5": base64.b64encode(bytes.fromhex(checksums.md5)).decode("ascii"),
+        "Metadata": {CHECKSUM_METADATA_KEY: checksums.sha256},
+    }
+
+
 class Target(Protocol):
     """A destination: S3 prefix or local directory. Keys are relative to the prefix/directory."""
 
@@ -194,9 +204,7 @@ class S3Target:
             Key=self.full_key(key),
             Body=data,
             ContentType=content_type_for(key),
-            # The server verifies the bytes it received against this digest.
-            ContentMD5=base64.b64encode(bytes.fromhex(checksums.md5)).decode("ascii"),
-            Metadata={CHECKSUM_METADATA_KEY: checksums.sha256},
+            **checksum_parameters(checksums),
         )
 
     def delete(self, key: str) -> None:

@@ -7,6 +7,9 @@ Layout (the same under a local folder and under an S3 prefix):
   every object uploaded for it. Rewritten only when something in it changed.
 - ``issues/<id>.json``: the raw issue JSON of every ticket (as pull stored it, private content only
   with ``--include-private``), read only when the fingerprint changed and everything is regenerated.
+  Written only when its bytes change: what a copy holds is told by one listing of ``issues/`` (on S3
+  the ETag is the MD5 of the bytes, else the SHA-256 a copy carries in its metadata decides), never by
+  the manifest, which a run killed between its writes and its commit leaves behind the copies.
 - ``lease.json`` (S3 only): who is writing right now, and until when. A run renews it every third of
   its length while it lives, so the lease of a run that died runs out within ``--lease-seconds``.
 
@@ -27,7 +30,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -46,7 +49,8 @@ from anchorkit.publish.aws import (
     make_session,
     validate_key,
 )
-from anchorkit.publish.upload import PublishSettings
+from anchorkit.publish.objects import Checksums, LocalObject, S3Target, checksum_parameters
+from anchorkit.publish.upload import PublishSettings, unchanged_keys
 from anchorkit.settings import default
 from anchorkit.untrusted import ascii_number, parse_json
 
@@ -84,6 +88,11 @@ def decode_manifest(data: bytes, where: str) -> dict[str, Any]:
     return manifest
 
 
+def issue_name(issue_id: int) -> str:
+    """The name of an issue's raw JSON in the state's ``issues/`` folder."""
+    return f"{int(issue_id)}.json"
+
+
 class StateStore(Protocol):
     """Where the state lives. ``session()`` brackets a run; ``begin_writes()`` comes before any write."""
 
@@ -100,6 +109,8 @@ class StateStore(Protocol):
     def put_issue(self, issue_id: int, data: bytes) -> None: ...
 
     def delete_issue(self, issue_id: int) -> None: ...
+
+    def unchanged_issues(self, copies: Mapping[int, Path], threads: int) -> set[int]: ...
 
     def commit(self, manifest: dict[str, Any]) -> None: ...
 
@@ -224,7 +235,7 @@ class LocalStateStore:
         """Nothing to do: the lock taken by ``session`` already excludes every other run."""
 
     def issue_path(self, issue_id: int) -> Path:
-        return self.root / ISSUES_FOLDER / f"{int(issue_id)}.json"
+        return self.root / ISSUES_FOLDER / issue_name(issue_id)
 
     def get_issue(self, issue_id: int) -> bytes | None:
         try:
@@ -237,6 +248,11 @@ class LocalStateStore:
 
     def delete_issue(self, issue_id: int) -> None:
         self.issue_path(issue_id).unlink(missing_ok=True)
+
+    def unchanged_issues(self, copies: Mapping[int, Path], threads: int) -> set[int]:
+        """The issues of ``copies`` (id -> the file of the raw JSON to store) whose copy here holds these bytes:
+        on a local disk reading a copy costs no more than listing it."""
+        return {issue_id for issue_id, path in copies.items() if self.get_issue(issue_id) == path.read_bytes()}
 
     def commit(self, manifest: dict[str, Any]) -> None:
         write_atomic(self.root / MANIFEST_NAME, encode_manifest(manifest))
@@ -263,6 +279,9 @@ class ReadOnlyStore:
 
     def get_issue(self, issue_id: int) -> bytes | None:
         return self.store.get_issue(issue_id)
+
+    def unchanged_issues(self, copies: Mapping[int, Path], threads: int) -> set[int]:
+        return self.store.unchanged_issues(copies, threads)
 
     def lease_status(self) -> LeaseStatus | None:
         return self.store.lease_status()
@@ -503,19 +522,29 @@ class S3StateStore:
                 self.client.delete_object(Bucket=self.location.bucket, Key=self.key(LEASE_NAME))
 
     def get_issue(self, issue_id: int) -> bytes | None:
-        found = self._get(f"{ISSUES_FOLDER}/{int(issue_id)}.json")
+        found = self._get(f"{ISSUES_FOLDER}/{issue_name(issue_id)}")
         return None if found is None else found[0]
 
     def put_issue(self, issue_id: int, data: bytes) -> None:
         self.client.put_object(
             Bucket=self.location.bucket,
-            Key=self.key(f"{ISSUES_FOLDER}/{int(issue_id)}.json"),
+            Key=self.key(f"{ISSUES_FOLDER}/{issue_name(issue_id)}"),
             Body=data,
             ContentType="application/json",
+            **checksum_parameters(Checksums.of(data)),  # what unchanged_issues recognises the copy by
         )
 
     def delete_issue(self, issue_id: int) -> None:
-        self.client.delete_object(Bucket=self.location.bucket, Key=self.key(f"{ISSUES_FOLDER}/{int(issue_id)}.json"))
+        self.client.delete_object(Bucket=self.location.bucket, Key=self.key(f"{ISSUES_FOLDER}/{issue_name(issue_id)}"))
+
+    def unchanged_issues(self, copies: Mapping[int, Path], threads: int) -> set[int]:
+        """The issues of ``copies`` (id -> the file of the raw JSON to store) whose copy here holds these bytes,
+        told as upload tells an unchanged document: one listing of ``issues/`` (1,000 copies a request), and a
+        HEAD only for a copy whose ETag is not an MD5 (SSE-KMS) and whose size is the same. Never a GET."""
+        issues = S3Target(self.client, S3Location(self.location.bucket, f"{self.location.prefix}{ISSUES_FOLDER}/"))
+        local = [LocalObject(issue_name(i), Checksums.of(path.read_bytes()), path) for i, path in copies.items()]
+        same = unchanged_keys(local, issues, threads)
+        return {issue_id for issue_id in copies if issue_name(issue_id) in same}
 
     def commit(self, manifest: dict[str, Any]) -> None:
         condition = {"IfMatch": self.manifest_etag} if self.manifest_etag else {"IfNoneMatch": "*"}

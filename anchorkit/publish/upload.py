@@ -94,6 +94,15 @@ def needs_stored_checksum(local: LocalObject, remote: RemoteObject) -> bool:
     return local.checksums.size == remote.size and remote.etag != local.checksums.md5
 
 
+def same_content(local: LocalObject, remote: RemoteObject | None, stored_sha256: Mapping[str, str | None]) -> bool:
+    """The remote object holds these bytes: same size, and its ETag is their MD5 or its stored SHA-256 theirs."""
+    return (
+        remote is not None
+        and remote.size == local.checksums.size
+        and (remote.etag == local.checksums.md5 or stored_sha256.get(local.key) == local.checksums.sha256)
+    )
+
+
 def diff(
     local_objects: Iterable[LocalObject],
     remote_objects: Iterable[RemoteObject],
@@ -117,13 +126,7 @@ def diff(
     read_keys: set[str] = set()
     for local in local_objects:
         read_keys.add(local.key)
-        existing = remote.get(local.key)
-        if existing is None or existing.size != local.checksums.size:
-            plan.uploads.append(local)
-        elif existing.etag == local.checksums.md5 or stored_sha256.get(local.key) == local.checksums.sha256:
-            plan.skips.append(local)
-        else:
-            plan.uploads.append(local)
+        (plan.skips if same_content(local, remote.get(local.key), stored_sha256) else plan.uploads).append(local)
     unmatched = {key: obj for key, obj in sorted(remote.items()) if key not in read_keys}
     replaced = set(superseded(read_keys | unread, unmatched))
     for key, obj in unmatched.items():
@@ -149,6 +152,27 @@ def stored_sha256_or_none(target: Target, key: str) -> str | None:
         return None
 
 
+def stored_checksums(
+    local_objects: Iterable[LocalObject], remote: Mapping[str, RemoteObject], target: Target, threads: int
+) -> dict[str, str | None]:
+    """The stored SHA-256 of each remote object whose ETag cannot decide (one HEAD each, in ``threads``)."""
+    ambiguous = [
+        local.key for local in local_objects if local.key in remote and needs_stored_checksum(local, remote[local.key])
+    ]
+    if not ambiguous:
+        return {}
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return dict(zip(ambiguous, pool.map(lambda key: stored_sha256_or_none(target, key), ambiguous)))
+
+
+def unchanged_keys(local_objects: list[LocalObject], target: Target, threads: int = DEFAULT_THREADS) -> set[str]:
+    """The keys of ``local_objects`` whose bytes ``target`` already holds, by :func:`same_content`: one listing
+    of the target, and a HEAD only where the ETag is not an MD5 and the sizes agree."""
+    remote = {obj.key: obj for obj in target.list_objects()}
+    stored = stored_checksums(local_objects, remote, target, threads)
+    return {local.key for local in local_objects if same_content(local, remote.get(local.key), stored)}
+
+
 def build_plan(
     local_objects: list[LocalObject],
     target: Target,
@@ -161,18 +185,10 @@ def build_plan(
     """List the destination, fetch stored checksums where the ETag cannot decide, and diff."""
     local_failures = list(local_failures)
     remote = list(target.list_objects())
-    by_key = {obj.key: obj for obj in remote}
-    ambiguous = [
-        local.key for local in local_objects if local.key in by_key and needs_stored_checksum(local, by_key[local.key])
-    ]
-    stored: dict[str, str | None] = {}
-    if ambiguous:
-        with ThreadPoolExecutor(max_workers=threads) as pool:
-            stored = dict(zip(ambiguous, pool.map(lambda key: stored_sha256_or_none(target, key), ambiguous)))
     plan = diff(
         local_objects,
         remote,
-        stored,
+        stored_checksums(local_objects, {obj.key: obj for obj in remote}, target, threads),
         delete=delete,
         protected_keys=(failure.key for failure in local_failures),
         withdrawn_ids=withdrawn_ids,

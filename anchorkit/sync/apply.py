@@ -4,7 +4,9 @@ Documents first, the raw issues next, the manifest last, and the manifest record
 happened: so a run killed at any point leaves a state that never claims an upload that did not happen.
 Objects the state does not know of yet are recorded as pending before they are written (``Plan.intent``),
 so that it never loses track of one either.
-The lease (S3) is taken before the first write and renewed before the commit.
+The lease (S3) is taken before the first write and renewed before the commit. A raw issue fetched again is
+written only when the state does not hold its very bytes, which is found out once the lease is held, from
+the copies themselves (:func:`without_unchanged_raw`).
 """
 
 from __future__ import annotations
@@ -15,8 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from anchorkit.publish import state
 from anchorkit.publish import upload as publish
+from anchorkit.publish.aws import describe_error
 from anchorkit.source import snapshot
 from anchorkit.sync.manifest import Manifest
 from anchorkit.sync.plan import Plan, PullPlan
@@ -64,6 +69,27 @@ def write_raw_issues(
     )
 
 
+def without_unchanged_raw(
+    plan: Plan, store: state.StateStore, snapshot_dir: Path, threads: int
+) -> tuple[Plan, str | None]:
+    """``plan`` without the raw issue writes whose bytes the state holds already, and a warning when that could
+    not be found out (then every one is written, as it would have been). What the state holds is read from the
+    copies (:meth:`state.StateStore.unchanged_issues`), never from the manifest: a run killed between its writes
+    and its commit, a write that failed after all, a copy deleted by hand all leave copies the manifest does
+    not describe. Only the writes :meth:`Plan.raw_to_compare` names are looked at."""
+    candidates = plan.raw_to_compare()
+    if not candidates:
+        return plan, None
+    try:
+        unchanged = store.unchanged_issues({i: snapshot.issue_path(snapshot_dir, i) for i in candidates}, threads)
+    except (BotoCoreError, ClientError, OSError) as error:
+        return plan, (
+            f"{store.describe()}: could not tell which raw issues it holds already ({describe_error(error)}); "
+            f"the {len(candidates)} fetched again are written"
+        )
+    return plan.without_unchanged_raw(unchanged), None
+
+
 @dataclass
 class Applied:
     """What the writes of a plan did."""
@@ -73,6 +99,8 @@ class Applied:
     failures: list[publish.Failure] = field(default_factory=list)
     raw: RawIssueWrites = field(default_factory=RawIssueWrites)
     committed: Manifest | None = None
+    plan: Plan | None = None  # the sync plan carried out: without the raw issues found unchanged
+    warnings: list[str] = field(default_factory=list)
 
 
 def apply(
@@ -84,10 +112,12 @@ def apply(
     threads: int,
     on_result: Callable[[publish.OperationResult], None] | None = None,
 ) -> Applied:
-    """Write what ``plan`` says to ``target`` and ``store`` (raw JSON read from ``snapshot_dir``).
+    """Write what ``plan`` says to ``target`` and ``store`` (raw JSON read from ``snapshot_dir``), but the raw
+    issues the state already holds byte for byte, found out under the lease: no other run writes a copy then.
     Raises :class:`state.StateConflict` when another run holds or changed the state: nothing written
     then, unless this run outlived its lease."""
     store.begin_writes()
+    plan, warning = without_unchanged_raw(plan, store, snapshot_dir, threads)
     intent = plan.intent()
     if intent is not None:
         store.commit(intent.to_json())
@@ -95,9 +125,11 @@ def apply(
     outcome = {result.operation.key: result.error for result in results}
     upload_keys, delete_keys = set(plan.uploads), set(plan.deletes)
     applied = Applied(
+        plan=plan,
         uploaded=sorted(k for k, e in outcome.items() if e is None and k in upload_keys),
         deleted=sorted(k for k, e in outcome.items() if e is None and k in delete_keys),
         failures=[publish.Failure(k, e) for k, e in sorted(outcome.items()) if e is not None],
+        warnings=[warning] if warning else [],
     )
     applied.raw = write_raw_issues(store, snapshot_dir, plan.raw_writes, plan.raw_deletes, threads)
     applied.failures += applied.raw.failures

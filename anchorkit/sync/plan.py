@@ -10,6 +10,7 @@ carries it out; `--dry-run` prints it instead.
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -19,6 +20,9 @@ from anchorkit.source import snapshot
 from anchorkit.source.cursor import next_cursor
 from anchorkit.source.lookups import descendants, resolve_projects
 from anchorkit.sync.manifest import PENDING, Manifest, Scope, TicketEntry
+
+# Raw issue copies one ListObjectsV2 request lists: what telling unchanged copies apart costs, against a PUT each.
+LISTING_PAGE = 1000
 
 
 def sha256_of(data: bytes) -> str:
@@ -149,6 +153,7 @@ class Plan:
     raw_writes: list[int]  # fetched issues whose raw JSON goes into the state
     raw_deletes: list[int]  # raw copies of issues that went away, dropped with or without --delete
     refused: str | None  # the delete guard's refusal: nothing is written then
+    raw_unchanged: frozenset[int] = frozenset()  # fetched issues whose very bytes the state holds: not written
 
     @property
     def writes_documents(self) -> bool:
@@ -167,11 +172,34 @@ class Plan:
             "delete": len(self.deletes),
             "gone_kept": len({k for i in self.gone for k in self.before.tickets[i].objects} - set(self.deletes)),
             "store_issues": len(self.raw_writes),
+            "unchanged_issues": len(self.raw_unchanged),
             "drop_issues": len(self.raw_deletes),
             "cursor": {"from": self.before.cursor, "to": self.expected().cursor},
             "state_rewritten": not self.idle,
             "planned_keys": {"upload": sorted(self.uploads), "delete": sorted(self.deletes)},
         }
+
+    def raw_to_compare(self) -> list[int]:
+        """The raw writes whose copy in the state may hold the same bytes: its version is the fetched one (a
+        refetch, a parent fetched again for its subtasks). Another version differs in ``updated_on``, so it is
+        written unseen. Empty when there are no more of them than the requests of one listing of the state's
+        copies: writing them costs no more than finding out."""
+        stored = {i: entry.stored for i, entry in self.before.tickets.items() if entry.stored is not None}
+        writes = set(self.raw_writes)
+        maybe = sorted(
+            r.ticket_id
+            for r in self.local.rendered
+            if r.ticket_id in writes and stored.get(r.ticket_id) == r.updated_on
+        )
+        listing_requests = math.ceil(len(stored) / LISTING_PAGE)
+        return maybe if len(maybe) > listing_requests else []
+
+    def without_unchanged_raw(self, unchanged: set[int]) -> Plan:
+        """This plan, where the raw issues whose bytes the state was found to hold are not written again."""
+        kept = frozenset(unchanged) & set(self.raw_writes)
+        return replace(
+            self, raw_writes=[i for i in self.raw_writes if i not in kept], raw_unchanged=self.raw_unchanged | kept
+        )
 
     def expected(self) -> Manifest:
         """The manifest to commit when every write succeeds."""
@@ -211,7 +239,8 @@ class Plan:
         ``outcome``: key -> error (None: done) of the document writes attempted; ``raw_failed``: issues
         whose raw JSON could not be stored. A ticket whose objects were not all written keeps the
         checksums of what is really there and no ``updated_on`` (so the next run publishes it again);
-        its stamp holds the cursor back. ``stored`` names the raw JSON version the state now holds.
+        its stamp holds the cursor back. ``stored`` names the raw JSON version the state now holds: the one
+        written now, or found there byte for byte (``raw_unchanged``).
         """
         before = self.before.tickets
         tickets = dict(before)
@@ -222,7 +251,7 @@ class Plan:
         for issue_id in self.listing.missing:
             # Its raw JSON is not in the state and Redmine did not give it: redone by a later run.
             tickets[issue_id] = replace(tickets[issue_id], stored=None, updated_on=None)
-        raw_stored = set(self.raw_writes) - raw_failed
+        raw_stored = (set(self.raw_writes) - raw_failed) | self.raw_unchanged
         for rendered in self.local.rendered:
             previous = before.get(rendered.ticket_id, TicketEntry())
             objects: dict[str, str] = {}

@@ -30,7 +30,7 @@ from anchorkit.render.document import RenderOptions
 from anchorkit.render.sidecar import SIDECAR_SUFFIX
 from anchorkit.source import pull, snapshot
 from anchorkit.sync import plan as planning
-from anchorkit.sync.apply import apply, apply_pull
+from anchorkit.sync.apply import apply, apply_pull, without_unchanged_raw
 from anchorkit.sync.chunking import ChunkLayout, TicketObjects, chunk_objects, layout_name
 from anchorkit.sync.manifest import Manifest, Scope, ScopeMismatch
 from anchorkit.sync.progress import SyncProgress, pulling_stage, stage_counter, stage_progress
@@ -49,12 +49,14 @@ class StatelessSyncReport:
     failures: list[publish.Failure] = field(default_factory=list)
     refused: str | None = None
     state_issues_written: int = 0
+    state_issues_unchanged: int = 0  # fetched again, and the state held their very bytes: not written
     state_written: bool = False
     tickets: int = 0
     s3_requests: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     scope: str | None = None  # the state's scope, described
     dry_run: bool = False
+    warnings: list[str] = field(default_factory=list)
     plan: planning.Plan | None = None
     ingestion_job: dict[str, str] | None = None  # --start-ingestion's job (anchorkit.sync.runs)
 
@@ -83,6 +85,7 @@ class StatelessSyncReport:
             "failures": [{"key": failure.key, "error": failure.error} for failure in self.failures],
             "refused": self.refused,
             "state_issues_written": self.state_issues_written,
+            "state_issues_unchanged": self.state_issues_unchanged,
             "state_written": self.state_written,
             "tickets": self.tickets,
             "s3_requests": dict(sorted(self.s3_requests.items())),
@@ -91,6 +94,7 @@ class StatelessSyncReport:
             "dry_run": self.dry_run,
             "planned": self.plan.summary() if self.plan is not None else None,
             "ingestion_job": self.ingestion_job,
+            "warnings": self.warnings,
         }
 
 
@@ -295,6 +299,9 @@ def run_sync(
             chunks,
             progress,
         )
+        if dry_run:  # what the run would find, as it would (a real run finds it out under its lease)
+            plan, warning = without_unchanged_raw(plan, store, work_dir, threads)
+            report.warnings += [warning] if warning else []
         report.plan = plan
         report.refused = plan.refused
         report.tickets = len(manifest.tickets)  # what the state holds until a commit changes it
@@ -304,8 +311,11 @@ def run_sync(
             return report  # nothing to write, not even the state
         uploading = stage_counter(progress, "uploading", len(plan.uploads) + len(plan.deletes))
         applied = apply(plan, store, target, work_dir, threads=threads, on_result=lambda _: uploading())
+        carried_out = applied.plan or plan  # without the raw issues found unchanged
+        report.plan, report.warnings = carried_out, applied.warnings
         report.uploaded, report.deleted, report.failures = applied.uploaded, applied.deleted, applied.failures
         report.state_issues_written = applied.raw.written
+        report.state_issues_unchanged = len(carried_out.raw_unchanged)
         report.state_written = True
         report.tickets = len(applied.committed.tickets) if applied.committed else 0
     return report

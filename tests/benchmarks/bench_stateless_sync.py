@@ -8,6 +8,8 @@ BENCH_STATELESS_JOURNALS journals each (default 2) through ActiveRecord (bench_p
 
 1. the first sync (everything fetched, rendered, uploaded; the state written);
 2. a second sync with nothing changed (target: <= 2 Redmine requests, 0 PUTs, state not rewritten);
+   then the same with ``--full`` (the daily ``--refetch-every`` run): every issue fetched again, and no raw
+   issue JSON written again (target: PUTs = lease + manifest; one listing of the state's copies per 1,000);
 3. a sync after 1% of the issues got a note (target: the listing + exactly those issues; PUTs = their
    documents and sidecars + their raw issue JSON + lease + manifest);
 4. another 1% changed, fetched by `pull --state` into an empty folder (which first restores every raw
@@ -60,8 +62,9 @@ def describe(name: str, report: StatelessSyncReport) -> None:
         f"{name}: {report.seconds:.2f} s wall; Redmine {sum(p.requests for p in report.pulls)} requests "
         f"({pulled.requests_by_purpose}); fetched {sum(p.fetched for p in report.pulls)}, rendered {report.rendered}; "
         f"S3 PUT {s3.get('PutObject', 0)} (documents+sidecars {len(report.uploaded)}, raw issues "
-        f"{report.state_issues_written}, state {'rewritten' if report.state_written else 'not rewritten'}), "
-        f"GET {s3.get('GetObject', 0)}, HEAD {s3.get('HeadObject', 0)}, DELETE {s3.get('DeleteObject', 0)}; "
+        f"{report.state_issues_written}, {report.state_issues_unchanged} unchanged not rewritten, state "
+        f"{'rewritten' if report.state_written else 'not rewritten'}), GET {s3.get('GetObject', 0)}, "
+        f"HEAD {s3.get('HeadObject', 0)}, DELETE {s3.get('DeleteObject', 0)}, LIST {s3.get('ListObjectsV2', 0)}; "
         f"{'ok' if report.ok else 'FAILED'}"
     )
 
@@ -92,7 +95,7 @@ def main() -> None:
         options = TransformOptions(render=RenderOptions(), sidecars=True)
         runs = 0
 
-        def sync_from_empty_disk(layout: str = "documents") -> StatelessSyncReport:
+        def sync_from_empty_disk(layout: str = "documents", full: bool = False) -> StatelessSyncReport:
             nonlocal runs
             runs += 1
             where = "" if layout == "documents" else f"{layout}-"
@@ -104,14 +107,14 @@ def main() -> None:
                 store,
                 target,
                 options,
-                PullSettings(projects=(project["identifier"],)),
+                PullSettings(projects=(project["identifier"],), full=full),
                 work_dir=Path(scratch) / f"run-{runs}",
                 publishing=PublishSettings(delete=True, threads=THREADS),
                 chunks=ChunkLayout() if layout == "chunks" else None,
             )
 
-        def each_layout(name: str) -> None:
-            reports = {layout: sync_from_empty_disk(layout) for layout in LAYOUTS}
+        def each_layout(name: str, full: bool = False) -> None:
+            reports = {layout: sync_from_empty_disk(layout, full) for layout in LAYOUTS}
             for layout, report in reports.items():
                 describe(f"{name} [{layout}]" if len(LAYOUTS) > 1 else name, report)
             if {"documents", "chunks"} <= set(reports):
@@ -124,6 +127,7 @@ def main() -> None:
 
         each_layout("first sync (empty state)")
         each_layout("second sync, nothing changed, empty disk")
+        each_layout("refetch (--full), nothing changed, empty disk", full=True)
         state_of_first = "anchorkit-state/" if LAYOUTS[0] == "documents" else f"{LAYOUTS[0]}-anchorkit-state/"
         manifest = client.get_object(Bucket=s3.bucket, Key=f"{state_of_first}manifest.json")["Body"].read()
         issue_ids = sorted(int(key) for key in json.loads(manifest)["tickets"])
