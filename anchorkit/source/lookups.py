@@ -109,9 +109,7 @@ class LookupFetcher:
         """The table ``name`` of :data:`GLOBAL_TABLES`, read unless it was already; None when it cannot be."""
         if name not in self.tables and name not in self.forbidden | self.failed:
             manager, params, row = GLOBAL_TABLES[name]
-            self._read_into(self.tables, name, manager, params, row)
-            if name in self.forbidden | self.failed:
-                self.tables.pop(name, None)
+            self._read_into(self.tables, name, manager, params, row)  # (nothing of a table it cannot read)
         return self.tables.get(name)
 
     def fetch(self, project_ids: list[int]) -> Names:
@@ -193,6 +191,40 @@ def named_ids(issue: dict[str, Any]) -> NamedIds:
             values = (detail.get("old_value"), detail.get("new_value"))
             found.setdefault(table, set()).update(str(value) for value in values if value not in (None, ""))
     return found
+
+
+def unknown_key(table: str) -> str:
+    """The state.json key of the ids of ``table`` (users, projects) that the snapshot's issues name and that Redmine's
+    table did not list when read (a locked user, a project the key may not see): an issue naming them has the table
+    read no more (the next lookups refresh reads it all the same)."""
+    return f"unknown_{table}"
+
+
+def current_lookups(
+    fetcher: LookupFetcher, cached: Names, seen: Names, named: NamedIds, unknown: NamedIds, may_read: bool
+) -> tuple[Names, NamedIds]:
+    """The lookups after a run, and the ids ``named`` (or ``unknown`` already) that a table read did not list.
+    Tables read completely replace the cached ones (forbidden or failed ones keep what we had), names seen in the
+    issues fill what they lack. A user or project an issue names by id alone (a journal's change of assignee or
+    project) that no table holds, and no earlier read found unknown, has its table read (``may_read``), once a
+    run: lookups.json keeps only those the snapshot names, so one new to it is missing until then."""
+    lookups = {**cached, **fetcher.tables}
+    fill_missing(lookups, seen)
+
+    def missing() -> NamedIds:
+        wanted = {table: named.get(table, set()) | unknown.get(table, set()) for table in NARROWED_TABLES}
+        return {table: ids - lookups.get(table, {}).keys() for table, ids in wanted.items()}
+
+    unread = [table for table, ids in missing().items() if ids - unknown.get(table, set())]
+    if unread and may_read:
+        with fetcher.client.stats.purpose("lookups"):
+            for table in unread:
+                fetcher.table(table)
+        lookups = {**lookups, **fetcher.tables}
+        fill_missing(lookups, seen)
+    read = set(fetcher.tables) | fetcher.forbidden  # (an id is unknown once a table read does not list it)
+    still = missing()
+    return lookups, {table: ids if table in read else ids & unknown.get(table, set()) for table, ids in still.items()}
 
 
 def add_named(into: NamedIds, more: Mapping[str, set[str]]) -> None:

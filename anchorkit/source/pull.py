@@ -41,6 +41,7 @@ from anchorkit.source.lookups import (
     Names,
     ProjectScope,
     add_named,
+    current_lookups,
     descendants,
     fill_missing,
     named_ids,
@@ -48,6 +49,7 @@ from anchorkit.source.lookups import (
     narrowed,
     project_of,
     resolve_projects,
+    unknown_key,
 )
 from anchorkit.source.notes import NoteNumbering, numbered_if_complete
 from anchorkit.source.preflight import (
@@ -61,7 +63,7 @@ from anchorkit.source.preflight import (
     restricted_custom_fields,
 )
 from anchorkit.source.redmine import IssuePage, RedirectRefused, RedmineClient, RedmineError, RetryPolicy
-from anchorkit.untrusted import public_url
+from anchorkit.untrusted import ascii_number, public_url
 
 DEFAULT_TEXT_FORMAT = TEXT_FORMATS[0]  # Redmine's own default, recorded in a new snapshot
 REFETCHED_AT = "refetched_at"  # state.json: when the last run that fetched every listed issue again started
@@ -677,10 +679,13 @@ def _run(
     if stale:
         _report_lookups(report, fetcher)
     cached = lookups
-    lookups = _lookups_now(puller, fetcher, lookups, seen)
+    unknown = {table: {str(i) for i in snapshot.ids_in(state, unknown_key(table))} for table in NARROWED_TABLES}
+    lookups, unknown = current_lookups(fetcher, lookups, seen, puller.named, unknown, report.listing_complete)
     if is_full and report.listing_complete:
         _remove_unlisted_in_scope(puller, lookups, settings.projects)
     new_state = dict(state)
+    for table, ids in unknown.items():
+        new_state = snapshot.listing_ids(new_state, unknown_key(table), {n for i in ids if (n := ascii_number(i))})
     if "projects" in fetcher.tables:  # (read completely: a project listed with a larger id is new since)
         new_state[PROJECTS_MAX_ID] = max(map(int, fetcher.tables["projects"]), default=0)
     rebuilt = puller.stored_names() if refetch or state.get(NARROWED_STATE) != 1 else None
@@ -737,23 +742,6 @@ def _report_lookups(report: PullReport, fetcher: LookupFetcher) -> None:
         )
     if fetcher.failed:
         report.warnings.append(f"lookups: could not read {', '.join(sorted(fetcher.failed))}; kept the previous names")
-
-
-def _lookups_now(puller: Puller, fetcher: LookupFetcher, cached: Names, seen: Names) -> Names:
-    """The lookups after this run: tables read completely replace the cached ones (forbidden or failed ones keep
-    what we had), names seen in the issues fill what they lack. A user or project a fetched issue names by id alone
-    (a journal's change of assignee or project) that no table holds has its table read, once a run (lookups.json
-    keeps only the users and projects the snapshot names, so one new to it is missing until then)."""
-    lookups = {**cached, **fetcher.tables}
-    fill_missing(lookups, seen)
-    unnamed = [table for table in NARROWED_TABLES if puller.named.get(table, set()) - lookups.get(table, {}).keys()]
-    if unnamed and puller.report.listing_complete:  # (a failed listing: Redmine is likely unreachable)
-        with puller.client.stats.purpose("lookups"):
-            for table in unnamed:
-                fetcher.table(table)
-        lookups = {**lookups, **fetcher.tables}
-        fill_missing(lookups, seen)
-    return lookups
 
 
 def _narrowed(
