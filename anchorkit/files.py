@@ -23,17 +23,63 @@ _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 _EXISTING_FILE = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 # The temporary file _create_temporary names first: ``.<name>.<pid>.tmp``.
 _TEMPORARY = re.compile(r"^\..+\.(?P<pid>[0-9]+)\.tmp$")
+# The mode of a file that may hold private content (a run with --include-private): its owner's alone. The writers
+# below take a ``mode``: None, the umask's (as any file), or this one, which a folder they create for the file
+# gets with its search bit (0700).
+PRIVATE_FILE_MODE = 0o600
 
 
-def _create_temporary(path: Path) -> tuple[int, str]:
-    """A new temporary file beside ``path``, named ``.<name>.<...>.tmp`` (cleanup code knows that shape)."""
+def file_mode(private: bool) -> int | None:
+    """The ``mode`` of the files a run writes: ``PRIVATE_FILE_MODE`` when they may hold private content."""
+    return PRIVATE_FILE_MODE if private else None
+
+
+def make_folder(path: Path, mode: int | None = None) -> None:
+    """Create the folder ``path`` and its missing parents (``mkdir -p``). With a file ``mode``, each folder it
+    creates is made for such files: their read bits with the search bits (0600: 0700), the umask applied; an
+    existing folder is left as it is. (``Path.mkdir(mode=...)`` gives the parents it creates the umask's mode.)"""
+    if mode is None:
+        path.mkdir(parents=True, exist_ok=True)
+        return
+    missing = []
+    while not path.is_dir() and path.parent != path:
+        missing.append(path)
+        path = path.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, _folder_mode(mode))
+        except FileExistsError:
+            if not folder.is_dir():
+                raise
+
+
+def _folder_mode(mode: int | None) -> int:
+    """The mode of a folder made for files of ``mode``: its read bits with their search bits (0600: 0700)."""
+    return 0o777 if mode is None else mode | (mode & 0o444) >> 2
+
+
+def _create_temporary(path: Path, mode: int | None) -> tuple[int, str]:
+    """A new temporary file beside ``path``, named ``.<name>.<...>.tmp`` (cleanup code knows that shape), with
+    ``mode`` (None: the umask's); its folder is created if missing."""
     # A per-process name costs one system call; mkstemp's random names are for when that one is taken
     # (another thread writing the same file, or a leftover of a killed process that had our pid).
     tmp = os.path.join(path.parent, f".{path.name}.{os.getpid()}.tmp")
     try:
-        return os.open(tmp, _NEW_FILE, 0o666), tmp
+        return os.open(tmp, _NEW_FILE, 0o666 if mode is None else mode), tmp
+    except FileNotFoundError:
+        make_folder(path.parent, mode)
+        return os.open(tmp, _NEW_FILE, 0o666 if mode is None else mode), tmp
     except FileExistsError:
-        return tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # (0600)
+        if mode is not None:
+            os.fchmod(fd, mode)
+        return fd, tmp
+
+
+def _wider_than(path: Path, mode: int) -> bool:
+    """Whether the file ``path`` has a permission ``mode`` lacks (or is a symbolic link, which a write replaces)."""
+    status = os.lstat(path)
+    return stat.S_ISLNK(status.st_mode) or bool(stat.S_IMODE(status.st_mode) & ~mode)
 
 
 def process_running(pid: int) -> bool:
@@ -100,13 +146,10 @@ def shown(path: Path | str) -> str:
     return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same directory and a rename."""
-    try:
-        fd, tmp = _create_temporary(path)
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = _create_temporary(path)
+def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same directory and a rename; the file gets ``mode``
+    (None: the umask's), also when it replaces one of another mode."""
+    fd, tmp = _create_temporary(path, mode)
     try:
         _write_all(fd, data)
         os.replace(tmp, path)
@@ -116,22 +159,23 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def write_new_folder(path: Path, files: Sequence[tuple[str, bytes]]) -> bool:
+def write_new_folder(path: Path, files: Sequence[tuple[str, bytes]], mode: int | None = None) -> bool:
     """Create the folder ``path`` holding ``files`` (name, bytes) all at once: they are written into a
     temporary folder beside it (``.<name>.<pid>.tmp``), which is renamed to ``path`` once complete, so a
     reader sees all of them or none, for one system call a file fewer than writing each atomically.
+    The files get ``mode`` and the folders made for them its folder mode (:func:`make_folder`).
     False, and nothing written, if ``path`` exists by then."""
     tmp = os.path.join(path.parent, f".{path.name}.{os.getpid()}.tmp")
     try:
-        os.mkdir(tmp)
+        os.mkdir(tmp, _folder_mode(mode))
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        os.mkdir(tmp)
+        make_folder(path.parent, mode)
+        os.mkdir(tmp, _folder_mode(mode))
     except FileExistsError:  # the leftover of a killed process that had our pid
         shutil.rmtree(tmp)
-        os.mkdir(tmp)
+        os.mkdir(tmp, _folder_mode(mode))
     try:
-        _write_files(tmp, files)
+        _write_files(tmp, files, 0o666 if mode is None else mode)
         os.rename(tmp, path)
     except BaseException as error:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -141,26 +185,29 @@ def write_new_folder(path: Path, files: Sequence[tuple[str, bytes]]) -> bool:
     return True
 
 
-def _write_files(folder: str, files: Sequence[tuple[str, bytes]]) -> None:
-    """Create each of ``files`` (name, bytes) in the new ``folder``: opened relative to the folder where
+def _write_files(folder: str, files: Sequence[tuple[str, bytes]], mode: int) -> None:
+    """Create each of ``files`` (name, bytes) in the new ``folder``, with ``mode``: opened relative to the folder where
     the system allows it (the path is not looked up again for each file: about 13% of a small file's
     cost on tmpfs, 1% on ext4, where the file system's own work dominates)."""
     if os.open not in os.supports_dir_fd:
         for name, data in files:
-            _write_all(os.open(os.path.join(folder, name), _NEW_FILE, 0o666), data)
+            _write_all(os.open(os.path.join(folder, name), _NEW_FILE, mode), data)
         return
     folder_fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         for name, data in files:
-            _write_all(os.open(name, _NEW_FILE, 0o666, dir_fd=folder_fd), data)
+            _write_all(os.open(name, _NEW_FILE, mode, dir_fd=folder_fd), data)
     finally:
         os.close(folder_fd)
 
 
-def sync_file(path: Path, data: bytes, *, check: bool = False) -> Literal["created", "changed", "unchanged"]:
-    """Atomically write ``data`` unless ``path`` already holds exactly these bytes.
+def sync_file(
+    path: Path, data: bytes, *, check: bool = False, mode: int | None = None
+) -> Literal["created", "changed", "unchanged"]:
+    """Atomically write ``data`` unless ``path`` already holds exactly these bytes; with a ``mode``, also when
+    it does but may be read by more than that mode lets (the same bytes written again, with ``mode``).
 
-    Says what the file needed: "created", "changed" or "unchanged". With ``check`` nothing is
+    Says what the file needed: "created", "changed" or "unchanged" (its bytes). With ``check`` nothing is
     written, only compared (for a dry run).
     """
     try:
@@ -168,24 +215,24 @@ def sync_file(path: Path, data: bytes, *, check: bool = False) -> Literal["creat
     except FileNotFoundError:
         current = None
     if current == data:
+        if mode is not None and not check and _wider_than(path, mode):
+            write_atomic(path, data, mode)
         return "unchanged"
     if not check:
-        write_atomic(path, data)
+        write_atomic(path, data, mode)
     return "created" if current is None else "changed"
 
 
 class AtomicStream:
     """A file written piece by piece (too large to hold in memory) that replaces ``path`` atomically
-    on ``commit()``, unless it holds exactly the bytes ``path`` has (then ``path`` is left untouched).
+    on ``commit()``, unless it holds exactly the bytes ``path`` has (then ``path`` is left untouched, but
+    for one that ``mode`` finds too readable, replaced all the same). It gets ``mode`` (None: the umask's).
     Leaving the ``with`` block without a commit (an error) removes it: ``path`` keeps its old content."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, mode: int | None = None) -> None:
         self.path = path
-        try:
-            fd, self.tmp = _create_temporary(path)
-        except FileNotFoundError:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, self.tmp = _create_temporary(path)
+        self.mode = mode
+        fd, self.tmp = _create_temporary(path, mode)
         self.file: BinaryIO = os.fdopen(fd, "wb")
 
     def write(self, data: bytes) -> None:
@@ -196,7 +243,10 @@ class AtomicStream:
         if not self.path.exists():
             status: Literal["created", "changed", "unchanged"] = "created"
         elif filecmp.cmp(self.tmp, self.path, shallow=False):
-            os.unlink(self.tmp)
+            if self.mode is None or not _wider_than(self.path, self.mode):
+                os.unlink(self.tmp)
+            else:
+                os.replace(self.tmp, self.path)
             return "unchanged"
         else:
             status = "changed"
@@ -214,9 +264,9 @@ class AtomicStream:
             os.unlink(self.tmp)
 
 
-def write_if_changed(path: Path, data: bytes) -> bool:
-    """``sync_file`` for callers that only need to know whether the file was (re)written."""
-    return sync_file(path, data) != "unchanged"
+def write_if_changed(path: Path, data: bytes, mode: int | None = None) -> bool:
+    """``sync_file`` for callers that only need to know whether the file's bytes were (re)written."""
+    return sync_file(path, data, mode=mode) != "unchanged"
 
 
 def check_existing_folder(path: Path) -> None:

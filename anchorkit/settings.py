@@ -116,6 +116,10 @@ SETTINGS: tuple[Setting, ...] = (
     # a custom field restricted) reaches the snapshot within this long. One request per issue each time.
     _s("refetch_every", float, 24 * 3600, *_REDMINE, min=0),
     _s("overlap", float, 120, *_REDMINE, min=0),
+    # With --project: an incremental listing of every project, kept to the pulled ones here (an issue moved out
+    # leaves at once), or, by default, Redmine's of the pulled projects alone: its cost and the cursor then do not
+    # depend on what happens in the other projects (docs/reference.md, pull, "How a run works").
+    _s("watch_moves", bool, False, *_REDMINE),
     _s("lookups_max_age", float, 24 * 3600, *_REDMINE, min=0),
     _s("text_format", str, None, *_REDMINE, TRANSFORM, CHUNK, choices=TEXT_FORMATS),
     _s("timeout", float, 60.0, *_REDMINE, min=0.1),

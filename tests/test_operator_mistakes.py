@@ -19,8 +19,7 @@ from support.s3_server import S3Server
 from typer.testing import CliRunner, Result
 
 from anchorkit.cli import app
-from anchorkit.source import pull as pulling
-from anchorkit.source import snapshot
+from anchorkit.source import preflight, snapshot
 
 runner = CliRunner()
 UNREACHABLE_REDMINE = "http://127.0.0.1:9"  # the discard port: nothing listens there
@@ -444,7 +443,7 @@ def test_pull_accepts_an_empty_folder_and_an_existing_snapshot(
 def test_a_snapshot_locked_by_another_pull_is_exit_3(tmp_path: Path, redmine_server: RedmineServer) -> None:
     snap = tmp_path / "snap"
     (snap / snapshot.ISSUES_DIR).mkdir(parents=True)
-    with open(snap / pulling.LOCK_FILE, "w") as held:  # another pull's lock (a separate open file)
+    with open(snap / preflight.LOCK_FILE, "w") as held:  # another pull's lock (a separate open file)
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         result = runner.invoke(
             app,

@@ -13,10 +13,10 @@ import requests
 
 from anchorkit.source import snapshot
 from anchorkit.source.cursor import next_cursor, parse_cursor, shift_time
-from anchorkit.source.lookups import descendants, fill_missing, names_in_issue
+from anchorkit.source.lookups import ProjectScope, descendants, fill_missing, named_ids, names_in_issue, narrowed
+from anchorkit.source.preflight import PullError
 from anchorkit.source.privacy import without_private_notes
 from anchorkit.source.pull import (
-    PullError,
     PullSettings,
     SnapshotLocked,
     pull,
@@ -59,6 +59,42 @@ def test_names_seen_in_an_issue_fill_only_missing_lookup_rows() -> None:
     fill_missing(lookups, seen)
     assert lookups["users"]["5"] == {"name": "Sato Jiro", "login": "sato"}, "API names win"
     assert lookups["users"]["6"] == {"name": "鈴木 花子"}
+
+
+def test_an_issue_names_users_and_projects_by_name_and_by_id_in_its_history() -> None:
+    moved = {
+        "user": {"id": 8, "name": "高橋 一郎"},
+        "details": [
+            {"property": "attr", "name": "assigned_to_id", "old_value": "11", "new_value": "9"},
+            {"property": "attr", "name": "project_id", "old_value": "12", "new_value": "3"},
+            {"property": "attr", "name": "status_id", "old_value": "1", "new_value": "2"},
+            {"property": "attr", "name": "author_id", "old_value": None, "new_value": ""},
+            {"property": "cf", "name": "4", "old_value": "13", "new_value": "14"},
+        ],
+    }
+    issue = {**ISSUE["issue"], "journals": [*ISSUE["issue"]["journals"], moved]}
+    assert named_ids(issue) == {"users": {"5", "6", "8", "9", "11"}, "projects": {"3", "12"}}
+
+    lookups = {"users": {"5": {"name": "佐藤 次郎"}, "7": {"name": "山田 太郎"}}, "statuses": {"1": {"name": "新規"}}}
+    assert narrowed(lookups, {"users": {"5", "9"}}) == {
+        "users": {"5": {"name": "佐藤 次郎"}},
+        "statuses": lookups["statuses"],
+    }
+
+
+def test_a_project_scope_holds_the_projects_named_and_their_subprojects_by_the_table() -> None:
+    table = {
+        "3": {"name": "社内ITサービスデスク", "identifier": "helpdesk", "parent_id": None},
+        "4": {"name": "ネットワーク", "identifier": "network", "parent_id": 3},
+        "10": {"name": "拠点", "identifier": "sites", "parent_id": 4},
+        "5": {"name": "人事部", "identifier": "hr", "parent_id": None},
+    }
+    scope = ProjectScope.of(table, ("helpdesk",))
+    assert scope is not None and scope.ids == {3, 4, 10} and 10 in scope and 5 not in scope
+    assert scope.covers({"id": 1, "project": {"id": 4}}) and not scope.covers({"id": 1, "project": {"id": 5}})
+    assert not scope.covers({"id": 1}), "a listing that does not say its project"
+    assert ProjectScope.of(table, ("helpdesk", "5")) is not None
+    assert ProjectScope.of(table, ("helpdsek",)) is None and ProjectScope.of(table, ("99",)) is None, "not in the table"
 
 
 def test_retry_after_accepts_seconds_and_http_dates() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -20,10 +21,12 @@ from support.redmine_server import RedmineAdmin, RedmineServer
 from typer.testing import CliRunner
 
 from anchorkit.cli import app
+from anchorkit.publish.state import LocalStateStore
 from anchorkit.render.transform import TransformOptions, transform_snapshot
-from anchorkit.source import snapshot
+from anchorkit.source import preflight, snapshot
 from anchorkit.source.pull import PullSettings, pull
 from anchorkit.source.redmine import RetryPolicy
+from anchorkit.sync import pull_with_state
 
 pytestmark = pytest.mark.redmine
 
@@ -440,3 +443,71 @@ def test_an_issue_that_vanishes_from_a_members_listing_is_withdrawn_not_taken_fo
     assert full.ok and full.removed_ids == full.withdrawn_ids == [hidden]
     assert snapshot.stored_issue_ids(tmp_path) == {kept}
     assert snapshot.withdrawn_in(snapshot.load_state(tmp_path)) == {hidden}, "unpublished by the next sync"
+
+
+# --------------------------------------------------------------------------------------------------
+# Who may read the snapshot: with --include-private its files are their owner's alone
+
+
+def file_modes(snap: Path) -> dict[str, int]:
+    """The mode of every file of a snapshot (but the lock file, which holds nothing), by its relative path."""
+    found = {str(p.relative_to(snap)): stat.S_IMODE(p.stat().st_mode) for p in snap.rglob("*") if p.is_file()}
+    return {name: mode for name, mode in found.items() if name != preflight.LOCK_FILE}
+
+
+def umask_mode() -> int:
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def test_an_include_private_snapshot_is_readable_by_its_owner_alone_and_a_default_run_writes_the_umasks_mode(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, redmine_project: dict[str, Any]
+) -> None:
+    key, project = redmine_server.admin_key, redmine_project
+    noted = redmine_admin.create_issue(project["id"], "VPN接続が不安定になる")["id"]
+    redmine_admin.add_note(noted, f"{PRIVATE_NOTE}: 管理者パスワード", private=True)
+    redmine_admin.create_issue(project["id"], "プリンタで印刷できない")
+    secret = redmine_admin.create_issue(project["id"], "人事異動に伴うアカウント削除", is_private=True)["id"]
+
+    fresh = tmp_path / "fresh" / "snap"
+    assert pull(redmine_server.url, fresh, key, pulling(project, include_private=True)).ok
+    modes = file_modes(fresh)
+    assert {"state.json", "lookups.json", f"issues/{secret}.json", f"issues/{noted}.json"} <= set(modes)
+    assert set(modes.values()) == {0o600}
+    folders = [tmp_path / "fresh", fresh, fresh / snapshot.ISSUES_DIR]
+    assert {stat.S_IMODE(folder.stat().st_mode) for folder in folders} == {0o700}, "the folders made for them"
+
+    # A snapshot pulled without it first: every file is its owner's once the run with it has fetched them again,
+    # the files whose bytes did not change included.
+    snap = tmp_path / "snap"
+    assert pull(redmine_server.url, snap, key, pulling(project)).ok
+    assert set(file_modes(snap).values()) == {umask_mode()}
+    widened = pull(redmine_server.url, snap, key, pulling(project, include_private=True))
+    assert widened.ok and widened.refetched and set(file_modes(snap).values()) == {0o600}
+
+    # Without it again: the private content goes, what the run rewrites gets the umask's mode, what it leaves as
+    # it is keeps 0600.
+    narrowed = pull(redmine_server.url, snap, key, pulling(project))
+    assert narrowed.ok and narrowed.written_ids == [noted] and narrowed.removed_ids == [secret]
+    modes = file_modes(snap)
+    assert (modes[f"issues/{noted}.json"], modes["state.json"]) == (umask_mode(), umask_mode())
+    assert set(modes.values()) <= {0o600, umask_mode()} and holding_private_notes(snap) == []
+
+
+def test_a_snapshot_restored_from_a_sync_state_with_include_private_is_its_owners_alone(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, redmine_project: dict[str, Any]
+) -> None:
+    issue = redmine_admin.create_issue(redmine_project["id"], "VPN接続が不安定になる")["id"]
+    redmine_admin.add_note(issue, f"{PRIVATE_NOTE}: 管理者パスワード", private=True)
+    store = LocalStateStore(tmp_path / "state")
+    settings = pulling(redmine_project, include_private=True)
+    assert pull_with_state(redmine_server.url, redmine_server.admin_key, store, tmp_path / "first", settings).ok
+
+    restored = tmp_path / "runner" / "snap"  # another runner's empty disk: the raw issues come from the state
+    report = pull_with_state(redmine_server.url, redmine_server.admin_key, store, restored, settings)
+    assert report.ok and report.restored == 1 and holding_private_notes(restored) == [issue]
+    assert set(file_modes(restored).values()) == {0o600}
+    assert (
+        stat.S_IMODE(restored.stat().st_mode) == stat.S_IMODE((restored / snapshot.ISSUES_DIR).stat().st_mode) == 0o700
+    )

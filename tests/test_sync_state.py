@@ -34,7 +34,7 @@ from anchorkit.publish.state import LocalStateStore, S3StateStore, StateConflict
 from anchorkit.publish.upload import LocalDirTarget, PublishSettings, S3Location, S3Target
 from anchorkit.render.document import RenderOptions
 from anchorkit.render.transform import TransformOptions
-from anchorkit.source import pull
+from anchorkit.source import preflight
 from anchorkit.source.pull import PullSettings
 from anchorkit.sync import (
     StatelessSyncReport,
@@ -784,14 +784,14 @@ def test_pull_with_state_takes_the_snapshot_lock_before_it_touches_the_snapshot(
             "-c",
             "import fcntl, sys, time; h = open(sys.argv[1], 'w'); fcntl.flock(h, fcntl.LOCK_EX); "
             "print('locked', flush=True); time.sleep(60)",
-            str(snapshot_dir / pull.LOCK_FILE),
+            str(snapshot_dir / preflight.LOCK_FILE),
         ],
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        with pytest.raises(pull.PullError, match="another pull is running on this snapshot"):
+        with pytest.raises(preflight.PullError, match="another pull is running on this snapshot"):
             pull_with_state("http://127.0.0.1:9", "key", LocalStateStore(tmp_path / "state"), snapshot_dir)
     finally:
         holder.kill()

@@ -28,7 +28,7 @@ from anchorkit.chunk.writers import (
     write_jsonl_file,
 )
 from anchorkit.errors import UsageError
-from anchorkit.files import check_apart, check_writable_file, check_writable_folder
+from anchorkit.files import check_apart, check_writable_file, check_writable_folder, file_mode
 from anchorkit.render.sidecar import check_schema
 from anchorkit.render.transform import TransformOptions
 from anchorkit.settings import default
@@ -142,10 +142,13 @@ def chunk_source(
     elif not check and isinstance(jsonl, Path):
         check_writable_file(jsonl, "--jsonl")
     choose_tokenizer(settings.tokenizer, settings.tiktoken_file)  # one that cannot be loaded stops the run here
+    mode = file_mode(settings.render.include_private)  # (owner only: the chunks may hold private content)
     if out is not None:
         encoding = ChunkFiles(settings.sidecar_schema, settings.sidecars)
         chunks = chunk_tickets(source, settings, options.chunk_tokens, options.overlap_tokens, jobs, progress, encoding)
-        report = write_chunk_folder(chunks, out, settings.sidecar_schema, check=check, sidecars=settings.sidecars)
+        report = write_chunk_folder(
+            chunks, out, settings.sidecar_schema, check=check, sidecars=settings.sidecars, mode=mode
+        )
     else:
         assert jsonl is not None
         # Worker processes leave their lines in a temporary folder (what was ahead of the writer used to wait
@@ -156,12 +159,12 @@ def chunk_source(
                 source, settings, options.chunk_tokens, options.overlap_tokens, jobs, progress, JsonLines(), Path(spool)
             )
             with contextlib.closing(results) as chunks:
-                report = _write_lines(chunks, jsonl, check)
+                report = _write_lines(chunks, jsonl, check, mode)
     report.tokenizer = settings.tokenizer
     return report
 
 
-def _write_lines(chunks: Iterator[Any], jsonl: Path | BinaryIO, check: bool) -> ChunkReport:
+def _write_lines(chunks: Iterator[Any], jsonl: Path | BinaryIO, check: bool, mode: int | None) -> ChunkReport:
     if isinstance(jsonl, Path):
-        return write_jsonl_file(chunks, jsonl, check=check)
+        return write_jsonl_file(chunks, jsonl, check=check, mode=mode)
     return write_jsonl(chunks, jsonl)

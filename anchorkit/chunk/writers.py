@@ -232,17 +232,17 @@ def _done_with(spool: tuple[str, int] | None) -> None:
         os.unlink(spool[0])
 
 
-def write_jsonl_file(results: Results, path: Path, check: bool = False) -> ChunkReport:
+def write_jsonl_file(results: Results, path: Path, check: bool = False, mode: int | None = None) -> ChunkReport:
     """``write_jsonl`` into ``path``, which is replaced atomically, and only if its bytes change (with
-    ``check``, only say whether it would: the lines are held in memory and compared). A ticket that fails
-    keeps its lines of ``path``."""
+    ``check``, only say whether it would: the lines are held in memory and compared), as a file of ``mode``
+    (files.AtomicStream). A ticket that fails keeps its lines of ``path``."""
     previous = PreviousLines(path)
     if check:
         lines = io.BytesIO()
         report = write_jsonl(results, lines, previous)
         report.add(path.name, sync_file(path, lines.getvalue(), check=True))
         return report
-    with AtomicStream(path) as stream:
+    with AtomicStream(path, mode) as stream:
         report = write_jsonl(results, stream.file, previous)
         report.add(path.name, stream.commit())
     return report
@@ -259,9 +259,11 @@ def write_chunk_folder(
     schema: str = "simple",
     check: bool = False,
     sidecars: bool = True,
+    mode: int | None = None,
 ) -> ChunkReport:
     """Bring ``out_dir`` up to date with the chunks (with ``check``, only say what would change);
-    ``sidecars``: each chunk file with its ``.metadata.json`` (in ``schema``), else the chunk files alone.
+    ``sidecars``: each chunk file with its ``.metadata.json`` (in ``schema``), else the chunk files alone;
+    the files written get ``mode``, the folders made for them its folder mode (files.make_folder).
 
     A ticket's new folder is written whole, then renamed into place (files.write_new_folder); in a
     folder that exists, each file is compared with what it holds and rewritten only if it differs.
@@ -276,7 +278,7 @@ def write_chunk_folder(
         try:
             if directory.is_symlink():  # written through, the chunks would land (and stale ones go) elsewhere
                 raise OSError(0, "a symbolic link: chunks are not written through it (remove it)", str(directory))
-            _sync_ticket(directory, ticket.data, report, check)
+            _sync_ticket(directory, ticket.data, report, check, mode)
         except OSError as error:  # this ticket's folder (a full disk, a read-only folder): it fails alone
             where = error.filename or directory
             message = f"{where}: cannot write ({error.strerror or error})"
@@ -294,23 +296,25 @@ def write_chunk_folder(
     return report
 
 
-def _sync_ticket(directory: Path, files: list[tuple[str, bytes]], report: ChunkReport, check: bool) -> None:
-    """Bring one ticket's folder up to date with its files."""
+def _sync_ticket(
+    directory: Path, files: list[tuple[str, bytes]], report: ChunkReport, check: bool, mode: int | None
+) -> None:
+    """Bring one ticket's folder up to date with its files (of ``mode``)."""
     folder = directory.name
     try:
         existing = set(os.listdir(directory))
     except FileNotFoundError:
-        if check or write_new_folder(directory, files):
+        if check or write_new_folder(directory, files, mode):
             report.created.extend(f"{folder}/{name}" for name, _ in files)
             return
         existing = set(os.listdir(directory))  # made meanwhile by someone else: file by file, then
     for name, data in files:
         if name in existing:
-            status = sync_file(directory / name, data, check=check)
+            status = sync_file(directory / name, data, check=check, mode=mode)
         else:  # (no need to read what is not there)
             status = "created"
             if not check:
-                write_atomic(directory / name, data)
+                write_atomic(directory / name, data, mode)
         report.add(f"{folder}/{name}", status)
     _remove_stale(directory, int(folder), existing - {name for name, _ in files}, report, check)
 

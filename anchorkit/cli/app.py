@@ -52,6 +52,7 @@ PANELS = {
         "concurrency",
         "full_every",
         "refetch_every",
+        "watch_moves",
         "overlap",
         "lookups_max_age",
         "timeout",

@@ -201,6 +201,14 @@ REDMINE = (
         metavar="SECONDS",
     ),
     Opt(
+        "watch_moves",
+        ("--watch-moves/--no-watch-moves",),
+        bool,
+        "With --project, incremental runs list every project's changes and keep the pulled ones', so an issue "
+        "moved to another project leaves at once (else at the next full listing); costs a request per 100 changes "
+        "in the other projects.",
+    ),
+    Opt(
         "overlap",
         ("--overlap",),
         float,

@@ -50,12 +50,13 @@ def pull_command(
         anchorkit pull --url https://redmine.example.com --snapshot snap --project helpdesk
         anchorkit pull --url https://redmine.example.com --snapshot snap --state s3://kb-docs/anchorkit-state/
     """
+    from anchorkit.source import preflight
     from anchorkit.source import pull as pulling
 
     arguments = pulling.PullSettings.from_settings(redmine)
-    pulling.check_redmine_url(redmine["url"])  # before --state records it in the state's scope
-    pulling.check_snapshot_folder(snapshot)
-    api_key = pulling.read_api_key(redmine["api_key_file"], os.environ, warn=output.print_warning)
+    preflight.check_redmine_url(redmine["url"])  # before --state records it in the state's scope
+    preflight.check_snapshot_folder(snapshot)
+    api_key = preflight.read_api_key(redmine["api_key_file"], os.environ, warn=output.print_warning)
     if state["state"] is not None:
         from anchorkit.publish.aws import AwsSettings
         from anchorkit.publish.upload import PublishSettings

@@ -94,8 +94,9 @@ def _private_journals(detail: Any) -> PrivateContent | None:
     return PrivateContent(tuple(private), count)
 
 
-def write_private_marks(folder: Path, marks: PrivateMarks) -> None:
-    """Record ``marks`` in ``folder`` (no marks: no file, so a folder without private content holds none)."""
+def write_private_marks(folder: Path, marks: PrivateMarks, mode: int | None = None) -> None:
+    """Record ``marks`` in ``folder`` (no marks: no file, so a folder without private content holds none), in a
+    file of ``mode`` (files.write_atomic)."""
     path = folder / PRIVATE_MARKS_FILE
     if not marks.every and not marks.tickets:
         path.unlink(missing_ok=True)
@@ -108,4 +109,4 @@ def write_private_marks(folder: Path, marks: PrivateMarks) -> None:
     }
     if journals:
         value[_JOURNALS_KEY] = journals
-    write_atomic(path, (json.dumps(value) + "\n").encode("utf-8"))
+    write_atomic(path, (json.dumps(value) + "\n").encode("utf-8"), mode)

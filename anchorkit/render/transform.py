@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from anchorkit import parallel
 from anchorkit.anchors import check_label, find_titles
 from anchorkit.errors import UsageError
-from anchorkit.files import check_apart, sync_file
+from anchorkit.files import check_apart, file_mode, sync_file
 from anchorkit.render.document import (
     LABELS,
     Lookups,
@@ -417,8 +417,11 @@ def transform_snapshot(
     settings = (load_lookups(snapshot_dir), render_options, options, out_dir, check)
     paths = list(iter_issue_paths(snapshot_dir))
     marks = _previous_marks(out_dir)
+    # With --include-private every file written is its owner's alone (files.PRIVATE_FILE_MODE), the folders made
+    # for them too; without it, the umask's (a file left as it is keeps its mode).
+    mode = file_mode(render_options.include_private)
     if render_options.include_private and not check:  # until the run ends: cut short, it leaves no document unmarked
-        write_private_marks(out_dir, PrivateMarks(every=True))
+        write_private_marks(out_dir, PrivateMarks(every=True), mode)
     private: dict[int, PrivateContent] = {}
     outcomes = parallel.map_batches(_transform_batch, paths, jobs, setup=_BatchSettings, args=settings)
     for done, outcome in enumerate(outcomes, start=1):
@@ -441,7 +444,7 @@ def transform_snapshot(
             (out_dir / relpath).unlink()
     if not check:  # a failed ticket keeps its document, and so its mark
         kept = {ticket_id: content for ticket_id in keep_ids if (content := marks.of(ticket_id)) is not None}
-        write_private_marks(out_dir, PrivateMarks({**kept, **private}))
+        write_private_marks(out_dir, PrivateMarks({**kept, **private}), mode)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -499,10 +502,11 @@ def _write_outputs(source: Path, result: RenderedTicket, settings: _BatchSetting
             result.ticket_id,
             f"{folder}: a symbolic link: documents are not written through it (remove it)",
         )
+    mode = file_mode(settings.render_options.include_private)
     for relpath, data in files:
         target = settings.out_dir / relpath
         try:
-            outputs.append((relpath, sync_file(target, data, check=settings.check)))
+            outputs.append((relpath, sync_file(target, data, check=settings.check, mode=mode)))
         except OSError as error:
             return TicketFailure(str(source), result.ticket_id, f"{target}: cannot write ({error.strerror or error})")
     return TicketOutputs(outputs, result.warnings, result.ticket_id, result.private)

@@ -1,6 +1,7 @@
 """The source stage: Redmine → snapshot folder.
 
-redmine: the client (timeouts, retries, paging, lookups); pull: the incremental pull and its settings; cursor:
+redmine: the client (timeouts, retries, paging, lookups); pull: the incremental pull and its settings; preflight:
+what a pull checks before it writes (the URL, the API key, the snapshot folder); cursor:
 where an incremental run starts listing; lookups: the id -> name tables and the projects a --project covers;
 snapshot: reading the snapshot (strict, every error names its file) and, for pull, writing it.
 
@@ -17,12 +18,14 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # for type checkers, and for the Lambda zip's static import scan (bedrock/package.py)
-    from anchorkit.source.pull import PullError, PullReport, PullSettings, SnapshotLocked, read_api_key
+    from anchorkit.source.preflight import PullError, read_api_key
+    from anchorkit.source.pull import PullReport, PullSettings, SnapshotLocked
     from anchorkit.source.redmine import RedmineClient, RedmineError, RetryPolicy
     from anchorkit.source.snapshot import SnapshotError, load_issue, load_lookups, load_state
 
 _EXPORTS = {
-    **dict.fromkeys(["PullError", "PullReport", "PullSettings", "SnapshotLocked", "read_api_key"], "pull"),
+    **dict.fromkeys(["PullError", "read_api_key"], "preflight"),
+    **dict.fromkeys(["PullReport", "PullSettings", "SnapshotLocked"], "pull"),
     **dict.fromkeys(["RedmineClient", "RedmineError", "RetryPolicy"], "redmine"),
     **dict.fromkeys(["SnapshotError", "load_issue", "load_lookups", "load_state"], "snapshot"),
 }

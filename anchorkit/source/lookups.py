@@ -1,10 +1,12 @@
 """lookups.json: the id -> name tables pull reads from Redmine (statuses, trackers, users...), and the
-names an issue reveals, which stand in for a table the key may not read. Pure, but for
+names an issue reveals, which stand in for a table the key may not read; the users and projects a snapshot
+keeps of them (:func:`narrowed`); the projects a --project covers (:class:`ProjectScope`). Pure, but for
 :class:`LookupFetcher`, which asks Redmine through the client it is given."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from anchorkit.source.redmine import RedmineClient, RedmineError
@@ -51,7 +53,8 @@ Row = Callable[[dict[str, Any]], "dict[str, Any] | None"]  # API record -> looku
 
 
 def user_row(record: dict[str, Any]) -> dict[str, Any]:
-    return {"name": f"{record.get('firstname', '')} {record.get('lastname', '')}".strip(), "login": record.get("login")}
+    # (Not the login: no document shows it, and it names an account to whoever reads the snapshot.)
+    return {"name": f"{record.get('firstname', '')} {record.get('lastname', '')}".strip()}
 
 
 def project_row(record: dict[str, Any]) -> dict[str, Any]:
@@ -93,24 +96,33 @@ PROJECT_TABLES: dict[str, tuple[str, Row]] = {
 
 
 class LookupFetcher:
-    """Reads the lookup tables from Redmine; tables the key may not read are noted, not fatal."""
+    """Reads the lookup tables from Redmine, each at most once a run; tables the key may not read are noted,
+    not fatal. ``tables``: those it read completely."""
 
     def __init__(self, client: RedmineClient) -> None:
         self.client = client
+        self.tables: Names = {}
         self.forbidden: set[str] = set()
         self.failed: set[str] = set()
 
+    def table(self, name: str) -> dict[str, dict[str, Any]] | None:
+        """The table ``name`` of :data:`GLOBAL_TABLES`, read unless it was already; None when it cannot be."""
+        if name not in self.tables and name not in self.forbidden | self.failed:
+            manager, params, row = GLOBAL_TABLES[name]
+            self._read_into(self.tables, name, manager, params, row)  # (nothing of a table it cannot read)
+        return self.tables.get(name)
+
     def fetch(self, project_ids: list[int]) -> Names:
-        """Every table it could read completely; a forbidden or failed table is absent from the result."""
+        """Every table it could read completely (the project tables of these projects); a forbidden or failed
+        table is absent from the result."""
+        for name in GLOBAL_TABLES:
+            self.table(name)
         tables: Names = {}
-        for name, (manager, params, row) in GLOBAL_TABLES.items():
-            self._read_into(tables, name, manager, params, row)
         for project_id in project_ids:
             for name, (manager, row) in PROJECT_TABLES.items():
                 self._read_into(tables, name, manager, {"project_id": project_id}, row)
-        for name in self.forbidden | self.failed:
-            tables.pop(name, None)
-        return tables
+        self.tables.update((name, rows) for name, rows in tables.items() if name not in self.forbidden | self.failed)
+        return self.tables
 
     def _read_into(self, tables: Names, name: str, manager: str, params: dict[str, Any], row: Row) -> None:
         try:
@@ -151,3 +163,107 @@ def resolve_projects(projects: dict[str, dict[str, Any]], wanted: list[str]) -> 
         else:
             return None
     return ids
+
+
+# The tables lookups.json keeps only the rows of that its snapshot needs: the users and projects its issues name
+# (with --project, the projects it covers too), not every one the key may see.
+NARROWED_TABLES = ("users", "projects")
+# state.json: lookups.json was narrowed so (by a run that knew what every stored issue names); a snapshot without it
+# has its files read once for that.
+NARROWED_STATE = "lookups_narrowed"
+# state.json: the largest project id when the projects table was last read; a project with a larger one is newer.
+PROJECTS_MAX_ID = "projects_max_id"
+# The journal changes whose values are ids of those, named through lookups.json alone (render/document.py).
+DETAIL_TABLES = {"assigned_to_id": "users", "author_id": "users", "project_id": "projects"}
+NamedIds = dict[str, set[str]]  # table of NARROWED_TABLES -> ids (as lookups.json keys them)
+
+
+def named_ids(issue: dict[str, Any]) -> NamedIds:
+    """The users and projects an issue names: with their names (author, assignee, journal users, its project),
+    and by id alone, in its journals' changes (an assignee, author or project changed)."""
+    found: NamedIds = {table: set(rows) for table, rows in names_in_issue(issue).items() if table in NARROWED_TABLES}
+    for journal in issue.get("journals") or []:
+        details = journal.get("details") if isinstance(journal, dict) else None
+        for detail in details if isinstance(details, list) else []:
+            table = DETAIL_TABLES.get(str(detail.get("name"))) if isinstance(detail, dict) else None
+            if table is None or detail.get("property") != "attr":
+                continue
+            values = (detail.get("old_value"), detail.get("new_value"))
+            found.setdefault(table, set()).update(str(value) for value in values if value not in (None, ""))
+    return found
+
+
+def unknown_key(table: str) -> str:
+    """The state.json key of the ids of ``table`` (users, projects) that the snapshot's issues name and that Redmine's
+    table did not list when read (a locked user, a project the key may not see): an issue naming them has the table
+    read no more (the next lookups refresh reads it all the same)."""
+    return f"unknown_{table}"
+
+
+def current_lookups(
+    fetcher: LookupFetcher, cached: Names, seen: Names, named: NamedIds, unknown: NamedIds, may_read: bool
+) -> tuple[Names, NamedIds]:
+    """The lookups after a run, and the ids ``named`` (or ``unknown`` already) that a table read did not list.
+    Tables read completely replace the cached ones (forbidden or failed ones keep what we had), names seen in the
+    issues fill what they lack. A user or project an issue names by id alone (a journal's change of assignee or
+    project) that no table holds, and no earlier read found unknown, has its table read (``may_read``), once a
+    run: lookups.json keeps only those the snapshot names, so one new to it is missing until then."""
+    lookups = {**cached, **fetcher.tables}
+    fill_missing(lookups, seen)
+
+    def missing() -> NamedIds:
+        wanted = {table: named.get(table, set()) | unknown.get(table, set()) for table in NARROWED_TABLES}
+        return {table: ids - lookups.get(table, {}).keys() for table, ids in wanted.items()}
+
+    unread = [table for table, ids in missing().items() if ids - unknown.get(table, set())]
+    if unread and may_read:
+        with fetcher.client.stats.purpose("lookups"):
+            for table in unread:
+                fetcher.table(table)
+        lookups = {**lookups, **fetcher.tables}
+        fill_missing(lookups, seen)
+    read = set(fetcher.tables) | fetcher.forbidden  # (an id is unknown once a table read does not list it)
+    still = missing()
+    return lookups, {table: ids if table in read else ids & unknown.get(table, set()) for table, ids in still.items()}
+
+
+def add_named(into: NamedIds, more: Mapping[str, set[str]]) -> None:
+    for table, ids in more.items():
+        into.setdefault(table, set()).update(ids)
+
+
+def narrowed(lookups: Names, keep: Mapping[str, set[str]]) -> Names:
+    """``lookups`` with each table of ``keep`` reduced to the rows of its ids (the other tables as they are)."""
+    return {
+        table: {key: row for key, row in rows.items() if key in keep[table]} if table in keep else rows
+        for table, rows in lookups.items()
+    }
+
+
+@dataclass(frozen=True)
+class ProjectScope:
+    """The projects a run with --project pulls, by a projects table: those named and their subprojects."""
+
+    ids: frozenset[int]
+
+    @classmethod
+    def of(cls, projects: dict[str, dict[str, Any]], wanted: tuple[str, ...]) -> ProjectScope | None:
+        """None unless the table holds every project of ``wanted`` (identifiers or ids)."""
+        roots = resolve_projects(projects, list(wanted))
+        if roots is None or not roots <= {number for key in projects if (number := ascii_number(key)) is not None}:
+            return None
+        return cls(frozenset(descendants(projects, roots)))
+
+    def __contains__(self, project_id: object) -> bool:
+        return project_id in self.ids
+
+    def covers(self, summary: dict[str, Any]) -> bool:
+        """Whether a listed issue is in one of these projects."""
+        return project_of(summary) in self.ids
+
+
+def project_of(summary: dict[str, Any]) -> int | None:
+    """The id of a listed issue's project (None if the listing does not say)."""
+    project = summary.get("project")
+    project_id = project.get("id") if isinstance(project, dict) else None
+    return project_id if isinstance(project_id, int) and not isinstance(project_id, bool) else None

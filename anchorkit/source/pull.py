@@ -2,13 +2,14 @@
 
 One run:
 1. list issues (``/issues.json?status_id=*&sort=id``, keyset-paged by id), on incremental runs only those
-   with ``updated_on >= cursor - overlap``; a full listing (``--full``, the first run, every K-th run)
-   lists everything so deletions and visibility changes can be seen;
+   with ``updated_on >= cursor - overlap`` (with --watch-moves, of every project, kept to the --project ones: one
+   moved out of them is withdrawn at once); a full listing (``--full``, the first run, every K-th run) lists
+   everything so deletions and visibility changes can be seen;
 2. fetch each listed issue whose ``updated_on`` differs from the stored copy, N at a time, with journals,
    attachments, relations and children, and store it atomically (private issues and private notes left
    out unless asked for);
 3. refresh ``lookups.json`` when it is stale (at most once a run; 403 tables degrade to names seen in
-   issues);
+   issues); it keeps the users and projects the snapshot names (and the projects a --project covers) only;
 4. after a complete full listing, remove stored issues that Redmine no longer shows;
 5. write ``state.json`` last: the cursor moves only once everything it covers is on disk, so a run killed
    at any point is simply resumed by the next one, without refetching what was already stored.
@@ -18,8 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import shutil
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -28,29 +27,51 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from anchorkit.errors import EXIT_LOCKED, UsageError, url_host
-from anchorkit.files import check_writable_folder
+from anchorkit.errors import EXIT_LOCKED, url_host
+from anchorkit.files import file_mode
 from anchorkit.settings import TEXT_FORMATS, default
 from anchorkit.source import privacy, snapshot
 from anchorkit.source.cursor import next_cursor, parse_cursor, shift_time
-from anchorkit.source.lookups import LookupFetcher, Names, descendants, fill_missing, names_in_issue, resolve_projects
+from anchorkit.source.lookups import (
+    NARROWED_STATE,
+    NARROWED_TABLES,
+    PROJECTS_MAX_ID,
+    LookupFetcher,
+    NamedIds,
+    Names,
+    ProjectScope,
+    add_named,
+    current_lookups,
+    descendants,
+    fill_missing,
+    named_ids,
+    names_in_issue,
+    narrowed,
+    project_of,
+    resolve_projects,
+    unknown_key,
+)
 from anchorkit.source.notes import NoteNumbering, numbered_if_complete
+from anchorkit.source.preflight import (
+    LOCK_FILE,
+    NO_API_KEY,
+    PullError,
+    check_api_key,
+    check_redmine_url,
+    check_snapshot_folder,
+    prepared_snapshot,
+    restricted_custom_fields,
+)
 from anchorkit.source.redmine import IssuePage, RedirectRefused, RedmineClient, RedmineError, RetryPolicy
-from anchorkit.untrusted import public_url, split_url
+from anchorkit.untrusted import ascii_number, public_url
 
 DEFAULT_TEXT_FORMAT = TEXT_FORMATS[0]  # Redmine's own default, recorded in a new snapshot
-API_KEY_ENV = "REDMINE_API_KEY"
-LOCK_FILE = ".pull.lock"
 REFETCHED_AT = "refetched_at"  # state.json: when the last run that fetched every listed issue again started
 # state.json: stored issues whose fetch failed (a refetch's included): the next run that lists them fetches them
 # again even if their updated_on did not change, so a failure holds back no more than those issues.
 REFETCH_PENDING = "refetch_pending"
 
 ProgressCallback = Callable[[int, int], None]  # (issues fetched so far, issues to fetch so far)
-
-
-class PullError(UsageError):
-    """The run could not start (bad arguments, wrong API key, unusable snapshot); nothing was changed."""
 
 
 class SnapshotLocked(PullError):
@@ -109,12 +130,14 @@ class PullReport:
 
 @dataclass
 class IssueOutcome:
-    """What a worker did with one issue, and the names it saw (for degraded lookups)."""
+    """What a worker did with one issue, the names it saw (for degraded lookups) and the users and projects it
+    names (what lookups.json keeps)."""
 
     issue_id: int
     status: str  # "written", "unchanged", "private", "gone", "failed"
     names: Names = field(default_factory=dict)
     reason: str = ""
+    named: NamedIds = field(default_factory=dict)
 
 
 def redact(text: str, secret: str) -> str:
@@ -167,8 +190,19 @@ class Puller:
         restricted: frozenset[int] = frozenset(),  # custom fields whose values are left out
         admin: bool = False,  # the key is an administrator's: it sees every issue
         pending: frozenset[int] = frozenset(),  # stored issues fetched whether changed or not (REFETCH_PENDING)
+        *,
+        mode: int | None = None,  # of the files written (files.file_mode: owner only with --include-private)
+        scope: ProjectScope | None = None,  # a listing of every project: the projects pulled (--project)
+        projects_max_id: int = 0,  # the largest project id when the projects table was last read (state.json)
     ) -> None:
         self.client = client
+        self.mode = mode
+        self.scope = scope
+        self.projects_max_id = projects_max_id
+        self.outside: list[dict[str, Any]] = []  # listed issues the scope does not cover (yet)
+        self.outside_stamps: list[str] = []  # their updated_on (the cursor moves past them)
+        self.named: NamedIds = {}  # the users and projects the issues fetched name
+        self.named_from: set[int] = set()  # those issues
         self.restricted = restricted
         self.admin = admin
         self.pending = pending
@@ -234,6 +268,9 @@ class Puller:
         issue_id = int(summary["id"])
         if issue_id in self.listed_updated_on:  # listed twice (a project and its subproject)
             return
+        if self.scope is not None and not self.scope.covers(summary):
+            self.outside.append(summary)  # settled once the listing is done (settle_outside)
+            return
         updated_on = str(summary.get("updated_on") or "")
         self.listed_updated_on[issue_id] = updated_on
         self.report.listed += 1
@@ -275,6 +312,43 @@ class Puller:
                 return
         self.rechecks[parent_id] = str(summary.get("updated_on") or "")
         self.submit(executor, parent_id)
+
+    def settle_outside(self, executor: ThreadPoolExecutor, fetcher: LookupFetcher, wanted: tuple[str, ...]) -> None:
+        """The issues a listing of every project showed outside the pulled projects: a stored one of the pulled
+        projects moved out of them is withdrawn, as a full listing would (privacy.py); the others are none of the
+        snapshot's. Unless one is in a project made since the projects table was last read (a larger id: maybe a
+        new subproject of a pulled one); then the table is read first, and the issues it puts in are fetched. A
+        table that cannot be read, or no longer holds a --project, fails the listing (nothing removed, no cursor)."""
+        if not self.outside or not self.report.listing_complete or self.scope is None:
+            return
+        if any((project_of(summary) or 0) > self.projects_max_id for summary in self.outside):
+            with self.client.stats.purpose("projects"):
+                table = fetcher.table("projects")
+            self.scope = None if table is None else ProjectScope.of(table, wanted)
+            if self.scope is None:
+                self.report.listing_complete = False
+                cause = "the projects could not be read" if table is None else f"--project {', '.join(wanted)} is gone"
+                self.report.errors.append(f"listing failed: {cause}, so issues of new projects cannot be placed")
+                return
+        for summary in self.outside:
+            self.outside_stamps.append(str(summary.get("updated_on") or ""))
+            issue_id = int(summary["id"])
+            if self.scope.covers(summary):
+                self.dispatch(executor, summary)
+            elif issue_id in self.stored_ids and (stamp := self.stamp_of(issue_id)) and stamp.project_id in self.scope:
+                self.forget(issue_id, withdrawn=True)  # (an issue of another project is left to its own pulls)
+
+    def stored_names(self) -> NamedIds | None:
+        """The users and projects the issues stored now name: those this run fetched, the others read from their
+        files; None when some are stored elsewhere (``known``: a sync state's, with no file here)."""
+        on_disk = snapshot.stored_issue_ids(self.snapshot_dir)
+        if set(self.known) - set(self.report.removed_ids) - on_disk:
+            return None
+        named = {table: set(ids) for table, ids in self.named.items()}
+        for issue_id in sorted(on_disk - self.named_from):
+            with contextlib.suppress(snapshot.SnapshotError):  # (transform fails it: it names nothing)
+                add_named(named, named_ids(snapshot.load_issue(snapshot.issue_path(self.snapshot_dir, issue_id))))
+        return named
 
     def stamp_of(self, issue_id: int) -> snapshot.StoredStamp | None:
         """The stored copy's stamp: the file when present, else what the caller said it has stored."""
@@ -333,14 +407,17 @@ class Puller:
         except OSError as error:
             path = snapshot.issue_path(self.snapshot_dir, issue_id)
             return IssueOutcome(issue_id, "failed", reason=f"{path}: cannot write ({error.strerror})")
-        return IssueOutcome(issue_id, "written" if written else "unchanged", names=names_in_issue(document["issue"]))
+        issue = document["issue"]
+        return IssueOutcome(
+            issue_id, "written" if written else "unchanged", names_in_issue(issue), named=named_ids(issue)
+        )
 
     def store(self, document: dict[str, Any]) -> bool:
         with self.lock:
             if self.before_first_write is not None:
                 self.before_first_write()
                 self.before_first_write = None
-        return snapshot.write_issue(self.snapshot_dir, document)
+        return snapshot.write_issue(self.snapshot_dir, document, self.mode)
 
     def collect(self) -> tuple[Names, list[str]]:
         """Wait for the workers; returns the names seen and the ``updated_on`` of failed issues."""
@@ -359,6 +436,8 @@ class Puller:
                 if outcome.status == "written":
                     self.report.written_ids.append(outcome.issue_id)
                 fill_missing(seen, outcome.names)
+                add_named(self.named, outcome.named)
+                self.named_from.add(outcome.issue_id)
             elif outcome.status == "private":
                 self.report.fetched += 1
                 self.report.skipped_private += 1
@@ -407,6 +486,8 @@ class PullSettings:
     ``overlap_s``: incremental runs list again the issues updated this long before the cursor (commits
     that land out of order, issues updated while a listing was under way).
     ``text_format`` is recorded in a new snapshot's state (default textile), never overwritten.
+    ``watch_moves``: with ``projects``, incremental runs list every project's changes and keep the pulled
+    projects' issues, so that one moved out of them leaves at once (else: at the next full listing).
     """
 
     projects: tuple[str, ...] = ()
@@ -418,6 +499,7 @@ class PullSettings:
     overlap_s: float = default("overlap")
     lookups_max_age_s: float = default("lookups_max_age")
     text_format: str | None = default("text_format")
+    watch_moves: bool = default("watch_moves")
     policy: RetryPolicy | None = None  # retries and timeouts of the Redmine requests
     # Not a setting: a full listing that fetches only what changed (a sync state repairing its raw copies).
     list_all: bool = False
@@ -438,6 +520,7 @@ class PullSettings:
             overlap_s=values["overlap"],
             lookups_max_age_s=values["lookups_max_age"],
             text_format=values["text_format"],
+            watch_moves=values["watch_moves"],
             policy=RetryPolicy(attempts=values["retries"], read_timeout_s=values["timeout"]),
         )
 
@@ -450,33 +533,6 @@ class PullSettings:
             raise PullError(f"refetch_every must be 0 (never automatically) or more, not {self.refetch_every_s}")
         if self.text_format is not None and self.text_format not in TEXT_FORMATS:
             raise PullError(f"text format must be one of {', '.join(TEXT_FORMATS)}, not {self.text_format!r}")
-
-
-def read_api_key(api_key_file: Path | None, environ: Mapping[str, str], warn: Callable[[str], None]) -> str:
-    """The key from ``api_key_file``, else ``$REDMINE_API_KEY``; a usage error (exit 2) when there is none.
-    A key file other users may read is a leaked key on a shared runner: ``warn`` says so (the run goes on)."""
-    if api_key_file is not None:
-        if api_key_file.is_dir():  # said first: a folder's usual mode would get "chmod 600" advice
-            raise UsageError(f"--api-key-file {api_key_file} is a folder, not a file holding the API key")
-        with contextlib.suppress(OSError):  # reading it reports the problem
-            mode = api_key_file.stat().st_mode
-            if mode & (stat.S_IRGRP | stat.S_IROTH):
-                shown = f"mode {stat.S_IMODE(mode):04o}"
-                warn(f"{api_key_file} is readable by other users ({shown}); chmod 600 {api_key_file}")
-        try:
-            key = api_key_file.read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as error:
-            raise UsageError(f"{api_key_file}: cannot read the API key file ({type(error).__name__})") from None
-        if not key:
-            raise UsageError(f"{api_key_file}: the API key file is empty")
-        return key
-    key = environ.get(API_KEY_ENV, "").strip()
-    if not key:
-        raise UsageError(NO_API_KEY)
-    return key
-
-
-NO_API_KEY = f"no Redmine API key: set {API_KEY_ENV} or pass --api-key-file"
 
 
 def pull(
@@ -513,7 +569,7 @@ def pull(
         host = redact(url_host(url), api_key)
         user = check_api_key(client, host)
         restricted = restricted_custom_fields(client, user, host)
-        with prepared_snapshot(snapshot_dir), snapshot_lock(snapshot_dir):
+        with prepared_snapshot(snapshot_dir, file_mode(settings.include_private)), snapshot_lock(snapshot_dir):
             snapshot.remove_stale_temp_files(snapshot_dir)
             state = snapshot.load_state(snapshot_dir)
             lookups = snapshot.load_lookups(snapshot_dir)
@@ -529,98 +585,6 @@ def pull(
     report.requests_by_purpose = dict(sorted(client.stats.by_purpose.items()))
     report.seconds = round(time.monotonic() - started, 3)
     return report
-
-
-def check_redmine_url(url: str) -> None:
-    """:class:`PullError` unless ``url`` is a Redmine base URL requests can use. The URL is not echoed: it
-    may carry ``user:password@``, and a query may carry a key (``?key=...``)."""
-    try:
-        parts = split_url(url)
-    except ValueError as error:  # (its message names the port or the bracket, not the rest of the URL)
-        raise PullError(
-            f"the Redmine URL is malformed ({error}); it must look like https://redmine.example.com"
-        ) from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise PullError("the Redmine URL must look like https://redmine.example.com")
-    if parts.query or parts.fragment or url.endswith(("?", "#")):
-        raise PullError(
-            "the Redmine URL must not have a query or a fragment (?… or #…): give the base URL alone, and the "
-            f"API key in {API_KEY_ENV} or --api-key-file"
-        )
-
-
-def check_api_key(client: RedmineClient, host: str) -> dict[str, Any]:
-    """The key's user; :class:`PullError` unless Redmine knows the key. One request (``/users/current.json``),
-    on every run: Redmine answers an unknown or revoked key as anonymous instead of refusing it, and an
-    anonymous run would quietly fetch only the public issues (and a full one remove all the others)."""
-    with client.stats.purpose("key check"):
-        try:
-            user = client.current_user()
-        except RedmineError as error:
-            if error.status == 403:
-                raise PullError(
-                    f"Redmine at {host} refused /users/current.json (HTTP 403): is its REST API enabled "
-                    "(Administration > Settings > API)?"
-                ) from None
-            if error.status is not None:  # it answered, with no usable reply
-                raise PullError(f"Redmine at {host} did not answer the key check: {error}") from None
-            raise PullError(f"cannot reach Redmine at {host}: {error}") from None
-    if user is None:
-        raise PullError(
-            f"Redmine at {host} does not accept the API key (an unknown or revoked key is answered as "
-            "anonymous): check REDMINE_API_KEY or the --api-key-file"
-        )
-    return user
-
-
-def restricted_custom_fields(client: RedmineClient, user: dict[str, Any], host: str) -> frozenset[int]:
-    """The custom fields not visible to everyone: pull leaves their values out, or with --include-private
-    keeps them and records which they are (for documents made without it). Only an administrator's key
-    sees them in the issues (for any other key Redmine leaves out what its roles may not see), and only an
-    administrator may read their definitions (``/custom_fields.json``, one request a run).
-    :class:`PullError` when they cannot be read: storing values nobody can tell apart is not the way to fail."""
-    if user.get("admin") is not True:
-        return frozenset()
-    with client.stats.purpose("custom fields"):
-        try:
-            return privacy.restricted_field_ids(client.get_json("/custom_fields.json").get("custom_fields"))
-        except (RedmineError, ValueError) as error:
-            raise PullError(
-                f"cannot read the custom field definitions from Redmine at {host} ({error}); without them the "
-                "values of fields only some roles may see cannot be told apart, so nothing was pulled"
-            ) from None
-
-
-def check_snapshot_folder(snapshot_dir: Path) -> None:
-    """A usage error unless ``snapshot_dir`` is a snapshot, an empty folder, or a folder to create: a pull
-    into any other folder (a project's ``tests/``, a home directory) would mix issues into its files."""
-    check_writable_folder(snapshot_dir, "--snapshot")
-    if not snapshot_dir.is_dir() or snapshot.looks_like_snapshot(snapshot_dir):
-        return
-    if any(entry for entry in snapshot_dir.iterdir() if entry.name != LOCK_FILE):
-        raise PullError(
-            f"--snapshot {snapshot_dir} is a folder with other files, not a snapshot (no {snapshot.ISSUES_DIR}/, "
-            f"{snapshot.STATE_FILE}); give a new or empty folder"
-        )
-
-
-@contextlib.contextmanager
-def prepared_snapshot(snapshot_dir: Path) -> Iterator[None]:
-    """Create the snapshot folder if needed; when this run created it and fails before storing anything,
-    remove it again: a failed first pull leaves no half-made snapshot. (Once issues are stored the
-    folder is kept: the next run resumes from them instead of fetching them again.)"""
-    created = not snapshot_dir.exists()
-    snapshot_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        yield
-    except BaseException:
-        if (
-            created
-            and not snapshot.stored_issue_ids(snapshot_dir)
-            and not (snapshot_dir / snapshot.STATE_FILE).exists()
-        ):
-            shutil.rmtree(snapshot_dir, ignore_errors=True)
-        raise
 
 
 def _run(
@@ -654,6 +618,11 @@ def _run(
     refetch = settings.full or privacy_changed or subtasks_unchecked or fields_changed or refetch_due
     automatic_full = settings.full_every > 0 and runs_since_full + 1 >= settings.full_every
     is_full = refetch or new_snapshot or automatic_full or settings.list_all
+    # With --project and --watch-moves, an incremental run lists every project's changes and keeps those of the
+    # projects pulled, by the cached projects table: an issue moved out of them is seen at once. A --project the
+    # table does not hold (new to the snapshot) is listed through Redmine's filter, and the table read.
+    known_scope = ProjectScope.of(lookups.get("projects", {}), settings.projects) if settings.projects else None
+    mode = file_mode(settings.include_private)
     puller = Puller(
         client,
         snapshot_dir,
@@ -666,23 +635,27 @@ def _run(
         filtered,
         admin,
         frozenset(snapshot.ids_in(state, REFETCH_PENDING)),
+        mode=mode,
+        scope=known_scope if settings.watch_moves and not is_full else None,
+        projects_max_id=int(snapshot.number_in(state, PROJECTS_MAX_ID)),
     )
     report = puller.report
     if settings.include_private and state.get("include_private") is not True:
         # Recorded before the first issue that may hold private content is written: a run killed after it
         # leaves a state that makes the next run without --include-private fetch every issue again.
-        puller.before_first_write = lambda: snapshot.write_state(snapshot_dir, {**state, "include_private": True})
+        puller.before_first_write = lambda: snapshot.write_state(snapshot_dir, {**state, "include_private": True}, mode)
     if subtasks_unchecked:
         report.warnings.append(privacy.SUBTASKS_UNCHECKED_WARNING)
     if fields_changed and not privacy_changed:
         report.warnings.append(privacy.RESTRICTED_FIELDS_CHANGED_WARNING)
     report.full, report.refetched = is_full, refetch
-    scopes: list[str | None] = list(settings.projects) or [None]
+    scopes: list[str | None] = [None] if puller.scope is not None else list(settings.projects) or [None]
     updated_since = None if is_full or cursor is None else shift_time(cursor, -settings.overlap_s)
     stale = (
         settings.full
         or not lookups
         or refreshed_at - snapshot.number_in(state, "lookups_refreshed_at") > settings.lookups_max_age_s
+        or (bool(settings.projects) and known_scope is None)
     )
     fetcher = LookupFetcher(client)
 
@@ -690,27 +663,39 @@ def _run(
         try:
             with client.stats.purpose("list"):
                 puller.list_and_dispatch(executor, scopes, updated_since)
+            puller.settle_outside(executor, fetcher, settings.projects)
             # Lookups are read while the workers fetch issues.
             lookup_projects = sorted(snapshot.ids_in(state, "lookup_projects") | puller.listed_projects)
             # A failed listing usually means Redmine is unreachable: do not hammer it for lookups too.
             stale = stale and report.listing_complete
             with client.stats.purpose("lookups"):
-                fresh = fetcher.fetch(lookup_projects) if stale else {}
+                if stale:
+                    fetcher.fetch(lookup_projects)
             seen, failed_stamps = puller.collect()
         except BaseException:
             executor.shutdown(wait=True, cancel_futures=True)
             raise
 
     if stale:
-        lookups = _merge_fresh_lookups(report, fetcher, lookups, fresh)
-    fill_missing(lookups, seen)
+        _report_lookups(report, fetcher)
+    cached = lookups
+    unknown = {table: {str(i) for i in snapshot.ids_in(state, unknown_key(table))} for table in NARROWED_TABLES}
+    lookups, unknown = current_lookups(fetcher, lookups, seen, puller.named, unknown, report.listing_complete)
     if is_full and report.listing_complete:
         _remove_unlisted_in_scope(puller, lookups, settings.projects)
-    snapshot.write_lookups(snapshot_dir, lookups)
-
     new_state = dict(state)
+    for table, ids in unknown.items():
+        new_state = snapshot.listing_ids(new_state, unknown_key(table), {n for i in ids if (n := ascii_number(i))})
+    if "projects" in fetcher.tables:  # (read completely: a project listed with a larger id is new since)
+        new_state[PROJECTS_MAX_ID] = max(map(int, fetcher.tables["projects"]), default=0)
+    rebuilt = puller.stored_names() if refetch or state.get(NARROWED_STATE) != 1 else None
+    if rebuilt is not None:
+        new_state[NARROWED_STATE] = 1
+    snapshot.write_lookups(snapshot_dir, _narrowed(puller, lookups, cached, rebuilt, settings.projects), mode)
+
     if report.listing_complete:
-        new_cursor = next_cursor(cursor, list(puller.listed_updated_on.values()), failed_stamps)
+        listed = [*puller.listed_updated_on.values(), *puller.outside_stamps]
+        new_cursor = next_cursor(cursor, listed, failed_stamps)
         if new_cursor is not None:
             new_state["cursor"] = new_cursor
         new_state["runs_since_full"] = 0 if is_full else runs_since_full + 1
@@ -742,13 +727,13 @@ def _run(
         new_state["text_format"] = settings.text_format or DEFAULT_TEXT_FORMAT
     elif settings.text_format is not None and state["text_format"] != settings.text_format:
         report.warnings.append(f"state.json already says text_format {state['text_format']!r}; left unchanged")
-    snapshot.write_state(snapshot_dir, new_state)
+    snapshot.write_state(snapshot_dir, new_state, mode)
     report.cursor = new_state.get("cursor")
     return report
 
 
-def _merge_fresh_lookups(report: PullReport, fetcher: LookupFetcher, cached: Names, fresh: Names) -> Names:
-    """Tables read completely replace the cached ones; forbidden or failed ones keep what we had."""
+def _report_lookups(report: PullReport, fetcher: LookupFetcher) -> None:
+    """What a refresh of the lookups got: refreshed unless a table failed; warnings for those it did not read."""
     report.lookups_refreshed = not fetcher.failed
     if fetcher.forbidden:
         report.warnings.append(
@@ -757,7 +742,24 @@ def _merge_fresh_lookups(report: PullReport, fetcher: LookupFetcher, cached: Nam
         )
     if fetcher.failed:
         report.warnings.append(f"lookups: could not read {', '.join(sorted(fetcher.failed))}; kept the previous names")
-    return {**cached, **fresh}
+
+
+def _narrowed(
+    puller: Puller, lookups: Names, cached: Names, rebuilt: NamedIds | None, projects: tuple[str, ...]
+) -> Names:
+    """The users and projects lookups.json keeps: those the stored issues name (``rebuilt``: all of them, known by
+    a run that fetched them again or read their files), else those it held and those this run's issues name; with
+    --project also the projects it covers (none other: every project without --project)."""
+    if rebuilt is None:
+        keep = {table: set(cached.get(table, {})) | puller.named.get(table, set()) for table in NARROWED_TABLES}
+    else:
+        keep = {table: rebuilt.get(table, set()) for table in NARROWED_TABLES}
+    if not projects:
+        del keep["projects"]
+    else:
+        scope = ProjectScope.of(lookups.get("projects", {}), projects)
+        keep["projects"] |= {str(project_id) for project_id in (scope.ids if scope else set()) | puller.listed_projects}
+    return narrowed(lookups, keep)
 
 
 def _remove_unlisted_in_scope(puller: Puller, lookups: Names, projects: tuple[str, ...]) -> None:

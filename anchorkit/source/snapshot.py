@@ -174,7 +174,8 @@ def load_state(snapshot_dir: Path) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Writing (owned by pull): every write is atomic, so a crash leaves each file either old or new.
+# Writing (owned by pull): every write is atomic, so a crash leaves each file either old or new. A run with
+# --include-private writes with files.PRIVATE_FILE_MODE (the ``mode`` below): owner only.
 
 
 class StoredStamp(NamedTuple):
@@ -193,13 +194,15 @@ def encode_json(payload: Any, indent: int | None = 2) -> bytes:
     return (json.dumps(payload, ensure_ascii=False, indent=indent) + "\n").encode("utf-8")
 
 
-def write_issue(snapshot_dir: Path, document: dict[str, Any]) -> bool:
-    """Store ``{"issue": {...}}`` as ``issues/<id>.json``; True when the file was (re)written.
+def write_issue(snapshot_dir: Path, document: dict[str, Any], mode: int | None = None) -> bool:
+    """Store ``{"issue": {...}}`` as ``issues/<id>.json`` with ``mode`` (files.write_atomic); True when the file's
+    bytes were (re)written.
 
     Compact, like Redmine's own response: with ``indent`` json falls back to its pure-Python encoder,
     which made storing cost as much CPU as fetching (``jq . issues/1.json`` reads it indented).
     """
-    return write_if_changed(issue_path(snapshot_dir, int(document["issue"]["id"])), encode_json(document, indent=None))
+    path = issue_path(snapshot_dir, int(document["issue"]["id"]))
+    return write_if_changed(path, encode_json(document, indent=None), mode)
 
 
 def remove_issue(snapshot_dir: Path, issue_id: int) -> bool:
@@ -289,16 +292,16 @@ def remove_stale_temp_files(snapshot_dir: Path) -> int:
     return removed
 
 
-def write_lookups(snapshot_dir: Path, lookups: dict[str, dict[str, dict[str, Any]]]) -> bool:
+def write_lookups(snapshot_dir: Path, lookups: dict[str, dict[str, dict[str, Any]]], mode: int | None = None) -> bool:
     """Store ``lookups.json`` with tables and ids sorted, so an unchanged lookup leaves the file untouched."""
     ordered = {
         table: dict(sorted(rows.items(), key=lambda row: _id_order(row[0]))) for table, rows in sorted(lookups.items())
     }
-    return write_if_changed(snapshot_dir / LOOKUPS_FILE, encode_json(ordered))
+    return write_if_changed(snapshot_dir / LOOKUPS_FILE, encode_json(ordered), mode)
 
 
-def write_state(snapshot_dir: Path, state: dict[str, Any]) -> bool:
-    return write_if_changed(snapshot_dir / STATE_FILE, encode_json(dict(sorted(state.items()))))
+def write_state(snapshot_dir: Path, state: dict[str, Any], mode: int | None = None) -> bool:
+    return write_if_changed(snapshot_dir / STATE_FILE, encode_json(dict(sorted(state.items()))), mode)
 
 
 def _id_order(key: str) -> tuple[bool, int, str]:

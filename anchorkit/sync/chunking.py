@@ -23,6 +23,7 @@ from anchorkit.chunk.pipeline import check_chunk_size
 from anchorkit.chunk.sources import Progress, chunk_tickets
 from anchorkit.chunk.writers import ChunkReport, write_chunk_folder
 from anchorkit.errors import UsageError
+from anchorkit.files import file_mode
 from anchorkit.publish.keys import CHUNKS, DOCUMENTS, ticket_key
 from anchorkit.render.transform import TicketFailure, TransformOptions
 from anchorkit.settings import default
@@ -76,8 +77,10 @@ def chunk_snapshot(
     layout: ChunkLayout,
     progress: Progress | None = None,
 ) -> ChunkReport:
-    """Bring ``out_dir`` up to date with the snapshot's chunks (the ordinary `sync --chunks`)."""
-    return write_chunk_folder(_chunks(snapshot_dir, options, layout, progress), out_dir, options.sidecar_schema)
+    """Bring ``out_dir`` up to date with the snapshot's chunks (the ordinary `sync --chunks`); with
+    --include-private, files its owner's alone."""
+    chunks = _chunks(snapshot_dir, options, layout, progress)
+    return write_chunk_folder(chunks, out_dir, options.sidecar_schema, mode=file_mode(options.render.include_private))
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@ def sync_folders(
     the upload still runs (and never deletes their objects); ``report.ok`` is False when any stage failed.
     The objects of withdrawn tickets are deleted with or without ``delete``, by this run or, when its upload
     does not get to it, a later one. Raises :class:`anchorkit.publish.aws.S3SetupError` for a destination
-    that cannot be used, before anything else; :class:`pull.PullError` or
+    that cannot be used, before anything else; :class:`anchorkit.source.preflight.PullError` or
     :class:`anchorkit.snapshot.SnapshotError` for unusable input (nothing uploaded then)."""
     check_destination(destination.target)
     pulled = run_pull(

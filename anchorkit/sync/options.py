@@ -19,7 +19,8 @@ from anchorkit.publish.aws import AwsSettings
 from anchorkit.publish.upload import PublishSettings
 from anchorkit.render.transform import TransformOptions
 from anchorkit.settings import ResolvedSettings, SettingError
-from anchorkit.source.pull import PullSettings, check_redmine_url
+from anchorkit.source.preflight import check_redmine_url
+from anchorkit.source.pull import PullSettings
 from anchorkit.sync.chunking import ChunkLayout
 
 REQUIRED = ("url", "snapshot", "out", "dest")

@@ -18,6 +18,7 @@ from anchorkit.files import check_apart, check_writable_folder
 from anchorkit.publish import state as states
 from anchorkit.publish import upload as publishing
 from anchorkit.publish.aws import AwsSettings, S3Location, parse_ingestion_target, parse_location, try_start_ingestion
+from anchorkit.source import preflight
 from anchorkit.source import pull as pulling
 from anchorkit.sync.chunking import check_out_layout, layout_name
 from anchorkit.sync.folders import FolderSyncReport, sync_folders
@@ -49,7 +50,7 @@ def sync_with_folders(settings: SyncSettings, warn: Warn, progress: SyncProgress
     destination = publishing.open_destination(
         settings.out, settings.dest, settings.publish, settings.aws, settings.start_ingestion
     )
-    api_key = pulling.read_api_key(settings.api_key_file, os.environ, warn)
+    api_key = preflight.read_api_key(settings.api_key_file, os.environ, warn)
     return sync_folders(
         settings.url,
         api_key,
@@ -73,14 +74,14 @@ def sync_with_state(
     destination = parse_location(settings.dest)
     location = parse_state_location(settings.state)
     if settings.snapshot is not None:  # the work folder: a snapshot, or a new or empty folder
-        pulling.check_snapshot_folder(settings.snapshot)
+        preflight.check_snapshot_folder(settings.snapshot)
     states.check_state_apart(location, destination)
     target, session = publishing.open_target(destination, settings.aws, settings.publish)
     store = states.open_store(
         location, settings.aws, settings.publish, settings.lease_seconds, client=getattr(target, "client", None)
     )
     ingestion = parse_ingestion_target(settings.start_ingestion) if settings.start_ingestion else None
-    api_key = pulling.read_api_key(settings.api_key_file, os.environ, warn)
+    api_key = preflight.read_api_key(settings.api_key_file, os.environ, warn)
     with scratch_folder() as scratch:
         report = run_sync(
             settings.url,

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from anchorkit import __version__
-from anchorkit.files import write_atomic
+from anchorkit.files import file_mode, make_folder, write_atomic
 from anchorkit.publish import aws, state
 from anchorkit.publish import upload as publish
 from anchorkit.publish.objects import check_destination
@@ -167,18 +167,23 @@ def checked_scope(manifest: Manifest, run: Scope, where: str, rescope: bool = Fa
     return manifest.scope.merged(run)
 
 
-def seed_snapshot(snapshot_dir: Path, manifest: Manifest) -> None:
-    """Give a snapshot the state's pull bookkeeping and lookups (issue files are restored separately)."""
-    (snapshot_dir / snapshot.ISSUES_DIR).mkdir(parents=True, exist_ok=True)
-    snapshot.write_state(snapshot_dir, manifest.pull)
-    snapshot.write_lookups(snapshot_dir, manifest.lookups_of_raw_issues)
+def seed_snapshot(snapshot_dir: Path, manifest: Manifest, mode: int | None = None) -> None:
+    """Give a snapshot the state's pull bookkeeping and lookups (issue files are restored separately), as files of
+    ``mode`` (files.file_mode: its owner's alone when the state holds private content)."""
+    make_folder(snapshot_dir / snapshot.ISSUES_DIR, mode)
+    snapshot.write_state(snapshot_dir, manifest.pull, mode)
+    snapshot.write_lookups(snapshot_dir, manifest.lookups_of_raw_issues, mode)
 
 
 def restore_raw_issues(
-    store: state.StateStore, work_dir: Path, stamps: dict[int, snapshot.StoredStamp], threads: int
+    store: state.StateStore,
+    work_dir: Path,
+    stamps: dict[int, snapshot.StoredStamp],
+    threads: int,
+    mode: int | None = None,
 ) -> set[int]:
-    """Copy the stored issue JSON of these tickets into the work snapshot; returns the ids that could not
-    be restored (no version recorded, absent, unreadable, or not the version the manifest describes: a
+    """Copy the stored issue JSON of these tickets into the work snapshot (files of ``mode``); returns the ids that
+    could not be restored (no version recorded, absent, unreadable, or not the version the manifest describes: a
     run that died after storing a newer copy), which must be fetched from Redmine again."""
 
     def restore(issue_id: int) -> bool:
@@ -188,7 +193,7 @@ def restore_raw_issues(
         if data is None:
             return False
         path = snapshot.issue_path(work_dir, issue_id)
-        write_atomic(path, data)
+        write_atomic(path, data, mode)
         stored = snapshot.stored_stamp(work_dir, issue_id)
         if stored is None or stored.updated_on != stamps[issue_id].updated_on:
             path.unlink()
@@ -267,7 +272,8 @@ def run_sync(
     new scope is gone (its documents deleted with ``delete``). Raises :class:`aws.S3SetupError` for a
     destination that cannot be used (a missing bucket...) before anything else,
     :class:`state.StateConflict` when another run holds or changed the state (nothing written then, unless
-    this run outlived its lease), :class:`state.StateError` / :class:`pull.PullError` for unusable input.
+    this run outlived its lease), :class:`state.StateError` / :class:`anchorkit.source.preflight.PullError` for
+    unusable input.
     A state of the other layout (documents, chunks) is a change of every ticket's objects: the old ones
     are deleted (counted by the delete guard) as the new ones are published.
     """
@@ -487,7 +493,7 @@ def pull_with_state(
     publishes what this run stored. With nothing changed nothing is written. A state made for other
     projects, privacy or Redmine is refused with :class:`ScopeMismatch`. Raises
     :class:`state.StateConflict` when another run holds or changed the state, :class:`state.StateError`
-    or :class:`pull.PullError` for unusable input.
+    or :class:`anchorkit.source.preflight.PullError` for unusable input.
     """
     report = StatePullReport(store.describe(), str(snapshot_dir))
     with measured_session(report, store):
@@ -495,7 +501,7 @@ def pull_with_state(
         scope = checked_scope(manifest, Scope.of(url, arguments.projects, arguments.include_private), store.describe())
         report.scope = scope.describe()
         created = not snapshot_dir.exists()
-        snapshot_dir.mkdir(parents=True, exist_ok=True)
+        make_folder(snapshot_dir, file_mode(arguments.include_private))
         try:
             with pull.snapshot_lock(snapshot_dir):  # no plain pull may touch the snapshot while it is prepared
                 plan = _plan_pull(
@@ -531,7 +537,8 @@ def _plan_pull(
     progress: pull.ProgressCallback | None,
 ) -> planning.PullPlan:
     stamps = manifest.stamps()
-    seed_snapshot(snapshot_dir, manifest)
+    mode = file_mode(arguments.include_private)  # (the snapshot is the user's folder, not a scratch one)
+    seed_snapshot(snapshot_dir, manifest, mode)
     # Files the state does not hold could come from another Redmine, project or privacy setting, and
     # pull would take them for stored: they would never reach the state.
     for issue_id in snapshot.stored_issue_ids(snapshot_dir) - set(stamps):
@@ -542,7 +549,7 @@ def _plan_pull(
         if local is None or local.updated_on != stamp.updated_on:
             snapshot.remove_issue(snapshot_dir, issue_id)
             outdated[issue_id] = stamp
-    unrestorable = restore_raw_issues(store, snapshot_dir, outdated, threads)
+    unrestorable = restore_raw_issues(store, snapshot_dir, outdated, threads, mode)
     report.restored = len(outdated) - len(unrestorable)
     # What the state cannot give back: an incremental listing may not show it, a full one does. A state
     # from before scopes is listed whole once, and what lies outside this run's projects is dropped.

@@ -1,0 +1,111 @@
+"""Files that may hold private content are their owner's alone, on a real filesystem: what transform and chunk
+write with --include-private (documents, sidecars, the private marks, chunk files, a JSON Lines file) is 0600 and
+the folders they create for it 0700, a file an earlier run left included; a run without it writes with the
+umask's mode, and leaves the mode of a file it does not rewrite as it is. (pull's snapshot:
+tests/test_security_pull.py.)"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from anchorkit.chunk.pipeline import ChunkOptions, chunk_source
+from anchorkit.files import AtomicStream, sync_file, write_atomic, write_new_folder
+from anchorkit.render.document import RenderOptions
+from anchorkit.render.private_marks import PRIVATE_MARKS_FILE
+from anchorkit.render.transform import TransformOptions, transform_snapshot
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+PRIVATE = 0o600
+
+
+def umask_mode(folder: bool = False) -> int:
+    """The mode the umask gives a new file (or folder)."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return (0o777 if folder else 0o666) & ~umask
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+def modes(folder: Path) -> dict[str, int]:
+    """The mode of every file under ``folder``, by its path relative to it."""
+    return {str(path.relative_to(folder)): mode(path) for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def folder_modes(folder: Path) -> set[int]:
+    return {mode(path) for path in [folder, *folder.rglob("*")] if path.is_dir()}
+
+
+def test_the_atomic_writers_give_the_mode_asked_for_also_to_a_file_they_leave_unchanged(tmp_path: Path) -> None:
+    write_atomic(tmp_path / "new" / "deeper" / "a.json", b"{}", PRIVATE)
+    assert mode(tmp_path / "new" / "deeper" / "a.json") == PRIVATE
+    assert mode(tmp_path / "new") == mode(tmp_path / "new" / "deeper") == 0o700, "the folders made for it"
+    write_atomic(tmp_path / "plain" / "b.json", b"{}")
+    assert (mode(tmp_path / "plain" / "b.json"), mode(tmp_path / "plain")) == (umask_mode(), umask_mode(folder=True))
+
+    # A file of an earlier run holding the same bytes is written again (same bytes, the mode), in every writer.
+    earlier = tmp_path / "plain" / "b.json"
+    assert sync_file(earlier, b"{}", mode=PRIVATE) == "unchanged" and mode(earlier) == PRIVATE
+    write_atomic(earlier, b"{}")
+    with AtomicStream(earlier, PRIVATE) as stream:
+        stream.write(b"{}")
+        assert stream.commit() == "unchanged"
+    assert mode(earlier) == PRIVATE and earlier.read_bytes() == b"{}"
+    assert sync_file(earlier, b"{}", mode=PRIVATE) == "unchanged" and sync_file(earlier, b"{}") == "unchanged"
+    assert mode(earlier) == PRIVATE, "a run without a mode leaves a file it does not rewrite as it is"
+
+    # A symbolic link in its place (to a file holding the same bytes) is replaced; what it points to is left alone.
+    target = tmp_path / "elsewhere.json"
+    target.write_bytes(b"{}")
+    target.chmod(0o644)
+    (tmp_path / "plain" / "c.json").symlink_to(target)
+    assert sync_file(tmp_path / "plain" / "c.json", b"{}", mode=PRIVATE) == "unchanged"
+    assert not (tmp_path / "plain" / "c.json").is_symlink() and mode(tmp_path / "plain" / "c.json") == PRIVATE
+    assert mode(target) == 0o644
+
+    assert write_new_folder(tmp_path / "made" / "7", [("7-000.md", b"x"), ("7-001.md", b"y")], PRIVATE)
+    assert modes(tmp_path / "made") == {"7/7-000.md": PRIVATE, "7/7-001.md": PRIVATE}
+    assert folder_modes(tmp_path / "made") == {0o700}
+
+
+def test_transform_with_include_private_writes_its_owners_files_and_folders_also_over_an_earlier_run(
+    tmp_path: Path,
+) -> None:
+    private = TransformOptions(render=RenderOptions(include_private=True), sidecars=True, layout="by-project")
+    public = TransformOptions(sidecars=True, layout="by-project")
+    fresh = tmp_path / "fresh" / "out"
+    assert not transform_snapshot(FIXTURES, fresh, private).failed
+    assert PRIVATE_MARKS_FILE in modes(fresh) and any(name.endswith(".metadata.json") for name in modes(fresh))
+    assert set(modes(fresh).values()) == {PRIVATE}
+    assert folder_modes(tmp_path / "fresh") == {0o700}, "the folder, its parent and each project's folder"
+
+    out = tmp_path / "out"
+    assert not transform_snapshot(FIXTURES, out, public).failed
+    assert set(modes(out).values()) == {umask_mode()}
+    widened = transform_snapshot(FIXTURES, out, private)
+    assert widened.unchanged > 0 and set(modes(out).values()) == {PRIVATE}, "the unchanged documents too"
+
+    # Without it again: the private documents go, those it rewrites (without the private notes) get the umask's
+    # mode, and those it leaves as they are keep theirs.
+    narrowed = transform_snapshot(FIXTURES, out, public)
+    written = set(narrowed.created + narrowed.changed)
+    assert narrowed.removed and written
+    assert {name: mode for name, mode in modes(out).items() if name in written} == dict.fromkeys(written, umask_mode())
+    assert {mode for name, mode in modes(out).items() if name not in written} == {PRIVATE}
+    assert not any("社外秘" in path.read_text(encoding="utf-8") for path in out.rglob("*.md"))
+
+
+def test_chunk_with_include_private_writes_its_owners_chunk_files_and_json_lines(tmp_path: Path) -> None:
+    options = ChunkOptions(TransformOptions(render=RenderOptions(include_private=True), sidecars=True))
+    assert not chunk_source(FIXTURES, out=tmp_path / "chunks" / "out", options=options).failed
+    assert set(modes(tmp_path / "chunks").values()) == {PRIVATE} and folder_modes(tmp_path / "chunks") == {0o700}
+
+    lines = tmp_path / "lines" / "chunks.jsonl"
+    assert not chunk_source(FIXTURES, jsonl=lines, options=options).failed
+    assert (mode(lines), mode(lines.parent)) == (PRIVATE, 0o700)
+    assert not chunk_source(FIXTURES, jsonl=lines).failed
+    assert mode(lines) == umask_mode(), "rewritten without the private tickets: the umask's"
