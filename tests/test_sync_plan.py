@@ -7,6 +7,7 @@ typed manifests (anchorkit.sync.manifest) and the pure planner (anchorkit.sync.p
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 
 import pytest
 
@@ -213,35 +214,70 @@ def test_a_failed_upload_is_not_claimed_and_holds_the_cursor_back() -> None:
         SCOPE,
     )
     after = decided.manifest_after({"7.md": "HTTP 503", "8.md": None}, raw_failed=set())
-    assert after.tickets[7] == TicketEntry(None, NEW, 1, {"7.md": sha(b"old")})  # what is really there
+    # Pending, not the old checksum: the write may have happened (a timeout after the server stored it).
+    assert after.tickets[7] == TicketEntry(None, NEW, 1, {"7.md": PENDING})
     assert after.cursor == NEW  # never past 7's version
     assert after.tickets[8].updated_on == "2026-03-20T00:00:00Z"
 
 
-def test_objects_the_state_does_not_know_of_are_recorded_as_pending_before_they_are_written() -> None:
-    # 7 gains a chunk, 9 is new, 8 only changes: the state must know of 7's and 9's new objects before
-    # they exist, as objects that may or may not be there, and of their tickets as not published.
+def test_every_object_a_run_changes_is_recorded_as_pending_before_it_is_written() -> None:
+    # 7 gains a chunk, 9 is new, 8 only changes, 6 drops a chunk, 5 is gone (deleted with --delete), 4 stays:
+    # the state must know of every object the run may leave half done, as one that may or may not hold
+    # either version, and of their tickets as not published.
     grown = Rendered(7, NEW, 1, {"7.md": b"new", "7-001.md": b"more"})
-    manifest = state((7, published(7)), (8, published(8)))
+    shrunk = Rendered(6, NEW, 1, {"6.md": b"old"})
+    two_chunks = TicketEntry(OLD, OLD, 1, {"6.md": sha(b"old"), "6-001.md": sha(b"more")})
+    manifest = state((4, published(4)), (5, published(5)), (6, two_chunks), (7, published(7)), (8, published(8)))
     decided = plan(
-        manifest, listing(fetched={7, 8, 9}), Local((grown, rendered(8), rendered(9))), DeletePolicy(), SCOPE
+        manifest,
+        listing(fetched={6, 7, 8, 9}, removed={5}),
+        Local((shrunk, grown, rendered(8), rendered(9), rendered(4, OLD, b"old"))),
+        DeletePolicy(force=True),
+        SCOPE,
     )
     intent = decided.intent()
-    assert intent is not None and intent.tickets[8] == manifest.tickets[8]
-    assert intent.tickets[7] == TicketEntry(None, OLD, 1, {"7.md": sha(b"old"), "7-001.md": PENDING})
+    assert intent is not None and intent.tickets[4] == manifest.tickets[4]
+    assert intent.tickets[5] == TicketEntry(OLD, OLD, 1, {"5.md": PENDING})
+    assert intent.tickets[6] == TicketEntry(None, OLD, 1, {"6.md": sha(b"old"), "6-001.md": PENDING})
+    assert intent.tickets[7] == TicketEntry(None, OLD, 1, {"7.md": PENDING, "7-001.md": PENDING})
+    assert intent.tickets[8] == TicketEntry(None, OLD, 1, {"8.md": PENDING})
     assert intent.tickets[9] == TicketEntry(None, None, 1, {"9.md": PENDING})
     assert intent.cursor == OLD
-    # A run after one killed there deletes what its ticket no longer has, and writes again what it has.
-    shrunk = plan(intent, listing(fetched={7}), Local((rendered(7),)), DeletePolicy(), SCOPE)
-    assert shrunk.deletes == ["7-001.md"] and shrunk.uploads == {"7.md": b"new"}
-    # A run that writes only objects the state knows of commits nothing first.
-    assert plan(manifest, listing(fetched={8}), Local((rendered(8),)), DeletePolicy(), SCOPE).intent() is None
+    # A run after one killed there writes again what the tickets have, whatever bytes were left (8 went back
+    # to the bytes the manifest had: a note made private again without a new updated_on) ...
+    back = plan(intent, listing(fetched={8}), Local((rendered(8, OLD, b"old"),)), DeletePolicy(), SCOPE)
+    assert back.uploads == {"8.md": b"old"} and back.intent() is None  # already pending: no second intent
+    # ... deletes what they no longer have (7 shrank back), and again what is gone or dropped.
+    again = plan(
+        intent, listing(fetched={6, 7}, removed={5}), Local((shrunk, rendered(7))), DeletePolicy(force=True), SCOPE
+    )
+    assert sorted(again.deletes) == ["5.md", "6-001.md", "7-001.md"] and again.uploads == {"7.md": b"new"}
+    # A run that changes no object commits nothing first.
+    assert plan(manifest, listing(), Local((rendered(4, OLD, b"old"),)), DeletePolicy(), SCOPE).intent() is None
 
 
 def test_a_failed_upload_of_a_new_object_leaves_it_pending_it_may_have_been_stored() -> None:
     decided = plan(state(), listing(fetched={9}), Local((rendered(9),)), DeletePolicy(), SCOPE)
     after = decided.manifest_after({"9.md": "read timeout"}, raw_failed=set())
     assert after.tickets[9].objects == {"9.md": PENDING} and after.tickets[9].updated_on is None
+
+
+def test_a_failed_delete_leaves_the_object_pending_it_may_have_been_deleted() -> None:
+    two_chunks = TicketEntry(OLD, OLD, 1, {"6.md": sha(b"old"), "6-001.md": sha(b"more")})
+    manifest = state((5, published(5)), (6, two_chunks), (4, published(4)))
+    decided = plan(
+        manifest,
+        listing(fetched={6}, removed={4, 5}),
+        Local((Rendered(6, NEW, 1, {"6.md": b"old"}),)),
+        DeletePolicy(delete=False),
+        SCOPE,
+    )
+    withdrawn = replace(decided, withdrawn=frozenset({5}), deletes=[*decided.deletes, "5.md"])
+    after = withdrawn.manifest_after({"6-001.md": "HTTP 503", "5.md": "read timeout"}, raw_failed=set())
+    assert after.tickets[6].objects == {"6.md": sha(b"old"), "6-001.md": PENDING}
+    assert after.tickets[6].updated_on is None
+    assert after.tickets[5].objects == {"5.md": PENDING}
+    assert after.tickets[4].objects == {"4.md": sha(b"old")}  # not deleted (no --delete): still there as it was
 
 
 def test_a_raw_issue_that_could_not_be_stored_keeps_the_previous_stored_version() -> None:

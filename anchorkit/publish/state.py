@@ -94,7 +94,8 @@ def issue_name(issue_id: int) -> str:
 
 
 class StateStore(Protocol):
-    """Where the state lives. ``session()`` brackets a run; ``begin_writes()`` comes before any write."""
+    """Where the state lives. ``session()`` brackets a run; ``begin_writes()`` comes before any write, and
+    commits ``intent`` first when given (the manifest a run records before it changes any object)."""
 
     def describe(self) -> str: ...
 
@@ -102,7 +103,7 @@ class StateStore(Protocol):
 
     def read_manifest(self) -> dict[str, Any] | None: ...
 
-    def begin_writes(self) -> None: ...
+    def begin_writes(self, intent: dict[str, Any] | None = None) -> None: ...
 
     def get_issue(self, issue_id: int) -> bytes | None: ...
 
@@ -231,8 +232,10 @@ class LocalStateStore:
         except FileNotFoundError:
             return None
 
-    def begin_writes(self) -> None:
-        """Nothing to do: the lock taken by ``session`` already excludes every other run."""
+    def begin_writes(self, intent: dict[str, Any] | None = None) -> None:
+        """Commit ``intent``, if any: the lock taken by ``session`` already excludes every other run."""
+        if intent is not None:
+            self.commit(intent)
 
     def issue_path(self, issue_id: int) -> Path:
         return self.root / ISSUES_FOLDER / issue_name(issue_id)
@@ -289,7 +292,7 @@ class ReadOnlyStore:
     def _refuse(self, what: str) -> RuntimeError:
         return RuntimeError(f"{self.describe()}: a dry run writes nothing, yet it was about to {what}")
 
-    def begin_writes(self) -> None:
+    def begin_writes(self, intent: dict[str, Any] | None = None) -> None:
         raise self._refuse("take the state for writing")
 
     def put_issue(self, issue_id: int, data: bytes) -> None:
@@ -370,9 +373,10 @@ class S3StateStore:
         )
         return Lease(str(response["ETag"]), expires_at)
 
-    def begin_writes(self) -> None:
+    def begin_writes(self, intent: dict[str, Any] | None = None) -> None:
         """Take the lease (and keep renewing it while the run lives), then make sure nobody committed
-        since this run read the manifest."""
+        since this run read the manifest: by committing ``intent`` with ``If-Match`` on the manifest's ETag
+        when there is one (that write is the check), else by a HEAD of the manifest."""
         if self.lease is not None:  # renew our own, unless it expired and another run took it
             with self._lease_lock:
                 try:
@@ -393,7 +397,7 @@ class S3StateStore:
                 raise
             self.lease = self._take_over_expired_lease()
         self._start_renewing()
-        if self._manifest_moved():
+        if self._manifest_moved() if intent is None else not self._committed(intent):
             self._end_writes()
             raise StateConflict(
                 f"{self.location}: another sync committed the state while this run was working; "
@@ -546,7 +550,8 @@ class S3StateStore:
         same = unchanged_keys(local, issues, threads)
         return {issue_id for issue_id in copies if issue_name(issue_id) in same}
 
-    def commit(self, manifest: dict[str, Any]) -> None:
+    def _committed(self, manifest: dict[str, Any]) -> bool:
+        """Write the manifest if it is still the one this run read (or there still is none); False if not."""
         condition = {"IfMatch": self.manifest_etag} if self.manifest_etag else {"IfNoneMatch": "*"}
         try:
             response = self.client.put_object(
@@ -558,12 +563,17 @@ class S3StateStore:
             )
         except ClientError as error:
             if error_code(error) in PRECONDITION_CODES:
-                raise StateConflict(
-                    f"{self.location}: the state changed under this run (its lease expired and another sync "
-                    "committed); this run's manifest was not written"
-                ) from None
+                return False
             raise
         self.manifest_etag = str(response["ETag"])
+        return True
+
+    def commit(self, manifest: dict[str, Any]) -> None:
+        if not self._committed(manifest):
+            raise StateConflict(
+                f"{self.location}: the state changed under this run (its lease expired and another sync "
+                "committed); this run's manifest was not written"
+            )
 
 
 def open_store(

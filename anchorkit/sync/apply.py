@@ -2,8 +2,9 @@
 
 Documents first, the raw issues next, the manifest last, and the manifest records only what really
 happened: so a run killed at any point leaves a state that never claims an upload that did not happen.
-Objects the state does not know of yet are recorded as pending before they are written (``Plan.intent``),
-so that it never loses track of one either.
+Every object a run is about to upload or delete is recorded as pending before the first write
+(``Plan.intent``), so that a run killed before its commit leaves no object the state does not know of, nor
+one whose checksum in the manifest is no longer sure.
 The lease (S3) is taken before the first write and renewed before the commit. A raw issue fetched again is
 written only when the state does not hold its very bytes, which is found out once the lease is held, from
 the copies themselves (:func:`without_unchanged_raw`).
@@ -116,11 +117,9 @@ def apply(
     issues the state already holds byte for byte, found out under the lease: no other run writes a copy then.
     Raises :class:`state.StateConflict` when another run holds or changed the state: nothing written
     then, unless this run outlived its lease."""
-    store.begin_writes()
+    intent = plan.intent()  # the raw issues found unchanged below change nothing in it
+    store.begin_writes(None if intent is None else intent.to_json())
     plan, warning = without_unchanged_raw(plan, store, snapshot_dir, threads)
-    intent = plan.intent()
-    if intent is not None:
-        store.commit(intent.to_json())
     results = publish.apply_plan(plan.documents(), target, threads=threads, on_result=on_result)
     outcome = {result.operation.key: result.error for result in results}
     upload_keys, delete_keys = set(plan.uploads), set(plan.deletes)

@@ -218,29 +218,37 @@ class Plan:
         )
 
     def intent(self) -> Manifest | None:
-        """The manifest to commit before the first write when this run uploads objects the state does not
-        record under their ticket (a new ticket's, a chunk of a ticket that grew, a document moved to another
-        project folder); None when it uploads none. They are recorded as PENDING and their tickets as not
-        published: a run killed before its commit then leaves no object the state does not know of, and
-        the next run deletes the ones no longer wanted (every object of a ticket made private, the extra
-        chunks of one that shrank) and writes the others again."""
+        """The manifest to commit before the first write when this run uploads or deletes objects; None when it
+        changes none (or the state records every one of them as pending already). Every key it is about to
+        write or delete is recorded as PENDING (never a real checksum), and a rendered ticket with such a key as
+        not published. A run killed before its commit then leaves no object the state describes wrongly: a new
+        one it does not know of, or one overwritten (or deleted) while the manifest still holds the checksum of
+        what was there before, which the next run would take for published when the ticket's bytes went back
+        to them without a new ``updated_on`` (a note edited back, or made private again). The next run renders
+        those tickets again (from the state's raw JSON when not fetched), writes what they have whatever the
+        dead run left there, and deletes what they no longer have (every object of a ticket made private)."""
+        changing = set(self.uploads) | set(self.deletes)
         tickets = dict(self.before.tickets)
         for rendered in self.local.rendered:
             entry = tickets.get(rendered.ticket_id) or TicketEntry(project_id=rendered.project_id)
-            new = [key for key in rendered.objects if key in self.uploads and key not in entry.objects]
-            if new:
-                objects = {**entry.objects, **dict.fromkeys(new, PENDING)}
-                tickets[rendered.ticket_id] = replace(entry, updated_on=None, objects=objects)
+            keys = [key for key in {**rendered.objects, **entry.objects} if key in changing]
+            if keys:
+                tickets[rendered.ticket_id] = replace(entry, updated_on=None, objects=pending(entry.objects, keys))
+        for issue_id in self.gone:
+            entry = tickets[issue_id]
+            keys = [key for key in entry.objects if key in changing]
+            tickets[issue_id] = replace(entry, objects=pending(entry.objects, keys))
         return None if tickets == self.before.tickets else replace(self.before, tickets=tickets)
 
     def manifest_after(self, outcome: dict[str, str | None], raw_failed: set[int]) -> Manifest:
         """The manifest after this run, recording only what really happened.
 
         ``outcome``: key -> error (None: done) of the document writes attempted; ``raw_failed``: issues
-        whose raw JSON could not be stored. A ticket whose objects were not all written keeps the
-        checksums of what is really there and no ``updated_on`` (so the next run publishes it again);
-        its stamp holds the cursor back. ``stored`` names the raw JSON version the state now holds: the one
-        written now, or found there byte for byte (``raw_unchanged``).
+        whose raw JSON could not be stored. A ticket whose objects were not all written has no
+        ``updated_on`` (so the next run publishes it again) and each object whose write or delete failed
+        PENDING (it may have happened: a timeout after the server acted); its stamp holds the cursor back.
+        ``stored`` names the raw JSON version the state now holds: the one written now, or found there byte
+        for byte (``raw_unchanged``).
         """
         before = self.before.tickets
         tickets = dict(before)
@@ -259,13 +267,13 @@ class Plan:
             for key, data in rendered.objects.items():
                 if outcome.get(key) is None:  # uploaded now, or already identical
                     objects[key] = sha256_of(data)
-                else:  # (a write that failed may still have happened: a timeout after the server stored it)
+                else:  # a write that failed may still have happened (a timeout after the server stored it)
                     complete = False
-                    objects[key] = previous.objects.get(key, PENDING)
+                    objects[key] = PENDING
             for key in dropped_keys(rendered, previous):
-                if outcome.get(key) is not None:
+                if outcome.get(key) is not None:  # a delete that failed, too
                     complete = False
-                    objects[key] = previous.objects[key]
+                    objects[key] = PENDING
             if not complete and rendered.updated_on:
                 held_back.append(rendered.updated_on)
             tickets[rendered.ticket_id] = TicketEntry(
@@ -276,9 +284,11 @@ class Plan:
                 stored=rendered.updated_on if rendered.ticket_id in raw_stored else previous.stored,
             )
         for issue_id in self.gone:
-            # Objects whose delete failed or was not attempted (no --delete) are still there.
+            # Objects whose delete was not attempted (no --delete) are still there; one whose delete failed may be.
             remaining = {
-                k: sha for k, sha in before[issue_id].objects.items() if outcome.get(k, "not deleted") is not None
+                k: PENDING if k in outcome else sha
+                for k, sha in before[issue_id].objects.items()
+                if outcome.get(k, "not deleted") is not None
             }
             if remaining:
                 tickets[issue_id] = TicketEntry(objects=remaining, gone=True, withdrawn=issue_id in self.withdrawn)
@@ -294,6 +304,11 @@ class Plan:
             scope=self.scope,
             layout=self.listing.layout,
         )
+
+
+def pending(objects: dict[str, str], keys: list[str]) -> dict[str, str]:
+    """``objects`` with ``keys`` recorded as PENDING: what they hold is not known."""
+    return {**objects, **dict.fromkeys(keys, PENDING)}
 
 
 def dropped_keys(rendered: Rendered, previous: TicketEntry) -> list[str]:
