@@ -25,7 +25,6 @@ with ``--chunk-overlap`` repeat text of the chunk before: the report counts them
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -37,11 +36,10 @@ from anchorkit.anchors import ANCHOR_PATTERN, identified_ticket_ids
 from anchorkit.audit.sources import (
     UnreadableDocument,
     document_paths,
-    files_named,
+    list_folder,
     not_utf8,
     read_failure,
     read_if_there,
-    unread_folder,
 )
 from anchorkit.bedrock.audit import read_audit_lines
 from anchorkit.bedrock.batches import BatchError, read_batch
@@ -65,6 +63,7 @@ MAX_LISTED = 50  # chunks listed by name under "problems" (all are counted)
 PROBLEMS = ("unknown_ticket", "no_own_anchor", "other_ticket_anchor", "over_chunk_tokens")
 
 _CHUNK_FILE = re.compile(r"^(\d+)-\d{3,}\.md$", re.ASCII)
+_TICKET_FOLDER = re.compile(r"\d", re.ASCII)  # where chunk files are: a ticket's folder, named by its number
 # A chunk's header: its ticket's anchor line and the blank line after it, at the start of the chunk.
 _HEADER = re.compile(ANCHOR_PATTERN.pattern.removesuffix("$") + r"\n\n", re.M)
 
@@ -220,18 +219,8 @@ def iter_chunk_folder(folder: Path) -> Iterator[ChunkItem]:
 def _chunk_folder_paths(folder: Path) -> list[tuple[str, Path | str]]:
     """The chunk files ``<id>/<id>-NNN.md`` by relative path, in path order, and the ticket folders holding chunk
     files that are not read, with the reason (``sources.unread_folder``)."""
-    found: list[tuple[str, Path | str]] = []
-    with os.scandir(folder) as entries:
-        for entry in entries:
-            if not entry.name[:1].isdigit():
-                continue
-            if (reason := unread_folder(entry, _CHUNK_FILE)) is not None:
-                found.append((f"{shown(entry.name)}/", reason))
-            elif entry.is_dir(follow_symlinks=False):
-                with os.scandir(entry.path) as inner:
-                    found += (
-                        (f"{entry.name}/{item.name}", Path(item.path)) for item in files_named(inner, _CHUNK_FILE)
-                    )
+    listing = list_folder(folder, _CHUNK_FILE, top_level=False, subfolder=_TICKET_FOLDER)
+    found: list[tuple[str, Path | str]] = [*listing.documents, *listing.unread_folders]
     return sorted(found, key=lambda item: item[0])
 
 

@@ -70,8 +70,9 @@ SourceItem = SourceDocument | UnreadableDocument | OversizedDocument
 
 @dataclass(frozen=True)
 class FolderListing:
-    """An output folder's ``<id>.md`` documents (flat or one project folder deep) by relative path, in
-    path order, and its project folders that are not read, each with the reason (``ops/``, LINKED_FOLDER)."""
+    """The files a folder's audit reads (an output folder's ``<id>.md`` documents, flat or one project folder
+    deep; a chunk folder's chunk files) by relative path, in path order, and its folders that are not read,
+    each with the reason (``ops/``, LINKED_FOLDER)."""
 
     documents: list[tuple[str, Path]]
     unread_folders: list[tuple[str, str]]
@@ -82,18 +83,26 @@ def list_output_folder(folder: Path) -> FolderListing:
     publishes what one points to: a project folder that is one is listed (when it holds documents) to be
     reported, as is one whose name is not UTF-8, and a document that is one fails when it is opened; a
     named pipe is no document either."""
+    return list_folder(folder, _TICKET_DOCUMENT)
+
+
+def list_folder(
+    folder: Path, name: re.Pattern[str], *, top_level: bool = True, subfolder: re.Pattern[str] | None = None
+) -> FolderListing:
+    """The files of ``folder`` named as ``name`` matches, at its top (``top_level``) and one folder deep (in the
+    folders ``subfolder`` matches the name of, if given), and the folders not read (``unread_folder``)."""
     documents: list[tuple[str, Path]] = []
     unread: list[tuple[str, str]] = []
     with os.scandir(folder) as entries:
         for entry in entries:
-            if (reason := unread_folder(entry, _TICKET_DOCUMENT)) is not None:
+            if subfolder is not None and not subfolder.match(entry.name):
+                continue
+            if (reason := unread_folder(entry, name)) is not None:
                 unread.append((f"{shown(entry.name)}/", reason))
             elif entry.is_dir(follow_symlinks=False):
                 with os.scandir(entry.path) as inner:
-                    documents += (
-                        (f"{entry.name}/{item.name}", Path(item.path)) for item in files_named(inner, _TICKET_DOCUMENT)
-                    )
-            elif _TICKET_DOCUMENT.match(entry.name):
+                    documents += ((f"{entry.name}/{item.name}", Path(item.path)) for item in files_named(inner, name))
+            elif top_level and name.match(entry.name):
                 documents.append((entry.name, Path(entry.path)))
     return FolderListing(sorted(documents), sorted(unread))
 
