@@ -98,6 +98,12 @@ class RedmineServer:
     custom_field_id: int
 
 
+def _taken_by_a_retried_attempt(error: AssertionError, field: str) -> bool:
+    """Whether creating a record with a fresh uuid name failed as taken: an attempt answered 500 after Redmine had
+    stored the record (the SQLite lock hit a later statement of its request), and the retry found it there."""
+    return "-> 422" in str(error) and f"{field} has already been taken" in str(error)
+
+
 class RedmineAdmin:
     """REST helpers acting as the admin (or as another user when ``api_key`` is given)."""
 
@@ -116,8 +122,9 @@ class RedmineAdmin:
     ) -> dict[str, Any]:
         # Debian's Redmine keeps one SQLite file that `rails runner` seeding writes too; SQLite answers a
         # transaction that would upgrade its read lock mid-way with "database is locked" at once, whatever
-        # the busy timeout, and Redmine rolls it back and answers 500. Setting up test data tries again
-        # (the failed request wrote nothing); the code under test has its own retries.
+        # the busy timeout, and Redmine rolls it back and answers 500. Setting up test data tries again (a
+        # create whose record was stored all the same is found by its unique name); the code under test has
+        # its own retries.
         for attempt in range(ADMIN_ATTEMPTS):
             response = self.session.request(
                 method,
@@ -140,7 +147,12 @@ class RedmineAdmin:
     def create_project(self, **fields: Any) -> dict[str, Any]:
         identifier = fields.pop("identifier", f"ak-{uuid.uuid4().hex[:12]}")
         project = {"name": f"Project {identifier}", "identifier": identifier, "is_public": False, **fields}
-        return self.request("POST", "/projects.json", json={"project": project})["project"]
+        try:
+            return self.request("POST", "/projects.json", json={"project": project})["project"]
+        except AssertionError as error:
+            if not _taken_by_a_retried_attempt(error, "Identifier"):
+                raise
+            return self.request("GET", f"/projects/{identifier}.json")["project"]
 
     def create_user(self, admin: bool = False, **fields: Any) -> dict[str, Any]:
         login = fields.pop("login", f"user{uuid.uuid4().hex[:10]}")
@@ -153,7 +165,13 @@ class RedmineAdmin:
             "admin": admin,
             **fields,
         }
-        created = self.request("POST", "/users.json", json={"user": user})["user"]
+        try:
+            created = self.request("POST", "/users.json", json={"user": user})["user"]
+        except AssertionError as error:
+            if not _taken_by_a_retried_attempt(error, "Login"):
+                raise
+            listed = self.request("GET", "/users.json", params={"name": login, "status": ""})["users"]
+            created = next(found for found in listed if found["login"] == login)
         # Admins see api_key in users/show; it is created on first access.
         return self.request("GET", f"/users/{created['id']}.json")["user"]
 
