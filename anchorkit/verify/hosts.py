@@ -23,6 +23,10 @@ from anchorkit.verify.ids import redmine_issue_id
 # A URL up to its host (read in the folded view, where "ｈｔｔｐｓ：／／" is "https://"): its scheme, any number
 # of "/" or "\" after it (a browser reads "\" as "/" in a web URL), "user@", then the host up to its port,
 # path, query or fragment; or the host of a URL without its scheme ("host/issues/5").
+# A link relative to the Redmine's own pages ("/issues/5", "issues/5"): on the host the answer is about.
+_RELATIVE = re.compile(r"/|(?i:issues)/")
+# A URL that says its scheme: its host starts right after it, and is read whole.
+_SCHEME = re.compile(r"(?i:https?):")
 _BEFORE_HOST = re.compile(r"(?:(?i:https?):[/\\]*)?(?:[^/\\?#]*@)?(?P<host>\[[^\]/\\?#]*\]|[^:/\\?#]*)")
 
 
@@ -57,7 +61,33 @@ def leads_elsewhere(url: str, hosts: Set[str]) -> bool:
     """Whether ``url`` (as written, any width) is a Redmine issue URL on another host than every one of
     ``hosts`` (the retrieval's Redmine): it leads to no retrieved ticket, whatever its number. False when
     no host is known (the retrieval does not say where its Redmine is)."""
-    return bool(hosts) and redmine_issue_id(fold(url).text) is not None and url_host(url) not in hosts
+    if not hosts or redmine_issue_id(fold(url).text) is None:
+        return False
+    host = url_host(url)
+    if host in hosts or _RELATIVE.match(fold(url).text) is not None:
+        return False
+    return not (host is not None and _SCHEME.match(fold(url).text) is None and _glued_to_prose(host, hosts))
+
+
+def _glued_to_prose(host: str, hosts: Set[str]) -> bool:
+    """Whether ``host``, read from a URL without its scheme, is one of ``hosts`` with prose glued before it
+    ("詳細はレッドマイン.example"): Japanese writes no space before a URL, and nothing says where such a host
+    starts but the Redmine's own name at its end. A name before a dot ("evil.レッドマイン.example") is another host."""
+    import idna
+
+    try:
+        written = str(idna.decode(host))
+    except idna.IDNAError:
+        return False
+    for known in hosts:
+        try:
+            name = str(idna.decode(known))
+        except idna.IDNAError:
+            continue
+        before = written[: -len(name)]
+        if written.endswith(name) and before and not before[-1].isascii():
+            return True
+    return False
 
 
 def shown_hosts(hosts: Iterable[str]) -> str:

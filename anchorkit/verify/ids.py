@@ -81,22 +81,47 @@ _SCHEME = r"(?i:https?):[/\\]+(?=[^\W_]|[\[%])"
 # still ends where the Japanese begins. Possessive: no backtracking over a long text without a "/".
 _ISSUE_PATH_AHEAD = r"(?=(?:[/\\][^/\\\s]+)?[/\\](?i:issues)[/\\])"
 _ANY_HOST = rf"[^\s/\\?#<>\"'`\[\]()「」『』【】、]*+{_ISSUE_PATH_AHEAD}"
-_URL = (
-    rf"(?:{_SCHEME}(?:{_ANY_HOST})?|(?<![A-Za-z0-9.@/:_-])(?={_HOST}(?:/[^/\s]+)?/(?i:issues)/))"
-    r"[^\x00-\x20\x7f-\U0010ffff<>\"'`\]\)]+"
+# Without its scheme, a host that is not ASCII ("レッドマイン.example/issues/5") starts after white space, a bracket, a
+# quote or a punctuation mark; glued to the prose before it ("詳細はレッドマイン.example/issues/5"), the host is read
+# from the start of the phrase, and verify.hosts finds the Redmine's name at its end.
+_IDN_HOST_CHARACTER = r"[^\s/\\?#<>\"'`\[\]()「」『』【】、。]"
+_BARE_IDN_HOST = (
+    rf"(?<![^\s(\[<\"'「『【、。,;=])(?={_IDN_HOST_CHARACTER}*?[^\x00-\x7f])(?={_IDN_HOST_CHARACTER}*?\.)"
+    rf"{_IDN_HOST_CHARACTER}*+{_ISSUE_PATH_AHEAD}"
 )
+# A link relative to the Redmine's own pages: "/issues/5" (in prose too), "/redmine/issues/5", and "issues/5" as
+# a link's target ("[x](issues/5)", 'href="issues/5"'). It names ticket 5 on the Redmine the answer is about.
+_RELATIVE = (
+    r"(?<![A-Za-z0-9.@/\\:_~-])(?=(?:/[A-Za-z0-9._~%-]+)?/(?i:issues)/\d)"
+    r"|(?:(?<=\]\()|(?<=(?i:href)=[\"']))(?=(?i:issues)/\d)"
+)
+_URL_START = rf"{_SCHEME}(?:{_ANY_HOST})?|(?<![A-Za-z0-9.@/:_-])(?={_HOST}(?:/[^/\s]+)?/(?i:issues)/)"
+_URL_BODY = r"[^\x00-\x20\x7f-\U0010ffff<>\"'`\]\)]+"
+# A colour written in hexadecimal with a letter in it ("#336a99", "#33a"): no ticket number, whatever its digits.
+_HEX_COLOUR = r"(?=[0-9A-Fa-f]*[A-Fa-f])(?:[0-9A-Fa-f]{8}|[0-9A-Fa-f]{6}|[0-9A-Fa-f]{3,4})(?![0-9A-Za-z_])"
 # One scan finds the three ways an answer names a ticket, in the folded view (verify.folding: NFKC per
 # character, invisible characters dropped, "&#35;" and "♯" read as "#"; "＃" is there for callers reading
 # raw text). URLs come first: a fragment ("page#12") or a path inside one is not a mention, a Redmine issue
 # URL ("…/issues/12345#note-3") is. A bare "#" after "&" is no mention ("&#123;" is "{"); after "_" it is
 # ("__#12399__" is Markdown's bold).
-MENTION = re.compile(
-    # The look-ahead at the first characters of the alternatives lets the scan skip other positions fast.
-    rf"(?=[#＃{DEFAULT_LABEL[0]}課A-Za-z0-9])(?:(?P<url>{_URL})"
+# The look-ahead at the first characters of the alternatives lets the scan skip other positions fast.
+_MENTION_AFTER_URL = (
     rf"|(?<![A-Za-z0-9_])(?:{LABEL_WORDS})[ \t\u3000]*(?i:no\.?|number|id)?[ \t\u3000:：]*"
     rf"(?:(?P<lhash>[#＃])[ \t]*)?(?!{DATE_OR_TIME})(?(lhash)|(?!{VERSION}))(?P<lid>{_DIGITS})"
-    rf"|(?<![&A-Za-z0-9])[#＃](?!{DATE_OR_TIME})(?P<bid>{_DIGITS}))"
+    rf"|(?<![&A-Za-z0-9])[#＃](?!{DATE_OR_TIME}|{_HEX_COLOUR})(?P<bid>{_DIGITS}))"
 )
+MENTION = re.compile(
+    rf"(?=[#＃{DEFAULT_LABEL[0]}課A-Za-z0-9])(?:(?P<url>(?:{_URL_START}){_URL_BODY}){_MENTION_AFTER_URL}"
+)
+# The same, with the forms that can only be there when the text holds an issue path ("issues/"): links relative
+# to the Redmine, and hosts that are not ASCII written without their scheme. Two scans, so that the many texts
+# without such a path do not pay for trying them at every position.
+_MENTION_WITH_PATHS = re.compile(
+    rf"(?=[#＃{DEFAULT_LABEL[0]}課A-Za-z0-9/]|(?<![^\s(\[<\"'「『【、。,;=])[^\x00-\x7f])"
+    rf"(?:(?P<url>(?:{_URL_START}|{_BARE_IDN_HOST}|{_RELATIVE}){_URL_BODY}){_MENTION_AFTER_URL}"
+)
+# (case by case rather than (?i): a scan for a literal's letters is several times faster)
+_ISSUE_PATH = re.compile(r"[Ii][Ss][Ss][Uu][Ee][Ss]/")
 # A word right before a bare "#" that says the number is of another kind: an extension ("内線 #1234", "ext.
 # #1234"), an error, exit or status code ("エラーコード #1603", "error code: #1603"), a pull or merge request
 # ("PR #1603"); a colour ("色 #336699", "color: #336699") when the number is as long as one (3, 4, 6 or 8
@@ -109,25 +134,48 @@ _OTHER_NUMBER_WORDS = (
     r"|(?<![A-Za-z])(?:PR|MR|(?i:pull|merge)[ \t]+(?i:request))|プルリク(?:エスト)?"
     r"|(?P<colour>(?:色|カラー)(?:コード)?|(?<![A-Za-z])(?i:colou?r|background(?:-color)?|bgcolor))"
 )
-_OTHER_NUMBER = re.compile(rf"(?:{_OTHER_NUMBER_WORDS})[ \t\u3000]*(?:[:=]|は)?[ \t\u3000]*\Z")
+# A CSS declaration that may hold a colour ("border: 1px solid #336699", "--brand: #336699", 'fill="#336699"'):
+# the values before the colour may come between its name and the "#".
+_CSS_PROPERTY = (
+    r"(?<![A-Za-z0-9_-])(?:--[A-Za-z0-9-]+"
+    r"|(?i:-?(?:[a-z]+-)*(?:colou?r|background|border|outline|fill|stroke|shadow)(?:-[a-z]+)*))"
+)
+_OTHER_NUMBER = re.compile(
+    rf"(?:(?:{_OTHER_NUMBER_WORDS})[ \t\u3000]*(?:[:=]|は)?"
+    rf"|(?P<css>{_CSS_PROPERTY})[ \t]*[:=][ \t]*[\"']?(?:[^;{{}}\n#:\"']*[ \t(,])?)[ \t\u3000]*\Z"
+)
 # Whether a text holds such a word at all: one search a text, and most hold none (the look-ahead at their
 # first characters lets it skip other positions fast).
-_ANY_OTHER_NUMBER_WORD = re.compile(rf"(?=[内電エ終スリプ色カeEtTpPsSrRmMcCbB])(?:{_OTHER_NUMBER_WORDS})")
+_ANY_OTHER_NUMBER_WORD = re.compile(
+    rf"(?=[内電エ終スリプ色カeEtTpPsSrRmMcCbBfFoO-])(?:{_OTHER_NUMBER_WORDS}|(?i:border|outline|fill|stroke|shadow)|--)"
+)
 _COLOUR_DIGITS = frozenset({3, 4, 6, 8})
 # How far before a bare "#" such a word is looked for (within _STREAM_LOOKBACK: a stream reads what it emitted).
 _OTHER_NUMBER_REACH = 32
 # What joins the numbers of a list or a range of tickets ("#12345, 12399", "#12345/12399", "#12399-12401",
 # "チケット 12345、12399", "#12345 と 12399", "#12345 and 12399").
 _LIST_SEPARATOR = r"[ \t\u3000]*(?:[,、・/~〜–-]|(?i:and)|と)[ \t\u3000]*"
+# Units a count or a size is given in ("2 times", "10GB", "3 users").
+UNIT_WORDS = r"(?i:[kmgt]b|ms|secs?|seconds?|mins?|minutes?|hours?|days?|times|users?|pcs?)(?![A-Za-z])"
 # A number that continues a ticket mention's list is a ticket number too, unless it is a date, a time, a
-# version or a quantity ("#12345 と 2026年", "#12345, 100 件", "#12345 と 10GB").
+# version or a quantity ("#12345 と 2026年", "#12345, 100 件", "#12345 と 10GB", "#12345, 10000 times").
 _LIST_NEXT = re.compile(
-    rf"{_LIST_SEPARATOR}(?!{DATE_OR_TIME}|{VERSION})(?P<id>\d+)(?!\d|[ \t\u3000]*[件台個人回通名枚本円%]|[A-Za-z])"
+    rf"{_LIST_SEPARATOR}(?!{DATE_OR_TIME}|{VERSION})(?P<id>\d+)"
+    rf"(?!\d|[ \t\u3000]*(?:[件台個人回通名枚本円%]|{UNIT_WORDS})|[A-Za-z])"
+)
+# Where a list member ends when it stands alone, nothing but the list around it: the end of the phrase, another
+# separator, or a particle ("#12345 と 999 を参照", "#12345, 999."). A shorter number than the tickets before it is
+# a ticket there, not before a word that says what it counts or is ("#12345 と 500 エラー").
+_LIST_MEMBER_END = re.compile(
+    rf"[ \t\u3000]*(?:[)\]」』】>,、。.;:!?\n]|\Z|[をはがにへの](?![\u30a0-\u30ff])|{_LIST_SEPARATOR}[#＃]?\d)"
 )
 # Redmine's issue URL: /issues/<id> at the root or under one sub-URI segment ("/redmine/issues/5");
 # not GitHub's or GitLab's (/owner/repo/issues/5, /group/project/-/issues/5). Matched against the URL
 # as a browser requests it (as_requested).
-_REDMINE_ISSUE = re.compile(rf"\A(?:https?://[^/\s]+|{_HOST})(?:/[^/\s]+)?/issues/(\d+)(?!\d)", re.IGNORECASE)
+# A link relative to the Redmine's pages ("/issues/5", "issues/5") names its ticket too (on that Redmine).
+_REDMINE_ISSUE = re.compile(
+    r"\A(?:(?:https?://[^/\s]+|[^/\s]*\.[^/\s]+)?(?:/[^/\s]+)?/|(?=issues/))issues/(\d+)(?!\d)", re.IGNORECASE
+)
 # "http:" or "https:" and the slashes after it, any number of them, either way round (as_requested).
 _WEB_SCHEME = re.compile(r"\A(?i:https?):[/\\]*")
 # A URL's parts up to its path, its path, and its query and fragment.
@@ -143,11 +191,12 @@ MARKER = re.compile(
 # A "#" or what may still become one: a character reference to it cut short ("&#3", "&nu").
 _PARTIAL_HASH = r"(?:[#＃]|&(?:#(?:[xX][0-9A-Fa-f]*|\d*)|n(?:um?)?)?)"
 # The end of a text that may still grow into a mention ("…#123" → "…#12345", "チケ" → "チケット12345",
-# "https://red" or "redmine.exa" → a Redmine URL, "#12345, 12" → a list, "#2024-0" → a date): a
-# streaming filter holds it back. Read in the folded view, as MENTION. A list is held whole, so that a
-# number continuing it is always read with the mention that starts it.
+# "https://red", "redmine.exa", "/iss" or a phrase that may be a host ("詳細はレッドマイン") → a Redmine URL,
+# "#12345, 12" → a list, "#2024-0" → a date): a streaming filter holds it back. Read in the folded view, as
+# MENTION. A list is held whole, so that a number continuing it is always read with the mention that starts it.
 _TRAILING_PARTIAL_MENTION = re.compile(
-    r"(?:(?i:https?):/?/?\S*|[A-Za-z0-9][-A-Za-z0-9.]*(?::\d*)?(?:/[!-~]*)?"
+    r"(?:(?i:https?):/?/?\S*|(?:/|[A-Za-z0-9])[-A-Za-z0-9.]*(?::\d*)?(?:/[!-~]*)?"
+    rf"|(?<![^\s(\[<\"'「『【、。,;=])(?={_IDN_HOST_CHARACTER}*?[^\x00-\x7f]){_IDN_HOST_CHARACTER}*(?:/[!-~]*)?"
     rf"|[A-Za-z\u30a0-\u30ff番号課題]*[ \t\u3000]*(?i:no\.?|number|id)?[ \t\u3000:：]*(?:{_PARTIAL_HASH}[ \t]*)?"
     rf"[\d,.:：]*(?:{_LIST_SEPARATOR}{_PARTIAL_HASH}?[\d,.:：]*)*[ \t\u3000]*(?i:an?)?)\Z"
 )
@@ -465,7 +514,8 @@ def iter_mentions(text: str | Folded, min_digits: int, known: Set[int], offset: 
     view = text if isinstance(text, Folded) else fold(text)
     scan = 0
     other_numbers: bool | None = None  # whether the text holds a word of _OTHER_NUMBER, once it matters
-    while (match := MENTION.search(view.text, scan)) is not None:
+    scanner = _MENTION_WITH_PATHS if "/" in view.text and _ISSUE_PATH.search(view.text) else MENTION
+    while (match := scanner.search(view.text, scan)) is not None:
         start, scan = match.span()
         if match["url"] is not None:
             # (a fragment or a path inside another URL names no ticket). The scan goes on after the URL:
@@ -494,7 +544,9 @@ def iter_mentions(text: str | Folded, min_digits: int, known: Set[int], offset: 
         # The numbers of a list or a range it starts: each as long as the ticket numbers around it (at most
         # one digit shorter than the one before: "#12345 と 500 エラー" names no ticket #500).
         while (more := _LIST_NEXT.match(view.text, scan)) is not None:
-            if len(more["id"]) < max(min_digits, len(digits) - 1) or not ticket_number(more["id"]):
+            if len(more["id"]) < min_digits or not ticket_number(more["id"]):
+                break
+            if len(more["id"]) < len(digits) - 1 and _LIST_MEMBER_END.match(view.text, more.end()) is None:
                 break
             digits, scan = more["id"], more.end()
             if view.start(more.start("id")) >= offset:
@@ -512,7 +564,7 @@ def bare_number_is_ticket(digits: str, min_digits: int, known: Set[int]) -> bool
 def _other_number(view: str, hash_at: int, digits: str) -> bool:
     """Whether the word before the bare ``#`` at ``hash_at`` says its number is no ticket's (_OTHER_NUMBER)."""
     word = _OTHER_NUMBER.search(view, max(0, hash_at - _OTHER_NUMBER_REACH), hash_at)
-    return word is not None and (word["colour"] is None or len(digits) in _COLOUR_DIGITS)
+    return word is not None and ((word["colour"] is None and word["css"] is None) or len(digits) in _COLOUR_DIGITS)
 
 
 def mentioned_ids(text: str, min_digits: int = DEFAULT_MIN_ID_DIGITS, known: Set[int] = frozenset()) -> list[Mention]:

@@ -35,6 +35,7 @@ from anchorkit.verify.folding import Folded, fold
 from anchorkit.verify.ids import (
     DATE_OR_TIME,
     LABEL_WORDS,
+    UNIT_WORDS,
     VERSION,
     Mention,
     as_requested,
@@ -58,9 +59,22 @@ _DESIGNATOR = r"(?:(?i:no\.?|nr\.?|number)[ \t]*|番号[ \t]*)?"
 # not be Redmine's note 3), and does not run into letters ("note 4GB").
 _QUANTITY = (
     r"[ \t]*(?:[件台個人回通名枚本円%つ行年月日時分秒週歳点章節項段頁版号度倍冊社]|番目|ページ|[かヶヵカ][月所]|箇所"
-    r"|(?i:[kmgt]b|ms|secs?|seconds?|mins?|minutes?|hours?|days?|times|users?|pcs?)(?![A-Za-z]))"
+    rf"|{UNIT_WORDS})"
 )
-_NUMBER = rf"(?!{DATE_OR_TIME}|{VERSION})(?P<note>\d+)(?!\d|{_QUANTITY}|[A-Za-z])"
+# A note number may be written as a word, one to twenty ("注記 三", "note three"); a kanji numeral is no number
+# inside a word ("注記一覧" is the list of notes). Ordinals ("三番目", "the third note") are no note numbers, as
+# "3 番目" is not.
+_NUMBER_WORDS = [
+    *("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"),
+    *("thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"),
+]
+_KANJI_DIGITS = "一二三四五六七八九"
+_KANJI_NUMBERS = [*_KANJI_DIGITS, "十", *(f"十{digit}" for digit in _KANJI_DIGITS), "二十"]
+_WORD_VALUES = {word: value for words in (_NUMBER_WORDS, _KANJI_NUMBERS) for value, word in enumerate(words, 1)}
+_NUMBER_WORD = rf"(?i:{'|'.join(sorted(_NUMBER_WORDS, key=len, reverse=True))})(?![A-Za-z-]|{_QUANTITY})" + (
+    rf"|(?:二十|十?[{_KANJI_DIGITS}]|十)(?![\u3400-\u9fff々〇]|{_QUANTITY})"
+)
+_NUMBER = rf"(?!{DATE_OR_TIME}|{VERSION})(?P<note>\d+(?!\d|{_QUANTITY}|[A-Za-z])|{_NUMBER_WORD})"
 _HEAD = rf"(?:(?P<plural>{_NOTES_WORD})|{_NOTE_WORD})[-_ \t]*{_DESIGNATOR}(?P<paren>\()?#?{_NUMBER}(?(paren)\))"
 _AFTER_MENTION = re.compile(rf"(?:[-#]|[ \t]*(?:[(,、-][ \t]*|の[ \t]*)?#?){_HEAD}")
 _AFTER_COLON = re.compile(rf"[ \t]*:[ \t]*#?{_HEAD}")
@@ -72,8 +86,13 @@ _OF_MENTION = re.compile(
     rf"[ \t]+(?i:of|in|on|from)[ \t]+(?:(?i:the)[ \t]+)?"
     rf"(?:(?:{LABEL_WORDS})[ \t]*(?:(?i:no\.?|number|id)[ \t]*)?:?[ \t]*)?"
 )
-# "Galaxy Note 3 in #12345" is a phone: a capitalised word right before a capitalised note word.
-_PRODUCT_NAME = re.compile(r"(?<![A-Za-z])[A-Z][A-Za-z0-9]*[ \t]+\Z")
+# "Galaxy Note 3 in #12345" is a phone: a capitalised word right before a capitalised note word; not one of the
+# words a sentence says a note with ("See Note 3 of #12345", "Per Note 3", "Also Note 3").
+_PRODUCT_NAME = re.compile(
+    r"(?<![A-Za-z])(?!(?:See|Per|Cf|Check|Read|Also|And|Or|In|On|From|Under|As|By|To|At|With|Via|Refer|Review|Quote"
+    r"|Quoting|Following|The|This|That|Its|According|Unlike|Like|Only|Both|Later|Earlier|Then)[ \t])"
+    r"[A-Z][A-Za-z0-9]*[ \t]+\Z"
+)
 # A list or a range of notes goes on from the first ("注記 3 と 4", "notes 3 and 4", "注記3、4", "notes 3-5",
 # "#note-3, #note-4", "注記 3～5"), each number a note when it has at most one digit more than the one before
 # it ("注記 3 と 12399" is no note 12399), or when it repeats the note word; a "#n" without the word only when
@@ -91,6 +110,10 @@ _MAX_NOTE_RANGE = 100
 # A Redmine URL's note fragment ("…/issues/12345#note-3"; the URL may run into the sentence's "。"). A reader
 # sees note 3 in "#NOTE-3" and in "#note-%33" too.
 _NOTE_FRAGMENT = re.compile(r"#(?i:note)-(?P<note>\d+)(?!\d)")
+# Redmine's anchor of a journal by its id ("…/issues/12345#change-45678"): no note number and no ticket. No
+# retrieved chunk says which journal ids it holds (chunk_notes and note_numbers are note numbers), so such a
+# link or source id cites the ticket, and nothing below it is checked.
+_CHANGE_FRAGMENT = re.compile(r"#(?i:change)-\d+\Z")
 # Whether a text may name a note at all: one search, and most texts need no more.
 _MAY_NAME_NOTE = re.compile(r"(?i:note|comment)|注記|ノート|コメント")
 # What a source id naming a note must hold somewhere (full-width and half-width forms before NFKC too).
@@ -115,8 +138,14 @@ class NoteReference:
     end: int
 
 
-def _number(digits: str) -> int:
-    return int(digits[:_MAX_NOTE_DIGITS])
+def _number(written: str) -> int:
+    """The note number ``written`` (ASCII digits or a number word) names."""
+    return _WORD_VALUES.get(written.lower()) or int(written[:_MAX_NOTE_DIGITS])
+
+
+def _width(written: str) -> int:
+    """How many digits the note number ``written`` has (a list goes on with numbers about as long)."""
+    return len(written) if written.isdigit() else len(str(_number(written)))
 
 
 @dataclass(frozen=True)
@@ -136,8 +165,12 @@ class _Reading:
         while (item := _LIST_ITEM.match(text, position)) is not None:
             digits = item["note"]
             if item["word"] is None and (
-                len(digits) > len(previous) + 1
-                or (item["hash"] is not None and bare_number_is_ticket(digits, self.min_digits, self.known))
+                _width(digits) > _width(previous) + 1
+                or (
+                    item["hash"] is not None
+                    and digits.isdigit()
+                    and bare_number_is_ticket(digits, self.min_digits, self.known)
+                )
             ):
                 break
             low, note = _number(previous), _number(digits)
@@ -166,7 +199,7 @@ class _Reading:
             references, end = self.listed(mention.ticket_id, after, start)
             return references if _PHRASE_END.match(text, end) else []
         if (after := _HASH_BEFORE_WORD.match(text, mention.view_end)) is not None:
-            if bare_number_is_ticket(after["note"], self.min_digits, self.known):
+            if after["note"].isdigit() and bare_number_is_ticket(after["note"], self.min_digits, self.known):
                 return []
             references, end = self.listed(mention.ticket_id, after, start)
             return references if _WORD_AFTER_HASH.match(text, end) else []
@@ -218,6 +251,11 @@ def note_source(source_id: str) -> NoteReference | None:
         return None
     before = text[: references[0].start]  # nothing but the label words of the mention ("チケット ")
     return references[0] if not any(c.isdigit() for c in before) else None
+
+
+def without_change_anchor(source_id: str) -> str:
+    """A source id without Redmine's journal anchor (``"12345#change-45678"`` is ``"12345"``): it cites the ticket."""
+    return _CHANGE_FRAGMENT.sub("", source_id.strip())
 
 
 def url_note(url: str | None) -> int | None:

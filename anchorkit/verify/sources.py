@@ -21,7 +21,7 @@ from anchorkit.verify.ids import (
     ticket_conflict,
     uri_ticket_id,
 )
-from anchorkit.verify.links import note_source, url_note
+from anchorkit.verify.links import note_source, url_note, without_change_anchor
 from anchorkit.verify.model import Chunk, Citation
 from anchorkit.verify.similarity import MatchText
 
@@ -97,9 +97,10 @@ class Sources:
 
     def resolve(self, citation: Citation) -> list[Chunk]:
         """A citation's source: the chunk at its position; else a chunk id, a source URI, a ticket (a
-        URI or Redmine URL naming it, "12345", "#12345", or one of its notes, "12345#note-3": the
-        chunks of that ticket), or a bare number as the chunk's 1-based position. A Redmine URL on another
-        host than the retrieval's Redmine (``elsewhere``) names no retrieved chunk."""
+        URI or Redmine URL naming it, "12345", "#12345", a journal's anchor, "12345#change-45678", or one of
+        its notes, "12345#note-3": the chunks of that ticket), or a bare number as the chunk's 1-based
+        position. A Redmine URL on another host than the retrieval's Redmine (``elsewhere``) names no
+        retrieved chunk."""
         if citation.position is not None:
             in_range = 0 <= citation.position < len(self.ordered)
             return [self.ordered[citation.position]] if in_range else []
@@ -111,7 +112,7 @@ class Sources:
         if self.elsewhere(source_id):
             return []
         noted = note_source(source_id)
-        ticket_id = uri_ticket_id(source_id, self.uri_pattern) or parse_ticket_id(source_id)
+        ticket_id = uri_ticket_id(source_id, self.uri_pattern) or parse_ticket_id(without_change_anchor(source_id))
         ticket_id = noted.ticket_id if noted is not None else ticket_id
         if ticket_id is not None and ticket_id in self.by_ticket:
             return self.by_ticket[ticket_id]
