@@ -261,7 +261,7 @@ def test_a_bad_batch_or_entry_fails_its_file_only_and_the_file_keeps_its_origina
         "not-json": "not JSON (Expecting value at line 1 column 19)",
         "third-shape": "no fileContents, chunks or chunkList (keys: documents): not a batch shape anchorkit knows",
         "future-version": "chunks batch of version '2.0' (anchorkit reads '1.0')",
-        "body-not-text": "fileContents[0]: a TEXT item without a string contentBody",
+        "body-not-text": "fileContents[0]: a TEXT item whose contentBody is not a string",
     }
     for name, message in expected.items():
         assert any(f"s3://tickets/{name} failed" in e and f"{name}/batch_2.json: {message}" in e for e in errors), name
@@ -293,7 +293,8 @@ def test_an_event_of_another_version_is_answered_unchanged(kb: Intermediate, log
 
 def test_the_response_has_the_documented_shape(kb: Intermediate) -> None:
     key = f"{kb.prefix}/aws/bedrock/knowledge_base/KB/DS/JOB/file_1.json"
-    kb.client.put_object(Bucket=kb.bucket, Key=key, Body=json.dumps(documented_batch(["本文"], {"key1": "value1"})))
+    texts = ["# チケット #12301: VPN", "本文"]  # a document's title, in the first of Bedrock's chunks
+    kb.client.put_object(Bucket=kb.bucket, Key=key, Body=json.dumps(documented_batch(texts, {"key1": "value1"})))
     # AWS's "Custom Lambda transformation input format", its placeholders filled in.
     documented_event = {
         "version": "1.0",
@@ -324,13 +325,11 @@ def test_the_response_has_the_documented_shape(kb: Intermediate) -> None:
         ]
     }
     # "File format for objects referenced in fileContents", the item's own metadata kept.
+    metadata = {"key1": "value1", "ticket_id": 12301, "subject": "VPN", "url": f"{REDMINE}/issues/12301"}
     assert json.loads(kb.batches(answer["outputFiles"][0])[0]) == {
         "fileContents": [
-            {
-                "contentBody": "> チケット #12301:\n\n本文",
-                "contentType": "TEXT",
-                "contentMetadata": {"key1": "value1", "ticket_id": 12301, "url": f"{REDMINE}/issues/12301"},
-            }
+            {"contentBody": texts[0], "contentType": "TEXT", "contentMetadata": metadata},
+            {"contentBody": "> チケット #12301: VPN\n\n本文", "contentType": "TEXT", "contentMetadata": metadata},
         ]
     }
 

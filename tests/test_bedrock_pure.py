@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.bedrock import chunk_list_batch, documented_batch
@@ -126,6 +127,20 @@ def test_both_shapes_are_written_back_as_they_came_with_the_keys_anchorkit_does_
         ],
     }
     assert listed.metadata(item) == {"ticket_id": 5, "url": "https://r/issues/5", "x-amz-bedrock-kb-chunk-id": "c9"}
+
+
+@pytest.mark.parametrize(
+    "metadata", [None, {"attributes": None}, {}], ids=["metadata null", "attributes null", "no attributes"]
+)
+def test_a_chunk_whose_metadata_is_null_is_read_and_written_as_one_without_metadata(metadata: Any) -> None:
+    batch = read_batch(
+        json.dumps(
+            {"version": "1.0", "chunks": [{"content": {"type": "TEXT", "text": "a"}, "metadata": metadata}]}
+        ).encode()
+    )
+    assert batch.metadata(batch.items[0]) == {}
+    item = batch.updated(batch.items[0], "b", {"ticket_id": 5})
+    assert item["metadata"]["attributes"] == [{"key": "ticket_id", "value": 5, "type": "NUMBER"}]
 
 
 def test_items_that_are_not_text_are_read_as_such() -> None:

@@ -11,7 +11,10 @@ and public handlers (and their tests) read another::
 
 (``chunkList`` in place of ``chunks`` too). A batch is answered in the shape it came in, with every
 key anchorkit does not touch kept as it was. Anything else is refused with a ``BatchError`` that says
-what was expected: guessing at a third shape could write batches Bedrock reads as empty.
+what was expected: guessing at a third shape could write batches Bedrock reads as empty. A ``null``
+where the contract has an optional object (``contentMetadata``, ``metadata``, ``attributes``) or an
+item's text (``contentBody``, ``content.text``: an empty chunk) is read as absent, as JSON writers
+that serialise every field write it.
 """
 
 from __future__ import annotations
@@ -52,15 +55,15 @@ class Batch:
     def text(self, item: Item) -> str | None:
         """The item's text, or None for an item that is not text (an image, a table row...)."""
         if self.shape == DOCUMENTED:
-            return item["contentBody"] if item.get("contentType", TEXT) == TEXT else None
+            return item.get("contentBody") if item.get("contentType", TEXT) == TEXT else None
         content = item["content"]
-        return content["text"] if content.get("type") == TEXT else None
+        return content.get("text") if content.get("type") == TEXT else None
 
     def metadata(self, item: Item) -> dict[str, Any]:
         """The item's chunk-level metadata as plain ``{key: value}``."""
         if self.shape == DOCUMENTED:
             return dict(item.get("contentMetadata") or {})
-        return {a["key"]: _attribute_value(a) for a in (item.get("metadata") or {}).get("attributes") or []}
+        return {a["key"]: _attribute_value(a) for a in _attributes(item)}
 
     def updated(self, item: Item, text: str, metadata: Mapping[str, MetadataValue]) -> Item:
         """A copy of ``item`` with this text and these metadata keys set (others kept as they were)."""
@@ -70,8 +73,8 @@ class Batch:
             new["contentMetadata"] = {**(new.get("contentMetadata") or {}), **metadata}
             return new
         new["content"]["text"] = text
-        holder = new.setdefault("metadata", {})
-        attributes = [a for a in holder.get("attributes") or [] if a["key"] not in metadata]
+        attributes = [a for a in _attributes(new) if a["key"] not in metadata]
+        holder = new["metadata"] = new.get("metadata") or {}
         holder["attributes"] = attributes + [_attribute(key, value) for key, value in metadata.items()]
         return new
 
@@ -121,9 +124,9 @@ def read_batch(raw: bytes) -> Batch:
 
 
 def _check_documented(item: Item) -> str | None:
-    if item.get("contentType", TEXT) == TEXT and not isinstance(item.get("contentBody"), str):
-        return "a TEXT item without a string contentBody"
-    if not isinstance(item.get("contentMetadata", {}), dict):
+    if item.get("contentType", TEXT) == TEXT and not isinstance(item.get("contentBody", ""), str | None):
+        return "a TEXT item whose contentBody is not a string"
+    if not isinstance(item.get("contentMetadata"), dict | None):
         return "contentMetadata is not an object"
     return None
 
@@ -132,15 +135,21 @@ def _check_chunk(item: Item) -> str | None:
     content = item.get("content")
     if not isinstance(content, dict):
         return "no content object"
-    if content.get("type") == TEXT and not isinstance(content.get("text"), str):
-        return "a TEXT chunk without a string content.text"
-    metadata = item.get("metadata", {})
-    attributes = metadata.get("attributes", []) if isinstance(metadata, dict) else None
+    if content.get("type") == TEXT and not isinstance(content.get("text", ""), str | None):
+        return "a TEXT chunk whose content.text is not a string"
+    metadata = item.get("metadata") or {}
+    attributes = metadata.get("attributes") or [] if isinstance(metadata, dict) else None
     if not isinstance(attributes, list) or not all(
         isinstance(a, dict) and isinstance(a.get("key"), str) for a in attributes
     ):
         return "metadata.attributes is not a list of {key, value, type} objects"
     return None
+
+
+def _attributes(item: Item) -> list[dict[str, Any]]:
+    """A chunk's metadata attributes (none when ``metadata`` or its ``attributes`` is absent or null)."""
+    attributes: list[dict[str, Any]] = (item.get("metadata") or {}).get("attributes") or []
+    return attributes
 
 
 # Attribute values as the chunks shape writes them: the value itself beside its type. Bedrock's typed

@@ -171,11 +171,13 @@ def _process(
     batches = _Batches(file, invocation.bucket, store)
     first = batches.first()
     ticket, conflict = anchoring.stored_ticket(file.metadata, file.source_uri, settings.options)
-    if conflict:
-        log.warning("anchorkit: %s: %s: its chunks pass through unanchored", file.name, conflict)
-    elif anchoring.needs_text(ticket):
+    if not conflict and anchoring.needs_text(ticket):
         texts = (text for batch in batches for text in map(batch.text, batch.items) if text is not None)
         ticket = anchoring.ticket_from_texts(texts, ticket, file.metadata, settings.options)
+        if conflict := _unconfirmed_file_name(ticket):
+            ticket = None
+    if conflict:
+        log.warning("anchorkit: %s: %s: its chunks pass through unanchored", file.name, conflict)
     mode, why = _mode(file, first, len(file.batch_keys), settings.mode, ticket)
     tokenizer = chunk_tokenizer() if mode == "chunk" else None
     counts = Counts(chunk_files=1) if mode == "chunk" else Counts(inject_files=1)
@@ -224,6 +226,15 @@ def _process(
         counts.anchored,
     )
     return file.output(keys), counts
+
+
+def _unconfirmed_file_name(ticket: Ticket | None) -> str | None:
+    """Why a ticket that only the file name gives is not the file's: no title or anchor line of it in the
+    file's text. Every anchorkit document starts with its title; a file of another kind whose name ends
+    in a number (``release-notes/2024.md`` beside the tickets) would get a stranger's anchors and url."""
+    if ticket is None or ticket.source != "key" or ticket.subject:
+        return None
+    return f"the file name says #{ticket.ticket_id}, but its text holds no title or anchor line of that ticket"
 
 
 def _no_ticket_id(metadata: Mapping[str, Any]) -> str:
