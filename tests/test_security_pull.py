@@ -312,6 +312,9 @@ def test_values_of_custom_fields_only_some_roles_may_see_are_left_out_and_unread
     assert [(f["id"], f["value"]) for f in stored["custom_fields"]] == [(public, "全社")]
     assert [j["notes"] for j in stored["journals"]] == ["更新しました"], "the journal stays, without the change"
     assert "万円" not in stored_text(snap, issue) and "万円" not in transformed(snap, tmp_path / "out", issue)
+    # Nor the field's name: lookups.json names the fields the stored issues use (with --include-private, this one).
+    assert str(restricted) in snapshot.load_lookups(everything)["custom_fields"]
+    assert str(restricted) not in snapshot.load_lookups(snap)["custom_fields"]
     assert snapshot.load_state(snap)["restricted_custom_fields"] == sorted(
         f["id"] for f in redmine_admin.request("GET", "/custom_fields.json")["custom_fields"] if not f["visible"]
     )
