@@ -197,6 +197,28 @@ def test_lookups_name_the_users_and_projects_of_the_pulled_projects_only(
     assert again.written_ids == [issue] and "lookups" not in again.requests_by_purpose
 
 
+def test_without_project_lookups_name_only_the_projects_of_the_stored_issues(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin
+) -> None:
+    """Every project the key sees is pulled, but a project none of whose issues is stored (all private, or none
+    yet) is no name of the snapshot's."""
+    shown, confidential = redmine_admin.create_project(), redmine_admin.create_project(name=f"買収検討 {marker()}")
+    member = redmine_admin.create_user()
+    for project in (shown, confidential):
+        redmine_admin.add_member(project["id"], member["id"], [redmine_server.reader_role_id])
+    redmine_admin.create_issue(shown["id"], "VPN接続が不安定になる", api_key=member["api_key"])
+    redmine_admin.create_issue(confidential["id"], "買収先の候補", is_private=True)  # (not the member's to see)
+    snap = tmp_path / "snap"
+    report = pull(redmine_server.url, snap, member["api_key"], PullSettings(policy=FAST))
+    assert report.ok, (report.errors, report.failed)
+
+    assert str(shown["id"]) in snapshot.load_lookups(snap)["projects"]
+    assert str(confidential["id"]) not in snapshot.load_lookups(snap)["projects"]
+    assert confidential["name"] not in snapshot_text(snap)
+    idle = pull(redmine_server.url, snap, member["api_key"], PullSettings(policy=FAST))
+    assert idle.ok and idle.requests == 2, idle.requests_by_purpose
+
+
 def field_of_one_project(admin: RedmineAdmin, name: str, project_id: int) -> int:
     """An issue custom field enabled in this project alone (made once per database, then enabled here too)."""
     ruby = f"""

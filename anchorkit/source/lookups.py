@@ -166,12 +166,12 @@ def resolve_projects(projects: dict[str, dict[str, Any]], wanted: list[str]) -> 
 
 
 # The tables lookups.json keeps only the rows of that its snapshot needs: the users, projects and custom fields its
-# issues name (with --project, the projects it covers too), not every one the key may see (a field's name may be
-# confidential: one of a private project's, or only some roles see).
+# issues name (with --project, the projects it covers too), not every one the key may see (a name may be
+# confidential: a project whose issues are all private, a field of another project's or one only some roles see).
 NARROWED_TABLES = ("users", "projects", "custom_fields")
 # state.json: lookups.json was narrowed so (by a run that knew what every stored issue names), by the rule of this
-# version of it (1: users and projects; 2: custom fields too); a snapshot without it, or narrowed by an earlier
-# rule, has its files read once for that.
+# version of it (1: users, and projects with --project only; 2: projects always, custom fields too); a snapshot
+# without it, or narrowed by an earlier rule, has its files read once for that.
 NARROWED_STATE = "lookups_narrowed"
 NARROWED_VERSION = 2
 # state.json: the largest project id when the projects table was last read; a project with a larger one is newer.

@@ -751,14 +751,14 @@ def _narrowed(
 ) -> Names:
     """The users, projects and custom fields lookups.json keeps: those the stored issues name (``rebuilt``: all of
     them, known by a run that fetched them again or read their files), else those it held and those this run's
-    issues name; with --project also the projects it covers (none other: every project without --project)."""
+    issues name; with --project also the projects it covers, those without an issue too (a later run resolves its
+    --project by them). Without --project no other project: one whose issues are all private (or that has none) is
+    no name of this snapshot's."""
     if rebuilt is None:
         keep = {table: set(cached.get(table, {})) | puller.named.get(table, set()) for table in NARROWED_TABLES}
     else:
         keep = {table: rebuilt.get(table, set()) for table in NARROWED_TABLES}
-    if not projects:
-        del keep["projects"]
-    else:
+    if projects:
         scope = ProjectScope.of(lookups.get("projects", {}), projects)
         keep["projects"] |= {str(project_id) for project_id in (scope.ids if scope else set()) | puller.listed_projects}
     return narrowed(lookups, keep)
