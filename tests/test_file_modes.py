@@ -12,6 +12,8 @@ from pathlib import Path
 
 from anchorkit.chunk.pipeline import ChunkOptions, chunk_source
 from anchorkit.files import AtomicStream, sync_file, write_atomic, write_new_folder
+from anchorkit.publish.aws import AwsSettings
+from anchorkit.publish.upload import PublishReport, PublishSettings, open_destination, upload
 from anchorkit.render.document import RenderOptions
 from anchorkit.render.private_marks import PRIVATE_MARKS_FILE
 from anchorkit.render.transform import TransformOptions, transform_snapshot
@@ -109,3 +111,36 @@ def test_chunk_with_include_private_writes_its_owners_chunk_files_and_json_lines
     assert (mode(lines), mode(lines.parent)) == (PRIVATE, 0o700)
     assert not chunk_source(FIXTURES, jsonl=lines).failed
     assert mode(lines) == umask_mode(), "rewritten without the private tickets: the umask's"
+
+
+def upload_to_folder(source: Path, dest: Path) -> PublishReport:
+    """`anchorkit upload SOURCE DEST` to a local folder."""
+    settings = PublishSettings()
+    report = upload(source, open_destination(source, str(dest), settings, AwsSettings(), None), settings)
+    assert report.ok and report.results, (report.failures, report.results)
+    return report
+
+
+def test_upload_to_a_local_folder_keeps_private_documents_and_chunks_their_owners_alone(tmp_path: Path) -> None:
+    private = RenderOptions(include_private=True)
+    documents, chunks, public = tmp_path / "documents", tmp_path / "chunks", tmp_path / "public"
+    assert not transform_snapshot(FIXTURES, documents, TransformOptions(render=private, layout="by-project")).failed
+    assert not chunk_source(FIXTURES, out=chunks, options=ChunkOptions(TransformOptions(render=private))).failed
+    assert not transform_snapshot(FIXTURES, public, TransformOptions()).failed
+
+    # Documents transform wrote with --include-private (its private marks say so), and chunks chunk wrote with it
+    # (no marks: their files are their owner's alone).
+    for source, dest in ((documents, tmp_path / "kb" / "documents"), (chunks, tmp_path / "kb" / "chunks")):
+        upload_to_folder(source, dest)
+        assert any("社外秘" in path.read_text(encoding="utf-8") for path in dest.rglob("*.md")), "private content"
+        assert set(modes(dest).values()) == {PRIVATE}, dest
+        assert folder_modes(tmp_path / "kb") == {0o700}, "the folders made for them, and their parent"
+
+    # The marks alone say so when the files lost their mode (copied by a tool that does not keep it).
+    for path in documents.rglob("*.md"):
+        path.chmod(0o644)
+    upload_to_folder(documents, tmp_path / "copied")
+    assert set(modes(tmp_path / "copied").values()) == {PRIVATE}
+
+    upload_to_folder(public, tmp_path / "public-kb")
+    assert set(modes(tmp_path / "public-kb").values()) == {umask_mode()}

@@ -19,7 +19,14 @@ from support.redmine_server import RedmineAdmin, RedmineServer
 from anchorkit.render.document import _ATTRIBUTES
 from anchorkit.render.transform import TransformOptions, transform_snapshot
 from anchorkit.source import snapshot
-from anchorkit.source.lookups import DETAIL_TABLES, NARROWED_STATE, NARROWED_TABLES, PROJECTS_MAX_ID, unknown_key
+from anchorkit.source.lookups import (
+    DETAIL_TABLES,
+    NARROWED_STATE,
+    NARROWED_TABLES,
+    NARROWED_VERSION,
+    PROJECTS_MAX_ID,
+    unknown_key,
+)
 from anchorkit.source.pull import PullReport, PullSettings, pull
 from anchorkit.source.redmine import RetryPolicy
 
@@ -86,6 +93,7 @@ def test_an_issue_moved_into_a_subproject_made_since_the_projects_were_read_stay
     pull_project(redmine_server, snap, pulled, watch_moves=True)
 
     subproject = redmine_admin.create_project(parent_id=pulled["id"])
+    time.sleep(1.1)  # a new updated_on (Redmine's are to the second): else the stored copy passes for this version
     redmine_admin.update_issue(issue, project_id=subproject["id"])
     new = redmine_admin.create_issue(subproject["id"], "共有フォルダの容量不足")["id"]
     report = pull_project(redmine_server, snap, pulled, watch_moves=True)
@@ -152,7 +160,7 @@ def test_lookups_name_the_users_and_projects_of_the_pulled_projects_only(
     assert {str(members[name]["id"]) for name in ("前任", "後任", "人事")}.isdisjoint(lookups["users"])
     assert other["name"] not in snapshot_text(snap) and members["人事"]["login"] not in snapshot_text(snap)
     assert all(set(row) == {"name"} for row in lookups["users"].values()), "names, no logins"
-    assert snapshot.load_state(snap)[NARROWED_STATE] == 1 and first.requests_by_purpose["lookups"] >= 8
+    assert snapshot.load_state(snap)[NARROWED_STATE] == NARROWED_VERSION and first.requests_by_purpose["lookups"] >= 8
 
     # Reassigned twice between two runs: the first assignee is named by the history alone (ids, no name), and
     # lookups.json never held that user. The run reads the users table for it (lookups are not stale).
@@ -189,6 +197,68 @@ def test_lookups_name_the_users_and_projects_of_the_pulled_projects_only(
     assert again.written_ids == [issue] and "lookups" not in again.requests_by_purpose
 
 
+def test_without_project_lookups_name_only_the_projects_of_the_stored_issues(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin
+) -> None:
+    """Every project the key sees is pulled, but a project none of whose issues is stored (all private, or none
+    yet) is no name of the snapshot's."""
+    shown, confidential = redmine_admin.create_project(), redmine_admin.create_project(name=f"買収検討 {marker()}")
+    member = redmine_admin.create_user()
+    for project in (shown, confidential):
+        redmine_admin.add_member(project["id"], member["id"], [redmine_server.reader_role_id])
+    redmine_admin.create_issue(shown["id"], "VPN接続が不安定になる", api_key=member["api_key"])
+    redmine_admin.create_issue(confidential["id"], "買収先の候補", is_private=True)  # (not the member's to see)
+    snap = tmp_path / "snap"
+    report = pull(redmine_server.url, snap, member["api_key"], PullSettings(policy=FAST))
+    assert report.ok, (report.errors, report.failed)
+
+    assert str(shown["id"]) in snapshot.load_lookups(snap)["projects"]
+    assert str(confidential["id"]) not in snapshot.load_lookups(snap)["projects"]
+    assert confidential["name"] not in snapshot_text(snap)
+    idle = pull(redmine_server.url, snap, member["api_key"], PullSettings(policy=FAST))
+    assert idle.ok and idle.requests == 2, idle.requests_by_purpose
+
+
+def field_of_one_project(admin: RedmineAdmin, name: str, project_id: int) -> int:
+    """An issue custom field enabled in this project alone (made once per database, then enabled here too)."""
+    ruby = f"""
+    field = IssueCustomField.find_by(name: {name!r}) || IssueCustomField.create!(
+      name: {name!r}, field_format: "string", is_for_all: false, visible: true, tracker_ids: Tracker.pluck(:id))
+    field.projects << Project.find({project_id}) unless field.project_ids.include?({project_id})
+    puts field.id
+    """
+    return int(admin.rails_runner(ruby).split()[-1])
+
+
+def test_lookups_name_only_the_custom_fields_the_stored_issues_use(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin
+) -> None:
+    pulled, other = redmine_admin.create_project(), redmine_admin.create_project()
+    confidential = field_of_one_project(redmine_admin, "人事評価ランク (anchorkit)", other["id"])
+    public = redmine_server.custom_field_id
+    issue = redmine_admin.create_issue(
+        pulled["id"], "VPN接続が不安定になる", custom_fields=[{"id": public, "value": "全社"}]
+    )
+    redmine_admin.create_issue(other["id"], "評価面談の日程", custom_fields=[{"id": confidential, "value": "A"}])
+    snap = tmp_path / "snap"
+    first = pull_project(redmine_server, snap, pulled)
+
+    fields = snapshot.load_lookups(snap)["custom_fields"]
+    assert fields == {str(public): {"name": "影響範囲", "field_format": "string"}}, "the field its issue uses"
+    assert "人事評価ランク" not in snapshot_text(snap) and first.lookups_refreshed
+
+    # A change of the field's value is named in the history through lookups.json; a run with nothing new asks
+    # Redmine for no table (the key check, the custom field definitions and one listing page).
+    time.sleep(1.1)
+    redmine_admin.update_issue(issue["id"], custom_fields=[{"id": public, "value": "社内"}])
+    changed = pull_project(redmine_server, snap, pulled)
+    assert changed.written_ids == [issue["id"]] and "lookups" not in changed.requests_by_purpose
+    assert "影響範囲: 全社 → 社内" in documents(snap, tmp_path / "after")[issue["id"]]
+    idle = pull_project(redmine_server, snap, pulled)
+    assert idle.requests == 3 and "lookups" not in idle.requests_by_purpose
+    assert snapshot.load_lookups(snap)["custom_fields"] == fields
+
+
 def test_a_lookups_file_of_an_earlier_anchorkit_is_narrowed_by_the_next_run_without_a_request(
     tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin
 ) -> None:
@@ -200,16 +270,16 @@ def test_a_lookups_file_of_an_earlier_anchorkit_is_narrowed_by_the_next_run_with
     # As an earlier anchorkit wrote it: every project and user (with their logins), and no record of narrowing.
     lookups["projects"]["999999"] = {"name": "経営企画室", "identifier": "keiei", "parent_id": None}
     lookups["users"]["999999"] = {"name": "山田 太郎", "login": "yamada"}
-    snapshot.write_lookups(snap, lookups)
-    del state[NARROWED_STATE]
-    snapshot.write_state(snap, state)
+    lookups["custom_fields"]["999999"] = {"name": "人事評価ランク", "field_format": "string"}
+    for narrowed_before in (None, 1):  # no record; users and projects narrowed by an earlier rule, custom fields not
+        snapshot.write_lookups(snap, lookups)
+        state[NARROWED_STATE] = narrowed_before
+        snapshot.write_state(snap, {key: value for key, value in state.items() if value is not None})
 
-    report = pull_project(redmine_server, snap, pulled)
-    assert "lookups" not in report.requests_by_purpose and "issues" not in report.requests_by_purpose
-    assert (
-        "999999" not in snapshot.load_lookups(snap)["projects"] and "999999" not in snapshot.load_lookups(snap)["users"]
-    )
-    assert snapshot.load_state(snap)[NARROWED_STATE] == 1
+        report = pull_project(redmine_server, snap, pulled)
+        assert "lookups" not in report.requests_by_purpose and "issues" not in report.requests_by_purpose
+        assert all("999999" not in rows for rows in snapshot.load_lookups(snap).values()), narrowed_before
+        assert snapshot.load_state(snap)[NARROWED_STATE] == NARROWED_VERSION
 
 
 def test_the_journal_changes_lookups_keeps_names_for_are_the_ones_documents_name_through_it() -> None:

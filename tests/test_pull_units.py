@@ -61,7 +61,7 @@ def test_names_seen_in_an_issue_fill_only_missing_lookup_rows() -> None:
     assert lookups["users"]["6"] == {"name": "鈴木 花子"}
 
 
-def test_an_issue_names_users_and_projects_by_name_and_by_id_in_its_history() -> None:
+def test_an_issue_names_users_projects_and_custom_fields_by_name_and_by_id_in_its_history() -> None:
     moved = {
         "user": {"id": 8, "name": "高橋 一郎"},
         "details": [
@@ -69,11 +69,15 @@ def test_an_issue_names_users_and_projects_by_name_and_by_id_in_its_history() ->
             {"property": "attr", "name": "project_id", "old_value": "12", "new_value": "3"},
             {"property": "attr", "name": "status_id", "old_value": "1", "new_value": "2"},
             {"property": "attr", "name": "author_id", "old_value": None, "new_value": ""},
-            {"property": "cf", "name": "4", "old_value": "13", "new_value": "14"},
+            {"property": "cf", "name": "7", "old_value": "13", "new_value": "14"},  # a field no longer on it
         ],
     }
     issue = {**ISSUE["issue"], "journals": [*ISSUE["issue"]["journals"], moved]}
-    assert named_ids(issue) == {"users": {"5", "6", "8", "9", "11"}, "projects": {"3", "12"}}
+    assert named_ids(issue) == {
+        "users": {"5", "6", "8", "9", "11"},
+        "projects": {"3", "12"},
+        "custom_fields": {"4", "7"},  # its own field, and the one its history shows a change of
+    }
 
     lookups = {"users": {"5": {"name": "佐藤 次郎"}, "7": {"name": "山田 太郎"}}, "statuses": {"1": {"name": "新規"}}}
     assert narrowed(lookups, {"users": {"5", "9"}}) == {

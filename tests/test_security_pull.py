@@ -312,6 +312,9 @@ def test_values_of_custom_fields_only_some_roles_may_see_are_left_out_and_unread
     assert [(f["id"], f["value"]) for f in stored["custom_fields"]] == [(public, "全社")]
     assert [j["notes"] for j in stored["journals"]] == ["更新しました"], "the journal stays, without the change"
     assert "万円" not in stored_text(snap, issue) and "万円" not in transformed(snap, tmp_path / "out", issue)
+    # Nor the field's name: lookups.json names the fields the stored issues use (with --include-private, this one).
+    assert str(restricted) in snapshot.load_lookups(everything)["custom_fields"]
+    assert str(restricted) not in snapshot.load_lookups(snap)["custom_fields"]
     assert snapshot.load_state(snap)["restricted_custom_fields"] == sorted(
         f["id"] for f in redmine_admin.request("GET", "/custom_fields.json")["custom_fields"] if not f["visible"]
     )
@@ -511,3 +514,35 @@ def test_a_snapshot_restored_from_a_sync_state_with_include_private_is_its_owner
     assert (
         stat.S_IMODE(restored.stat().st_mode) == stat.S_IMODE((restored / snapshot.ISSUES_DIR).stat().st_mode) == 0o700
     )
+
+
+def test_a_local_sync_state_and_destination_of_an_include_private_sync_are_their_owners_alone(
+    tmp_path: Path, redmine_server: RedmineServer, redmine_admin: RedmineAdmin, redmine_project: dict[str, Any]
+) -> None:
+    issue = redmine_admin.create_issue(redmine_project["id"], "VPN接続が不安定になる")["id"]
+    redmine_admin.add_note(issue, f"{PRIVATE_NOTE}: 管理者パスワード", private=True)
+    state, docs = tmp_path / "jobs" / "state", tmp_path / "published" / "docs"
+    project = ["--project", redmine_project["identifier"], "--url", redmine_server.url, "--include-private"]
+    environment = {"REDMINE_API_KEY": redmine_server.admin_key}
+
+    synced = CliRunner().invoke(app, ["sync", str(docs), "--state", str(state), *project], env=environment)
+    assert synced.exit_code == 0, synced.output
+    assert PRIVATE_NOTE in (state / "issues" / f"{issue}.json").read_text(encoding="utf-8")
+    assert PRIVATE_NOTE in (docs / f"{issue}.md").read_text(encoding="utf-8")
+    for folder in (state, docs):  # (the lock file holds the run's host and process id alone)
+        written = {name: mode for name, mode in file_modes(folder).items() if name != ".sync.lock"}
+        assert written and set(written.values()) == {0o600}, written
+    assert {stat.S_IMODE(p.stat().st_mode) for p in (state, state / "issues", state.parent, docs, docs.parent)} == {
+        0o700
+    }
+
+    # pull --state writes the raw issues it fetches into the state the same way.
+    time.sleep(1.1)  # (a new updated_on: Redmine's are to the second)
+    redmine_admin.add_note(issue, f"{PRIVATE_NOTE}: 二つ目", private=True)
+    (state / "issues" / f"{issue}.json").chmod(0o644)
+    pulled = CliRunner().invoke(
+        app, ["pull", "--snapshot", str(tmp_path / "snap"), "--state", str(state), *project], env=environment
+    )
+    assert pulled.exit_code == 0, pulled.output
+    assert "二つ目" in (state / "issues" / f"{issue}.json").read_text(encoding="utf-8")
+    assert stat.S_IMODE((state / "issues" / f"{issue}.json").stat().st_mode) == 0o600

@@ -88,6 +88,27 @@ def test_a_ticket_made_private_loses_its_document_whatever_else_is_wrong_with_it
     assert not (out / "12301.md").exists()
 
 
+def test_a_private_note_over_the_size_limit_neither_fails_nor_is_named_by_a_run_without_include_private(
+    snapshot: Path, tmp_path: Path
+) -> None:
+    """A snapshot pulled with --include-private, transformed without it: the note is left out, so its size (and
+    the journal's id) is none of the run's business; with it, the limit applies as to any text."""
+    path = snapshot / "issues" / "12315.json"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    (private_note,) = [j for j in document["issue"]["journals"] if j["private_notes"]]
+    private_note["notes"] = "社外秘の調査ログ。" * 150_000  # 4 MB
+    path.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
+
+    code, stdout, stderr = run("transform", str(snapshot), "--out", str(tmp_path / "public"), "--json")
+    assert code == 0 and json.loads(stdout)["failed"] == [], stdout
+    assert str(private_note["id"]) not in stdout + stderr
+    assert "社外秘" not in (tmp_path / "public" / "12315.md").read_text(encoding="utf-8")
+
+    code, stdout, _ = run("transform", str(snapshot), "--out", str(tmp_path / "all"), "--json", "--include-private")
+    (failure,) = json.loads(stdout)["failed"]
+    assert code == 1 and f"journal {private_note['id']} notes is 4,050,000 bytes" in failure["message"], failure
+
+
 def test_rerun_is_byte_identical_and_rewrites_nothing(snapshot: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     run("transform", str(snapshot), "--out", str(out), "--sidecars")

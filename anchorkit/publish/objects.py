@@ -212,10 +212,12 @@ class S3Target:
 
 
 class LocalDirTarget:
-    """A local directory with the same semantics as an S3 prefix; writes are atomic (temp + rename)."""
+    """A local directory with the same semantics as an S3 prefix; writes are atomic (temp + rename), of files of
+    ``mode`` (files.file_mode: their owner's alone for private content) in folders made for them."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, mode: int | None = None) -> None:
         self.root = root
+        self.mode = mode
 
     def describe(self) -> str:
         return str(self.root)
@@ -261,7 +263,7 @@ class LocalDirTarget:
             return None
 
     def put(self, key: str, data: bytes, checksums: Checksums) -> None:
-        write_atomic(self.path_of(key), data)
+        write_atomic(self.path_of(key), data, self.mode)
 
     def delete(self, key: str) -> None:
         path = self.path_of(key)

@@ -38,7 +38,7 @@ from typing import IO, Any, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 
 from anchorkit.errors import LockHeld, UsageError
-from anchorkit.files import process_running, write_atomic
+from anchorkit.files import make_folder, process_running, write_atomic
 from anchorkit.publish.aws import (
     MISSING_CODES,
     PRECONDITION_CODES,
@@ -169,10 +169,13 @@ def holder_alive(holder: str) -> bool | None:
 
 
 class LocalStateStore:
-    """A state folder on a local (or mounted) disk, serialised by an OS file lock."""
+    """A state folder on a local (or mounted) disk, serialised by an OS file lock. Its raw issues and manifest are
+    files of ``mode`` (files.file_mode: its owner's alone for a state of private content), the folders it creates
+    for them of its folder mode."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, mode: int | None = None) -> None:
         self.root = root
+        self.mode = mode
         self._lock_handle: IO[str] | None = None
 
     def describe(self) -> str:
@@ -182,7 +185,7 @@ class LocalStateStore:
     def session(self) -> Iterator[None]:
         import fcntl  # POSIX only; imported here so that the CLI loads where it is missing
 
-        self.root.mkdir(parents=True, exist_ok=True)
+        make_folder(self.root, self.mode)
         with open(self.root / LOCK_NAME, "a+") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -247,7 +250,7 @@ class LocalStateStore:
             return None
 
     def put_issue(self, issue_id: int, data: bytes) -> None:
-        write_atomic(self.issue_path(issue_id), data)
+        write_atomic(self.issue_path(issue_id), data, self.mode)
 
     def delete_issue(self, issue_id: int) -> None:
         self.issue_path(issue_id).unlink(missing_ok=True)
@@ -258,7 +261,7 @@ class LocalStateStore:
         return {issue_id for issue_id, path in copies.items() if self.get_issue(issue_id) == path.read_bytes()}
 
     def commit(self, manifest: dict[str, Any]) -> None:
-        write_atomic(self.root / MANIFEST_NAME, encode_manifest(manifest))
+        write_atomic(self.root / MANIFEST_NAME, encode_manifest(manifest), self.mode)
 
 
 class ReadOnlyStore:
@@ -582,11 +585,13 @@ def open_store(
     settings: PublishSettings,
     lease_seconds: float = DEFAULT_LEASE_SECONDS,
     client: Any = None,
+    mode: int | None = None,
 ) -> StateStore:
-    """The store for a parsed ``--state``: a local folder, or an S3 prefix reached through ``client``
-    (the documents' client, when they are in S3 too) or else a new client made from ``aws``."""
+    """The store for a parsed ``--state``: a local folder (writing files of ``mode``, files.file_mode), or an S3
+    prefix reached through ``client`` (the documents' client, when they are in S3 too) or else a new client made
+    from ``aws``."""
     if isinstance(location, Path):
-        return LocalStateStore(location)
+        return LocalStateStore(location, mode)
     if client is None:
         client = make_s3_client(
             make_session(aws),

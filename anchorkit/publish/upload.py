@@ -16,6 +16,7 @@ asked for and within a limit (`--max-delete`).
 
 from __future__ import annotations
 
+import stat
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -26,7 +27,7 @@ from typing import Any, Literal
 from botocore.exceptions import BotoCoreError, ClientError
 
 from anchorkit.errors import UsageError
-from anchorkit.files import check_apart, check_writable_folder
+from anchorkit.files import PRIVATE_FILE_MODE, check_apart, check_writable_folder
 from anchorkit.publish import aws
 from anchorkit.publish.aws import InvalidKey, S3Location, describe_error, validate_key
 from anchorkit.publish.keys import CHUNKS, DOCUMENTS, document_key_of, layouts_of, superseded, ticket_key, ticket_of_key
@@ -44,6 +45,7 @@ from anchorkit.publish.objects import Target as Target
 from anchorkit.publish.objects import content_type_for as content_type_for
 from anchorkit.publish.objects import objects_from_bytes as objects_from_bytes
 from anchorkit.publish.objects import scan_folder as scan_folder
+from anchorkit.render.private_marks import read_private_marks
 from anchorkit.settings import default
 
 DEFAULT_MAX_DELETE: str = default("max_delete")
@@ -538,13 +540,17 @@ def check_one_layout(source: Path, keys: Iterable[str]) -> None:
 
 
 def open_target(
-    destination: S3Location | Path, settings: aws.AwsSettings, publish_settings: PublishSettings
+    destination: S3Location | Path,
+    settings: aws.AwsSettings,
+    publish_settings: PublishSettings,
+    mode: int | None = None,
 ) -> tuple[Target, Any]:
-    """The Target for a parsed destination, and the boto3 session (also used for Bedrock)."""
+    """The Target for a parsed destination (a local folder writing files of ``mode``, files.file_mode), and the
+    boto3 session (also used for Bedrock)."""
     session = aws.make_session(settings)
     if isinstance(destination, Path):
         check_writable_folder(destination, "destination")
-        return LocalDirTarget(destination), session
+        return LocalDirTarget(destination, mode), session
     client = aws.make_s3_client(
         session,
         endpoint_url=settings.endpoint_url,
@@ -590,9 +596,12 @@ def upload(
     (tickets the sync's pull found private now) are deleted even without ``settings.delete``."""
     local_objects, local_failures = scan_folder(source)
     check_one_layout(source, (local.key for local in local_objects))
+    target = destination.target
+    if isinstance(target, LocalDirTarget) and holds_private_content(source, local_objects):
+        target = LocalDirTarget(target.root, PRIVATE_FILE_MODE)
     report = publish(
         local_objects,
-        destination.target,
+        target,
         settings=settings,
         local_failures=local_failures,
         on_plan=on_plan,
@@ -603,6 +612,25 @@ def upload(
         session = destination.session
         ingest_after(report, lambda: session.client("bedrock-agent"), *destination.ingestion)
     return report
+
+
+def holds_private_content(source: Path, local_objects: Iterable[LocalObject]) -> bool:
+    """Whether the folder to publish may hold private content, as the run that wrote it said: transform with
+    --include-private records its private documents in ``.anchorkit-private.json``, and it and chunk write every
+    file of such a run its owner's alone (files.PRIVATE_FILE_MODE). A local destination then gets that mode too.
+    (Read, never trusted the other way: a folder without either may still be published anywhere.)"""
+    marks = read_private_marks(source)
+    if marks.every or marks.tickets:
+        return True
+    return any(isinstance(local.source, Path) and _owner_only(local.source) for local in local_objects)
+
+
+def _owner_only(path: Path) -> bool:
+    """Whether only its owner may read or write the file (False for one gone since: its upload reports that)."""
+    try:
+        return not stat.S_IMODE(path.lstat().st_mode) & 0o077
+    except OSError:
+        return False
 
 
 def ingest_after(

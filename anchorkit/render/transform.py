@@ -309,7 +309,7 @@ def render_ticket(
         ticket_id = issue["id"]
         if render_options.restricted_custom_fields and not render_options.include_private:
             issue = without_restricted_fields({"issue": issue}, render_options.restricted_custom_fields)["issue"]
-        _check_sizes(path, issue, options.max_text_bytes)
+        _check_sizes(path, issue, options.max_text_bytes, render_options.include_private)
         # The history's journals, read once for the document and for what the sidecar and the private marks say.
         journals = history_journals(issue, lookups, render_options)
         outlined = render_outline(issue, lookups, render_options, journals) if outline else None
@@ -357,10 +357,14 @@ def _private_content(
     return PrivateContent(private, len(journals)) if private else None
 
 
-def _check_sizes(path: Path, issue: dict[str, Any], limit: int) -> None:
+def _check_sizes(path: Path, issue: dict[str, Any], limit: int, include_private: bool) -> None:
+    """A SnapshotError for a text over ``limit`` bytes that the document would hold: a private note left out
+    (without ``include_private``) is none of them, and a message must not name it."""
     texts = [("description", issue.get("description"))]
     texts += [
-        (f"journal {j.get('id')} notes", j.get("notes")) for j in issue.get("journals") or [] if isinstance(j, dict)
+        (f"journal {j.get('id')} notes", j.get("notes"))
+        for j in issue.get("journals") or []
+        if isinstance(j, dict) and (include_private or not j.get("private_notes"))
     ]
     for what, text in texts:
         if isinstance(text, str) and len(text) > limit // 4 and len(text.encode("utf-8")) > limit:

@@ -165,12 +165,15 @@ def resolve_projects(projects: dict[str, dict[str, Any]], wanted: list[str]) -> 
     return ids
 
 
-# The tables lookups.json keeps only the rows of that its snapshot needs: the users and projects its issues name
-# (with --project, the projects it covers too), not every one the key may see.
-NARROWED_TABLES = ("users", "projects")
-# state.json: lookups.json was narrowed so (by a run that knew what every stored issue names); a snapshot without it
-# has its files read once for that.
+# The tables lookups.json keeps only the rows of that its snapshot needs: the users, projects and custom fields its
+# issues name (with --project, the projects it covers too), not every one the key may see (a name may be
+# confidential: a project whose issues are all private, a field of another project's or one only some roles see).
+NARROWED_TABLES = ("users", "projects", "custom_fields")
+# state.json: lookups.json was narrowed so (by a run that knew what every stored issue names), by the rule of this
+# version of it (1: users, and projects with --project only; 2: projects always, custom fields too); a snapshot
+# without it, or narrowed by an earlier rule, has its files read once for that.
 NARROWED_STATE = "lookups_narrowed"
+NARROWED_VERSION = 2
 # state.json: the largest project id when the projects table was last read; a project with a larger one is newer.
 PROJECTS_MAX_ID = "projects_max_id"
 # The journal changes whose values are ids of those, named through lookups.json alone (render/document.py).
@@ -179,13 +182,18 @@ NamedIds = dict[str, set[str]]  # table of NARROWED_TABLES -> ids (as lookups.js
 
 
 def named_ids(issue: dict[str, Any]) -> NamedIds:
-    """The users and projects an issue names: with their names (author, assignee, journal users, its project),
-    and by id alone, in its journals' changes (an assignee, author or project changed)."""
+    """The users, projects and custom fields an issue names: with their names (author, assignee, journal users, its
+    project, its custom fields), and by id alone, in its journals' changes (an assignee, author or project changed;
+    a custom field's value changed, which the history names through lookups.json)."""
     found: NamedIds = {table: set(rows) for table, rows in names_in_issue(issue).items() if table in NARROWED_TABLES}
     for journal in issue.get("journals") or []:
         details = journal.get("details") if isinstance(journal, dict) else None
         for detail in details if isinstance(details, list) else []:
-            table = DETAIL_TABLES.get(str(detail.get("name"))) if isinstance(detail, dict) else None
+            if not isinstance(detail, dict):
+                continue
+            if detail.get("property") == "cf" and detail.get("name") not in (None, ""):
+                found.setdefault("custom_fields", set()).add(str(detail["name"]))
+            table = DETAIL_TABLES.get(str(detail.get("name")))
             if table is None or detail.get("property") != "attr":
                 continue
             values = (detail.get("old_value"), detail.get("new_value"))

@@ -9,7 +9,8 @@ One run:
    attachments, relations and children, and store it atomically (private issues and private notes left
    out unless asked for);
 3. refresh ``lookups.json`` when it is stale (at most once a run; 403 tables degrade to names seen in
-   issues); it keeps the users and projects the snapshot names (and the projects a --project covers) only;
+   issues); it keeps the users, projects and custom fields the snapshot names (and the projects a --project
+   covers) only;
 4. after a complete full listing, remove stored issues that Redmine no longer shows;
 5. write ``state.json`` last: the cursor moves only once everything it covers is on disk, so a run killed
    at any point is simply resumed by the next one, without refetching what was already stored.
@@ -35,6 +36,7 @@ from anchorkit.source.cursor import next_cursor, parse_cursor, shift_time
 from anchorkit.source.lookups import (
     NARROWED_STATE,
     NARROWED_TABLES,
+    NARROWED_VERSION,
     PROJECTS_MAX_ID,
     LookupFetcher,
     NamedIds,
@@ -130,8 +132,8 @@ class PullReport:
 
 @dataclass
 class IssueOutcome:
-    """What a worker did with one issue, the names it saw (for degraded lookups) and the users and projects it
-    names (what lookups.json keeps)."""
+    """What a worker did with one issue, the names it saw (for degraded lookups) and the users, projects and custom
+    fields it names (what lookups.json keeps)."""
 
     issue_id: int
     status: str  # "written", "unchanged", "private", "gone", "failed"
@@ -201,7 +203,7 @@ class Puller:
         self.projects_max_id = projects_max_id
         self.outside: list[dict[str, Any]] = []  # listed issues the scope does not cover (yet)
         self.outside_stamps: list[str] = []  # their updated_on (the cursor moves past them)
-        self.named: NamedIds = {}  # the users and projects the issues fetched name
+        self.named: NamedIds = {}  # the users, projects and custom fields the issues fetched name
         self.named_from: set[int] = set()  # those issues
         self.restricted = restricted
         self.admin = admin
@@ -339,8 +341,8 @@ class Puller:
                 self.forget(issue_id, withdrawn=True)  # (an issue of another project is left to its own pulls)
 
     def stored_names(self) -> NamedIds | None:
-        """The users and projects the issues stored now name: those this run fetched, the others read from their
-        files; None when some are stored elsewhere (``known``: a sync state's, with no file here)."""
+        """The users, projects and custom fields the issues stored now name: those this run fetched, the others read
+        from their files; None when some are stored elsewhere (``known``: a sync state's, with no file here)."""
         on_disk = snapshot.stored_issue_ids(self.snapshot_dir)
         if set(self.known) - set(self.report.removed_ids) - on_disk:
             return None
@@ -688,9 +690,9 @@ def _run(
         new_state = snapshot.listing_ids(new_state, unknown_key(table), {n for i in ids if (n := ascii_number(i))})
     if "projects" in fetcher.tables:  # (read completely: a project listed with a larger id is new since)
         new_state[PROJECTS_MAX_ID] = max(map(int, fetcher.tables["projects"]), default=0)
-    rebuilt = puller.stored_names() if refetch or state.get(NARROWED_STATE) != 1 else None
+    rebuilt = puller.stored_names() if refetch or state.get(NARROWED_STATE) != NARROWED_VERSION else None
     if rebuilt is not None:
-        new_state[NARROWED_STATE] = 1
+        new_state[NARROWED_STATE] = NARROWED_VERSION
     snapshot.write_lookups(snapshot_dir, _narrowed(puller, lookups, cached, rebuilt, settings.projects), mode)
 
     if report.listing_complete:
@@ -747,16 +749,16 @@ def _report_lookups(report: PullReport, fetcher: LookupFetcher) -> None:
 def _narrowed(
     puller: Puller, lookups: Names, cached: Names, rebuilt: NamedIds | None, projects: tuple[str, ...]
 ) -> Names:
-    """The users and projects lookups.json keeps: those the stored issues name (``rebuilt``: all of them, known by
-    a run that fetched them again or read their files), else those it held and those this run's issues name; with
-    --project also the projects it covers (none other: every project without --project)."""
+    """The users, projects and custom fields lookups.json keeps: those the stored issues name (``rebuilt``: all of
+    them, known by a run that fetched them again or read their files), else those it held and those this run's
+    issues name; with --project also the projects it covers, those without an issue too (a later run resolves its
+    --project by them). Without --project no other project: one whose issues are all private (or that has none) is
+    no name of this snapshot's."""
     if rebuilt is None:
         keep = {table: set(cached.get(table, {})) | puller.named.get(table, set()) for table in NARROWED_TABLES}
     else:
         keep = {table: rebuilt.get(table, set()) for table in NARROWED_TABLES}
-    if not projects:
-        del keep["projects"]
-    else:
+    if projects:
         scope = ProjectScope.of(lookups.get("projects", {}), projects)
         keep["projects"] |= {str(project_id) for project_id in (scope.ids if scope else set()) | puller.listed_projects}
     return narrowed(lookups, keep)

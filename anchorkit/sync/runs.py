@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from anchorkit.files import check_apart, check_writable_folder
+from anchorkit.files import check_apart, check_writable_folder, file_mode
 from anchorkit.publish import state as states
 from anchorkit.publish import upload as publishing
 from anchorkit.publish.aws import AwsSettings, S3Location, parse_ingestion_target, parse_location, try_start_ingestion
@@ -76,9 +76,11 @@ def sync_with_state(
     if settings.snapshot is not None:  # the work folder: a snapshot, or a new or empty folder
         preflight.check_snapshot_folder(settings.snapshot)
     states.check_state_apart(location, destination)
-    target, session = publishing.open_target(destination, settings.aws, settings.publish)
+    # A run with --include-private writes files only their owner may read, here as everywhere (files.file_mode).
+    mode = file_mode(settings.pull.include_private)
+    target, session = publishing.open_target(destination, settings.aws, settings.publish, mode)
     store = states.open_store(
-        location, settings.aws, settings.publish, settings.lease_seconds, client=getattr(target, "client", None)
+        location, settings.aws, settings.publish, settings.lease_seconds, getattr(target, "client", None), mode
     )
     ingestion = parse_ingestion_target(settings.start_ingestion) if settings.start_ingestion else None
     api_key = preflight.read_api_key(settings.api_key_file, os.environ, warn)
@@ -117,7 +119,7 @@ def pull_into_state(
     """`pull --state`: the state store opened and checked, then :func:`pull_with_state`."""
     location = parse_state_location(state_url)
     states.check_state_apart(location, snapshot_dir, folder_name="snapshot")
-    store = states.open_store(location, aws, publish_settings, lease_seconds)
+    store = states.open_store(location, aws, publish_settings, lease_seconds, mode=file_mode(arguments.include_private))
     return pull_with_state(
         url, api_key, store, snapshot_dir, arguments, threads=publish_settings.threads, progress=progress
     )
