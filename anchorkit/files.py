@@ -133,11 +133,13 @@ def open_regular_file(path: Path | str) -> BinaryIO:
         if error.errno == errno.ELOOP:  # O_NOFOLLOW's answer for a symbolic link
             raise NotRegularFile("a symbolic link (not followed)") from None
         raise
-    file = os.fdopen(fd, "rb")
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        file.close()
-        raise NotRegularFile("not a regular file")
-    return file
+    try:  # (the check before fdopen, which refuses a folder with an error of its own and leaves fd open)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFile("not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def shown(path: Path | str) -> str:
