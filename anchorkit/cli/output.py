@@ -529,7 +529,7 @@ def print_stateless_sync_report(report: StatelessSyncReport, json_output: bool, 
     if report.dry_run and report.plan is not None:
         print_sync_plan(report, list_keys)
     else:
-        regenerated = " (all: output fingerprint changed)" if report.regenerated_all else ""
+        regenerated = regenerated_because(report)
         written, unchanged = report.state_issues_written, report.state_issues_unchanged
         raw = f"; raw issues stored {written}{unchanged_raw(unchanged)}" if written or unchanged else ""
         console.print(
@@ -552,6 +552,11 @@ def print_stateless_sync_report(report: StatelessSyncReport, json_output: bool, 
         print_problem("failed", f"{failure.key}: {failure.error}")
 
 
+def regenerated_because(report: StatelessSyncReport) -> str:
+    """Why the run rendered every document again, when it did."""
+    return f" (all: {report.regenerated_because})" if report.regenerated_because else ""
+
+
 def unchanged_raw(count: int) -> str:
     """The raw issues a `sync --state` fetched again whose bytes the state holds already, when there are any."""
     return f" ({count:,} fetched again unchanged, not rewritten)" if count else ""
@@ -564,7 +569,7 @@ def print_sync_plan(report: StatelessSyncReport, list_keys: bool = False) -> Non
     cursor = planned["cursor"]
     console.print(
         f"plan for {report.destination} (dry run, nothing written): rendered {report.rendered}"
-        f"{' (all: output fingerprint changed)' if report.regenerated_all else ''}, upload {planned['upload']} "
+        f"{regenerated_because(report)}, upload {planned['upload']} "
         f"({planned['upload_bytes']:,} bytes), delete {planned['delete']}"
         + (f", {planned['gone_kept']} of gone issues kept (no --delete)" if planned["gone_kept"] else "")
         + f"; state {report.state}: store {plural(planned['store_issues'], 'raw issue')}"
