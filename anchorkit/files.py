@@ -213,16 +213,18 @@ def sync_file(
     written, only compared (for a dry run).
     """
     try:
-        current: bytes | None = path.read_bytes()
+        kind: int | None = path.stat().st_mode
     except FileNotFoundError:
-        current = None
+        kind = None
+    # A named pipe, device or folder in the file's place is replaced, never read (a pipe would wait for a writer).
+    current = path.read_bytes() if kind is not None and stat.S_ISREG(kind) else None
     if current == data:
         if mode is not None and not check and _wider_than(path, mode):
             write_atomic(path, data, mode)
         return "unchanged"
     if not check:
         write_atomic(path, data, mode)
-    return "created" if current is None else "changed"
+    return "created" if kind is None else "changed"
 
 
 class AtomicStream:

@@ -1,7 +1,8 @@
 """A snapshot holds the files pull wrote: an issue file that is a named pipe, a symbolic link, a folder or a
 device fails that ticket by name (the batch goes on, exit code 1) in every command that reads the snapshot,
 instead of hanging on the pipe or reading what the link points to; a state.json or lookups.json of that
-kind stops the run in one line naming it (exit code 2)."""
+kind stops the run in one line naming it (exit code 2). A named pipe where transform writes a document is
+replaced by the document, never read."""
 
 from __future__ import annotations
 
@@ -121,3 +122,21 @@ def test_a_snapshot_file_that_is_a_named_pipe_stops_the_run_in_one_line_naming_i
     finally:
         release(pipe)
     assert (code, stderr) == (2, f"error: {pipe}: not a regular file\n")
+
+
+@pytest.mark.timeout(30)
+def test_a_named_pipe_where_transform_writes_a_document_is_replaced_by_the_document(tmp_path: Path) -> None:
+    snap = snapshot_copy(tmp_path)
+    reference = tmp_path / "reference"
+    assert run(["transform", str(snap), "--out", str(reference)])[0] == 0
+    out = tmp_path / "out"
+    shutil.copytree(reference, out)
+    pipe = out / "12301.md"
+    pipe.unlink()
+    make_pipe(pipe)
+    try:
+        code, stderr = run(["transform", str(snap), "--out", str(out)])
+    finally:
+        release(pipe)
+    assert (code, stderr) == (0, "")
+    assert stat.S_ISREG(pipe.lstat().st_mode) and pipe.read_bytes() == (reference / "12301.md").read_bytes()
