@@ -133,11 +133,13 @@ def open_regular_file(path: Path | str) -> BinaryIO:
         if error.errno == errno.ELOOP:  # O_NOFOLLOW's answer for a symbolic link
             raise NotRegularFile("a symbolic link (not followed)") from None
         raise
-    file = os.fdopen(fd, "rb")
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        file.close()
-        raise NotRegularFile("not a regular file")
-    return file
+    try:  # (the check before fdopen, which refuses a folder with an error of its own and leaves fd open)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegularFile("not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def shown(path: Path | str) -> str:
@@ -211,16 +213,18 @@ def sync_file(
     written, only compared (for a dry run).
     """
     try:
-        current: bytes | None = path.read_bytes()
+        kind: int | None = path.stat().st_mode
     except FileNotFoundError:
-        current = None
+        kind = None
+    # A named pipe, device or folder in the file's place is replaced, never read (a pipe would wait for a writer).
+    current = path.read_bytes() if kind is not None and stat.S_ISREG(kind) else None
     if current == data:
         if mode is not None and not check and _wider_than(path, mode):
             write_atomic(path, data, mode)
         return "unchanged"
     if not check:
         write_atomic(path, data, mode)
-    return "created" if current is None else "changed"
+    return "created" if kind is None else "changed"
 
 
 class AtomicStream:

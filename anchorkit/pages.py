@@ -1,4 +1,5 @@
-"""What the report pages share (stats, verify, eval): one self-contained page a person can file.
+"""What the reports share (stats, verify, eval): counts in words (``plural``), and one self-contained page a
+person can file.
 
 No script, font, image or style sheet from anywhere else: the CSS is inline and charts are inline
 SVG, so the page shows the same on a machine with no network, and nothing in it can run or load.
@@ -14,6 +15,12 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from anchorkit import __version__
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 request``, ``2 requests``, ``1,000 requests``; ``nouns`` where adding an s is wrong (``retries``)."""
+    return f"{count:,} {noun if count == 1 else nouns or noun + 's'}"
+
 
 # Japanese text needs a CJK font: named before the generic family, so a Latin system-ui font does
 # not leave it to the browser's fallback (which may pick a Chinese face for kanji).

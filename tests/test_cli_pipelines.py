@@ -50,7 +50,7 @@ def test_verify_writes_the_filtered_answer_alone_to_stdout() -> None:
         "2. ファームウェアは Rev.15.02.31 に更新され、作業は #12352 で管理されました。 [kb-12352-02]",
         "   > Rev.15.02.31 へ更新した後、VPN 切断は再発していない。",
     ]
-    assert err.splitlines()[-1] == "verify: grounding score 0.38, 2 critical, 1 warnings, valid ids: #12345 #12352"
+    assert err.splitlines()[-1] == "verify: grounding score 0.38, 2 critical, 1 warning, valid ids: #12345 #12352"
     assert "critical phantom_source_id (claim 4, citation 1)" in err and "dropped claim 4: " in err
 
 

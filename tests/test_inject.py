@@ -384,7 +384,7 @@ def test_the_command_writes_stdout_or_a_file_and_reports(tmp_path: Path) -> None
     assert texts("r", json.loads(result.stdout))[0] == f"{anchor_line(12345, VPN)}\n\n{BODY}"
     assert (
         "inject: 3 chunks (bedrock_retrieve): 1 anchored, 0 already anchored, 1 unknown ticket, 1 metadata/URI "
-        "conflicts, 0 empty" in result.stderr
+        "conflict, 0 empty" in result.stderr
     )
     assert "conflict [1] c1: metadata ticket_id #12345 but the source URI names #12352: no anchor" in result.stderr
     out = tmp_path / "out.json"

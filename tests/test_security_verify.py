@@ -283,7 +283,7 @@ def test_a_number_too_long_to_convert_is_an_error_naming_the_file(tmp_path: Path
     assert f"{named}: a JSON number of more than" in err and "Traceback" not in err
     assert code == (1 if role == "eval" else 2)  # eval goes on past the line (and fails on it)
     if role == "eval":
-        assert "eval: 1 cases, 1 unreadable" in out
+        assert "eval: 1 case, 1 unreadable" in out
 
 
 @pytest.mark.parametrize("value", ["²", "٣", "9" * 5000, "1" * 19])

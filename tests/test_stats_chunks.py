@@ -187,7 +187,7 @@ def test_chunks_written_twice_are_counted_and_said(jsonl: Path, tmp_path: Path) 
     assert code == 0 and report["chunks"]["chunks"] == 2 * once["chunks"]
     assert report["chunks"]["repeated_chunks"] == once["chunks"] and once["repeated_chunks"] == 0
     printed = runner.invoke(app, ["stats", str(appended)]).stdout
-    assert f"repeated: {once['chunks']:,} chunks have the id of a chunk before them" in printed
+    assert f"repeated: {once['chunks']:,} chunks with the id of a chunk before" in printed
 
 
 def test_document_options_are_refused_on_chunks(jsonl: Path) -> None:
@@ -310,7 +310,7 @@ def test_chunks_that_repeat_text_of_the_chunk_before_are_counted_and_said(
     writers.write_jsonl_file(chunked, path)
     _, report = stats(str(path), "--chunk-tokens", "100")
     assert report["chunks"]["overlapping_chunks"] == repeating
-    said = f"overlap: {repeating:,} chunks repeat text of the chunk before"
+    said = f"overlap: {repeating:,} chunks repeating text of the chunk before"
     assert (said in runner.invoke(app, ["stats", str(path), "--chunk-tokens", "100"]).stdout) == (overlap > 0)
     folder = tmp_path / "folder"
     writers.write_chunk_folder(chunked, folder)

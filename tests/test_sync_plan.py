@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pytest
 
+from anchorkit.cli import output
 from anchorkit.publish.upload import parse_max_delete
 from anchorkit.source.snapshot import StoredStamp
 from anchorkit.sync.manifest import (
@@ -29,10 +30,11 @@ from anchorkit.sync.plan import (
     outside_scope,
     plan,
     plan_pull,
-    regenerates,
+    regeneration_reason,
     scope_refusal,
     to_restore,
 )
+from anchorkit.sync.stateless import StatelessSyncReport
 
 SCOPE = Scope.of("https://redmine.example.com/", ["ops"], False, "s3://kb/tickets/")
 OLD, NEW = "2026-03-01T00:00:00Z", "2026-03-15T09:30:00Z"
@@ -126,12 +128,32 @@ def test_tickets_stored_but_not_yet_published_are_restored_and_rendered() -> Non
     assert set(to_restore(manifest, present=set(), removed=set(), attempted=set(), regenerate=False)) == {7}
 
 
-def test_a_changed_fingerprint_or_changed_names_regenerate_every_stored_ticket() -> None:
+def test_a_changed_fingerprint_or_changed_names_regenerate_every_stored_ticket_and_say_which() -> None:
     manifest = state((7, published(7)), (8, published(8)))
-    assert not regenerates(manifest, "fp", manifest.lookups)
-    assert regenerates(manifest, "fp-new-labels", manifest.lookups)
-    assert regenerates(manifest, "fp", {"statuses": {"1": "New"}})
+    assert regeneration_reason(manifest, "fp", manifest.lookups) is None
+    assert regeneration_reason(manifest, "fp-new-labels", manifest.lookups) == (
+        "the anchorkit version or the output options changed"
+    )
+    renamed = {**manifest.lookups, "statuses": {"1": {"name": "New"}}, "users": {"5": {"name": "Sato"}}}
+    assert regeneration_reason(manifest, "fp", renamed) == "names changed in the lookups (statuses, users)"
+    assert regeneration_reason(manifest, "fp-new-labels", renamed) == (
+        "the anchorkit version or the output options changed; names changed in the lookups (statuses, users)"
+    )
     assert set(to_restore(manifest, present={8}, removed=set(), attempted=set(), regenerate=True)) == {7}
+
+
+def test_a_first_run_renders_everything_but_not_again() -> None:
+    assert regeneration_reason(Manifest(), "fp", {"statuses": {"1": {"name": "New"}}}) is None
+
+
+def test_the_summary_says_why_every_document_was_rendered_again(capsys: pytest.CaptureFixture[str]) -> None:
+    renamed = StatelessSyncReport(
+        "kb/state", "kb/docs", rendered=3, regenerated_because="names changed in the lookups (users)"
+    )
+    output.print_stateless_sync_report(renamed, json_output=False)
+    assert "kb/docs: rendered 3 (all: names changed in the lookups (users)), uploaded 0" in capsys.readouterr().out
+    output.print_stateless_sync_report(StatelessSyncReport("kb/state", "kb/docs", rendered=1), json_output=False)
+    assert "kb/docs: rendered 1, uploaded 0" in capsys.readouterr().out
 
 
 def test_only_objects_whose_checksum_differs_are_uploaded() -> None:

@@ -224,6 +224,7 @@ def test_each_run_from_an_empty_disk_fetches_renders_and_uploads_only_what_chang
 
     relabelled = sync.sync(label="Ticket")  # a new fingerprint: everything again, from the stored issues
     assert relabelled.regenerated_all and relabelled.rendered == 2
+    assert relabelled.regenerated_because == "the anchorkit version or the output options changed"
     assert relabelled.pulls[0].requests_by_purpose.get("issues", 0) == 0
     assert sorted(relabelled.uploaded) == [f"{vpn}.md", f"{printer}.md"]
     assert f"> Ticket #{vpn}: VPN接続が不安定になる (0)" in sync.documents()[f"{vpn}.md"].decode()
@@ -651,6 +652,7 @@ def test_names_refreshed_by_a_pull_with_the_state_make_the_next_sync_regenerate_
 
     regenerated = sync.sync()
     assert regenerated.ok and regenerated.regenerated_all and f"{issue}.md" in regenerated.uploaded
+    assert regenerated.regenerated_because == "names changed in the lookups (categories)"  # the label is as it was
     assert "ハードウェア → ネットワーク機器" in sync.documents()[f"{issue}.md"].decode()
     manifest = sync.manifest()
     assert "source_lookups" not in manifest  # the published names are the pulled ones again

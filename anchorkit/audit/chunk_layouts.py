@@ -47,6 +47,7 @@ from anchorkit.bedrock.counts import Counts
 from anchorkit.errors import UsageError
 from anchorkit.files import read_regular_file, shown
 from anchorkit.note_ranges import metadata_int
+from anchorkit.pages import plural
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, read_sidecar
 from anchorkit.tokens import Tokenizer
 from anchorkit.untrusted import parse_json
@@ -436,7 +437,8 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     if "lambda" in report:
         counts = report["lambda"]
         lines.append(
-            f"{counts['invocations']:,} audit lines: {counts['files']:,} files, {counts['chunks_in']:,} chunks in, "
+            f"{plural(counts['invocations'], 'audit line')}: {plural(counts['files'], 'file')}, "
+            f"{plural(counts['chunks_in'], 'chunk')} in, "
             f"{counts['chunks_out']:,} out; {counts['already_anchored']:,} already anchored, {counts['anchored']:,} "
             f"anchored by the Lambda, {counts['unknown_ticket']:,} passed through (ticket unknown), "
             f"{counts['not_text']:,} not text; coverage {_shown(counts['coverage_percent'])}"
@@ -445,16 +447,18 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     chunks = report["chunks"]
     ratio = "-" if chunks["ratio_to_fewest"] is None else f"{chunks['ratio_to_fewest']:.3f}x"
     lines += [
-        f"{chunks['chunks']:,} chunks of {chunks['tickets']:,} tickets: {chunks['identified']:,} name their own ticket "
+        f"{plural(chunks['chunks'], 'chunk')} of {plural(chunks['tickets'], 'ticket')}: "
+        f"{chunks['identified']:,} {'names its' if chunks['identified'] == 1 else 'name their'} own ticket "
         f"and no other ({_shown(chunks['coverage_percent'])})",
         f"problems: {chunks['unknown_ticket']:,} ticket unknown, {chunks['no_own_anchor']:,} without their ticket's "
         f"anchor, {chunks['other_ticket_anchor']:,} with another ticket's, {chunks['over_chunk_tokens']:,} over "
-        f"{chunks['chunk_tokens']:,} tokens (longest {chunks['longest_chunk_tokens']:,})",
-        f"chunk count: {chunks['ticket_chunks']:,} chunks of known tickets against the fewest possible "
+        f"{plural(chunks['chunk_tokens'], 'token')} (longest {chunks['longest_chunk_tokens']:,})",
+        f"chunk count: {plural(chunks['ticket_chunks'], 'chunk')} of known tickets against the fewest possible "
         f"{chunks['fewest_chunks']:,} = {ratio}",
         *(
             [
-                f"over: {chunks['over_chunk_tokens']:,} chunks are longer than {chunks['chunk_tokens']:,} tokens, "
+                f"over: {plural(chunks['over_chunk_tokens'], 'chunk')} longer than "
+                f"{plural(chunks['chunk_tokens'], 'token')}, "
                 "which the fewest count is for: against chunks that do not fit, the ratio can fall below 1 "
                 "(give the --chunk-tokens they were made with)"
             ]
@@ -463,7 +467,8 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         ),
         *(
             [
-                f"overlap: {chunks['overlapping_chunks']:,} chunks repeat text of the chunk before; the fewest count "
+                f"overlap: {plural(chunks['overlapping_chunks'], 'chunk')} repeating text of the chunk before; "
+                "the fewest count "
                 "holds the repeats as content (compare with a run without --chunk-overlap for their cost)"
             ]
             if chunks["overlapping_chunks"]
@@ -471,7 +476,8 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
         ),
         *(
             [
-                f"repeated: {chunks['repeated_chunks']:,} chunks have the id of a chunk before them (the same chunks "
+                f"repeated: {plural(chunks['repeated_chunks'], 'chunk')} with the id of a chunk before "
+                "(the same chunks "
                 "written twice: a file appended to?); each is counted, as a retriever would find each"
             ]
             if chunks["repeated_chunks"]

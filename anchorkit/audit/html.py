@@ -236,7 +236,7 @@ def _record(report: dict[str, Any]) -> list[str]:
     rows = [
         ("generated", run.get("generated_at", "-")),
         ("anchorkit version", run.get("anchorkit_version", "-")),
-        ("input", f"{source['path']} ({source['kind']}), {format_count(source['documents'])} documents"),
+        ("input", f"{source['path']} ({source['kind']}), {pages.plural(source['documents'], 'document')}"),
         (
             "transform options",
             "documents as they are (an output folder)"
@@ -422,7 +422,8 @@ def _histogram_svg(histogram: dict[str, Any]) -> str:
 
 def _bin_title(b: dict[str, Any]) -> str:
     upper = "" if b["to"] is None else f"{b['to']}"
-    return f"{b['from']}%–{upper}%: {b['count']} tickets" if upper else f">= {b['from']}%: {b['count']} tickets"
+    tickets = pages.plural(b["count"], "ticket")
+    return f"{b['from']}%–{upper}%: {tickets}" if upper else f">= {b['from']}%: {tickets}"
 
 
 def _coverage_svg(rows: list[dict[str, Any]]) -> str:

@@ -98,6 +98,8 @@ class Opt:
         }
         if self.metavar:
             extra["metavar"] = self.metavar
+        if setting.choices and self.kind is str:  # a word the stage checks (not a Literal): completed all the same
+            extra["autocompletion"] = completing(setting.choices)
         decls, kind = self.decls, self.kind
         if command == SYNC:  # None: not given here, so the environment or the config file decide
             if kind is bool and "/" not in decls[0]:
@@ -115,6 +117,15 @@ class Opt:
         return inspect.Parameter(
             self.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[kind, option]
         )
+
+
+def completing(choices: tuple[str, ...]) -> Callable[[str], list[str]]:
+    """Shell completion of an option's words: those that begin with what was typed."""
+
+    def complete(incomplete: str) -> list[str]:
+        return [choice for choice in choices if choice.startswith(incomplete)]
+
+    return complete
 
 
 def with_options(command: str, **groups: tuple[Opt, ...]) -> Callable[[Function], Function]:

@@ -29,7 +29,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from anchorkit.untrusted import printable  # small: safe to load at start-up
+from anchorkit.pages import plural  # small: safe to load at start-up
+from anchorkit.untrusted import printable
 
 if TYPE_CHECKING:  # the library loads with the command that uses it, not at start-up
     from pathlib import Path
@@ -201,11 +202,6 @@ def print_problem(kind: str, message: str) -> None:
     err_console.print(f"[{colour}]{kind}:[/{colour}] {escape(printable(message))}", highlight=False)
 
 
-def plural(count: int, noun: str, nouns: str | None = None) -> str:
-    """``1 request``, ``2 requests``."""
-    return f"{count:,} {noun if count == 1 else nouns or noun + 's'}"
-
-
 def print_ingestion_job(job: dict[str, str] | None) -> None:
     if job:
         console.print(f"ingestion job {job['ingestion_job_id']} ({job['status']})", highlight=False, markup=False)
@@ -276,7 +272,9 @@ def print_planned_keys(planned_keys: dict[str, list[str]], list_keys: bool, how_
         console.print(f"  upload {key}", highlight=False, markup=False)
     if len(shown) < len(uploads):
         console.print(
-            f"  … and {len(uploads) - len(shown)} more uploads ({how_to_see_all})", highlight=False, markup=False
+            f"  … and {plural(len(uploads) - len(shown), 'more upload')} ({how_to_see_all})",
+            highlight=False,
+            markup=False,
         )
     for key in planned_keys["delete"]:
         console.print(f"  delete {key}", highlight=False, markup=False)
@@ -290,7 +288,7 @@ def print_publish_report(report: publishing.PublishReport, json_output: bool, li
     planned = summary["planned"]
     if report.dry_run:
         console.print(
-            f"plan for {report.destination}: upload {planned['upload']} ({planned['upload_bytes']:,} bytes), "
+            f"plan for {report.destination}: upload {planned['upload']} ({plural(planned['upload_bytes'], 'byte')}), "
             f"skip {planned['skip']}, delete {planned['delete']}"
             + (f", {planned['stale_kept']} stale kept (no --delete)" if planned["stale_kept"] else ""),
             highlight=False,
@@ -300,7 +298,7 @@ def print_publish_report(report: publishing.PublishReport, json_output: bool, li
     else:
         console.print(
             f"{report.destination}: uploaded {summary['uploaded']}, skipped {summary['skipped']}, "
-            f"deleted {summary['deleted']}, failed {summary['failed']}, {summary['bytes']:,} bytes "
+            f"deleted {summary['deleted']}, failed {summary['failed']}, {plural(summary['bytes'], 'byte')} "
             f"in {summary['seconds']:.1f} s",
             highlight=False,
             markup=False,
@@ -364,7 +362,7 @@ def print_verify_report(report: VerifyReport, origin: str | None = None) -> None
     product += [json.dumps(result, ensure_ascii=False, sort_keys=True) for result in filtered["results"]]
     notes.append(
         f"verify: grounding score {report.grounding_score:.2f}, {report.critical} critical, "
-        f"{report.warnings} warnings, "
+        f"{plural(report.warnings, 'warning')}, "
         f"valid ids: {' '.join(f'#{i}' for i in sorted(report.valid_ids)) or 'none'}"
     )
     sys.stdout.write(printable("\n".join(product) + "\n"))
@@ -389,7 +387,7 @@ def print_eval_summary(summary: EvalSummary) -> None:
         cited = " ".join(f"#{i}" for i in sorted(result.report.cited_ids)) or "-"
         lines.append(f"{result.case.case_id}: grounding {result.report.grounding_score:.2f}, cited {cited}: {kinds}")
     lines.append(
-        f"eval: {len(summary.results)} cases, {len(summary.errors)} unreadable; "
+        f"eval: {plural(len(summary.results), 'case')}, {len(summary.errors)} unreadable; "
         f"mean grounding {shown(summary.mean_grounding)}, "
         f"phantom rate {shown(summary.phantom_rate)}, source recall {shown(summary.source_recall)} by ticket, "
         f"{shown(summary.source_id_recall)} by source id, citation precision {shown(summary.citation_precision)}"
@@ -405,9 +403,9 @@ def print_inject_summary(report: InjectReport, file: TextIO) -> None:
     lines += [f"note: {note}" for note in report.notes]
     counts = report.to_json()["counts"]
     lines.append(
-        f"inject: {len(report.outcomes)} chunks ({report.shape}): {counts['anchored']} anchored, "
+        f"inject: {plural(len(report.outcomes), 'chunk')} ({report.shape}): {counts['anchored']} anchored, "
         f"{counts['already_anchored']} already anchored, "
-        f"{counts['unknown_ticket']} unknown ticket, {counts['conflict']} metadata/URI conflicts, "
+        f"{counts['unknown_ticket']} unknown ticket, {plural(counts['conflict'], 'metadata/URI conflict')}, "
         f"{counts['empty']} empty"
     )
     file.write(printable("\n".join(lines) + "\n"))
@@ -432,12 +430,13 @@ def print_stats_report(report: dict[str, Any]) -> None:
     overhead, source = report["overhead"], report["source"]
     per_ticket = overhead["per_ticket_percent"]
     console.print(
-        f"stats: {source['documents']} documents ({source['kind']} {source['path']}), tokenizer {tokenizer['name']}",
+        f"stats: {plural(source['documents'], 'document')} ({source['kind']} {source['path']}), "
+        f"tokenizer {tokenizer['name']}",
         highlight=False,
         markup=False,
     )
     console.print(
-        f"overhead: {overhead['anchor_tokens']:,} anchor tokens on {overhead['tokens_without_anchors']:,} = "
+        f"overhead: {plural(overhead['anchor_tokens'], 'anchor token')} on {overhead['tokens_without_anchors']:,} = "
         f"{format_percent(overhead['percent'])}; per ticket p50 {format_percent(per_ticket['p50'])}, "
         f"p90 {format_percent(per_ticket['p90'])}, max {format_percent(per_ticket['max'])}",
         highlight=False,
@@ -484,13 +483,14 @@ def print_efficiency(efficiency: dict[str, Any]) -> None:
     ratios = efficiency["per_ticket_ratio"]
     too_long = efficiency["documents_anchor_too_long"]
     console.print(
-        f"efficiency at {efficiency['chunk_tokens']:,}-token chunks: {efficiency['anchor_tokens']:,} anchor tokens "
-        f"in {efficiency['anchors']:,} anchors ({format_percent(efficiency['overhead_percent'])}); "
-        f"lower bound {efficiency['bound_tokens']:,} tokens in {efficiency['bound_anchors']:,} anchors "
+        f"efficiency at {efficiency['chunk_tokens']:,}-token chunks: "
+        f"{plural(efficiency['anchor_tokens'], 'anchor token')} "
+        f"in {plural(efficiency['anchors'], 'anchor')} ({format_percent(efficiency['overhead_percent'])}); "
+        f"lower bound {plural(efficiency['bound_tokens'], 'token')} in {plural(efficiency['bound_anchors'], 'anchor')} "
         f"({format_percent(efficiency['bound_overhead_percent'])}) = {format_ratio(efficiency['ratio_to_bound'])} "
         f"the bound; per ticket p50 {format_ratio(ratios['p50'])}, p90 {format_ratio(ratios['p90'])}, "
         f"max {format_ratio(ratios['max'])}"
-        + (f"; {too_long:,} documents whose anchor is too long for the window" if too_long else ""),
+        + (f"; {plural(too_long, 'document')} whose anchor is too long for the window" if too_long else ""),
         highlight=False,
         markup=False,
     )
@@ -529,7 +529,7 @@ def print_stateless_sync_report(report: StatelessSyncReport, json_output: bool, 
     if report.dry_run and report.plan is not None:
         print_sync_plan(report, list_keys)
     else:
-        regenerated = " (all: output fingerprint changed)" if report.regenerated_all else ""
+        regenerated = regenerated_because(report)
         written, unchanged = report.state_issues_written, report.state_issues_unchanged
         raw = f"; raw issues stored {written}{unchanged_raw(unchanged)}" if written or unchanged else ""
         console.print(
@@ -552,6 +552,11 @@ def print_stateless_sync_report(report: StatelessSyncReport, json_output: bool, 
         print_problem("failed", f"{failure.key}: {failure.error}")
 
 
+def regenerated_because(report: StatelessSyncReport) -> str:
+    """Why the run rendered every document again, when it did."""
+    return f" (all: {report.regenerated_because})" if report.regenerated_because else ""
+
+
 def unchanged_raw(count: int) -> str:
     """The raw issues a `sync --state` fetched again whose bytes the state holds already, when there are any."""
     return f" ({count:,} fetched again unchanged, not rewritten)" if count else ""
@@ -564,10 +569,10 @@ def print_sync_plan(report: StatelessSyncReport, list_keys: bool = False) -> Non
     cursor = planned["cursor"]
     console.print(
         f"plan for {report.destination} (dry run, nothing written): rendered {report.rendered}"
-        f"{' (all: output fingerprint changed)' if report.regenerated_all else ''}, upload {planned['upload']} "
+        f"{regenerated_because(report)}, upload {planned['upload']} "
         f"({planned['upload_bytes']:,} bytes), delete {planned['delete']}"
         + (f", {planned['gone_kept']} of gone issues kept (no --delete)" if planned["gone_kept"] else "")
-        + f"; state {report.state}: store {planned['store_issues']} raw issues"
+        + f"; state {report.state}: store {plural(planned['store_issues'], 'raw issue')}"
         f"{unchanged_raw(planned['unchanged_issues'])}, drop {planned['drop_issues']}, "
         f"cursor {cursor['from'] or '(none)'} -> {cursor['to'] or '(none)'}, "
         f"{'would be committed' if planned['state_rewritten'] else 'unchanged'}",
@@ -584,9 +589,10 @@ def print_state_pull_report(report: StatePullReport, json_output: bool) -> None:
     if report.pull_report is not None:
         print_pull_report(report.pull_report, json_output=False)
     console.print(
-        f"state {report.state}: restored {report.restored} issues into {report.snapshot}, stored "
+        f"state {report.state}: restored {plural(report.restored, 'issue')} into {report.snapshot}, stored "
         f"{report.state_issues_written}, dropped {report.state_issues_deleted}; "
-        f"{'committed' if report.state_written else 'unchanged'} ({report.tickets} tickets) in {report.seconds:.1f} s",
+        f"{'committed' if report.state_written else 'unchanged'} ({plural(report.tickets, 'ticket')}) "
+        f"in {report.seconds:.1f} s",
         highlight=False,
         markup=False,
     )
@@ -603,7 +609,7 @@ def print_state_view(view: StateView) -> None:
         f"scope: {manifest.scope.describe() if manifest.scope else '(not recorded: the next sync --state records it)'}",
         f"cursor: {manifest.cursor or '(none)'}",
         f"tickets: {counts['tickets']} ({counts['published']} published, {counts['unpublished']} not yet published, "
-        f"{counts['gone']} gone with documents left; {counts['objects']} objects)",
+        f"{counts['gone']} gone with documents left; {plural(counts['objects'], 'object')})",
     ]
     if lease is None:
         lines.append("lease: free")

@@ -28,6 +28,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from anchorkit.errors import UsageError
 from anchorkit.files import PRIVATE_FILE_MODE, check_apart, check_writable_folder
+from anchorkit.pages import plural
 from anchorkit.publish import aws
 from anchorkit.publish.aws import InvalidKey, S3Location, describe_error, validate_key
 from anchorkit.publish.keys import CHUNKS, DOCUMENTS, document_key_of, layouts_of, superseded, ticket_key, ticket_of_key
@@ -246,9 +247,7 @@ def delete_refusal(plan: Plan, limit: DeleteLimit, force: bool, why: str = "") -
     # tickets are named because with chunks one ticket is many objects, each counted.
     tickets = {found.ticket_id for obj in guarded if (found := ticket_key(obj.key)) is not None}
     chunks = sum(1 for obj in guarded if (found := ticket_key(obj.key)) is not None and found.layout == CHUNKS)
-    what = f"of {len(tickets)} ticket{'' if len(tickets) == 1 else 's'}" + (
-        f", {chunks} of them chunks or chunk sidecars" if chunks else ""
-    )
+    what = f"of {plural(len(tickets), 'ticket')}" + (f", {chunks} of them chunks or chunk sidecars" if chunks else "")
     return (
         f"refusing to delete {count} of {plan.remote_count} objects ({what}; every document, chunk and sidecar "
         f"counts as one; limit --max-delete {limit}){why}; if that many should go, raise --max-delete or pass --force"
@@ -263,7 +262,8 @@ def withdrawn_waiting(withdrawn: list[RemoteObject]) -> str:
         return ""
     named = ", ".join(f"#{ticket}" for ticket in tickets)
     return (
-        f"; until then the {len(withdrawn)} objects of {named}, withdrawn from publication (private now, or moved "
+        f"; until then the {plural(len(withdrawn), 'object')} of {named}, withdrawn from publication "
+        "(private now, or moved "
         "out of the projects), stay published"
     )
 

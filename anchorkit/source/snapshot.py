@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from anchorkit.errors import UsageError
-from anchorkit.files import check_existing_folder, write_if_changed
+from anchorkit.files import NotRegularFile, check_existing_folder, read_regular_file, write_if_changed
 from anchorkit.untrusted import JSONOverLimit, ascii_number, is_count, parse_json
 
 ISSUES_DIR = "issues"
@@ -53,9 +53,14 @@ def _issue_file_stems(issues_dir: Path) -> list[str]:
 
 
 def read_json(path: Path) -> Any:
-    """Parse a JSON file, turning every failure into a SnapshotError that names the file."""
+    """Parse a JSON file, turning every failure into a SnapshotError that names the file.
+
+    A symbolic link is not followed and a named pipe is not waited on (a FIFO named ``5.json`` hung every
+    command that read the snapshot): a snapshot holds the files pull wrote, nothing else."""
     try:
-        raw = path.read_bytes()
+        raw = read_regular_file(path)
+    except NotRegularFile as exc:
+        raise SnapshotError(f"{path}: {exc}") from None
     except OSError as exc:
         raise SnapshotError(f"{path}: cannot read ({exc.strerror})") from None
     try:

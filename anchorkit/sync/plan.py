@@ -33,10 +33,20 @@ def sha256_of(data: bytes) -> str:
 # Before rendering: what the run must see
 
 
-def regenerates(manifest: Manifest, fingerprint: str, lookups: dict[str, Any]) -> bool:
-    """Every document is rendered again when what changes their bytes besides the issues (version and
-    options: the fingerprint) or the names they show (the lookups) differ from what was published."""
-    return bool(manifest.tickets) and (fingerprint != manifest.fingerprint or lookups != manifest.lookups)
+def regeneration_reason(manifest: Manifest, fingerprint: str, lookups: dict[str, Any]) -> str | None:
+    """Why every document is rendered again, None when it is not: what changes their bytes besides the issues
+    (version and options: the fingerprint) or the names they show (the lookups, named by table) differ from
+    what was published. The fingerprint is a hash of both version and options: which of them changed is not
+    known, so the reason names both."""
+    if not manifest.tickets:  # a first run renders everything as new tickets, not again
+        return None
+    reasons = ["the anchorkit version or the output options changed"] if fingerprint != manifest.fingerprint else []
+    renamed = sorted(
+        table for table in {*lookups, *manifest.lookups} if lookups.get(table) != manifest.lookups.get(table)
+    )
+    if renamed:
+        reasons.append(f"names changed in the lookups ({', '.join(renamed)})")
+    return "; ".join(reasons) or None
 
 
 def to_restore(

@@ -41,7 +41,7 @@ class StatelessSyncReport:
     state: str
     destination: str
     pulls: list[pull.PullReport] = field(default_factory=list)
-    regenerated_all: bool = False
+    regenerated_because: str | None = None  # why every document was rendered again (plan.regeneration_reason)
     rendered: int = 0
     transform_failures: list[transform.TicketFailure] = field(default_factory=list)
     uploaded: list[str] = field(default_factory=list)
@@ -59,6 +59,10 @@ class StatelessSyncReport:
     warnings: list[str] = field(default_factory=list)
     plan: planning.Plan | None = None
     ingestion_job: dict[str, str] | None = None  # --start-ingestion's job (anchorkit.sync.runs)
+
+    @property
+    def regenerated_all(self) -> bool:
+        return self.regenerated_because is not None
 
     @property
     def ok(self) -> bool:
@@ -381,7 +385,7 @@ def _plan_sync(
     attempted: set[int] = set()  # ids a full listing was asked to fetch
     while True:
         lookups = snapshot.load_lookups(work_dir)
-        report.regenerated_all = planning.regenerates(manifest, fingerprint, lookups)
+        report.regenerated_because = planning.regeneration_reason(manifest, fingerprint, lookups)
         wanted = planning.to_restore(
             manifest, snapshot.stored_issue_ids(work_dir), removed, attempted, report.regenerated_all
         )

@@ -1,0 +1,51 @@
+"""Counts in the human output read as English: ``1 ticket``, ``2 tickets``, never ``1 tickets``."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from anchorkit.cli import app
+from anchorkit.pages import plural
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+runner = CliRunner()
+
+
+def anchorkit(*args: str | Path) -> str:
+    result = runner.invoke(app, [str(a) for a in args], env={"ANCHORKIT_CONFIG": ""})
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def one_ticket_snapshot(folder: Path) -> Path:
+    (folder / "issues").mkdir(parents=True)
+    shutil.copy(FIXTURES / "issues" / "12301.json", folder / "issues")
+    for name in ("lookups.json", "state.json"):
+        shutil.copy(FIXTURES / name, folder)
+    return folder
+
+
+def test_a_count_of_one_takes_the_singular_and_any_other_the_plural() -> None:
+    assert plural(1, "ticket") == "1 ticket"
+    assert plural(0, "ticket") == "0 tickets"
+    assert plural(12_345, "anchor token") == "12,345 anchor tokens"
+    assert plural(1, "retry", "retries") == "1 retry"
+    assert plural(3, "retry", "retries") == "3 retries"
+
+
+def test_stats_of_one_document_says_one_document(tmp_path: Path) -> None:
+    snap = one_ticket_snapshot(tmp_path / "snap")
+    anchorkit("transform", snap, "--out", tmp_path / "out")
+    printed = anchorkit("stats", tmp_path / "out")
+    assert f"stats: 1 document (output {tmp_path / 'out'})" in printed
+
+
+def test_stats_of_one_chunk_of_one_ticket_says_so_in_the_singular(tmp_path: Path) -> None:
+    snap = one_ticket_snapshot(tmp_path / "snap")
+    assert ", 1 chunk → " in anchorkit("chunk", snap, "--out", tmp_path / "chunks", "--chunk-tokens", "4000")
+    printed = anchorkit("stats", tmp_path / "chunks", "--chunk-tokens", "4000")
+    assert "1 chunk of 1 ticket: 1 names its own ticket and no other (100.00%)" in printed
+    assert "chunk count: 1 chunk of known tickets" in printed
