@@ -9,6 +9,10 @@ from typer.testing import CliRunner
 
 from anchorkit.cli import app
 from anchorkit.pages import plural
+from anchorkit.verify.citations import verify_citations
+from anchorkit.verify.evaluation import CaseResult, EvalCase, EvalGates, EvalSummary
+from anchorkit.verify.html import render_reports
+from anchorkit.verify.model import Answer, Chunk, Citation, Claim
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 runner = CliRunner()
@@ -49,3 +53,16 @@ def test_stats_of_one_chunk_of_one_ticket_says_so_in_the_singular(tmp_path: Path
     printed = anchorkit("stats", tmp_path / "chunks", "--chunk-tokens", "4000")
     assert "1 chunk of 1 ticket: 1 names its own ticket and no other (100.00%)" in printed
     assert "chunk count: 1 chunk of known tickets" in printed
+
+
+def test_verify_reports_of_one_answer_and_one_case_say_so_in_the_singular() -> None:
+    chunk = Chunk(id="c1", text="> チケット #12345: VPN\n\nVPN が切れる")
+    answer = Answer("claims", claims=(Claim("#99999 で解消", (Citation("c1"),)),))
+    report = verify_citations(answer, [chunk])
+    assert "1 answer: 1 with critical findings" in render_reports([("answers.jsonl:1", report)])
+    case = EvalCase("one", "VPN", [chunk], answer, frozenset({12345}))
+    summary = EvalSummary([CaseResult(case, report)], ["cases.jsonl:2: malformed JSON"])
+    assert EvalGates(strict=True).failures(summary) == [
+        "1 case line could not be read",
+        "--strict: 1 of 1 case has a critical finding",
+    ]

@@ -293,7 +293,7 @@ def test_the_eval_page_puts_the_gates_on_top_and_each_case_below() -> None:
 def test_eval_gates_name_each_failure() -> None:
     cases, errors = load_cases(EVAL / "cases.jsonl")
     summary = evaluate(cases, [*errors, "cases.jsonl:9: malformed JSON"])
-    assert EvalGates().failures(summary) == ["1 case line(s) could not be read"]
+    assert EvalGates().failures(summary) == ["1 case line could not be read"]
     phantoms = sum(r.has_phantom for r in summary.results)
     assert phantoms and f"--strict: {phantoms} of {len(cases)} cases have a critical finding" in EvalGates(
         strict=True

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from anchorkit.pages import plural
 from anchorkit.settings import default
 from anchorkit.untrusted import JSONOverLimit, parse_json
 from anchorkit.verify.citations import VerifyOptions, VerifyReport, verify_citations
@@ -175,7 +176,7 @@ class EvalGates:
         """Why the eval fails, one sentence per gate (empty: it passes)."""
         failures: list[str] = []
         if summary.errors:
-            failures.append(f"{len(summary.errors)} case line(s) could not be read")
+            failures.append(f"{plural(len(summary.errors), 'case line')} could not be read")
         if not self.min_grounding_met(summary):
             mean = "none (no cases)" if summary.mean_grounding is None else f"{summary.mean_grounding:.2f}"
             failures.append(f"mean grounding score {mean} is under --min-grounding {self.min_grounding}")
@@ -185,7 +186,8 @@ class EvalGates:
             )
         critical = sum(r.has_phantom for r in summary.results)
         if self.strict and critical:
-            failures.append(f"--strict: {critical} of {len(summary.results)} cases have a critical finding")
+            verb = "has" if critical == 1 else "have"
+            failures.append(f"--strict: {critical} of {plural(len(summary.results), 'case')} {verb} a critical finding")
         return failures
 
 

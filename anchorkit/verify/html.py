@@ -23,7 +23,7 @@ from pathlib import Path
 from markdown_it import MarkdownIt
 
 from anchorkit import pages
-from anchorkit.pages import escape, link
+from anchorkit.pages import escape, link, plural
 from anchorkit.verify.citations import Finding, VerifyOptions, VerifyReport, cited_note
 from anchorkit.verify.evaluation import CaseResult, EvalGates, EvalSummary
 from anchorkit.verify.folding import without_bidi_controls
@@ -521,7 +521,7 @@ def render_reports(
     on its own page. ``errors``: the lines that could not be read, listed (they fail the verdict)."""
     failed = sum(report.critical > 0 for _, report in reports)
     headline = (
-        f"{len(reports)} answers: "
+        f"{plural(len(reports), 'answer')}: "
         + (f"{failed} with critical findings" if failed else "nothing critical in any")
         + (f", {len(errors)} unreadable" if errors else "")
     )
