@@ -34,6 +34,17 @@ def file_mode(private: bool) -> int | None:
     return PRIVATE_FILE_MODE if private else None
 
 
+def owner_only(path: Path) -> bool:
+    """Whether the regular file ``path`` is its owner's alone (no permission for its group or others), as a run
+    with --include-private writes it; False for anything else (a symbolic link, a folder, a named pipe, a file
+    removed meanwhile)."""
+    try:
+        status = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return stat.S_ISREG(status.st_mode) and not stat.S_IMODE(status.st_mode) & 0o077
+
+
 def make_folder(path: Path, mode: int | None = None) -> None:
     """Create the folder ``path`` and its missing parents (``mkdir -p``). With a file ``mode``, each folder it
     creates is made for such files: their read bits with the search bits (0600: 0700), the umask applied; an

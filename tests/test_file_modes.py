@@ -1,16 +1,21 @@
 """Files that may hold private content are their owner's alone, on a real filesystem: what transform and chunk
 write with --include-private (documents, sidecars, the private marks, chunk files, a JSON Lines file) is 0600 and
 the folders they create for it 0700, a file an earlier run left included; a run without it writes with the
-umask's mode, and leaves the mode of a file it does not rewrite as it is. (pull's snapshot:
-tests/test_security_pull.py.)"""
+umask's mode, and leaves the mode of a file it does not rewrite as it is. The reports that quote private
+content are 0600 too. (pull's snapshot: tests/test_security_pull.py.)"""
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+from typer.testing import CliRunner
+
 from anchorkit.chunk.pipeline import ChunkOptions, chunk_source
+from anchorkit.cli import app
 from anchorkit.files import AtomicStream, sync_file, write_atomic, write_new_folder
 from anchorkit.publish.aws import AwsSettings
 from anchorkit.publish.upload import PublishReport, PublishSettings, open_destination, upload
@@ -144,3 +149,51 @@ def test_upload_to_a_local_folder_keeps_private_documents_and_chunks_their_owner
 
     upload_to_folder(public, tmp_path / "public-kb")
     assert set(modes(tmp_path / "public-kb").values()) == {umask_mode()}
+
+
+@pytest.fixture
+def usual_umask() -> Iterator[None]:
+    """The usual umask (022), whatever the machine's: the umask's mode, 0644, is then not 0600."""
+    previous = os.umask(0o022)
+    yield
+    os.umask(previous)
+
+
+@pytest.mark.usefixtures("usual_umask", "clean_cli_environment")
+def test_reports_of_private_content_are_their_owners_alone_and_others_the_umasks_mode(tmp_path: Path) -> None:
+    """`stats --html` quotes what it measured: 0600 when that may be private (a snapshot rendered with
+    include_private, a folder whose marks say so, chunks only their owner may read), the umask's mode otherwise."""
+    private, public = tmp_path / "private", tmp_path / "public"
+    with_private = TransformOptions(render=RenderOptions(include_private=True))
+    assert not transform_snapshot(FIXTURES, private, with_private).failed
+    assert not transform_snapshot(FIXTURES, public, TransformOptions()).failed
+    chunks = tmp_path / "chunks.jsonl"
+    assert not chunk_source(FIXTURES, jsonl=chunks, options=ChunkOptions(with_private)).failed
+    quick = ["--tokenizer", "approx", "--lengths", "none", "-q"]
+    documents = [*quick, "--chunking", "fixed"]
+    runs = {
+        "snapshot-private.html": ([str(FIXTURES), *documents], {"ANCHORKIT_INCLUDE_PRIVATE": "true"}, PRIVATE),
+        "output-private.html": ([str(private), *documents], {}, PRIVATE),
+        "chunks-private.html": ([str(chunks), *quick], {}, PRIVATE),
+        "snapshot.html": ([str(FIXTURES), *documents], {}, 0o644),
+        "output.html": ([str(public), *documents], {}, 0o644),
+    }
+    for page, (arguments, env, expected) in runs.items():
+        result = CliRunner().invoke(app, ["stats", *arguments, "--html", str(tmp_path / page)], env=env)
+        assert result.exit_code == 0, result.stderr
+        assert mode(tmp_path / page) == expected, page
+
+
+@pytest.mark.usefixtures("usual_umask")
+def test_verify_eval_and_inject_write_what_they_quote_of_a_retrieval_for_its_owner_alone(tmp_path: Path) -> None:
+    """Nothing in a retrieval says whether its chunks are private: the files that quote them are 0600 always."""
+    examples = FIXTURES / "eval"
+    runs = {
+        "verify.html": ["verify", "-a", str(examples / "retrieve-and-generate.json"), "--html"],
+        "eval.html": ["eval", str(examples / "cases.jsonl"), "--html"],
+        "anchored.json": ["inject", str(examples / "retrieval-bedrock.json"), "--out"],
+    }
+    for name, arguments in runs.items():
+        result = CliRunner().invoke(app, [*arguments, str(tmp_path / name)])
+        assert result.exit_code == 0, result.stderr
+        assert mode(tmp_path / name) == PRIVATE, name

@@ -74,7 +74,7 @@ def test_anchorkits_own_chunks_as_json_lines_all_name_their_ticket_within_n_toke
 ) -> None:
     code, report = stats(str(jsonl), "--chunk-tokens", str(N))
     assert code == 0 and report["ok"]
-    assert (report["version"], report["layout"], report["source"]["kind"]) == (4, "chunks", "chunks-jsonl")
+    assert (report["version"], report["layout"], report["source"]["kind"]) == (5, "chunks", "chunks-jsonl")
     measured = report["chunks"]
     count = sum(len(ticket.chunks) for ticket in chunked)
     assert (measured["chunks"], measured["tickets"], measured["chunk_tokens"]) == (count, len(chunked), N)

@@ -50,7 +50,7 @@ def report(out: Path) -> dict:
 
 def test_json_report_follows_the_published_schema(report: dict) -> None:
     jsonschema.validate(report, REPORT_SCHEMA)
-    assert report["schema"] == "anchorkit-stats" and report["version"] == 4
+    assert report["schema"] == "anchorkit-stats" and report["version"] == 5
     assert report["tokenizer"] == {
         "name": "cl100k_base",
         "exact": True,
@@ -366,7 +366,7 @@ def test_the_html_page_is_an_audit_record_that_shows_a_failed_gate(out: Path, tm
     assert code == 1
     assert record["generated"] == report["run"]["generated_at"] and record["anchorkit version"] == __version__
     assert record["input"] == f"{out} (output), {report['source']['documents']} documents"
-    assert record["transform options"] == "documents as they are (an output folder)"
+    assert record["rendering"].startswith("read as found (the input records no rendering options); private content: ")
     assert "fixed:max_tokens=300,overlap=20" in record["chunkers"] and "heading:" in record["chunkers"]
     assert record["tokenizer"].startswith("cl100k_base (tiktoken): exact")
     assert record["approx vs cl100k_base here"].endswith("per document on average")

@@ -29,7 +29,8 @@ from anchorkit.tokens import (
 )
 
 SCHEMA_NAME = "anchorkit-stats"
-SCHEMA_VERSION = 4  # 4: ``layout``, and the reports of chunks as they are (audit/chunk_layouts.py)
+# 4: ``layout``, and the reports of chunks as they are (audit/chunk_layouts.py); 5: ``rendering`` (required)
+SCHEMA_VERSION = 5
 
 
 HISTOGRAM_BIN_PERCENT = 2

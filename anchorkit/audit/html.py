@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from anchorkit import pages
+from anchorkit.audit import rendering
 from anchorkit.audit.sources import MAX_DOCUMENT_BYTES
 from anchorkit.pages import escape
 from anchorkit.render.sidecar import MAX_FILE_BYTES as MAX_SIDECAR_BYTES
@@ -145,6 +146,7 @@ def _chunk_layout_page(report: dict[str, Any]) -> str:
         ("generated", run.get("generated_at", "-")),
         ("anchorkit version", run.get("anchorkit_version", "-")),
         ("input", f"{report['source']['path']} ({report['source']['kind']}): {report['layout']}"),
+        ("rendering", rendering.describe(report["rendering"])),
         ("tokenizer", report["tokenizer"]["note"]),
     ]
     parts = [
@@ -232,23 +234,11 @@ def _record(report: dict[str, Any]) -> list[str]:
     """What an auditor files with the figures: when, which version, what input, which options, the verdict."""
     run = report.get("run") or {}
     source, tokenizer, gates = report["source"], report["tokenizer"], report["gates"]
-    transform = source.get("transform")
     rows = [
         ("generated", run.get("generated_at", "-")),
         ("anchorkit version", run.get("anchorkit_version", "-")),
         ("input", f"{source['path']} ({source['kind']}), {pages.plural(source['documents'], 'document')}"),
-        (
-            "transform options",
-            "documents as they are (an output folder)"
-            if not transform
-            else f"--chunk-tokens {transform['chunk_tokens']}"
-            + (
-                f" --anchor-subject-chars {transform['anchor_subject_chars']}"
-                if transform["anchor_subject_chars"]
-                else ""
-            )
-            + (" --anchor-basic-info" if transform["anchor_basic_info"] else ""),
-        ),
+        ("rendering", rendering.describe(report["rendering"])),
         ("chunkers", ", ".join(row["spec"] for row in _unique_chunkers(report["chunking"])) or "-"),
         ("tokenizer", tokenizer["note"]),
     ]

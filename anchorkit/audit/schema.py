@@ -11,6 +11,7 @@ from typing import Any
 from anchorkit.audit.chunk_layouts import CHUNK_KINDS, PROBLEMS
 from anchorkit.audit.collect import SCHEMA_NAME, SCHEMA_VERSION
 from anchorkit.audit.measure import LIMIT_FINDINGS
+from anchorkit.audit.rendering import AS_FOUND, RENDERED
 from anchorkit.bedrock.counts import NUMBERS
 from anchorkit.tokens import APPROX, CL100K_BASE
 
@@ -110,6 +111,35 @@ _LAMBDA = _object(
     }
 )
 _DOCUMENT_SECTIONS = ("overhead", "chunking", "efficiency", "chunk_lengths", "limits")
+# What made the documents measured (audit/rendering.py): a snapshot's options as applied, or none for an input
+# read as found; and whether they may hold private content, and why (the report is then written 0600).
+_RENDERING_OPTIONS = _object(
+    {
+        "lang": {"type": "string"},
+        "label": {"type": ["string", "null"]},
+        "include_private": {"type": "boolean"},
+        "anchor_basic_info": {"type": "boolean"},
+        "chunk_tokens": _COUNT,
+        "anchor_subject_chars": _COUNT,
+        "spacing_anchors": {"type": "string"},
+        "timezone": {"type": "string"},
+        "link_issues": {"type": ["string", "null"]},
+        "text_format": {"type": ["string", "null"]},
+        "max_text_bytes": _COUNT,
+        "sidecars": {"type": "boolean"},
+        "sidecar_schema": {"type": "string"},
+        "layout": {"type": "string"},
+        "tokenizer": {"enum": [CL100K_BASE, APPROX]},
+    }
+)
+_RENDERING = _object(
+    {
+        "documents": {"enum": [RENDERED, AS_FOUND]},
+        "options": {"oneOf": [{"type": "null"}, _RENDERING_OPTIONS]},
+        "private_content": {"type": "boolean"},
+        "private_content_evidence": {"type": "string"},
+    }
+)
 _TRANSFORM = _object({"chunk_tokens": _COUNT, "anchor_subject_chars": _COUNT, "anchor_basic_info": {"type": "boolean"}})
 
 REPORT_SCHEMA: dict[str, Any] = {
@@ -138,6 +168,7 @@ REPORT_SCHEMA: dict[str, Any] = {
                 },
                 optional=("transform", "documents", "chunks"),
             ),
+            "rendering": _RENDERING,
             "tokenizer": _object(
                 {
                     "name": {"enum": [CL100K_BASE, APPROX]},

@@ -33,6 +33,7 @@ from anchorkit.audit.chunk_layouts import CHUNK_KINDS, chunk_kind, iter_chunks, 
 from anchorkit.audit.chunkers import Chunker
 from anchorkit.audit.collect import SCHEMA_NAME, SCHEMA_VERSION, TOKENIZER_NOTES, StatsCollector
 from anchorkit.audit.measure import Lengths, Measurer, collector_paused
+from anchorkit.audit.rendering import found_rendering, snapshot_rendering
 from anchorkit.audit.sources import (
     SourceItem,
     UnreadableDocument,
@@ -40,6 +41,7 @@ from anchorkit.audit.sources import (
     is_snapshot,
     iter_output_folder,
     iter_snapshot,
+    private_content_evidence,
 )
 from anchorkit.errors import UsageError
 from anchorkit.files import shown
@@ -141,7 +143,8 @@ def run_audit(
 ) -> dict[str, Any]:
     """`anchorkit stats PATH` from stats' settings: the options checked (a usage error, exit 2, for a bad
     one), the documents of an output folder or a snapshot rendered in memory (or chunks as they are:
-    ``audit_chunk_layout``), the audit, and the run's date, version and verdict (``ok``).
+    ``audit_chunk_layout``), the audit, what made the documents measured (``rendering``), and the run's date,
+    version and verdict (``ok``).
     ``progress(done, total)`` is called after each document.
 
     ``flags``: the settings given on the command line. Only those are refused where they do not apply (a
@@ -180,9 +183,9 @@ def run_audit(
         # what stats has no option of (lang, label, spacing anchors, text format, private content, ...), which
         # change the anchors and so every figure; stats' own for the rest. Spacing anchors are counted with the
         # audit's own tokenizer.
-        rendering = resolve_here(TRANSFORM, {}).values | given
-        rendering |= {"chunk_tokens": chunk_tokens, "sidecars": True, "tokenizer": tokenizer.name}
-        options = TransformOptions.from_settings(rendering | {"tiktoken_file": tiktoken_file})
+        settings = resolve_here(TRANSFORM, {}).values | given
+        settings |= {"chunk_tokens": chunk_tokens, "sidecars": True, "tokenizer": tokenizer.name}
+        options = TransformOptions.from_settings(settings | {"tiktoken_file": tiktoken_file})
         render = options.render
         items = iter_snapshot(path, options, [length for length in table if length != chunk_tokens])
         transform = {
@@ -191,6 +194,7 @@ def run_audit(
             "anchor_basic_info": render.anchor_basic_info,
         }
         source |= {"kind": "snapshot", "transform": transform}
+        rendering = snapshot_rendering(options)
     elif _given_as_flags(values, ("anchor_basic_info", "anchor_subject_chars"), flags):
         raise UsageError(
             "--anchor-subject-chars and --anchor-basic-info apply to snapshot input only "
@@ -199,6 +203,7 @@ def run_audit(
     else:
         items = iter_output_folder(path)
         source |= {"kind": "output", "transform": None}
+        rendering = found_rendering(private_content_evidence(path))
     gates = Gates(values["fail_under_coverage"], values["fail_over_overhead"])
     lengths = Lengths(chunk_length, table)
     total, seen = count_documents(path), 0
@@ -212,6 +217,7 @@ def run_audit(
     report = audit(items, tokenizer, chunkers, source, gates, values["jobs"], lengths, counted)
     if progress is not None:
         progress(seen, seen)  # a snapshot's private issues are never measured: the count ends where the work did
+    report["rendering"] = rendering
     return _finished(report)
 
 
@@ -250,6 +256,7 @@ def audit_chunk_layout(
         "version": SCHEMA_VERSION,
         "layout": CHUNK_KINDS[kind],
         "source": {"path": shown(os.path.abspath(path)), "kind": kind},
+        "rendering": found_rendering(private_content_evidence(path)),
         "tokenizer": {
             "name": tokenizer.name,
             "exact": tokenizer.exact,

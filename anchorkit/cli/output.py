@@ -412,14 +412,17 @@ def print_inject_summary(report: InjectReport, file: TextIO) -> None:
 
 
 def print_stats_report(report: dict[str, Any]) -> None:
+    from anchorkit.audit import rendering
     from anchorkit.audit.chunk_layouts import summary_lines
     from anchorkit.audit.html import LIMIT_LABELS, format_percent
 
     tokenizer = report["tokenizer"]
+    rendering_line = f"rendering: {rendering.describe(report['rendering'])}"
     for error in report["errors"]:  # that document failed (exit 1); the others were measured
         print_problem("failed", error["message"])
     if report["layout"] != "documents":  # chunks as they are
-        for line in summary_lines(report):  # chunk ids and file names are the input's: no escape sequence passes
+        heading, *lines = summary_lines(report)
+        for line in (heading, rendering_line, *lines):  # chunk ids and file names are the input's: no escape passes
             console.print(printable(line), highlight=False, markup=False)
         chunks = report.get("chunks")
         if chunks is not None and not chunks["chunks"] and not report["errors"] and not report["gates"]["failures"]:
@@ -435,6 +438,7 @@ def print_stats_report(report: dict[str, Any]) -> None:
         highlight=False,
         markup=False,
     )
+    console.print(printable(rendering_line), highlight=False, markup=False)  # a label is the config's text
     console.print(
         f"overhead: {plural(overhead['anchor_tokens'], 'anchor token')} on {overhead['tokens_without_anchors']:,} = "
         f"{format_percent(overhead['percent'])}; per ticket p50 {format_percent(per_ticket['p50'])}, "

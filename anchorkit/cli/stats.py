@@ -73,7 +73,7 @@ def stats_command(
         bool,
         typer.Option(
             "--json",
-            help="Print the report as one JSON object (schema anchorkit-stats, version 4: docs/stats.md).",
+            help="Print the report as one JSON object (schema anchorkit-stats, version 5: docs/stats.md).",
         ),
     ] = False,
     html: Annotated[
@@ -124,7 +124,7 @@ def stats_command(
     from anchorkit.audit.html import render_html
     from anchorkit.audit.stats import run_audit
     from anchorkit.cli.verify import write_file
-    from anchorkit.files import check_writable_file
+    from anchorkit.files import check_writable_file, file_mode
 
     if html is not None:  # before the documents are measured
         check_writable_file(html, "--html")
@@ -148,7 +148,8 @@ def stats_command(
     with output.progress_bar("measuring", "documents", not json_output) as on_progress:
         report = run_audit(path, values, on_progress, flags)
     if html is not None:
-        write_file(html, render_html(report), "--html")
+        # The page quotes the documents (their paths, anchors of other tickets): private content, its owner's alone.
+        write_file(html, render_html(report), "--html", file_mode(report["rendering"]["private_content"]))
     if json_output:
         output.print_json(report)
     else:

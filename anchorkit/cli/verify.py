@@ -13,16 +13,17 @@ import typer
 from anchorkit.cli import output
 from anchorkit.cli.options import CHECKS, GROUP, JsonFlag, OnInvalid, QuietFlag, Values, VerboseFlag, with_options
 from anchorkit.errors import UsageError
+from anchorkit.files import PRIVATE_FILE_MODE
 from anchorkit.settings import EVAL, VERIFY, default
 
 
-def write_file(path: Path, text: str, option: str) -> None:
-    """A file the command was asked to write (--html, --out), atomically; an unwritable path is a usage error
-    (exit 2), not a traceback."""
+def write_file(path: Path, text: str, option: str, mode: int | None) -> None:
+    """A file the command was asked to write (--html, --out), atomically, with ``mode`` (files.file_mode; None:
+    the umask's); an unwritable path is a usage error (exit 2), not a traceback."""
     from anchorkit.files import write_atomic
 
     try:
-        write_atomic(path, text.encode("utf-8"))
+        write_atomic(path, text.encode("utf-8"), mode)
     except OSError as exc:
         raise UsageError(f"{option} {path}: {exc.strerror or exc}") from None
 
@@ -132,7 +133,8 @@ def verify_command(
             if several
             else render_report(reports[0][1], record=record)
         )
-        write_file(html, page, "--html")
+        # The page quotes the retrieved chunks, which may be private whatever the run that made them: its owner's alone.
+        write_file(html, page, "--html", PRIVATE_FILE_MODE)
     for origin, report in reports:
         if json_output and several:  # JSON Lines: one compact object per answer
             line = json.dumps({"origin": origin, **report.to_json()}, ensure_ascii=False, sort_keys=True)
@@ -219,7 +221,8 @@ def eval_command(
     if html is not None:
         from anchorkit.verify.html import PageRecord, render_eval
 
-        write_file(html, render_eval(summary, gates, PageRecord.of_files(options, ("cases", cases_file))), "--html")
+        page = render_eval(summary, gates, PageRecord.of_files(options, ("cases", cases_file)))
+        write_file(html, page, "--html", PRIVATE_FILE_MODE)  # it quotes the cases' answers and retrieved chunks
     if json_output:
         output.print_json({"ok": not failed_gates, **summary.to_json(), "gates": gates.to_json(summary)})
     else:
@@ -306,7 +309,7 @@ def inject_command(
     if inject_out is None:
         sys.stdout.write(body)
     else:
-        write_file(inject_out, body, "--out")
+        write_file(inject_out, body, "--out", PRIVATE_FILE_MODE)  # the retrieved chunks' text
     failed = inject_strict and bool(report.count("unknown_ticket") or report.count("conflict"))
     summary_file = sys.stdout if inject_out is not None else sys.stderr
     if json_output:
