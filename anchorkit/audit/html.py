@@ -309,6 +309,7 @@ def _efficiency(efficiency: dict[str, Any]) -> list[str]:
                 "bound: anchors",
                 "bound: tokens",
                 "x bound",
+                "above the bound, tokens",  # the order of the rows
             ],
             [
                 [
@@ -320,6 +321,7 @@ def _efficiency(efficiency: dict[str, Any]) -> list[str]:
                     _num(format_count(t["bound_anchors"])),
                     _num(format_count(t["bound_tokens"])),
                     _num(format_ratio(t["ratio_to_bound"])),
+                    _num(format_count(t["anchor_tokens"] - (t["bound_tokens"] or 0))),
                 ]
                 for t in efficiency["top"]
             ],
