@@ -40,7 +40,7 @@ def owner_only(path: Path) -> bool:
     removed meanwhile)."""
     try:
         status = os.lstat(path)
-    except FileNotFoundError:
+    except OSError:  # (gone meanwhile, or its folder unreadable: whoever reads it reports that)
         return False
     return stat.S_ISREG(status.st_mode) and not stat.S_IMODE(status.st_mode) & 0o077
 

@@ -2,7 +2,7 @@
 says what it was measured on: the options a snapshot was rendered with, after the config file and the
 environment, or that the input was read as found (an output folder records no rendering options); and whether
 what was measured may hold private content, which decides the mode of the files the report is written to.
-Pure: the input's own evidence of private content is read by ``sources.private_content_evidence``.
+Pure: the input's own evidence of private content is read by ``render.private_marks.private_content_evidence``.
 """
 
 from __future__ import annotations

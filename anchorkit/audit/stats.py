@@ -41,11 +41,11 @@ from anchorkit.audit.sources import (
     is_snapshot,
     iter_output_folder,
     iter_snapshot,
-    private_content_evidence,
 )
 from anchorkit.errors import UsageError
 from anchorkit.files import shown
 from anchorkit.render.document import DEFAULT_CHUNK_TOKENS
+from anchorkit.render.private_marks import private_content_evidence
 from anchorkit.render.transform import TransformOptions
 from anchorkit.settings import TRANSFORM, default, option_name, resolve_here
 from anchorkit.tokens import TOKENIZER_CHOICES, Tokenizer, choose_tokenizer

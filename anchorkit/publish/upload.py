@@ -16,7 +16,6 @@ asked for and within a limit (`--max-delete`).
 
 from __future__ import annotations
 
-import stat
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -46,7 +45,7 @@ from anchorkit.publish.objects import Target as Target
 from anchorkit.publish.objects import content_type_for as content_type_for
 from anchorkit.publish.objects import objects_from_bytes as objects_from_bytes
 from anchorkit.publish.objects import scan_folder as scan_folder
-from anchorkit.render.private_marks import read_private_marks
+from anchorkit.render.private_marks import private_content_evidence
 from anchorkit.settings import default
 
 DEFAULT_MAX_DELETE: str = default("max_delete")
@@ -597,7 +596,7 @@ def upload(
     local_objects, local_failures = scan_folder(source)
     check_one_layout(source, (local.key for local in local_objects))
     target = destination.target
-    if isinstance(target, LocalDirTarget) and holds_private_content(source, local_objects):
+    if isinstance(target, LocalDirTarget) and private_content_evidence(source) is not None:
         target = LocalDirTarget(target.root, PRIVATE_FILE_MODE)
     report = publish(
         local_objects,
@@ -612,25 +611,6 @@ def upload(
         session = destination.session
         ingest_after(report, lambda: session.client("bedrock-agent"), *destination.ingestion)
     return report
-
-
-def holds_private_content(source: Path, local_objects: Iterable[LocalObject]) -> bool:
-    """Whether the folder to publish may hold private content, as the run that wrote it said: transform with
-    --include-private records its private documents in ``.anchorkit-private.json``, and it and chunk write every
-    file of such a run its owner's alone (files.PRIVATE_FILE_MODE). A local destination then gets that mode too.
-    (Read, never trusted the other way: a folder without either may still be published anywhere.)"""
-    marks = read_private_marks(source)
-    if marks.every or marks.tickets:
-        return True
-    return any(isinstance(local.source, Path) and _owner_only(local.source) for local in local_objects)
-
-
-def _owner_only(path: Path) -> bool:
-    """Whether only its owner may read or write the file (False for one gone since: its upload reports that)."""
-    try:
-        return not stat.S_IMODE(path.lstat().st_mode) & 0o077
-    except OSError:
-        return False
 
 
 def ingest_after(

@@ -16,13 +16,15 @@ run cut short leaves every document counted as private, never one unmarked.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from anchorkit.errors import UsageError
-from anchorkit.files import write_atomic
+from anchorkit.files import owner_only, shown, write_atomic
+from anchorkit.pages import plural
 from anchorkit.untrusted import ascii_number, is_count, parse_json
 
 PRIVATE_MARKS_FILE = ".anchorkit-private.json"
@@ -110,3 +112,36 @@ def write_private_marks(folder: Path, marks: PrivateMarks, mode: int | None = No
     if journals:
         value[_JOURNALS_KEY] = journals
     write_atomic(path, (json.dumps(value) + "\n").encode("utf-8"), mode)
+
+
+def private_content_evidence(path: Path) -> str | None:
+    """Why the documents or chunks at ``path``, read as found, may hold private content, as the run that wrote
+    them records it: a folder's private marks (transform --include-private), else a file only its owner may
+    read (transform and chunk write them so with --include-private); None: nothing says so. Marks that cannot
+    be read count as private: guessing otherwise could leave a report of private content readable by all."""
+    if path.is_dir():
+        try:
+            marks = read_private_marks(path)
+        except UsageError:
+            return f"its {PRIVATE_MARKS_FILE} cannot be read"
+        if marks.every:
+            return f"its {PRIVATE_MARKS_FILE} says a run with --include-private did not finish"
+        if marks.tickets:
+            return f"its {PRIVATE_MARKS_FILE} lists {plural(len(marks.tickets), 'document')} with private content"
+    private_file = _first_owner_only_file(path)
+    if private_file is None:
+        return None
+    return f"{shown(private_file)} may be read by its owner alone, as --include-private writes it"
+
+
+def _first_owner_only_file(path: Path) -> str | None:
+    """The first file at ``path`` (the file itself, or one in the folder or below it, links not followed) that
+    only its owner may read: its path relative to ``path``'s folder."""
+    if not path.is_dir():
+        return path.name if owner_only(path) else None
+    for folder, subfolders, files in os.walk(path):
+        subfolders.sort()
+        for name in sorted(files):
+            if owner_only(Path(folder, name)):
+                return os.path.relpath(os.path.join(folder, name), path)
+    return None
