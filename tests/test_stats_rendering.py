@@ -14,6 +14,7 @@ import jsonschema
 import pytest
 from typer.testing import CliRunner
 
+from anchorkit.audit.rendering import as_flags
 from anchorkit.audit.schema import REPORT_SCHEMA
 from anchorkit.cli import app
 from anchorkit.render.document import RenderOptions
@@ -157,3 +158,8 @@ def test_an_output_folder_or_chunks_are_read_as_found_and_their_private_content_
     assert chunks["rendering"]["private_content_evidence"] == (
         "chunks.jsonl may be read by its owner alone, as --include-private writes it"
     )
+
+
+def test_recorded_flags_quote_a_value_with_a_space_as_a_shell_reads_it() -> None:
+    flags = as_flags({"label": "Support ticket", "chunk_tokens": 400})
+    assert shlex.split(flags) == ["--label", "Support ticket", "--chunk-tokens", "400"]

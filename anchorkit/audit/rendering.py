@@ -7,6 +7,7 @@ Pure: the input's own evidence of private content is read by ``render.private_ma
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from anchorkit.render.transform import TransformOptions
@@ -75,7 +76,7 @@ def as_flags(options: dict[str, Any]) -> str:
             if default(name):
                 flags.append(f"--no-{flag.removeprefix('--')}")
         elif value is not None:
-            flags.append(f"{flag} {value}")
+            flags.append(f"{flag} {shlex.quote(str(value))}")  # (a label may hold a space)
     return " ".join(flags)
 
 
