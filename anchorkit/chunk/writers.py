@@ -274,16 +274,17 @@ def write_jsonl_file(results: Results, path: Path, check: bool = False, mode: in
     ``check``, only say whether it would: the lines are compared with the file's as they come,
     files.ComparingStream), as a file of ``mode`` (files.AtomicStream). A ticket that fails keeps its lines
     of ``path``."""
-    with contextlib.closing(PreviousLines(path)) as previous:
-        if check:
-            with ComparingStream(path) as comparing:
-                report = write_jsonl(results, comparing, previous)
-                report.add(path.name, comparing.status())
-            return report
-        with AtomicStream(path, mode) as stream:
-            report = write_jsonl(results, stream.file, previous)
-            report.add(path.name, stream.commit())
+    previous = PreviousLines(path)
+    if check:
+        with contextlib.closing(previous), ComparingStream(path) as comparing:
+            report = write_jsonl(results, comparing, previous)
+            report.add(path.name, comparing.status())
         return report
+    with AtomicStream(path, mode) as stream:
+        with contextlib.closing(previous):  # closed before the file it reads is replaced (refused on Windows)
+            report = write_jsonl(results, stream.file, previous)
+        report.add(path.name, stream.commit())
+    return report
 
 
 def chunk_relpath(chunk: Chunk) -> str:
