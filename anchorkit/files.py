@@ -279,6 +279,42 @@ class AtomicStream:
             os.unlink(self.tmp)
 
 
+class ComparingStream:
+    """What ``sync_file(path, data, check=True)`` says, for ``data`` written piece by piece (too large to hold in
+    memory): each piece is compared with the next bytes of ``path`` as it comes, and none is kept. A named pipe,
+    device or folder in the file's place is never read (it is "changed"), as ``sync_file`` does."""
+
+    def __init__(self, path: Path) -> None:
+        try:
+            kind: int | None = path.stat().st_mode
+        except FileNotFoundError:
+            kind = None
+        self.differs: Literal["created", "changed"] = "created" if kind is None else "changed"
+        self.current: BinaryIO | None = path.open("rb") if kind is not None and stat.S_ISREG(kind) else None
+        self.same = self.current is not None
+
+    def write(self, data: bytes) -> int:
+        if self.same:
+            assert self.current is not None
+            self.same = self.current.read(len(data)) == data
+        return len(data)
+
+    def status(self) -> Literal["created", "changed", "unchanged"]:
+        """Whether ``path`` holds exactly what was written: "unchanged"; else what writing it would do."""
+        if self.same and self.current is not None and not self.current.read(1):
+            return "unchanged"
+        return self.differs
+
+    def __enter__(self) -> ComparingStream:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        if self.current is not None:
+            self.current.close()
+
+
 def write_if_changed(path: Path, data: bytes, mode: int | None = None) -> bool:
     """``sync_file`` for callers that only need to know whether the file's bytes were (re)written."""
     return sync_file(path, data, mode=mode) != "unchanged"

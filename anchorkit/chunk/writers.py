@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
 import os
 import re
 import shutil
@@ -30,12 +29,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring  # what json.dumps(..., ensure_ascii=False) writes a str with
 from pathlib import Path
-from typing import Any, BinaryIO, Generic, TypeVar
+from typing import Any, BinaryIO, Generic, Protocol, TypeVar
 
 from anchorkit.anchors import identified_ticket_ids
 from anchorkit.chunk.core import Chunk, ChunkedTicket
 from anchorkit.chunk_names import CHUNK_FILE
-from anchorkit.files import AtomicStream, sync_file, write_atomic, write_new_folder
+from anchorkit.files import AtomicStream, ComparingStream, sync_file, write_atomic, write_new_folder
 from anchorkit.render.sidecar import SIDECAR_SUFFIX, check_schema, encode_sidecars
 from anchorkit.render.transform import TicketFailure, TransformReport, written_for
 from anchorkit.shared_json import OverlayEncoder
@@ -154,25 +153,63 @@ class ChunkFiles:
 Results = Iterable[ChunkedTicket | EncodedTicket[Any] | TicketFailure | str]
 
 
+class ByteSink(Protocol):
+    """Where JSON Lines go: an open binary file or stream, or what compares them with a file's
+    (files.ComparingStream)."""
+
+    def write(self, data: bytes, /) -> object: ...
+
+
 class PreviousLines:
     """The lines of each ticket in the JSON Lines file that a run replaces, read when a ticket fails
-    (most runs never read it)."""
+    (most runs never read it). The file may be gigabytes: what is kept is where each ticket's lines are
+    (ranges of the file, one for lines that follow each other), and a failed ticket's are read back from
+    the file as it was when first read (held open: a file renamed over it meanwhile changes nothing)."""
 
     # Where anchorkit's own lines say their ticket; a line written otherwise belongs to no ticket here.
     _TICKET = re.compile(rb'\{"id": "(?:[^"\\]|\\.)*", "ticket_id": (\d+),')
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.by_ticket: dict[int, list[bytes]] | None = None
+        self.file: BinaryIO | None = None
+        self.ranges: dict[int, list[list[int]]] | None = None
 
     def of(self, ticket_id: int) -> list[bytes]:
-        if self.by_ticket is None:
-            self.by_ticket = {}
-            with contextlib.suppress(FileNotFoundError), self.path.open("rb") as lines:
-                for line in lines:
-                    if match := self._TICKET.match(line):
-                        self.by_ticket.setdefault(int(match[1]), []).append(line.rstrip(b"\n") + b"\n")
-        return self.by_ticket.get(ticket_id, [])
+        if self.ranges is None:
+            self.ranges = self._index()
+        lines: list[bytes] = []
+        for start, end in self.ranges.get(ticket_id, []):
+            assert self.file is not None  # (the ranges were found in it)
+            self.file.seek(start)
+            lines += [line + b"\n" for line in self.file.read(end - start).removesuffix(b"\n").split(b"\n")]
+        return lines
+
+    def _index(self) -> dict[int, list[list[int]]]:
+        """Each ticket's ranges of lines, [start, end) byte offsets; the file stays open to read them."""
+        ranges: dict[int, list[list[int]]] = {}
+        with contextlib.suppress(FileNotFoundError):
+            self.file = self.path.open("rb")
+        if self.file is None:
+            return ranges
+        offset = 0  # where the line read begins
+        last: list[int] | None = None  # the range the line before it is in (None: no ticket's)
+        for line in self.file:
+            end = offset + len(line)
+            if match := self._TICKET.match(line):
+                ticket = ranges.setdefault(int(match[1]), [])
+                if ticket and ticket[-1] is last:
+                    ticket[-1][1] = end
+                else:
+                    ticket.append([offset, end])
+                last = ticket[-1]
+            else:
+                last = None
+            offset = end
+        return ranges
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
 
 
 def _tickets(
@@ -198,7 +235,7 @@ def _tickets(
         yield encoded
 
 
-def write_jsonl(results: Results, out: BinaryIO, previous: PreviousLines | None = None) -> ChunkReport:
+def write_jsonl(results: Results, out: ByteSink, previous: PreviousLines | None = None) -> ChunkReport:
     """One JSON object a line per chunk, to an open binary stream (stdout, a file); a failed ticket's
     ``previous`` lines (those of the file being replaced) in its place."""
     started = time.perf_counter()
@@ -234,16 +271,18 @@ def _done_with(spool: tuple[str, int] | None) -> None:
 
 def write_jsonl_file(results: Results, path: Path, check: bool = False, mode: int | None = None) -> ChunkReport:
     """``write_jsonl`` into ``path``, which is replaced atomically, and only if its bytes change (with
-    ``check``, only say whether it would: the lines are held in memory and compared), as a file of ``mode``
-    (files.AtomicStream). A ticket that fails keeps its lines of ``path``."""
+    ``check``, only say whether it would: the lines are compared with the file's as they come,
+    files.ComparingStream), as a file of ``mode`` (files.AtomicStream). A ticket that fails keeps its lines
+    of ``path``."""
     previous = PreviousLines(path)
     if check:
-        lines = io.BytesIO()
-        report = write_jsonl(results, lines, previous)
-        report.add(path.name, sync_file(path, lines.getvalue(), check=True))
+        with contextlib.closing(previous), ComparingStream(path) as comparing:
+            report = write_jsonl(results, comparing, previous)
+            report.add(path.name, comparing.status())
         return report
     with AtomicStream(path, mode) as stream:
-        report = write_jsonl(results, stream.file, previous)
+        with contextlib.closing(previous):  # closed before the file it reads is replaced (refused on Windows)
+            report = write_jsonl(results, stream.file, previous)
         report.add(path.name, stream.commit())
     return report
 
