@@ -21,14 +21,15 @@ from markdown_it.token import Token
 # setext underlines / thematic breaks, indented code and headings that are not at column 0.
 # A text without any of them has top-level ATX headings exactly at the lines that start with '#'.
 COMPLEX_LINE = re.compile(r"^(?: {0,3}(?:`{3,}|~{3,}|<|[=\-][=\- \t]*$)| {4}|\t| {1,3}#)", re.M)
-# The same after a line break, for a text given one in front: a regex finds a line break at once, where
-# it tries "^" at every character (three times slower on long tickets).
+# The same after a line break (the first line is matched on its own): a regex finds a line break at once,
+# where it tries "^" at every character (three times slower on long tickets).
 _COMPLEX_AFTER_BREAK = re.compile("\n" + COMPLEX_LINE.pattern.removeprefix("^"), re.M)
 
 
 def holds_complex_lines(text: str) -> bool:
-    """Whether a line of ``text`` matches ``COMPLEX_LINE``."""
-    return _COMPLEX_AFTER_BREAK.search("\n" + text) is not None
+    """Whether a line of ``text`` matches ``COMPLEX_LINE`` (the first line on its own rather than after a
+    line break put in front: that would copy the text)."""
+    return COMPLEX_LINE.match(text) is not None or _COMPLEX_AFTER_BREAK.search(text) is not None
 
 
 @lru_cache(maxsize=1)

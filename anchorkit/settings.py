@@ -141,7 +141,7 @@ SETTINGS: tuple[Setting, ...] = (
     _s("anchor_subject_chars", int, 40, *_DOCUMENTS, STATS, min=0, command_defaults=_NOT_FOR_STATS),
     _s("spacing_anchors", str, "short", *_DOCUMENTS, choices=SPACING_ANCHOR_FORMS),
     _s("timezone", str, "UTC", *_RENDERED),
-    _s("max_text_bytes", int, 1_000_000, *_RENDERED, min=1),
+    _s("max_text_bytes", int, 1_000_000, *_RENDERED, STATS, min=1, command_defaults=_NOT_FOR_STATS),
     _s("link_issues", str, None, *_RENDERED),
     _s("check", bool, False, TRANSFORM, CHUNK),
     # chunk's --out is a folder of chunk files, not documents (a config's out = "out" must not put them there).

@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 import string
 import unicodedata
 from array import array
@@ -35,7 +36,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import accumulate, islice
+from itertools import accumulate, chain, islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -68,6 +69,14 @@ _CL100K_SPECIAL_TOKENS = {
 
 _OFFSETS_AT_ONCE = 1 << 16  # token offsets put in an array at a time (see TiktokenTokenizer._exact)
 _LIST_OFFSETS_BELOW = 1 << 12  # texts with fewer tokens keep their offsets in a list (at most 38 MB a batch)
+# Texts longer than this many characters are encoded a part of about this length at a time (see
+# TiktokenTokenizer._encoded_parts); the part ends at the next line that starts with a non-space.
+_ENCODED_AT_ONCE = 1 << 16
+# Texts of fewer characters than this have fewer than 4 GiB of UTF-8 (4 bytes a character at most):
+# their token offsets fit in 4 bytes.
+_FOUR_BYTE_OFFSETS_BELOW = 1 << 30
+_COUNTED_AT_ONCE = 1 << 8  # texts TiktokenTokenizer.count_many encodes in one batch
+_FRESH_LINE = re.compile(r"\n(?=\S)")
 _WORD_BYTES = (string.ascii_letters + " ").encode("ascii")
 _DIGIT_BYTES = string.digits.encode("ascii")
 
@@ -88,13 +97,21 @@ class KnownCounts(dict[str, int]):
 
 def approx_tokens(text: str) -> int:
     """Approximate cl100k_base token count of mixed Japanese/English text (see the module notes)."""
+    if len(text) > _ENCODED_AT_ONCE:  # a part at a time: the ASCII copies of a whole document stay small
+        parts = range(0, len(text), _ENCODED_AT_ONCE)
+        return (sum(_twentieths(text[start : start + _ENCODED_AT_ONCE]) for start in parts) + 19) // 20
+    return (_twentieths(text) + 19) // 20
+
+
+def _twentieths(text: str) -> int:
+    """``approx_tokens`` of ``text`` in twentieths of a token, not rounded (the parts of a text add up)."""
     ascii_bytes = text.encode("ascii", "ignore")
     without_words = ascii_bytes.translate(None, _WORD_BYTES)
     symbols = without_words.translate(None, _DIGIT_BYTES)
     words = len(ascii_bytes) - len(without_words)
     digits = len(without_words) - len(symbols)
-    # In twentieths of a token, rounded up: 23 = 1.15 per non-ASCII character, 4 = 0.2, 10 = 0.5.
-    return (23 * (len(text) - len(ascii_bytes)) + 4 * words + 10 * digits + 20 * len(symbols) + 19) // 20
+    # 23 = 1.15 per non-ASCII character, 4 = 0.2, 10 = 0.5.
+    return 23 * (len(text) - len(ascii_bytes)) + 4 * words + 10 * digits + 20 * len(symbols)
 
 
 class TokenizedText(Protocol):
@@ -296,6 +313,10 @@ def byte_offsets(text: str, char_offsets: Sequence[int]) -> list[int]:
     result = []
     previous_char = previous_byte = 0
     for offset in char_offsets:
+        # A long stretch (a log between two headings) is encoded a part at a time, not copied whole.
+        while offset - previous_char > _ENCODED_AT_ONCE:
+            previous_byte += len(text[previous_char : previous_char + _ENCODED_AT_ONCE].encode("utf-8"))
+            previous_char += _ENCODED_AT_ONCE
         previous_byte += len(text[previous_char:offset].encode("utf-8"))
         previous_char = offset
         result.append(previous_byte)
@@ -393,7 +414,12 @@ class TiktokenTokenizer:
         return list(self._exact_tokens(texts))
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        return list(map(len, self._encoded(texts)))
+        """Counted ``_COUNTED_AT_ONCE`` texts at a time: the ids of a huge document's chunks (LangChain's, in the
+        audit), 36 bytes a token, are never held all at once."""
+        counts: list[int] = []
+        for start in range(0, len(texts), _COUNTED_AT_ONCE):
+            counts += map(len, self._encoded(texts[start : start + _COUNTED_AT_ONCE]))
+        return counts
 
     def count(self, text: str) -> int:
         return len(self._encoding.encode_ordinary(text))
@@ -436,25 +462,50 @@ class TiktokenTokenizer:
         return TokensWithout(tokens, pieces, [(byte_at[start], byte_at[end]) for start, end in cuts])
 
     def _exact_tokens(self, texts: Sequence[str]) -> Iterator[ExactTokens]:
-        """The tokens of every text (``_exact``)."""
-        return map(self._exact, self._encoded(texts))
+        """The tokens of every text (``_exact``): the texts of at most ``_ENCODED_AT_ONCE`` characters
+        encoded in one batch, the longer ones part by part (``_tokens_of``)."""
+        batch = iter(self._encoded([text for text in texts if len(text) <= _ENCODED_AT_ONCE]))
+        for text in texts:
+            yield self._exact(next(batch)) if len(text) <= _ENCODED_AT_ONCE else self._tokens_of(text)
 
     def _tokens_of(self, text: str) -> ExactTokens:
         """The tokens of one text (a line encoded again: no batch to wrap it in)."""
-        return self._exact(self._encoding.encode_ordinary(text))
+        if len(text) <= _ENCODED_AT_ONCE:
+            return self._exact(self._encoding.encode_ordinary(text))
+        return self._exact_parts(self._encoded_parts(text), "I" if len(text) < _FOUR_BYTE_OFFSETS_BELOW else "q")
+
+    def _encoded_parts(self, text: str) -> Iterator[list[int]]:
+        """The token ids of a long text, a part of about ``_ENCODED_AT_ONCE`` characters at a time: tiktoken
+        gives a text's ids as one list of ints, 36 bytes a token (a 5 MB log: 2 million tokens, 70 MB at
+        once). Each part ends at a line's first character that is not whitespace, where cl100k's
+        pre-tokenizer starts afresh whatever came before (``splice_regions``), so the parts' ids are the
+        whole text's. A text with no such place left is encoded to its end at once."""
+        start = 0
+        while len(text) - start > _ENCODED_AT_ONCE:
+            fresh_line = _FRESH_LINE.search(text, start + _ENCODED_AT_ONCE)
+            if fresh_line is None:
+                break
+            yield self._encoding.encode_ordinary(text[start : fresh_line.end()])
+            start = fresh_line.end()
+        yield self._encoding.encode_ordinary(text[start:])
 
     def _exact(self, ids: list[int]) -> ExactTokens:
         """Token offsets: a running sum of the tokens' byte lengths. A text of fewer than
         ``_LIST_OFFSETS_BELOW`` tokens keeps them in a list: built without a copy into an array, and
         bisected without making an int of each item read, it halves the offsets' cost and speeds
         every token lookup (the audit: 11% less CPU time on generated tickets). A longer text keeps
-        them in an array (8 bytes a token, where a list takes 36: a batch holds every document's),
-        filled from lists of at most ``_OFFSETS_AT_ONCE`` (from a list, a fifth faster than item by
-        item from the sum itself; that small, whatever the text's length)."""
-        running = accumulate(map(self._token_bytes.__getitem__, ids), initial=0)
+        them in an array (``_exact_parts``)."""
         if len(ids) < _LIST_OFFSETS_BELOW:
-            return ExactTokens(list(running))
-        offsets = array("q")
+            return ExactTokens(list(accumulate(map(self._token_bytes.__getitem__, ids), initial=0)))
+        return self._exact_parts([ids])
+
+    def _exact_parts(self, parts: Iterable[list[int]], typecode: str = "I") -> ExactTokens:
+        """Token offsets of the ids of ``parts`` one after the other, in an array (4 bytes a token, where a
+        list takes 36: a batch holds every document's; 8 for a text that may reach 4 GiB), filled from
+        lists of at most ``_OFFSETS_AT_ONCE`` (from a list, a fifth faster than item by item from the sum
+        itself; that small, whatever the text's length)."""
+        running = accumulate(map(self._token_bytes.__getitem__, chain.from_iterable(parts)), initial=0)
+        offsets = array(typecode)
         while part := list(islice(running, _OFFSETS_AT_ONCE)):
             offsets.fromlist(part)
         return ExactTokens(offsets)

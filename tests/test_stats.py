@@ -258,12 +258,35 @@ def test_token_offsets_in_a_list_or_filled_part_by_part_are_the_running_sum_of_t
         assert expected[-1] == len(text.encode("utf-8"))
 
 
-def test_sentences_that_come_again_share_the_character_set_of_their_first() -> None:
+@pytest.mark.parametrize("block", [1, 2, 5, 1 << 12])
+@pytest.mark.parametrize("buffer", [0, 1, 3])
+def test_similarities_made_a_block_of_sentences_at_a_time_are_those_of_the_sentences_character_sets(
+    block: int, buffer: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(chunking, "_SIMILARITY_BLOCK", block)
     markdown, _ = generated_document(7)
-    layout = chunking.TextLayout(markdown)
-    assert len(set(layout.sentences)) < len(layout.sentences)  # anchors and status lines repeat
-    assert layout.signatures == [set(sentence) for sentence in layout.sentences]
-    assert layout.similarities == chunking.neighbour_similarities([set(sentence) for sentence in layout.sentences])
+    sentences = chunking.TextLayout(markdown).sentences
+    assert len(set(sentences)) < len(sentences)  # anchors and status lines repeat: their sets are shared
+    signatures = [
+        set().union(*map(set, sentences[max(index - buffer, 0) : index + buffer + 1]))
+        for index in range(len(sentences))
+    ]
+    assert list(chunking.sentence_similarities(sentences, buffer)) == chunking.neighbour_similarities(signatures)
+    assert not chunking.sentence_similarities(sentences[:1], buffer) and not chunking.sentence_similarities([], buffer)
+
+
+@pytest.mark.parametrize("block", [1, 30, 1 << 16])
+def test_sentences_split_a_block_of_text_at_a_time_are_those_of_the_whole_text(
+    block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    texts = [generated_document(ticket_id)[0] for ticket_id in (3, 50)] + ["a\nb\n\nc。d\n", "", "x. y\n。\n\n"]
+    expected = {text: chunking.TextLayout(text).sentences for text in texts}
+    monkeypatch.setattr(chunking, "_SENTENCE_BLOCK_CHARS", block)
+    for text in texts:
+        assert chunking.TextLayout(text).sentences == expected[text]
+        parts = chunking._SENTENCE_END.split(text)
+        whole = [*map(str.__add__, parts[0:-1:2], parts[1::2]), *([parts[-1]] if parts[-1] else [])]
+        assert expected[text] == whole
 
 
 @pytest.mark.parametrize("source", ["fixtures", "generated"])
@@ -277,12 +300,12 @@ def test_the_stripped_layout_borrowed_from_the_anchored_one_is_the_stripped_text
         # What the chunkers use: where sentences and headings start, and the sentences' characters. A
         # sentence that ends where a spacing anchor was cut out keeps the line break the cut took.
         assert stripped.layout.sentence_bytes == fresh.sentence_bytes
-        assert [signature - {"\n"} for signature in stripped.layout.signatures] == [
-            signature - {"\n"} for signature in fresh.signatures
+        assert [set(sentence) - {"\n"} for sentence in stripped.layout.sentences] == [
+            set(sentence) - {"\n"} for sentence in fresh.sentences
         ]
         assert stripped.layout.heading_bytes == fresh.heading_bytes
-        # The neighbours' similarities, most of them the anchored layout's, are those of its signatures.
-        assert stripped.layout.similarities == chunking.neighbour_similarities(stripped.layout.signatures)
+        # The neighbours' similarities, most of them the anchored layout's, are those of its sentences.
+        assert stripped.layout.similarities == chunking.sentence_similarities(stripped.layout.sentences)
 
 
 @pytest.fixture(scope="module")
@@ -716,6 +739,16 @@ def test_the_line_scan_finds_the_headings_and_code_blocks_markdown_it_finds(tmp_
         "<div>",
         "---",
         "#nospace",
+        "<pre>",
+        "<PRE class=log>",
+        "</pre>",
+        "log </Pre> after",
+        "<pre>one line</pre>",
+        "<script",
+        "</script>",
+        "<prefix>",
+        " <pre>",
+        "- <pre>",
     ]
     texts += ["\n".join(rng.choice(pieces) for _ in range(rng.randint(1, 30))) for _ in range(400)]
     scanned = 0

@@ -39,13 +39,16 @@ win.
 from __future__ import annotations
 
 import re
+from array import array
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from itertools import accumulate, compress, count, pairwise, repeat
 from operator import add, lt, sub, truediv
 from typing import Any, Generic, TypeVar, overload
+
+from markdown_it.rules_block.html_block import HTML_SEQUENCES
 
 from anchorkit.markdown_blocks import COMPLEX_LINE, holds_complex_lines, parse_blocks
 from anchorkit.tokens import TokenizedText, byte_offsets
@@ -58,9 +61,33 @@ Span = tuple[int, int]  # token indices [start, end)
 # looked behind for: the scan then stops only at those characters. One set of first characters,
 # then which end it is checked behind it: a scan 40% faster than trying two alternatives at each.
 _SENTENCE_END = re.compile(r"([。！？\n.!?](?:(?<=[。！？\n])(?=[^。！？\n])|(?<=[.!?]) (?=\S)))")
+# A place after a line break where a sentence starts (what _SENTENCE_END splits at): the text is split
+# into sentences a block of about _SENTENCE_BLOCK_CHARS characters at a time, each block ending there, so
+# that the split's pieces of a whole document (twice its sentences) are never held at once.
+_FRESH_SENTENCE = re.compile(r"\n(?=[^。！？\n])")
+_SENTENCE_BLOCK_CHARS = 1 << 16
 # A line starting with 1-6 "#" and a space, a tab or its end; the first "#" is looked for first and
 # the line start checked after it (a "^" is tried at every position).
 _ATX_HEADING_LINE = re.compile(r"#(?<![^\n]#)#{0,5}(?:[ \t]|$)", re.M)
+
+
+def _text_blocks(text: str, size: int, boundary: re.Pattern[str]) -> Iterator[tuple[int, int]]:
+    """Character ranges [start, end) that cover ``text`` in order, each ending at the end of a match of
+    ``boundary`` found ``size`` characters or more after its start (or at the text's end)."""
+    start = 0
+    while len(text) - start > size and (found := boundary.search(text, start + size)) is not None:
+        yield start, found.end()
+        start = found.end()
+    yield start, len(text)
+
+
+def _lines(text: str) -> Iterator[str]:
+    """The lines of ``text`` one at a time (``text.split("\\n")`` would hold them all: 10 MB for a 5 MB log)."""
+    start = 0
+    while (end := text.find("\n", start)) >= 0:
+        yield text[start:end]
+        start = end + 1
+    yield text[start:]
 
 
 def windows(start: int, end: int, size: int, overlap: int) -> list[Span]:
@@ -121,31 +148,30 @@ class TextLayout:
 
     @cached_attribute
     def sentences(self) -> list[str]:
-        parts = _SENTENCE_END.split(self.text)  # text, end, text, end, ..., text
-        sentences = list(map(str.__add__, parts[0:-1:2], parts[1::2]))
-        return [*sentences, parts[-1]] if parts[-1] else sentences
+        sentences: list[str] = []
+        for start, end in _text_blocks(self.text, _SENTENCE_BLOCK_CHARS, _FRESH_SENTENCE):
+            parts = _SENTENCE_END.split(self.text[start:end])  # text, end, text, end, ..., text
+            sentences += map(str.__add__, parts[0:-1:2], parts[1::2])
+            if parts[-1]:
+                sentences.append(parts[-1])
+        return sentences
 
     @cached_attribute
-    def sentence_bytes(self) -> list[int]:
-        return list(accumulate(map(len, map(str.encode, self.sentences[:-1])), initial=0)) if self.sentences else []
+    def sentence_bytes(self) -> array[int]:
+        # Arrays, not lists, for what a layout keeps a number of per sentence: 8 bytes a number, not 36 (32 a
+        # float), which a log of short lines has as many of as it has lines.
+        return array(
+            "q", accumulate(map(len, map(str.encode, self.sentences[:-1])), initial=0) if self.sentences else ()
+        )
 
     @cached_attribute
-    def signatures(self) -> list[set[str]]:
-        """Each sentence's character set: the semantic stand-in's lexical fingerprint. A sentence that
-        comes again (anchors, status lines: a third of a ticket's) shares its first one's set, built
-        once; nothing changes a signature."""
-        sentences = self.sentences
-        distinct = dict.fromkeys(sentences)
-        return list(map(dict(zip(distinct, map(set, distinct))).__getitem__, sentences))
+    def similarities(self) -> array[float]:
+        """Jaccard similarity of each sentence's character set with the next one's."""
+        return sentence_similarities(self.sentences)
 
     @cached_attribute
-    def similarities(self) -> list[float]:
-        """Jaccard similarity of each sentence's signature with the next one's."""
-        return neighbour_similarities(self.signatures)
-
-    @cached_attribute
-    def heading_bytes(self) -> list[int]:
-        return byte_offsets(self.text, heading_offsets(self.text))
+    def heading_bytes(self) -> array[int]:
+        return array("q", byte_offsets(self.text, heading_offsets(self.text)))
 
     def without(self, text: str, byte_cuts: Sequence[tuple[int, int]]) -> TextLayout:
         """The layout of ``text``, which is this text with the whole-line byte ranges ``byte_cuts`` removed."""
@@ -167,23 +193,19 @@ class _DerivedLayout(TextLayout):
         return _kept(self._source.sentences, self._sentence_runs)
 
     @cached_attribute
-    def sentence_bytes(self) -> list[int]:
+    def sentence_bytes(self) -> array[int]:
         return _moved(self._source.sentence_bytes, self._sentence_runs)
 
     @cached_attribute
-    def signatures(self) -> list[set[str]]:
-        return _kept(self._source.signatures, self._sentence_runs)
-
-    @cached_attribute
-    def similarities(self) -> list[float]:
+    def similarities(self) -> array[float]:
         # Sentences next to each other in the source keep their similarity: only the pairs that a
         # cut brought together are new.
-        similarities, signatures = self._source.similarities, self._source.signatures
-        kept: list[float] = []
+        similarities, sentences = self._source.similarities, self._source.sentences
+        kept = array("d")
         previous = None  # the last kept sentence so far (index in the source)
         for first, last, _ in self._sentence_runs:
             if previous is not None:
-                before, after = signatures[previous], signatures[first]
+                before, after = set(sentences[previous]), set(sentences[first])
                 shared = len(before & after)
                 kept.append(shared / (len(before) + len(after) - shared))  # as neighbour_similarities does
             kept += similarities[first : last - 1]
@@ -191,7 +213,7 @@ class _DerivedLayout(TextLayout):
         return kept
 
     @cached_attribute
-    def heading_bytes(self) -> list[int]:
+    def heading_bytes(self) -> array[int]:
         headings = self._source.heading_bytes
         return _moved(headings, _kept_runs(headings, self._cuts))
 
@@ -218,12 +240,40 @@ def _kept(items: list[Any], runs: Sequence[tuple[int, int, int]]) -> list[Any]:
     return kept
 
 
-def _moved(offsets: Sequence[int], runs: Sequence[tuple[int, int, int]]) -> list[int]:
+def _moved(offsets: Sequence[int], runs: Sequence[tuple[int, int, int]]) -> array[int]:
     """The offsets in the runs of ``_kept_runs``, moved back by the bytes cut before them."""
-    moved: list[int] = []
+    moved = array("q")
     for first, last, removed in runs:
-        moved += map(sub, offsets[first:last], repeat(removed))
+        moved.extend(map(sub, offsets[first:last], repeat(removed)))
     return moved
+
+
+# Sentences whose character sets are made at a time (``sentence_similarities``).
+_SIMILARITY_BLOCK = 1 << 10
+
+
+def sentence_similarities(sentences: Sequence[str], buffer: int = 0) -> array[float]:
+    """Jaccard similarity of each sentence's signature with the next one's: the set of its characters and
+    those of ``buffer`` sentences on each side (the semantic stand-in's lexical fingerprint).
+
+    The sets are made ``_SIMILARITY_BLOCK`` sentences at a time and dropped: a set of characters takes
+    about a kilobyte, 20 times a short sentence's text, so a whole document's (a pasted log: a sentence a
+    line) would take 20 times the document. A sentence that comes again in a block (anchors, status lines:
+    a third of a ticket's) shares its first one's set, made once."""
+    similarities = array("d")
+    for start in range(0, len(sentences) - 1, _SIMILARITY_BLOCK):
+        end = min(start + _SIMILARITY_BLOCK + 1, len(sentences))  # one more: its pair with the next block's first
+        first = max(start - buffer, 0)  # the first sentence a signature of the block reaches back to
+        block = sentences[first : end + buffer]
+        distinct = dict.fromkeys(block)
+        sets = list(map(dict(zip(distinct, map(set, distinct))).__getitem__, block))
+        if buffer:
+            sets = [
+                set().union(*sets[max(index - buffer, 0) - first : index + buffer + 1 - first])
+                for index in range(start, end)
+            ]
+        similarities.extend(neighbour_similarities(sets))
+    return similarities
 
 
 def neighbour_similarities(signatures: Sequence[set[str]]) -> list[float]:
@@ -303,18 +353,9 @@ class SemanticChunker:
 
     def _breakpoints(self, layout: TextLayout) -> set[int]:
         """Indices i where a new chunk starts at sentence i (distance to i-1 above the percentile)."""
-        signatures = layout.signatures
-        if len(signatures) < 3:
+        if len(layout.sentences) < 3:
             return set()
-        if self.buffer:
-            similarities = neighbour_similarities(
-                [
-                    set().union(*signatures[max(i - self.buffer, 0) : i + self.buffer + 1])
-                    for i in range(len(signatures))
-                ]
-            )
-        else:
-            similarities = layout.similarities
+        similarities = sentence_similarities(layout.sentences, self.buffer) if self.buffer else layout.similarities
         # distance = 1 - similarity, so "distance above its p-th percentile" is "similarity below
         # its (100-p)-th percentile".
         threshold = percentile(similarities, 100 - self.breakpoint)
@@ -372,6 +413,8 @@ class BlockLayout:
 
 _FENCE_LINE = re.compile(r"( {0,3})(`{3,}|~{3,})(.*)")
 _CODE_BLOCK_TYPES = ("fence", "code_block")
+# The HTML blocks that only their closing tag ends (CommonMark's first kind), as markdown-it tells them.
+_RAW_HTML_START, _RAW_HTML_END, _ = HTML_SEQUENCES[0]
 # A quote or list item whose content starts a fence, code, a heading or HTML: a scan cannot place it.
 _MARKER = r"(?:>|(?:[-+*]|\d{1,9}[.)])(?=[ \t]|$))"
 _CONTAINED_BLOCK = re.compile(
@@ -403,22 +446,31 @@ def _scanned_layout(text: str) -> BlockLayout | None:
     cannot hold a line that is not indented or quoted unless it continues a paragraph lazily, which a
     fence cannot. So its code runs to the first closing fence (same character, at least as long, at
     most 3 spaces in, nothing after) or to the end, and outside fences an ATX line is a heading.
-    None (parse instead) for anything else: indented code, HTML, setext underlines, indented fences,
+    A ``<pre>``, ``<script>``, ``<style>`` or ``<textarea>`` at column 0 (a log pasted as Textile taught)
+    starts an HTML block the same way: it runs to the first line holding its closing tag (its own line
+    included) or to the end, and holds no heading and no code. A huge log is then no parse (the parser
+    keeps half a kilobyte a block: 35 MB for a 5 MB log between spacing anchors, and 10 s).
+    None (parse instead) for anything else: indented code, other HTML, setext underlines, indented fences,
     a backtick fence whose info string has a backtick, a quote or list item that starts a fence, code,
     a heading or HTML.
     """
     headings: list[int] = []
     code: list[tuple[int, int]] = []
     fence: tuple[str, int, int] | None = None  # character, length, first line
+    in_raw_html = False
     offset = 0
-    for number, line in enumerate(text.split("\n")):
+    for number, line in enumerate(_lines(text)):
         if fence is not None:
             closer = _FENCE_LINE.fullmatch(line)
             if closer and closer[2][0] == fence[0] and len(closer[2]) >= fence[1] and not closer[3].strip():
                 code.append((fence[2], number + 1))
                 fence = None
+        elif in_raw_html:
+            in_raw_html = not _RAW_HTML_END.search(line)
         elif _CONTAINED_BLOCK.match(line):
             return None
+        elif _RAW_HTML_START.match(line):
+            in_raw_html = not _RAW_HTML_END.search(line)
         elif COMPLEX_LINE.match(line):
             opener = _FENCE_LINE.fullmatch(line)
             if opener is None or opener[1] or (opener[2][0] == "`" and "`" in opener[3]):

@@ -51,6 +51,9 @@ from anchorkit.settings import TRANSFORM, default, option_name, resolve_here
 from anchorkit.tokens import TOKENIZER_CHOICES, Tokenizer, choose_tokenizer
 from anchorkit.untrusted import ascii_number
 
+# What stats renders a snapshot with where transform's settings would say otherwise (None: transform's).
+_SNAPSHOT_OPTIONS = ("anchor_basic_info", "anchor_subject_chars", "max_text_bytes")
+
 # ---------------------------------------------------------------------------------------------
 # Running the audit, and CI gates
 
@@ -175,7 +178,7 @@ def run_audit(
         raise UsageError(str(exc)) from None
     tokenizer = choose_tokenizer(values["tokenizer"], tiktoken_file)  # TokenizerUnavailable: exit 2
     table = parse_lengths(values["lengths"])
-    given = {name: values[name] for name in ("anchor_basic_info", "anchor_subject_chars") if values[name] is not None}
+    given = {name: values[name] for name in _SNAPSHOT_OPTIONS if values[name] is not None}
     source: dict[str, Any] = {"path": str(path)}
     items: Iterable[SourceItem]
     if is_snapshot(path):
@@ -195,9 +198,9 @@ def run_audit(
         }
         source |= {"kind": "snapshot", "transform": transform}
         rendering = snapshot_rendering(options)
-    elif _given_as_flags(values, ("anchor_basic_info", "anchor_subject_chars"), flags):
+    elif misplaced := _given_as_flags(values, _SNAPSHOT_OPTIONS, flags):
         raise UsageError(
-            "--anchor-subject-chars and --anchor-basic-info apply to snapshot input only "
+            f"{', '.join(map(option_name, misplaced))}: options that apply to snapshot input only "
             "(an output folder is already anchored)"
         )
     else:
@@ -244,7 +247,7 @@ def audit_chunk_layout(
     Options about documents (snapshot rendering, --fail-over-overhead, the chunkers to emulate) given as flags
     (``run_audit``) are a usage error here: ignored, a --chunking SPEC would look measured. A bad --lengths is
     one too, as it is on documents, though the table is not made for chunks."""
-    names = ("anchor_subject_chars", "anchor_basic_info", "fail_over_overhead", "chunking")
+    names = (*_SNAPSHOT_OPTIONS, "fail_over_overhead", "chunking")
     misplaced = [option_name(name) for name in _given_as_flags(values, names, flags)]
     if misplaced:
         raise UsageError(f"{', '.join(misplaced)}: documents only ({path} holds {kind.replace('-', ' ')})")

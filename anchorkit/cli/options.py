@@ -22,7 +22,7 @@ import typer
 
 from anchorkit import settings
 from anchorkit.cli import output
-from anchorkit.settings import CHUNK, SETTINGS_BY_NAME, SYNC, TRANSFORM
+from anchorkit.settings import CHUNK, SETTINGS_BY_NAME, STATS, SYNC, TRANSFORM
 
 # Choices as types, so that --help and shell completion list them (and a typo is refused by name).
 Lang = Literal[settings.LANGS]  # type: ignore[valid-type]
@@ -312,6 +312,7 @@ DOCUMENTS = (
         ("--max-text-bytes",),
         int,
         "A description or note over this many UTF-8 bytes fails its ticket.",
+        {STATS: "Snapshot input: transform with this --max-text-bytes (default: transform's)."},
         metavar="BYTES",
     ),
     Opt(

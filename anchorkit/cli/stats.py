@@ -10,7 +10,17 @@ from typer._click.core import ParameterSource  # typer vendors click and re-expo
 from typer._click.globals import get_current_context
 
 from anchorkit.cli import output
-from anchorkit.cli.options import GROUP, JOBS, TOKENIZER, QuietFlag, Values, VerboseFlag, with_options
+from anchorkit.cli.options import (
+    DOCUMENTS,
+    GROUP,
+    JOBS,
+    TOKENIZER,
+    QuietFlag,
+    Values,
+    VerboseFlag,
+    some_of,
+    with_options,
+)
 from anchorkit.settings import STATS, default
 
 # The names --chunking accepts (anchorkit.audit.chunkers.CHUNKERS; a test keeps the two the same).
@@ -18,7 +28,7 @@ CHUNKER_NAMES = ("fixed", "hierarchical", "semantic", "heading", "langchain-recu
 CHUNK_TOKENS: int = default("chunk_tokens")
 
 
-@with_options(STATS, tokenizer=TOKENIZER, jobs=JOBS)
+@with_options(STATS, tokenizer=TOKENIZER, rendering=some_of(DOCUMENTS, "max_text_bytes"), jobs=JOBS)
 def stats_command(
     path: Annotated[
         Path,
@@ -69,6 +79,7 @@ def stats_command(
             help="Snapshot input: transform with or without it (default: transform's).",
         ),
     ] = default("anchor_basic_info", STATS),
+    rendering: Values = GROUP,
     json_output: Annotated[
         bool,
         typer.Option(
@@ -130,6 +141,7 @@ def stats_command(
         check_writable_file(html, "--html")
     values = (
         tokenizer
+        | rendering
         | jobs
         | {
             "chunking": chunking or [],

@@ -14,7 +14,10 @@ table (256, 300, 512, 1,024), as ``anchorkit stats`` does by default:
   BENCH_STATS_ROUNDS times (default 3), alternating, and the best of each is compared, in wall time
   and in CPU time (the CPU ratio is the one to trust on a busy machine);
 - with approx (target <= 5 s), and both tokenizers with --jobs 2;
-- and, for reference, the LangChain splitters alone on BENCH_STATS_LANGCHAIN_DOCS documents (default 1,000).
+- and, for reference, the LangChain splitters alone on BENCH_STATS_LANGCHAIN_DOCS documents (default 1,000);
+- the memory of one huge document: scale_corpus.py's ticket whose journal pastes 50,000 log lines (~5 MB),
+  measured with the four chunkers: its peak of Python allocations (tracemalloc) against the document's size
+  (target: under 10x), and the CPU time it takes.
 
 With ``BENCH_INSTRUCTIONS=1`` (and valgrind installed) the audit and its floor are also counted in
 instructions, each in a child on BENCH_STATS_INSTRUCTION_DOCS (default 300) documents and on one, so
@@ -31,6 +34,7 @@ import os
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,6 +54,7 @@ LANGCHAIN_DOCUMENTS = int(os.environ.get("BENCH_STATS_LANGCHAIN_DOCS", "1000"))
 JOBS = (1, 2)  # one process, and 2 (this machine's cores: what the default --jobs 0 picks here)
 TARGETS = {tokens.APPROX: 5.0}
 INSTRUCTION_DOCUMENTS = int(os.environ.get("BENCH_STATS_INSTRUCTION_DOCS", "300"))
+MEMORY_TARGET = 10.0  # peak Python allocations, times the document's UTF-8 size
 
 # The audit and the floor as children, for valgrind: the same work as ``run`` and ``floor`` on one core.
 AUDIT_CHILD = """
@@ -174,6 +179,40 @@ def count_against_floor(scratch: Path) -> None:
     )
 
 
+def huge_document_memory(scratch: Path, chunkers: list[chunking.Chunker]) -> None:
+    """One document of LOG_LINES pasted log lines: its measurement's peak allocations against its size."""
+    from support.long_tickets import lookups
+    from support.scale_corpus import LOG_LINES, MAX_TEXT_BYTES, _huge
+
+    from anchorkit.audit.measure import Measurer
+    from anchorkit.render.transform import TransformOptions
+
+    snapshot = scratch / "huge"
+    (snapshot / "issues").mkdir(parents=True)
+    issue = _huge(0, 1)
+    (snapshot / "issues" / "1.json").write_text(json.dumps({"issue": issue}, ensure_ascii=False), encoding="utf-8")
+    (snapshot / "lookups.json").write_text(json.dumps(lookups(), ensure_ascii=False), encoding="utf-8")
+    (snapshot / "state.json").write_text((REPO / "fixtures" / "state.json").read_text(encoding="utf-8"), "utf-8")
+    (document,) = stats.iter_snapshot(snapshot, TransformOptions(max_text_bytes=MAX_TEXT_BYTES))
+    assert isinstance(document, stats.SourceDocument)
+    size = len(document.markdown.encode("utf-8"))
+    measurer = Measurer(tokens.load_cl100k_base(), chunkers)
+    cpu_started = time.process_time()
+    measurer.measure_batch([document])
+    cpu = time.process_time() - cpu_started
+    chunking.block_layout.cache_clear()  # what is kept by text is dropped: measured again, as the first time
+    tracemalloc.start()
+    measurer.measure_batch([document])
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    ratio = peak / size
+    print(
+        f"one huge document ({size / 1e6:.1f} MB, {LOG_LINES:,} log lines): {cpu:.2f} s CPU, peak Python allocations "
+        f"{peak / 1e6:.1f} MB = {ratio:.1f}x the document (target < {MEMORY_TARGET:.0f}x: "
+        f"{'met' if ratio < MEMORY_TARGET else 'MISSED'})"
+    )
+
+
 def main() -> None:
     bedrock_like = [chunking.CHUNKERS[name]() for name in chunking.BEDROCK_LIKE]
     with tempfile.TemporaryDirectory(prefix="bench-stats-") as tmp:
@@ -186,6 +225,7 @@ def main() -> None:
             with tempfile.TemporaryDirectory(prefix="bench-stats-counted-") as counted:
                 count_against_floor(Path(counted))
         run(folder, cl100k, bedrock_like, "cl100k_base, 4 chunkers + length table", None, jobs=2)
+        huge_document_memory(folder, bedrock_like)
         for jobs in JOBS:
             run(
                 folder,
