@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from support.bedrock import chunk_list_batch, documented_batch
 
-from anchorkit.bedrock.anchoring import Ticket, holds_complete_anchor, inject, ticket_from_texts, with_anchor
+from anchorkit.bedrock.anchoring import Ticket, chunk, holds_complete_anchor, inject, ticket_from_texts, with_anchor
 from anchorkit.bedrock.audit import audit_line, count_batches, read_audit_lines
 from anchorkit.bedrock.batches import BatchError, read_batch
 from anchorkit.bedrock.counts import Counts
@@ -36,10 +36,34 @@ ANCHOR = f"> チケット #12301: {SUBJECT}"
         (f"> チケット #12399: {SUBJECT}\n\n本文", False),  # another ticket's anchor
         (f"> チケット \\#12301: {SUBJECT}\n\n本文", False),  # a neutralised look-alike
         (f"本文 > チケット #12301: {SUBJECT}\n", False),  # not at the start of a line
+        ("# チケット #12301: 在宅勤務時にVPNが5〜10", True),  # the start of a title too long for a chunk, alone
+        ("# チケット #12301: 在宅勤務時にVPNが5〜11", False),  # not its title's start
+        ("# チケット #12399: 在宅勤務時にVPNが5〜10", False),  # another ticket's
+        ("本文\n# チケット #12301: 在宅勤務時にVPNが5〜10", False),  # not the chunk's start
     ],
 )
 def test_a_chunk_names_its_ticket_only_with_a_whole_anchor_or_title_line(text: str, holds: bool) -> None:
     assert holds_complete_anchor(text, TICKET) is holds
+
+
+def test_chunk_mode_keeps_the_first_chunk_of_a_title_longer_than_a_chunk_within_the_chunk_length() -> None:
+    """255 rare kanji of subject are more tokens than a chunk: the chunker's first chunk is as much of the title
+    line as fits, which names the ticket. It passed for a chunk without its anchor, so the Lambda put the whole
+    anchor in front of it: 557 tokens in a 300-token chunk, and the chunk no longer began with the title."""
+    subject = "".join(chr(code) for code in range(0x4E00, 0x9FFF, 97))[:255]
+    issue = {"id": 12301, "subject": subject, "description": "本文です。", "journals": []}
+    document = render_document(issue, {}, RenderOptions(chunk_tokens=0))
+    ticket = Ticket(12301, subject, None, "metadata")
+    batch = read_batch(json.dumps(documented_batch([document])).encode())
+    tokenizer = chunk_tokenizer()
+
+    items, counts, _ = chunk(batch, ticket, {"ticket_id": 12301, "subject": subject}, tokenizer, DEFAULT_OPTIONS)
+
+    texts = [batch.text(item) or "" for item in items]
+    assert max(map(tokenizer.count, texts)) <= DEFAULT_OPTIONS.chunk_tokens
+    assert document.startswith(texts[0]) and "\n" not in texts[0]  # the title line's start, alone
+    assert (counts.chunks_out, counts.already_anchored, counts.anchored) == (len(items), len(items), 0)
+    assert count_batches([batch.encode(items)]).missing_anchor == 0
 
 
 def test_an_anchor_that_ends_a_chunk_counts_whole_with_its_subject_escaped_as_documents_write_it() -> None:

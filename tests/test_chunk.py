@@ -399,6 +399,19 @@ def test_a_subject_too_long_for_the_header_is_cut_in_the_header_only() -> None:
     assert find_anchors(chunks[1].header)[0].ticket_id == 5
 
 
+def test_a_subject_cut_in_the_header_is_never_cut_between_a_backslash_and_what_it_escapes() -> None:
+    """The header writes the subject escaped (``\\&amp; \\<b>``): a cut right after a backslash left it before
+    the ``…``, where it escapes nothing and shows (``> チケット #5: \\&amp; \\…``). A literal backslash
+    (written ``\\\\``) is kept whole or dropped whole."""
+    subject = "&amp; <b>太字</b> _em_ C:\\Users\\田中 `code` " * 8
+    doc = document("本文です。" * 400, subject=subject)
+    for chunk_tokens in range(120, 400, 7):
+        header = chunk_document(doc, {}, BYTES, chunk_tokens).chunks[1].header.split("\n", 1)[0]
+        kept = header.removesuffix("…")
+        assert kept != header and (len(kept) - len(kept.rstrip("\\"))) % 2 == 0, header
+        assert find_anchors(header)[0].ticket_id == 5
+
+
 def test_a_title_line_longer_than_a_chunk_begins_the_first_chunk_as_far_as_it_fits() -> None:
     """Redmine's subjects run to 255 characters: at a small N the title line alone can be over a chunk."""
     tokenizer = load_cl100k_base()
@@ -413,6 +426,19 @@ def test_a_title_line_longer_than_a_chunk_begins_the_first_chunk_as_far_as_it_fi
     assert chunks[1].header.endswith("…\n\n") and chunks[1].text.startswith(chunks[1].header)
     assert all(tokenizer.count(chunk.text) <= 100 for chunk in chunks)
     assert "".join(strip_anchors(doc)[chunk.own_start : chunk.end] for chunk in chunks) == strip_anchors(doc)
+
+
+def test_a_title_line_that_fits_in_a_chunk_but_not_beside_an_anchor_begins_the_first_chunk_whole() -> None:
+    """The first chunk has no header: a title line longer than what the other chunks leave for content after
+    their anchor still fits in it whole. It was cut like a line longer than a chunk, at the other chunks' room."""
+    subject = "月末締め処理に影響するため暫定対処と恒久対策の方針を決めたい経理部と情報システム部で調整中" * 2
+    doc = document("- 本文です。\n" * 100, subject=subject[:58])
+    title = doc.split("\n", 1)[0]
+    for chunk_tokens in range(BYTES.count(title + "\n\n"), 250, 3):
+        chunks = chunk_document(doc, {}, BYTES, chunk_tokens).chunks
+        assert chunk_tokens - BYTES.count(chunks[1].header) < BYTES.count(title + "\n\n")
+        assert chunks[0].text.startswith(title + "\n\n"), chunk_tokens
+        assert_chunks_keep_the_contract(chunks, doc, BYTES, chunk_tokens)
 
 
 def test_every_header_writes_a_subject_with_markup_as_the_title_does() -> None:

@@ -12,7 +12,9 @@ is trusted, and the chunks pass through unanchored, as ``inject`` does.
 *complete* anchor or title line of its ticket passes byte for byte; every other one gets
 ``> チケット #ID: subject`` and a blank line in front. A line is complete when the chunk holds its line
 break, or when it ends the chunk with the ticket's whole subject (or the subject as transform
-shortens it, ``…`` marking the cut): a chunk cut inside an anchor line does not name its ticket.
+shortens it, ``…`` marking the cut): a chunk cut inside an anchor line does not name its ticket. A chunk
+that is nothing but the start of the ticket's title line (a title longer than a whole chunk, cut as
+anchorkit's chunker cuts it) names its ticket: an anchor in front would only repeat the title.
 Whatever in a chunk has the shape of *another* ticket's anchor or title is escaped (``\\#``), as
 transform escapes it in documents: no chunk reaches the index naming a ticket it is not. An empty or
 blank chunk passes as it is (an anchor alone would be embedded as a chunk of its own).
@@ -43,6 +45,7 @@ from anchorkit.anchors import (
     holds_text,
     neutralize_forgeries,
     one_line,
+    title_line,
 )
 from anchorkit.bedrock.batches import Batch, Item, MetadataValue, plain_value
 from anchorkit.bedrock.counts import Counts
@@ -140,14 +143,26 @@ def _url(ticket_id: int, metadata: Mapping[str, Any], options: Options) -> str |
 
 
 def holds_complete_anchor(text: str, ticket: Ticket) -> bool:
-    """Whether one of the text's lines is a whole anchor or title line of the ticket."""
+    """Whether one of the text's lines is a whole anchor or title line of the ticket, or the text is the start
+    of the ticket's title line and nothing else: the first chunk of a title line longer than a whole chunk,
+    which anchorkit's chunker cuts as any line that long (its first chunk begins with as much of it as fits)."""
     for pattern in (ANCHOR_PATTERN, TITLE_PATTERN):
         for match in pattern.finditer(text):
             if int(match["id"]) == ticket.ticket_id and (
-                match.end() < len(text) or _whole_subject((match["subject"] or "").strip(), ticket.subject)
+                match.end() < len(text)
+                or _whole_subject((match["subject"] or "").strip(), ticket.subject)
+                or (pattern is TITLE_PATTERN and not match.start() and _title_start(text, match, ticket))
             ):
                 return True
     return False
+
+
+def _title_start(text: str, title: re.Match[str], ticket: Ticket) -> bool:
+    """Whether ``text``, a title line of the ticket cut short, is the start of the title line documents and
+    anchorkit's chunks write for it (the subject escaped as plain Markdown text)."""
+    return bool(ticket.subject) and title_line(
+        ticket.ticket_id, written_subject(ticket.subject), title["label"]
+    ).startswith(text)
 
 
 def _whole_subject(found: str, subject: str) -> bool:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from anchorkit.chunk.core import (
     DEFAULT_CHUNK_TOKENS,
-    SECTIONS,
     Chunk,
     ChunkedTicket,
     ChunkError,
     chunk_document,
 )
+from anchorkit.chunk.pieces import SECTIONS
 from anchorkit.chunk_names import chunk_id
 
 __all__ = ["DEFAULT_CHUNK_TOKENS", "SECTIONS", "Chunk", "ChunkError", "ChunkedTicket", "chunk_document", "chunk_id"]

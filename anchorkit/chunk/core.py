@@ -26,7 +26,10 @@ Among the places that keep a chunk within N tokens, the one with the best ``fill
 taken (a fuller chunk against a worse boundary), so the chunk count stays near the fewest possible
 while most chunks start at a journal or a section. The content is tokenized once and the pieces'
 token counts are read off its token offsets; every chunk is then counted whole before it is
-accepted (a cut inside a token may cost one more), so no chunk is ever over N tokens.
+accepted (a cut inside a token may cost one more), so no chunk is ever over N tokens. A ticket that
+comes out at more than MOST_CHUNKS (1.25) times the fewest chunks possible (at a small N, lines that fit
+in a chunk but not in what is left of one end chunks half full) is packed again, fuller: cut inside its
+lines where a better boundary is not nearly as good.
 
 Chunk metadata locate the chunk: ``section``, and for a chunk that starts inside a journal the
 journal's heading date and author and its Redmine note number (``url`` ends in ``#note-n``), taken
@@ -42,7 +45,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate
 from operator import sub
-from typing import Any, NamedTuple
+from typing import Any
 
 from anchorkit.anchors import (
     ANCHOR_PATTERN,
@@ -53,9 +56,9 @@ from anchorkit.anchors import (
     code_closer,
     find_anchors,
     find_titles,
-    shortened,
 )
-from anchorkit.chunk.cuts import HEADING_LINE, after_heading, code_lines, cut_before
+from anchorkit.chunk.cuts import HEADING_LINE, after_heading, code_lines, cut_before, cut_subject
+from anchorkit.chunk.pieces import Lines, Piece, Segment, segments
 from anchorkit.chunk.positions import TokenPositions
 from anchorkit.chunk_names import chunk_id
 from anchorkit.note_ranges import format_note_numbers, metadata_int, parse_note_numbers
@@ -71,7 +74,6 @@ MAX_HEADER_SHARE = 4
 # Below this many tokens of content a chunk (after its anchor and overlap) holds too little to be useful.
 MIN_CONTENT_TOKENS = 16
 
-SECTIONS = DETAILS, DESCRIPTION, HISTORY = ("details", "description", "history")  # a chunk's "section"
 
 # Boundary levels, best first, and what a chunk ending there gives up (in fractions of a chunk): on
 # long tickets at 300 tokens, 0.5% of the journals that fit in a chunk are split, for 1.16x the
@@ -81,11 +83,21 @@ _PENALTY = {SEGMENT: 0.0, HEADING: 0.1, BLOCK: 0.3, LINE: 0.5, SENTENCE: 0.65}
 # A journal or section that would fit in a chunk is looked into only when the chunk would otherwise
 # be less full than this.
 _REFINE_BELOW = 0.8
+# At most this many times the fewest chunks possible (ceil((content - header) / (N - header - overlap))): a
+# ticket cut into more (lines that fit in a chunk but not in what is left of one, at a small N; a table of rows
+# of half a chunk) is packed again, fuller: its pieces cut to a sixth of a chunk's room (after sentences,
+# between lines, inside lines: _FILL_PIECES), the boundaries counting for a fifth of what they do
+# (_FILL_PENALTY), a forced cut no longer beaten by any other boundary. Tickets within it are cut as before.
+MOST_CHUNKS = 1.25
+_FILL_PIECES = 6
+_FILL_PENALTY = 0.2
+# A first packing that has made this many chunks, half as many more than MOST_CHUNKS times the fewest for the
+# content they hold, is given up for the fuller one at once.
+_GIVE_UP_AFTER = 8
 
 # A section or journal heading and its anchor, from the line break before it (the document's first line
 # is its title): a search for a line break is four times faster than trying "^" at every character.
 _DOCUMENT_HEADING = re.compile(r"\n(#{2,3}) [^\n]*\n\n(> [^\n]*)(?=\n\n|\n?\Z)")
-_JOURNAL_HEADING = re.compile(r"### \[(?P<date>[^\]\n]*)\] (?P<author>[^\n]*)")
 _ID_COLON = re.compile(r"#\d{1,12}:")  # what every anchor and title line holds
 
 
@@ -193,53 +205,6 @@ def _title(document: str) -> re.Match[str]:
     return title
 
 
-class _Segment(NamedTuple):
-    start: int  # content offsets
-    end: int
-    section: str
-    journal: int | None  # index of the journal among the history's headings
-
-
-class _Piece(NamedTuple):
-    """Content that stays in one chunk; the boundary before it, and what a cut there writes."""
-
-    start: int
-    end: int
-    cost: int
-    level: int
-    segment: int
-    whole: bool = False  # a whole segment, not yet looked into
-    reopen: str = ""  # written at the start of a chunk that starts here
-    close: str = ""  # written at the end of a chunk that ends here
-    reopen_cost: int = 0
-    close_cost: int = 0
-    inner: _Lines | None = None  # the lines a chunk may also end between, inside the piece
-
-
-class _Lines(NamedTuple):
-    """Where a piece may also be cut: between its lines, the boundaries all alike (a list's items, a table's
-    rows, a code block's lines: LINE boundaries that reopen and close the same). A chunk that ends among
-    them ends after the furthest that fits (they differ only in how full they leave it), so the packer
-    finds that one by bisection and never makes a piece of each line."""
-
-    offsets: list[int]  # the content offset of each boundary, ascending
-    tokens: list[int]  # the content's token index there
-    first: int  # the token index at the piece's start
-    reopen: str
-    close: str
-    reopen_cost: int
-    close_cost: int
-
-    def part(self, start: int, stop: int | None, first: int) -> _Lines | None:
-        """The boundaries ``start:stop`` of a piece that begins at token ``first`` (None: there are none)."""
-        offsets = self.offsets[start:stop]
-        if not offsets:
-            return None
-        return _Lines(
-            offsets, self.tokens[start:stop], first, self.reopen, self.close, self.reopen_cost, self.close_cost
-        )
-
-
 class _Chunker:
     def __init__(
         self,
@@ -283,15 +248,26 @@ class _Chunker:
         self.metadata["ticket_id"] = self.ticket_id
         self.base_url = str(metadata["url"]).split("#", 1)[0] if metadata.get("url") else None
         self.content = outline.content
-        self.segments, self.journals = _segments(outline)
+        self.segments, self.journals = segments(outline)
         # Without its anchors the content names no ticket but in its title line (forged anchors are
         # escaped): then a chunk of whole lines of it names its ticket by its header alone, and only a
         # chunk cut inside a line needs looking at (_check).
         self.whole_lines_name_nothing = self._names_nothing_but_its_title()
         self.notes = self._note_numbers(metadata.get("note_numbers"))
         self.positions = TokenPositions(self.content, tokenizer, self.count)
-        self.pieces = [
-            _Piece(segment.start, segment.end, self.positions.cost(segment.start, segment.end), SEGMENT, index, True)
+        self.pieces = self._packing(fuller=False)
+
+    def _packing(self, fuller: bool) -> list[Piece]:
+        """Set how the packer weighs boundaries and the most a piece may cost (``fuller``: see MOST_CHUNKS);
+        the pieces to pack from, the segments whole."""
+        scale = _FILL_PENALTY if fuller else 1.0
+        self.penalty: Mapping[int, float] = {level: penalty * scale for level, penalty in _PENALTY.items()}
+        self.forced_penalty = scale
+        self.forced_last = not fuller  # any boundary beats a forced cut
+        self.refine_below = 1.0 if fuller else _REFINE_BELOW
+        self.piece_room: int | None = max(1, self.limit // _FILL_PIECES) if fuller else None  # None: a chunk's room
+        return [
+            Piece(segment.start, segment.end, self.positions.cost(segment.start, segment.end), SEGMENT, index, True)
             for index, segment in enumerate(self.segments)
         ]
 
@@ -315,11 +291,11 @@ class _Chunker:
             low, high = 1, len(subject)  # the longest cut subject whose anchor fits
             while low < high:
                 middle = (low + high + 1) // 2
-                if self.count(anchor_line(self.ticket_id, shortened(subject, middle), label) + "\n\n") <= most:
+                if self.count(anchor_line(self.ticket_id, cut_subject(subject, middle), label) + "\n\n") <= most:
                     low = middle
                 else:
                     high = middle - 1
-            header = anchor_line(self.ticket_id, shortened(subject, low), label) + "\n\n"
+            header = anchor_line(self.ticket_id, cut_subject(subject, low), label) + "\n\n"
         return header, self.count(header)
 
     def _note_numbers(self, notes: Any) -> list[int] | None:
@@ -337,6 +313,29 @@ class _Chunker:
     # ------------------------------------------------------------------ packing
 
     def run(self) -> ChunkedTicket:
+        chunks = self._pack(give_up=True)
+        if chunks is None or len(chunks) > MOST_CHUNKS * self._fewest(self.positions.firsts[-1]):
+            self.pieces = self._packing(fuller=True)
+            try:
+                fuller = self._pack()
+            except ChunkError:  # (a cut _check refuses: none is known; the first packing then stands)
+                fuller = None
+            if fuller is not None and (chunks is None or len(fuller) < len(chunks)):
+                chunks = fuller
+            elif chunks is None:
+                self.pieces = self._packing(fuller=False)
+                chunks = self._pack()
+        assert chunks is not None
+        return ChunkedTicket(self.ticket_id, chunks, self.warnings)
+
+    def _fewest(self, tokens: int) -> int:
+        """The fewest chunks ``tokens`` of content could be packed into, each but the first with its header (and
+        overlap)."""
+        return max(1, -(-(tokens - self.header_cost) // (self.chunk_tokens - self.header_cost - self.overlap_tokens)))
+
+    def _pack(self, give_up: bool = False) -> list[Chunk] | None:
+        """The chunks, packed as ``_end`` chooses; with ``give_up``, None as soon as the chunks so far are clearly
+        more than MOST_CHUNKS times the fewest for the content they hold (the ticket will be packed again)."""
         chunks: list[Chunk] = []
         first = 0  # piece index where the next chunk's own content starts
         previous_start = 0  # piece index where the previous chunk started
@@ -357,7 +356,13 @@ class _Chunker:
                 budget -= excess  # a cut inside a token costs more than its offsets say: take less
             chunks.append(chunk)
             previous_start, first = start, end
-        return ChunkedTicket(self.ticket_id, chunks, self.warnings)
+            if (
+                give_up
+                and len(chunks) >= _GIVE_UP_AFTER
+                and (len(chunks) > MOST_CHUNKS * self._fewest(self.positions.at(chunk.end)) + _GIVE_UP_AFTER // 2)
+            ):
+                return None
+        return chunks
 
     def _tokens(self, chunk: Chunk) -> int:
         """The chunk's exact token count (read off the content's where it can: TokenPositions.count)."""
@@ -379,6 +384,7 @@ class _Chunker:
         best_end: int | None = None
         best_lines = 0  # the chunk ends after that many lines of piece best_end (0: before the piece)
         best_score, best_forced = 0.0, True
+        line_penalty = self.penalty[LINE]
         index = first
         while index < len(pieces):
             piece = pieces[index]
@@ -387,13 +393,13 @@ class _Chunker:
             if inner is not None:  # the furthest of its line boundaries that fits
                 lines = bisect_right(inner.tokens, budget - used - inner.close_cost + inner.first)
                 if lines:
-                    score = (used + inner.tokens[lines - 1] - inner.first + inner.close_cost) / budget - _PENALTY[LINE]
+                    score = (used + inner.tokens[lines - 1] - inner.first + inner.close_cost) / budget - line_penalty
                     if best_end is None or best_forced or score >= best_score:
                         best_end, best_lines, best_score, best_forced = index, lines, score, False
                 if lines < len(inner.tokens):
                     break
             if used + piece.cost + close_cost > budget:
-                if piece.whole and (best_end is None or best_forced or best_score < _REFINE_BELOW):
+                if piece.whole and (best_end is None or best_forced or best_score < self.refine_below):
                     pieces[index : index + 1] = self._refine(piece)
                     continue
                 break
@@ -402,7 +408,8 @@ class _Chunker:
             if index == len(pieces):
                 return index
             level = pieces[index].level
-            score, forced = (used + close_cost) / budget - _PENALTY.get(level, 1.0), level >= FORCED_LINE
+            score = (used + close_cost) / budget - self.penalty.get(level, self.forced_penalty)
+            forced = level >= FORCED_LINE and self.forced_last
             if best_end is None or (best_forced and not forced) or (best_forced == forced and score >= best_score):
                 best_end, best_lines, best_score, best_forced = index, 0, score, forced
         if best_end is not None and best_lines:
@@ -416,7 +423,7 @@ class _Chunker:
         inner = piece.inner
         assert inner is not None and 0 < lines <= len(inner.offsets)
         at, token = inner.offsets[lines - 1], inner.tokens[lines - 1]
-        head = _Piece(
+        head = Piece(
             piece.start,
             at,
             token - inner.first,
@@ -429,7 +436,7 @@ class _Chunker:
             piece.close_cost,
             inner.part(0, lines - 1, inner.first),
         )
-        tail = _Piece(
+        tail = Piece(
             at,
             piece.end,
             piece.cost - head.cost,
@@ -489,9 +496,17 @@ class _Chunker:
         if tail is not None:
             self.pieces[start - 1 : start] = tail
             first += 1
+        # The offsets say one token less where the previous chunk ends inside a token: counted exactly, the
+        # overlap loses pieces from its start until it is within overlap_tokens.
+        end = self.pieces[first].start
+        if self.tokenizer.exact and start < first and not self.positions.clean(end):
+            while start < first and (
+                self.positions.count((), self.pieces[start].start, end, "", self.count) > self.overlap_tokens
+            ):
+                start += 1
         return start, first
 
-    def _sentence_tail(self, index: int, room: int) -> list[_Piece] | None:
+    def _sentence_tail(self, index: int, room: int) -> list[Piece] | None:
         """Piece ``index`` as its head and the longest tail of whole sentences that costs at most ``room`` tokens,
         cut where a paragraph may be cut inside a line (spacing.sentence_cuts); None if it has none (or is code
         or a table, which a chunk that starts inside them would reopen, or begins at a forced cut)."""
@@ -508,8 +523,8 @@ class _Chunker:
                 if self.tokenizer.exact and self.positions.count((), at, piece.end, "", self.count) > room:
                     continue
                 head_cost = self.positions.cost(piece.start, at)
-                head = _Piece(piece.start, at, head_cost, piece.level, piece.segment)
-                return [head, _Piece(at, piece.end, piece.cost - head_cost, SENTENCE, piece.segment)]
+                head = Piece(piece.start, at, head_cost, piece.level, piece.segment)
+                return [head, Piece(at, piece.end, piece.cost - head_cost, SENTENCE, piece.segment)]
         return None
 
     def _chunk(self, index: int, start: int, first: int, end: int) -> Chunk:
@@ -545,7 +560,7 @@ class _Chunker:
         if (len(anchors), len(titles)) != expected or {a.ticket_id for a in anchors + titles} != {self.ticket_id}:
             raise ChunkError(f"ticket #{self.ticket_id}: chunk {index} would hold another anchor or title line")
 
-    def _chunk_metadata(self, index: int, segments: list[_Segment], start: int, end: int) -> dict[str, Any]:
+    def _chunk_metadata(self, index: int, segments: list[Segment], start: int, end: int) -> dict[str, Any]:
         """The chunk's own metadata items (laid over the ticket's); ``segments``: those the chunk holds
         text of, from the one it begins in."""
         segment = segments[0]
@@ -580,25 +595,25 @@ class _Chunker:
         reopen: str = "",
         close: str = "",
         cost: int | None = None,
-        inner: _Lines | None = None,
-    ) -> _Piece:
+        inner: Lines | None = None,
+    ) -> Piece:
         """``cost``: its tokens, when the caller knows them (else read off the content's)."""
         if cost is None:
             cost = self.positions.cost(start, end)
-        return _Piece(
+        return Piece(
             start, end, cost, level, segment, False, reopen, close, self.count(reopen), self.count(close), inner
         )
 
-    def _refine(self, piece: _Piece) -> list[_Piece]:
+    def _refine(self, piece: Piece) -> list[Piece]:
         """A whole segment as the pieces between the places where it may be cut: the lines of a run whose
-        boundaries are alike stay one piece (cut between them by bisection: _Lines), a line longer than a
+        boundaries are alike stay one piece (cut between them by bisection: Lines), a line longer than a
         chunk is cut inside (_split)."""
         lines, starts, plan = self._planned(piece)
         numbers, bounds = self._boundaries(piece, lines, plan)
         at = self.positions.at
         tokens = [at(starts[number]) for number in numbers] + [at(piece.end)]  # where each piece's tokens start
         ends = [starts[number] for number in numbers[1:]] + [piece.end]
-        pieces: list[_Piece] = []
+        pieces: list[Piece] = []
         code: dict[int, tuple[str, str]] | None = None
         index = 0
         while index < len(numbers):
@@ -623,7 +638,7 @@ class _Chunker:
                 new = self._piece(starts[numbers[line]], ends[line], level, piece.segment, reopen, close, cost)
                 # A chunk that ends after this piece closes what the next cut leaves open (a code block).
                 after = self.count(bounds[line + 1][2]) if line + 1 < len(bounds) else 0
-                if new.cost + new.reopen_cost + after <= self.limit:
+                if new.cost + new.reopen_cost + after <= self._room(new.start):
                     pieces.append(new)
                     continue
                 if code is None:
@@ -633,12 +648,12 @@ class _Chunker:
             index = stop
         return pieces
 
-    def _planned(self, piece: _Piece) -> tuple[list[str], list[int], Any]:
+    def _planned(self, piece: Piece) -> tuple[list[str], list[int], Any]:
         """The piece's lines, the content offset where each starts (and its end), and their cut plan."""
         lines = self.content[piece.start : piece.end].split("\n")
         return lines, list(accumulate((len(line) + 1 for line in lines), initial=piece.start)), cut_plan(lines)
 
-    def _boundaries(self, piece: _Piece, lines: list[str], plan: Any) -> tuple[list[int], list[tuple[int, str, str]]]:
+    def _boundaries(self, piece: Piece, lines: list[str], plan: Any) -> tuple[list[int], list[tuple[int, str, str]]]:
         """The lines of a segment that a chunk may start at, in order, and each one's level and what a cut
         there reopens and closes (``plan``: the lines' cut plan)."""
         numbers, bounds = [0], [(piece.level, "", "")]
@@ -675,7 +690,7 @@ class _Chunker:
 
     def _lines(
         self, bounds: list[tuple[int, str, str]], tokens: list[int], index: int, stop: int, offsets: list[int]
-    ) -> _Lines | None:
+    ) -> Lines | None:
         """The line boundaries inside the piece made of the lines ``index:stop`` (``offsets``: where the lines
         after the first start), if there are some and each of those lines fits in a chunk (else None)."""
         if stop - index < 2:
@@ -683,22 +698,24 @@ class _Chunker:
         _, reopen, close = bounds[index + 1]
         after = self.count(bounds[stop][2]) if stop < len(bounds) else 0
         longest = max(map(sub, tokens[index + 1 : stop + 1], tokens[index:stop]))
-        if longest + max(self.count(bounds[index][1]), self.count(reopen)) + max(self.count(close), after) > self.limit:
+        if longest + max(self.count(bounds[index][1]), self.count(reopen)) + max(self.count(close), after) > (
+            self.limit if self.piece_room is None else self.piece_room
+        ):
             return None
-        return _Lines(
+        return Lines(
             offsets, tokens[index + 1 : stop], tokens[index], reopen, close, self.count(reopen), self.count(close)
         )
 
     def _split(
         self,
-        piece: _Piece,
+        piece: Piece,
         after: int,
         lines: list[str],
         starts: list[int],
         numbers: range,
         plan: Any,
         code: dict[int, tuple[str, str]],
-    ) -> list[_Piece]:
+    ) -> list[Piece]:
         """A piece longer than a chunk (``after``: the cost of what closes it), cut after sentence
         ends, then between lines, then inside lines."""
         cuts = [(piece.start, piece.level, piece.reopen, piece.close)]
@@ -714,14 +731,25 @@ class _Chunker:
             if number in plan.paragraph_lines:
                 cuts.extend((starts[number] + cut, SENTENCE, "", "") for cut in sentence_cuts(plan, lines, number))
         ends = [(start, self.count(close)) for start, _, _, close in cuts[1:]] + [(piece.end, after)]
-        pieces: list[_Piece] = []
+        pieces: list[Piece] = []
         for (start, level, reopen, close), (end, end_close) in zip(cuts, ends, strict=True):
             opener, closer = code.get(bisect_right(starts, start) - 1, ("", ""))
             # A cut inside a code line closes the code after the first part and reopens it before the next.
             reopened, closed = (opener + "\n", "\n" + closer + "\n") if opener else ("", "")
-            room = self.limit - max(self.count(reopen), self.count(reopened)) - max(self.count(closed), end_close)
-            pieces.extend(self._force(start, end, room, piece.segment, (level, reopen, close), reopened, closed))
+            reopen_cost, close_cost = max(self.count(reopen), self.count(reopened)), max(self.count(closed), end_close)
+            room = (self.limit if self.piece_room is None else self.piece_room) - reopen_cost - close_cost
+            first_room = self._room(start) - reopen_cost - close_cost
+            pieces.extend(
+                self._force(start, end, room, piece.segment, (level, reopen, close), reopened, closed, first_room)
+            )
         return pieces
+
+    def _room(self, start: int) -> int:
+        """The most tokens a piece that begins at content offset ``start`` may cost (to fit in a chunk: the content's
+        start, the title line, only ever begins the first chunk, which has no header nor overlap; or _fill's)."""
+        if start == 0:
+            return self.chunk_tokens
+        return self.limit if self.piece_room is None else self.piece_room
 
     def _force(
         self,
@@ -732,45 +760,30 @@ class _Chunker:
         cut: tuple[int, str, str],
         reopened: str = "",
         closed: str = "",
-    ) -> list[_Piece]:
-        """``content[start:end]`` as pieces of at most ``room`` tokens (as its offsets say), cut inside lines
-        where it must: the first after the boundary ``cut`` (its level, what a cut there reopens and closes),
-        the others after a FORCED one that reopens ``reopened`` and closes ``closed``."""
+        first_room: int | None = None,
+    ) -> list[Piece]:
+        """``content[start:end]`` as pieces of at most ``room`` tokens (as its offsets say; the first at most
+        ``first_room`` if given), cut inside lines where it must: the first after the boundary ``cut`` (its level,
+        what a cut there reopens and closes), the others after a FORCED one that reopens ``reopened`` and closes
+        ``closed``."""
         positions = self.positions
         level, reopen, close = cut
         pieces = []
         first, last = positions.at(start), positions.at(end)  # the token indices there
-        while last - first > room and end - start > 1:
-            limit = min(max(positions.position(first + room), start + 1), end - 1)
-            inside = cut_before(self.content, start, limit)
+        fits = room if first_room is None else first_room
+        while last - first > fits and end - start > 1:
+            limit = min(max(positions.position(first + fits), start + 1), end - 1)
+            # (A piece of _packing(fuller=True)'s, far shorter than a chunk, may run on to the end of a character
+            # that is longer than it: an emoji's ZWJ sequence is up to 25 tokens.)
+            inside = cut_before(self.content, start, limit, min(end, limit + 32) if fits < self.limit // 2 else 0)
+            if not start and inside <= (title_end := self.content.find("\n")) < limit:
+                # The title line fits in the first chunk: not cut there, but after it and its blank lines (a line
+                # start is no letter cut_before would find).
+                inside = title_end
+                while inside < limit and self.content[inside] == "\n":
+                    inside += 1
             inside_token = positions.at(inside)
             pieces.append(self._piece(start, inside, level, segment, reopen, close, inside_token - first))
-            start, first, level, reopen, close = inside, inside_token, FORCED, reopened, closed
+            start, first, level, reopen, close, fits = inside, inside_token, FORCED, reopened, closed, room
         pieces.append(self._piece(start, end, level, segment, reopen, close, last - first))
         return pieces
-
-
-def _segments(outline: Outline) -> tuple[list[_Segment], list[tuple[str, str]]]:
-    """The content's sections and journals (as offsets), and each journal's heading date and author.
-
-    A section whose next heading is a journal's is the history; its own heading goes with its first journal.
-    """
-    content, headings = outline.content, outline.headings
-    bounds: list[tuple[int, str, int | None]] = [(0, DETAILS, None)]
-    journals: list[tuple[str, str]] = []
-    history_start = None
-    for index, (offset, level, line) in enumerate(headings):
-        if level == "##" and index + 1 < len(headings) and headings[index + 1][1] == "###":
-            history_start = offset
-        elif level == "##":
-            bounds.append((offset, DESCRIPTION, None))
-        else:
-            heading = _JOURNAL_HEADING.fullmatch(line)
-            journals.append((heading["date"], heading["author"]) if heading else ("", line[4:]))
-            bounds.append((offset if history_start is None else history_start, HISTORY, len(journals) - 1))
-            history_start = None
-    ends = [offset for offset, _, _ in bounds[1:]] + [len(content)]
-    segments = [
-        _Segment(start, end, section, journal) for (start, section, journal), end in zip(bounds, ends, strict=True)
-    ]
-    return [segment for segment in segments if segment.end > segment.start], journals
