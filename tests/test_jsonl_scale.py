@@ -3,7 +3,6 @@ from it, without the file (gigabytes for a large Redmine) being held in memory."
 
 from __future__ import annotations
 
-import json
 import os
 import tracemalloc
 from collections.abc import Callable, Iterator
@@ -11,25 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.chunk_lines import ticket_lines
 
 from anchorkit.chunk.writers import EncodedTicket, JsonLines, PreviousLines, write_jsonl_file
 from anchorkit.files import ComparingStream, sync_file
 from anchorkit.render.transform import TicketFailure
 
 TICKETS = 2_000
-CHUNK_TEXT = "ログを確認したところ認証サーバーでタイムアウトが発生していました。" * 20  # about 2 KB a chunk
-
-
-def ticket_lines(ticket_id: int, chunks: int = 3) -> bytes:
-    """A ticket's chunks as anchorkit writes them: one JSON object a line, id and ticket id first."""
-    return b"".join(
-        json.dumps(
-            {"id": f"{ticket_id}-{n:03d}", "ticket_id": ticket_id, "text": CHUNK_TEXT, "metadata": {}},
-            ensure_ascii=False,
-        ).encode("utf-8")
-        + b"\n"
-        for n in range(chunks)
-    )
 
 
 def encoded_tickets(failed: int | None = None) -> Iterator[EncodedTicket[bytes] | TicketFailure]:

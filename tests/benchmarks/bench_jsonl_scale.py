@@ -17,7 +17,6 @@ few bytes a ticket to know where the lines of a failed ticket are (target: under
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import subprocess
@@ -27,21 +26,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+
+from support.chunk_lines import ticket_lines  # noqa: E402
+
 SIZES = [int(n) for n in os.environ.get("BENCH_JSONL_TICKETS", "2000,20000").split(",")]
 CASES = ("floor", "check", "failed ticket")
-CHUNK_TEXT = "ログを確認したところ認証サーバーでタイムアウトが発生していました。" * 20
 TARGET_PERCENT = 10.0
-
-
-def ticket_lines(ticket_id: int) -> bytes:
-    return b"".join(
-        json.dumps(
-            {"id": f"{ticket_id}-{n:03d}", "ticket_id": ticket_id, "text": CHUNK_TEXT, "metadata": {}},
-            ensure_ascii=False,
-        ).encode("utf-8")
-        + b"\n"
-        for n in range(3)
-    )
 
 
 def measure(case: str, path: Path, tickets: int) -> None:
