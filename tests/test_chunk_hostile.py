@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.chunk_judge import Ticket, judge
+from support.chunk_judge import Ticket, judge, sections_of
 from support.hostile_tickets import REDMINE_URL, SHAPES, TEXT_FORMAT, hostile_issue, tables
 from support.long_tickets import long_issue, lookups
 
@@ -41,11 +41,7 @@ def rendered(issue: dict[str, Any], lang: str = "ja") -> tuple[str, Ticket, dict
     content = strip_anchors(document)
     assert outline.content == content
     journals = history_journals(issue, LOOKUPS, options)
-    journal_starts = [offset for offset, level, _ in outline.headings if level == "###"]
-    sections = [(offset, "description") for offset, level, _ in outline.headings if level == "##"]
-    if journal_starts:
-        history = max(offset for offset, _ in sections if offset < journal_starts[0])
-        sections = [(offset, "history" if offset == history else name) for offset, name in sections]
+    sections, journal_starts = sections_of(outline.headings)
     url = f"{REDMINE_URL}/issues/{issue['id']}"
     anchor = next(m[0] for m in ANCHOR_PATTERN.finditer(whole) if int(m["id"]) == issue["id"])
     ticket = Ticket(

@@ -42,6 +42,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from support.bedrock import (  # noqa: E402
     NATIVE_CHUNKERS,
+    MemoryStore,
     documented_batch,
     in_batches,
     native_chunks,
@@ -64,19 +65,6 @@ REPEAT = int(os.environ.get("BENCH_BEDROCK_REPEAT", "5"))
 BATCH_SIZE = 100
 TICKETS_PER_ROUND = 10
 SETTINGS = Settings.from_environment({"ANCHORKIT_REDMINE_URL": "https://redmine.example.co.jp"})
-
-
-class MemoryStore:
-    """Batches in a dict: the handler's work without S3's."""
-
-    def __init__(self, objects: dict[str, bytes]) -> None:
-        self.objects = objects
-
-    def get(self, bucket: str, key: str) -> bytes:
-        return self.objects[key]
-
-    def put(self, bucket: str, key: str, body: bytes) -> None:
-        self.objects[key] = body
 
 
 class _AuditLines(logging.Handler):

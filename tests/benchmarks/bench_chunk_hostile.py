@@ -35,7 +35,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
-from support.chunk_judge import PROMISES, Ticket, judge  # noqa: E402
+from support.bedrock import MemoryStore  # noqa: E402
+from support.chunk_judge import PROMISES, Ticket, judge, sections_of  # noqa: E402
 from support.hostile_tickets import REDMINE_URL, write_hostile_snapshot  # noqa: E402
 
 from anchorkit.anchors import ANCHOR_PATTERN, strip_anchors  # noqa: E402
@@ -82,16 +83,7 @@ def tickets_of(snapshot: Path, lang: str) -> dict[int, Ticket]:
         journals = history_journals(issue, lookups, render_options)
         notes = [j["note_number"] for j in journals] if journals else None
         anchor = next(m[0] for m in ANCHOR_PATTERN.finditer(markdown) if int(m["id"]) == item.ticket_id)
-        sections = []
-        for offset, level, _ in outline.headings:
-            if level == "##":
-                sections.append((offset, "description"))
-        journal_offsets = [offset for offset, level, _ in outline.headings if level == "###"]
-        if journal_offsets:  # the history's heading is the last "##" before the first journal
-            history = max(
-                offset for offset, level, _ in outline.headings if level == "##" and offset < journal_offsets[0]
-            )
-            sections = [(o, "history" if o == history else s) for o, s in sections]
+        sections, journal_offsets = sections_of(outline.headings)
         known[item.ticket_id] = Ticket(
             item.ticket_id,
             content,
@@ -111,17 +103,6 @@ def records_by_ticket(lines: bytes) -> dict[int, list[dict[str, Any]]]:
         record = json.loads(line)
         found[record["ticket_id"]].append(record)
     return found
-
-
-class MemoryStore:
-    def __init__(self, objects: dict[str, bytes]) -> None:
-        self.objects = objects
-
-    def get(self, bucket: str, key: str) -> bytes:
-        return self.objects[key]
-
-    def put(self, bucket: str, key: str, body: bytes) -> None:
-        self.objects[key] = body
 
 
 def lambda_records(folder: Path, limit: int) -> tuple[dict[int, list[dict[str, Any]]], int]:

@@ -210,3 +210,16 @@ def kb(s3_server: S3Server, s3_prefix: str) -> Intermediate:
 @pytest.fixture
 def logs(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
     return capture(caplog)
+
+
+class MemoryStore:
+    """Batches in a dict: the handler's work without S3's."""
+
+    def __init__(self, objects: dict[str, bytes]) -> None:
+        self.objects = objects
+
+    def get(self, bucket: str, key: str) -> bytes:
+        return self.objects[key]
+
+    def put(self, bucket: str, key: str, body: bytes) -> None:
+        self.objects[key] = body

@@ -80,6 +80,17 @@ class Verdict:
         self.broken.setdefault(promise, []).append(why)
 
 
+def sections_of(headings: Sequence[tuple[int, str, str]]) -> tuple[list[tuple[int, str]], list[int]]:
+    """Where a ticket's content's sections begin and which they are (``description``, or ``history``: the last
+    ``##`` before the first journal), and where its journals begin, from its outline's headings."""
+    journals = [offset for offset, level, _ in headings if level == "###"]
+    sections = [(offset, "description") for offset, level, _ in headings if level == "##"]
+    if journals:
+        history = max(offset for offset, _ in sections if offset < journals[0])
+        sections = [(offset, "history" if offset == history else name) for offset, name in sections]
+    return sections, journals
+
+
 def judge(ticket: Ticket, records: Sequence[dict[str, Any]], tokenizer: Any, limit: int, overlap: int = 0) -> Verdict:
     """The promises ``records`` (a ticket's chunks as JSON Lines objects: text, metadata) keep or break."""
     verdict = Verdict(chunks=len(records))
